@@ -1,0 +1,326 @@
+//! Error types. Each is a small `Copy` value: making one never allocates, so
+//! the recording paths can return them from inside a hot loop.
+
+use core::fmt;
+
+use crate::layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
+
+/// A maximum draft length `K` outside `1..=64`.
+///
+/// ```
+/// use specdec_metrics::AcceptanceHistogram;
+/// let err = AcceptanceHistogram::new(0).unwrap_err();
+/// assert_eq!(err.max_draft_len(), 0);
+/// assert!(err.to_string().contains("1..=64"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    max_draft_len: usize,
+}
+
+impl ConfigError {
+    pub(crate) const fn new(max_draft_len: usize) -> Self {
+        Self { max_draft_len }
+    }
+
+    /// The rejected maximum draft length.
+    pub const fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {}",
+            self.max_draft_len
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// An observation that no bucket can hold. It was counted in
+/// `num_rejected_observations`, not in the histogram.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, ObserveError};
+/// let mut h = AcceptanceHistogram::new(3).unwrap();
+/// let err = h.observe(2, 3).unwrap_err();
+/// assert_eq!(err, ObserveError::AcceptedExceedsDrafted { drafted: 2, accepted: 3 });
+/// assert_eq!(h.num_rejected_observations(), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObserveError {
+    /// The verifier accepted more tokens than were drafted (`a > k`); this
+    /// happens when a grammar invalidates drafts after they were sampled.
+    AcceptedExceedsDrafted {
+        /// The draft length `k` given.
+        drafted: usize,
+        /// The accepted count `a` given.
+        accepted: usize,
+    },
+    /// The draft length is above the configured maximum (`k > K`).
+    DraftedExceedsMax {
+        /// The draft length `k` given.
+        drafted: usize,
+        /// The accepted count `a` given.
+        accepted: usize,
+        /// The configured maximum `K`.
+        max_draft_len: usize,
+    },
+}
+
+impl ObserveError {
+    /// Classifies an invalid `(drafted, accepted)` pair. Called only on the
+    /// cold path, after the bounds check failed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn new(max_draft_len: usize, drafted: usize, accepted: usize) -> Self {
+        if drafted > max_draft_len {
+            Self::DraftedExceedsMax {
+                drafted,
+                accepted,
+                max_draft_len,
+            }
+        } else {
+            Self::AcceptedExceedsDrafted { drafted, accepted }
+        }
+    }
+
+    /// The draft length `k` of the rejected observation.
+    pub const fn drafted(&self) -> usize {
+        match *self {
+            Self::AcceptedExceedsDrafted { drafted, .. }
+            | Self::DraftedExceedsMax { drafted, .. } => drafted,
+        }
+    }
+
+    /// The accepted count `a` of the rejected observation.
+    pub const fn accepted(&self) -> usize {
+        match *self {
+            Self::AcceptedExceedsDrafted { accepted, .. }
+            | Self::DraftedExceedsMax { accepted, .. } => accepted,
+        }
+    }
+}
+
+impl fmt::Display for ObserveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::AcceptedExceedsDrafted { drafted, accepted } => write!(
+                f,
+                "rejected observation (drafted={drafted}, accepted={accepted}): accepted exceeds drafted"
+            ),
+            Self::DraftedExceedsMax {
+                drafted,
+                accepted,
+                max_draft_len,
+            } => write!(
+                f,
+                "rejected observation (drafted={drafted}, accepted={accepted}): drafted exceeds max_draft_len={max_draft_len}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ObserveError {}
+
+/// One counter of a histogram, named in [`MergeError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// The bucket of steps that drafted `drafted` and accepted `accepted`.
+    Bucket {
+        /// Draft length `k`.
+        drafted: usize,
+        /// Accepted count `a`.
+        accepted: usize,
+    },
+    /// `num_undrafted_steps`.
+    UndraftedSteps,
+    /// `num_rejected_observations`.
+    RejectedObservations,
+}
+
+impl fmt::Display for Counter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Bucket { drafted, accepted } => {
+                write!(f, "bucket (drafted={drafted}, accepted={accepted})")
+            }
+            Self::UndraftedSteps => f.write_str("num_undrafted_steps"),
+            Self::RejectedObservations => f.write_str("num_rejected_observations"),
+        }
+    }
+}
+
+/// Two histograms that cannot be combined. The histogram operated on is left
+/// unchanged.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, MergeError};
+/// let mut a = AcceptanceHistogram::new(3).unwrap();
+/// let b = AcceptanceHistogram::new(4).unwrap();
+/// assert_eq!(a.merge(&b), Err(MergeError::MaxDraftLenMismatch { left: 3, right: 4 }));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeError {
+    /// The histograms were configured with different maximum draft lengths.
+    MaxDraftLenMismatch {
+        /// `K` of the histogram operated on.
+        left: usize,
+        /// `K` of the argument.
+        right: usize,
+    },
+    /// `delta_since(earlier)`: `earlier` holds more in this counter than the
+    /// later histogram, so it is not an earlier snapshot of the same source.
+    NotEarlier {
+        /// The counter that decreased.
+        counter: Counter,
+        /// Its value in `earlier`.
+        earlier: u64,
+        /// Its value in the later histogram.
+        later: u64,
+    },
+    /// `merge`: a counter would exceed `u64::MAX`.
+    Overflow {
+        /// The counter that overflowed.
+        counter: Counter,
+    },
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::MaxDraftLenMismatch { left, right } => write!(
+                f,
+                "cannot combine histograms with different max_draft_len (num_spec_tokens): {left} and {right}"
+            ),
+            Self::NotEarlier {
+                counter,
+                earlier,
+                later,
+            } => write!(
+                f,
+                "not an earlier snapshot: {counter} is {earlier} in the earlier histogram but {later} in the later one"
+            ),
+            Self::Overflow { counter } => write!(f, "merge overflows {counter}"),
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+/// Why a report could not be read back into a histogram (SPEC §4). Serde
+/// format errors (wrong JSON types, negative or fractional counts, missing
+/// keys) are reported by the format itself; this type covers reports that
+/// parse but are not a consistent histogram.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReportError {
+    /// `num_spec_tokens` is outside `1..=64`.
+    MaxDraftLen(ConfigError),
+    /// A key of `acceptance_histogram_by_draft_length` is above
+    /// `num_spec_tokens`.
+    DraftLengthAboveMax {
+        /// The row's draft length `k`.
+        drafted: usize,
+        /// `num_spec_tokens`.
+        max_draft_len: usize,
+    },
+    /// A row's length is not `k + 1`.
+    RowLength {
+        /// The row's draft length `k`.
+        drafted: usize,
+        /// The row's length in the report.
+        found: usize,
+    },
+    /// The same draft length appears twice.
+    DuplicateDraftLength {
+        /// The repeated draft length.
+        drafted: usize,
+    },
+    /// A list has the wrong length for `num_spec_tokens`.
+    ListLength {
+        /// The key of the list.
+        field: &'static str,
+        /// The length `num_spec_tokens` requires.
+        expected: usize,
+        /// The length in the report.
+        found: usize,
+    },
+    /// A count disagrees with the one derived from the rows.
+    CountMismatch {
+        /// The key of the figure.
+        field: &'static str,
+        /// The position in a list, `None` for a single number.
+        index: Option<usize>,
+        /// The value in the report.
+        reported: u64,
+        /// The value derived from the rows.
+        derived: u64,
+    },
+    /// A rate disagrees with the one derived from the rows.
+    RateMismatch {
+        /// The key of the figure.
+        field: &'static str,
+        /// The value in the report.
+        reported: f64,
+        /// The value derived from the rows.
+        derived: f64,
+    },
+    /// The counts are so large that a derived total exceeds `u64::MAX`.
+    Overflow,
+}
+
+impl fmt::Display for ReportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::MaxDraftLen(e) => write!(f, "num_spec_tokens: {e}"),
+            Self::DraftLengthAboveMax {
+                drafted,
+                max_draft_len,
+            } => write!(
+                f,
+                "acceptance_histogram_by_draft_length has a row for draft length {drafted}, above num_spec_tokens={max_draft_len}"
+            ),
+            Self::RowLength { drafted, found } => write!(
+                f,
+                "acceptance_histogram_by_draft_length[\"{drafted}\"] has {found} counts, expected {}",
+                drafted + 1
+            ),
+            Self::DuplicateDraftLength { drafted } => write!(
+                f,
+                "acceptance_histogram_by_draft_length has draft length {drafted} more than once"
+            ),
+            Self::ListLength {
+                field,
+                expected,
+                found,
+            } => write!(f, "{field} has {found} entries, expected {expected}"),
+            Self::CountMismatch {
+                field,
+                index: Some(i),
+                reported,
+                derived,
+            } => write!(
+                f,
+                "{field}[{i}] is {reported} but the histogram rows give {derived}"
+            ),
+            Self::CountMismatch {
+                field,
+                index: None,
+                reported,
+                derived,
+            } => write!(f, "{field} is {reported} but the histogram rows give {derived}"),
+            Self::RateMismatch {
+                field,
+                reported,
+                derived,
+            } => write!(f, "{field} is {reported} but the histogram rows give {derived}"),
+            Self::Overflow => f.write_str("counts too large: a derived total exceeds u64::MAX"),
+        }
+    }
+}
+
+impl std::error::Error for ReportError {}

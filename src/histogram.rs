@@ -1,0 +1,542 @@
+//! [`AcceptanceHistogram`]: owned counts of one request or one snapshot, and
+//! every figure of SPEC §3 derived from them.
+//!
+//! Only the buckets `H[k][a]` and the two side counters (undrafted steps,
+//! rejected observations) are stored. Totals, per-position counts and rates
+//! are computed from the buckets each time they are asked for, so no figure
+//! can disagree with the histogram it comes from.
+
+use core::fmt;
+
+use crate::error::{ConfigError, Counter, MergeError, ObserveError};
+use crate::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, row_start};
+
+/// Verify-step outcomes by draft length: for each draft length `k` in
+/// `0..=K`, `k + 1` counts, bucket `a` counting the steps that drafted `k`
+/// tokens and accepted `a` of them.
+///
+/// It is both the per-request accumulator (allocated once when the request
+/// starts; [`observe`](Self::observe) never allocates) and the snapshot type
+/// returned by [`Recorder::snapshot`](crate::Recorder::snapshot). It
+/// serializes to the vLLM-compatible report of SPEC §4.
+///
+/// ```
+/// use specdec_metrics::AcceptanceHistogram;
+///
+/// let mut h = AcceptanceHistogram::new(3)?;
+/// for (k, a) in [(3, 0), (3, 3), (3, 2), (3, 3), (3, 1)] {
+///     h.observe(k, a)?;
+/// }
+/// assert_eq!(h.row(3), Some(&[1, 1, 1, 2][..]));
+/// assert_eq!(h.mean_acceptance_length(), 2.8);
+/// assert_eq!(h.draft_acceptance_rate(), 0.6);
+/// assert_eq!(h.num_accepted_tokens_per_pos(), vec![4, 3, 2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct AcceptanceHistogram {
+    max_draft_len: usize,
+    /// `H[k][a]` at `layout::row_start(k) + a`; `layout::bucket_count(K)` long.
+    counts: Box<[u64]>,
+    undrafted: u64,
+    rejected: u64,
+}
+
+impl AcceptanceHistogram {
+    /// An empty histogram for draft lengths `0..=max_draft_len` (vLLM's
+    /// `num_spec_tokens`). Allocates its `(K + 1)(K + 2) / 2` counters once.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] unless `1 <= max_draft_len <= 64`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// assert_eq!(AcceptanceHistogram::new(4)?.max_draft_len(), 4);
+    /// assert!(AcceptanceHistogram::new(65).is_err());
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn new(max_draft_len: usize) -> Result<Self, ConfigError> {
+        if !is_valid_max_draft_len(max_draft_len) {
+            return Err(ConfigError::new(max_draft_len));
+        }
+        Ok(Self {
+            max_draft_len,
+            counts: vec![0; bucket_count(max_draft_len)].into_boxed_slice(),
+            undrafted: 0,
+            rejected: 0,
+        })
+    }
+
+    /// Builds a histogram from raw bucket counts. `counts` must be
+    /// `bucket_count(max_draft_len)` long and `max_draft_len` valid.
+    pub(crate) fn from_parts(
+        max_draft_len: usize,
+        counts: Box<[u64]>,
+        undrafted: u64,
+        rejected: u64,
+    ) -> Self {
+        debug_assert!(is_valid_max_draft_len(max_draft_len));
+        debug_assert_eq!(counts.len(), bucket_count(max_draft_len));
+        Self {
+            max_draft_len,
+            counts,
+            undrafted,
+            rejected,
+        }
+    }
+
+    /// Records one verify step that drafted `drafted` tokens (after grammar
+    /// adjustment; `0` when the grammar invalidated every draft) and of which
+    /// the verifier accepted `accepted` (bonus token excluded).
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError`] naming the values when `accepted > drafted` or
+    /// `drafted > max_draft_len`; the step is then counted in
+    /// [`num_rejected_observations`](Self::num_rejected_observations) and in
+    /// no bucket.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(2, 1)?;
+    /// h.observe(0, 0)?; // drafts scheduled, all invalidated by the grammar
+    /// assert!(h.observe(3, 0).is_err()); // above K = 2: rejected and counted
+    /// assert_eq!((h.count(2, 1), h.count(0, 0), h.num_rejected_observations()), (1, 1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe(&mut self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
+        match checked_bucket_index(self.max_draft_len, drafted, accepted) {
+            Some(i) => {
+                self.counts[i] += 1;
+                Ok(())
+            }
+            None => {
+                self.rejected += 1;
+                Err(ObserveError::new(self.max_draft_len, drafted, accepted))
+            }
+        }
+    }
+
+    /// Records a step where the drafting policy proposed nothing at all (not
+    /// a `k = 0` row; see SPEC §2). Reported as `num_undrafted_steps`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe_undrafted();
+    /// assert_eq!((h.num_undrafted_steps(), h.num_spec_steps()), (1, 0));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn observe_undrafted(&mut self) {
+        self.undrafted += 1;
+    }
+
+    /// The count of bucket `(drafted, accepted)`; 0 outside the triangle.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(2, 2)?;
+    /// assert_eq!((h.count(2, 2), h.count(2, 3), h.count(9, 0)), (1, 0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn count(&self, drafted: usize, accepted: usize) -> u64 {
+        checked_bucket_index(self.max_draft_len, drafted, accepted).map_or(0, |i| self.counts[i])
+    }
+
+    /// The `drafted + 1` counts of row `drafted` (accepted `0..=drafted`), or
+    /// `None` when `drafted > max_draft_len`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe(1, 1)?;
+    /// assert_eq!(h.row(1), Some(&[0, 1][..]));
+    /// assert_eq!(h.row(2), Some(&[0, 0, 0][..]));
+    /// assert_eq!(h.row(4), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn row(&self, drafted: usize) -> Option<&[u64]> {
+        (drafted <= self.max_draft_len)
+            .then(|| &self.counts[row_start(drafted)..row_start(drafted + 1)])
+    }
+
+    /// The rows of the observed draft lengths (at least one step), ascending
+    /// by draft length: the entries of `acceptance_histogram_by_draft_length`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(4)?;
+    /// h.observe(3, 1)?;
+    /// h.observe(1, 0)?;
+    /// let rows: Vec<_> = h.observed_rows().collect();
+    /// assert_eq!(rows, vec![(1, &[1, 0][..]), (3, &[0, 1, 0, 0][..])]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn observed_rows(&self) -> impl Iterator<Item = (usize, &[u64])> + '_ {
+        (0..=self.max_draft_len).filter_map(move |k| {
+            let row = &self.counts[row_start(k)..row_start(k + 1)];
+            row.iter().any(|&c| c != 0).then_some((k, row))
+        })
+    }
+
+    /// The configured maximum draft length `K` (vLLM's `num_spec_tokens`).
+    pub fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+    }
+
+    /// Whether nothing at all was recorded: no step, no undrafted step, no
+    /// rejected observation.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(1)?;
+    /// assert!(h.is_empty());
+    /// h.observe_undrafted();
+    /// assert!(!h.is_empty());
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.undrafted == 0 && self.rejected == 0 && self.counts.iter().all(|&c| c == 0)
+    }
+
+    /// Verify steps recorded in the histogram: the sum of all buckets
+    /// (vLLM's engine-wide `num_drafts`).
+    pub fn num_spec_steps(&self) -> u64 {
+        self.counts.iter().fold(0, |s, &c| s.saturating_add(c))
+    }
+
+    /// Steps in row `drafted` (the sum of its buckets); 0 when `drafted > K`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(2, 0)?;
+    /// h.observe(2, 2)?;
+    /// assert_eq!(h.row_steps(2), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn row_steps(&self, drafted: usize) -> u64 {
+        self.row(drafted)
+            .map_or(0, |r| r.iter().fold(0, |s, &c| s.saturating_add(c)))
+    }
+
+    /// Draft tokens: the sum of `k * H[k][a]`.
+    pub fn num_draft_tokens(&self) -> u64 {
+        (1..=self.max_draft_len).fold(0u64, |s, k| {
+            s.saturating_add((k as u64).saturating_mul(self.row_steps(k)))
+        })
+    }
+
+    /// Accepted draft tokens: the sum of `a * H[k][a]` (vLLM's engine-wide
+    /// `num_accepted_tokens`; the bonus token is not counted).
+    pub fn num_accepted_draft_tokens(&self) -> u64 {
+        self.acceptance_histogram()
+            .iter()
+            .enumerate()
+            .fold(0u64, |s, (a, &c)| s.saturating_add((a as u64).saturating_mul(c)))
+    }
+
+    /// Steps where the drafting policy proposed nothing.
+    pub fn num_undrafted_steps(&self) -> u64 {
+        self.undrafted
+    }
+
+    /// Observations rejected as invalid (`a > k` or `k > K`).
+    pub fn num_rejected_observations(&self) -> u64 {
+        self.rejected
+    }
+
+    /// Steps by accepted count `j` over all draft lengths: dense, `K + 1`
+    /// long, entry `j` the sum over `k` of `H[k][j]`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe(1, 1)?;
+    /// h.observe(3, 1)?;
+    /// h.observe(3, 0)?;
+    /// assert_eq!(h.acceptance_histogram(), vec![1, 2, 0, 0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acceptance_histogram(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.max_draft_len + 1];
+        for k in 0..=self.max_draft_len {
+            let row = &self.counts[row_start(k)..row_start(k + 1)];
+            for (slot, &c) in out.iter_mut().zip(row) {
+                *slot = slot.saturating_add(c);
+            }
+        }
+        out
+    }
+
+    /// Entry `i` (`0..K`): steps that accepted more than `i` tokens, i.e.
+    /// whose draft token at position `i` was accepted.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe(3, 2)?;
+    /// h.observe(1, 1)?;
+    /// assert_eq!(h.num_accepted_tokens_per_pos(), vec![2, 1, 0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_accepted_tokens_per_pos(&self) -> Vec<u64> {
+        suffix_sums_after(&self.acceptance_histogram())
+    }
+
+    /// Entry `i` (`0..K`): steps whose draft reached position `i`, i.e. that
+    /// drafted more than `i` tokens.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe(3, 0)?;
+    /// h.observe(1, 1)?;
+    /// assert_eq!(h.num_draft_tokens_per_pos(), vec![2, 1, 1]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_draft_tokens_per_pos(&self) -> Vec<u64> {
+        let rows: Vec<u64> = (0..=self.max_draft_len)
+            .map(|k| self.row_steps(k))
+            .collect();
+        suffix_sums_after(&rows)
+    }
+
+    /// `1.0 + accepted / steps` in `f64`, the division first (the bonus
+    /// token included, as vLLM computes it); `1.0` when no step was recorded.
+    pub fn mean_acceptance_length(&self) -> f64 {
+        let steps = self.num_spec_steps();
+        if steps == 0 {
+            1.0
+        } else {
+            1.0 + (self.num_accepted_draft_tokens() as f64 / steps as f64)
+        }
+    }
+
+    /// `accepted / drafted` draft tokens, in `[0, 1]`; `0.0` when nothing was
+    /// drafted.
+    pub fn draft_acceptance_rate(&self) -> f64 {
+        let drafted = self.num_draft_tokens();
+        if drafted == 0 {
+            0.0
+        } else {
+            self.num_accepted_draft_tokens() as f64 / drafted as f64
+        }
+    }
+
+    /// Share of the steps of row `drafted` that accepted every draft:
+    /// `H[k][k] / sum_a H[k][a]`; `None` for an unobserved or out-of-range
+    /// draft length.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(2, 2)?;
+    /// h.observe(2, 0)?;
+    /// assert_eq!(h.full_acceptance_rate(2), Some(0.5));
+    /// assert_eq!(h.full_acceptance_rate(1), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn full_acceptance_rate(&self, drafted: usize) -> Option<f64> {
+        let row = self.row(drafted)?;
+        let steps = self.row_steps(drafted);
+        (steps != 0).then(|| row[drafted] as f64 / steps as f64)
+    }
+
+    /// Per-position acceptance as vLLM's log line defines it: entry `i` is
+    /// `num_accepted_tokens_per_pos[i] / num_spec_steps` (all steps, drafted
+    /// at `i` or not); all zero when no step was recorded.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(1, 1)?;
+    /// h.observe(2, 2)?;
+    /// assert_eq!(h.acceptance_rate_per_pos(), vec![1.0, 0.5]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acceptance_rate_per_pos(&self) -> Vec<f64> {
+        let steps = self.num_spec_steps();
+        self.num_accepted_tokens_per_pos()
+            .into_iter()
+            .map(|c| if steps == 0 { 0.0 } else { c as f64 / steps as f64 })
+            .collect()
+    }
+
+    /// Acceptance at each position among the steps that drafted it: entry
+    /// `i` is `num_accepted_tokens_per_pos[i] / num_draft_tokens_per_pos[i]`,
+    /// `None` where no draft reached position `i`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe(1, 1)?;
+    /// h.observe(2, 2)?;
+    /// assert_eq!(h.conditional_acceptance_rate_per_pos(), vec![Some(1.0), Some(1.0), None]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn conditional_acceptance_rate_per_pos(&self) -> Vec<Option<f64>> {
+        self.num_accepted_tokens_per_pos()
+            .into_iter()
+            .zip(self.num_draft_tokens_per_pos())
+            .map(|(acc, drafted)| (drafted != 0).then(|| acc as f64 / drafted as f64))
+            .collect()
+    }
+
+    /// Adds `other`'s counts to these (for example the reports of several
+    /// replicas). On error nothing is changed.
+    ///
+    /// # Errors
+    ///
+    /// [`MergeError::MaxDraftLenMismatch`] when the two `K` differ;
+    /// [`MergeError::Overflow`] when a counter would pass `u64::MAX`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut a = AcceptanceHistogram::new(2)?;
+    /// let mut b = AcceptanceHistogram::new(2)?;
+    /// a.observe(2, 1)?;
+    /// b.observe(2, 1)?;
+    /// b.observe_undrafted();
+    /// a.merge(&b)?;
+    /// assert_eq!((a.count(2, 1), a.num_undrafted_steps()), (2, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn merge(&mut self, other: &AcceptanceHistogram) -> Result<(), MergeError> {
+        self.check_same_max(other)?;
+        // Check everything first so an error leaves `self` untouched.
+        self.zip_counters(other, |counter, mine, theirs| {
+            mine.checked_add(theirs)
+                .map(drop)
+                .ok_or(MergeError::Overflow { counter })
+        })?;
+        for (mine, &theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *mine += theirs;
+        }
+        self.undrafted += other.undrafted;
+        self.rejected += other.rejected;
+        Ok(())
+    }
+
+    /// The observations recorded after `earlier`, an earlier snapshot of the
+    /// same source: counter by counter, `self - earlier`. Nothing is reset;
+    /// this is how a metrics thread gets interval figures for a log line.
+    ///
+    /// # Errors
+    ///
+    /// [`MergeError::MaxDraftLenMismatch`] when the two `K` differ;
+    /// [`MergeError::NotEarlier`] when `earlier` holds more in some counter.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe(1, 1)?;
+    /// let earlier = h.clone();
+    /// h.observe(2, 0)?;
+    /// let interval = h.delta_since(&earlier)?;
+    /// assert_eq!((interval.num_spec_steps(), interval.count(2, 0)), (1, 1));
+    /// assert!(earlier.delta_since(&h).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delta_since(
+        &self,
+        earlier: &AcceptanceHistogram,
+    ) -> Result<AcceptanceHistogram, MergeError> {
+        self.check_same_max(earlier)?;
+        self.zip_counters(earlier, |counter, later, before| {
+            if before > later {
+                Err(MergeError::NotEarlier {
+                    counter,
+                    earlier: before,
+                    later,
+                })
+            } else {
+                Ok(())
+            }
+        })?;
+        let counts = self
+            .counts
+            .iter()
+            .zip(earlier.counts.iter())
+            .map(|(&later, &before)| later - before)
+            .collect();
+        Ok(Self::from_parts(
+            self.max_draft_len,
+            counts,
+            self.undrafted - earlier.undrafted,
+            self.rejected - earlier.rejected,
+        ))
+    }
+
+    fn check_same_max(&self, other: &AcceptanceHistogram) -> Result<(), MergeError> {
+        if self.max_draft_len == other.max_draft_len {
+            Ok(())
+        } else {
+            Err(MergeError::MaxDraftLenMismatch {
+                left: self.max_draft_len,
+                right: other.max_draft_len,
+            })
+        }
+    }
+
+    /// Calls `check(counter, self's value, other's value)` for every counter
+    /// of two histograms of the same `K`, stopping at the first error.
+    fn zip_counters(
+        &self,
+        other: &AcceptanceHistogram,
+        mut check: impl FnMut(Counter, u64, u64) -> Result<(), MergeError>,
+    ) -> Result<(), MergeError> {
+        for k in 0..=self.max_draft_len {
+            for a in 0..=k {
+                let i = row_start(k) + a;
+                check(
+                    Counter::Bucket {
+                        drafted: k,
+                        accepted: a,
+                    },
+                    self.counts[i],
+                    other.counts[i],
+                )?;
+            }
+        }
+        check(Counter::UndraftedSteps, self.undrafted, other.undrafted)?;
+        check(
+            Counter::RejectedObservations,
+            self.rejected,
+            other.rejected,
+        )
+    }
+}
+
+/// `out[i] = sum of v[j] for j > i`, for `i` in `0..v.len() - 1`.
+fn suffix_sums_after(v: &[u64]) -> Vec<u64> {
+    let mut out = vec![0u64; v.len().saturating_sub(1)];
+    let mut acc = 0u64;
+    for i in (0..out.len()).rev() {
+        acc = acc.saturating_add(v[i + 1]);
+        out[i] = acc;
+    }
+    out
+}
+
+impl fmt::Debug for AcceptanceHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Rows<'a>(&'a AcceptanceHistogram);
+        impl fmt::Debug for Rows<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_map().entries(self.0.observed_rows()).finish()
+            }
+        }
+        f.debug_struct("AcceptanceHistogram")
+            .field("max_draft_len", &self.max_draft_len)
+            .field("rows", &Rows(self))
+            .field("undrafted", &self.undrafted)
+            .field("rejected", &self.rejected)
+            .finish()
+    }
+}

@@ -1,0 +1,266 @@
+//! The report of SPEC §4: `AcceptanceHistogram` through serde.
+//!
+//! Writing emits vLLM's per-request `speculative_decoding` keys in vLLM's
+//! order, `acceptance_histogram_by_draft_length` right after
+//! `acceptance_histogram`, then our own four keys. Every figure is derived
+//! from the buckets at the moment of writing.
+//!
+//! Reading is strict: the histogram is rebuilt from `num_spec_tokens`, the
+//! rows and our two side counters, and every other figure in the report must
+//! equal the one derived from those rows. A report that parses but does not
+//! describe one consistent histogram is rejected with a [`ReportError`]
+//! message; unknown keys are rejected too, so a misspelt key is never
+//! silently ignored.
+
+use core::fmt;
+use std::collections::BTreeMap;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{ConfigError, ReportError};
+use crate::histogram::AcceptanceHistogram;
+use crate::layout::{bucket_count, is_valid_max_draft_len, row_start};
+
+/// The keys of the report, in the order they are written.
+pub const REPORT_KEYS: [&str; 12] = [
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+    "acceptance_histogram",
+    "acceptance_histogram_by_draft_length",
+    "num_spec_steps",
+    "num_accepted_draft_tokens",
+    "num_draft_tokens",
+    "num_spec_tokens",
+    "num_accepted_tokens_per_pos",
+    "num_draft_tokens_per_pos",
+    "num_undrafted_steps",
+    "num_rejected_observations",
+];
+
+/// `acceptance_histogram_by_draft_length`: observed rows only, keyed by the
+/// decimal string of `k`, ascending numerically.
+struct RowsByDraftLength<'a>(&'a AcceptanceHistogram);
+
+impl Serialize for RowsByDraftLength<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (k, row) in self.0.observed_rows() {
+            map.serialize_entry(&k.to_string(), row)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for AcceptanceHistogram {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let [mean, rate, hist, rows, steps, accepted, drafted, k, acc_pos, draft_pos, undrafted, rejected] =
+            REPORT_KEYS;
+        let mut s = serializer.serialize_struct("AcceptanceHistogram", REPORT_KEYS.len())?;
+        s.serialize_field(mean, &self.mean_acceptance_length())?;
+        s.serialize_field(rate, &self.draft_acceptance_rate())?;
+        s.serialize_field(hist, &self.acceptance_histogram())?;
+        s.serialize_field(rows, &RowsByDraftLength(self))?;
+        s.serialize_field(steps, &self.num_spec_steps())?;
+        s.serialize_field(accepted, &self.num_accepted_draft_tokens())?;
+        s.serialize_field(drafted, &self.num_draft_tokens())?;
+        s.serialize_field(k, &self.max_draft_len())?;
+        s.serialize_field(acc_pos, &self.num_accepted_tokens_per_pos())?;
+        s.serialize_field(draft_pos, &self.num_draft_tokens_per_pos())?;
+        s.serialize_field(undrafted, &self.num_undrafted_steps())?;
+        s.serialize_field(rejected, &self.num_rejected_observations())?;
+        s.end()
+    }
+}
+
+/// The report as read, before it is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReport {
+    mean_acceptance_length: f64,
+    draft_acceptance_rate: f64,
+    acceptance_histogram: Vec<u64>,
+    acceptance_histogram_by_draft_length: Rows,
+    num_spec_steps: u64,
+    num_accepted_draft_tokens: u64,
+    num_draft_tokens: u64,
+    num_spec_tokens: usize,
+    num_accepted_tokens_per_pos: Vec<u64>,
+    num_draft_tokens_per_pos: Vec<u64>,
+    num_undrafted_steps: u64,
+    num_rejected_observations: u64,
+}
+
+/// Rows keyed by canonical decimal draft lengths, each key at most once.
+struct Rows(BTreeMap<usize, Vec<u64>>);
+
+impl<'de> Deserialize<'de> for Rows {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RowsVisitor;
+        impl<'de> Visitor<'de> for RowsVisitor {
+            type Value = Rows;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from decimal draft lengths to lists of counts")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Rows, M::Error> {
+                let mut rows = BTreeMap::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let k = parse_draft_length(&key).ok_or_else(|| {
+                        de::Error::custom(format_args!(
+                            "acceptance_histogram_by_draft_length: key {key:?} is not a draft length (a decimal number without sign or leading zeros)"
+                        ))
+                    })?;
+                    let row: Vec<u64> = map.next_value()?;
+                    if rows.insert(k, row).is_some() {
+                        return Err(de::Error::custom(ReportError::DuplicateDraftLength {
+                            drafted: k,
+                        }));
+                    }
+                }
+                Ok(Rows(rows))
+            }
+        }
+        deserializer.deserialize_map(RowsVisitor)
+    }
+}
+
+/// Parses a canonical decimal (`"0"`, `"12"`; not `"+1"`, `"01"`, `" 1"`).
+fn parse_draft_length(key: &str) -> Option<usize> {
+    let canonical = !key.is_empty()
+        && key.bytes().all(|b| b.is_ascii_digit())
+        && (key == "0" || !key.starts_with('0'));
+    canonical.then(|| key.parse().ok()).flatten()
+}
+
+impl<'de> Deserialize<'de> for AcceptanceHistogram {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = RawReport::deserialize(deserializer)?;
+        AcceptanceHistogram::try_from_report(raw).map_err(de::Error::custom)
+    }
+}
+
+impl AcceptanceHistogram {
+    fn try_from_report(raw: RawReport) -> Result<Self, ReportError> {
+        let max = raw.num_spec_tokens;
+        if !is_valid_max_draft_len(max) {
+            return Err(ReportError::MaxDraftLen(ConfigError::new(max)));
+        }
+        let mut counts = vec![0u64; bucket_count(max)].into_boxed_slice();
+        for (&k, row) in &raw.acceptance_histogram_by_draft_length.0 {
+            if k > max {
+                return Err(ReportError::DraftLengthAboveMax {
+                    drafted: k,
+                    max_draft_len: max,
+                });
+            }
+            if row.len() != k + 1 {
+                return Err(ReportError::RowLength {
+                    drafted: k,
+                    found: row.len(),
+                });
+            }
+            counts[row_start(k)..row_start(k + 1)].copy_from_slice(row);
+        }
+        check_totals_fit(max, &counts)?;
+        let h = Self::from_parts(
+            max,
+            counts,
+            raw.num_undrafted_steps,
+            raw.num_rejected_observations,
+        );
+
+        check_list("acceptance_histogram", &raw.acceptance_histogram, &h.acceptance_histogram())?;
+        check_count("num_spec_steps", raw.num_spec_steps, h.num_spec_steps())?;
+        check_count(
+            "num_accepted_draft_tokens",
+            raw.num_accepted_draft_tokens,
+            h.num_accepted_draft_tokens(),
+        )?;
+        check_count("num_draft_tokens", raw.num_draft_tokens, h.num_draft_tokens())?;
+        check_list(
+            "num_accepted_tokens_per_pos",
+            &raw.num_accepted_tokens_per_pos,
+            &h.num_accepted_tokens_per_pos(),
+        )?;
+        check_list(
+            "num_draft_tokens_per_pos",
+            &raw.num_draft_tokens_per_pos,
+            &h.num_draft_tokens_per_pos(),
+        )?;
+        check_rate(
+            "mean_acceptance_length",
+            raw.mean_acceptance_length,
+            h.mean_acceptance_length(),
+        )?;
+        check_rate(
+            "draft_acceptance_rate",
+            raw.draft_acceptance_rate,
+            h.draft_acceptance_rate(),
+        )?;
+        Ok(h)
+    }
+}
+
+/// Rejects counts whose derived totals (`sum k * H[k][a]` is the largest)
+/// would not fit in `u64`, where the derived figures would saturate.
+fn check_totals_fit(max: usize, counts: &[u64]) -> Result<(), ReportError> {
+    let mut steps = 0u64;
+    let mut weighted = 0u64;
+    for k in 0..=max {
+        for &c in &counts[row_start(k)..row_start(k + 1)] {
+            steps = steps.checked_add(c).ok_or(ReportError::Overflow)?;
+            let w = c.checked_mul(k as u64).ok_or(ReportError::Overflow)?;
+            weighted = weighted.checked_add(w).ok_or(ReportError::Overflow)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_count(field: &'static str, reported: u64, derived: u64) -> Result<(), ReportError> {
+    if reported == derived {
+        Ok(())
+    } else {
+        Err(ReportError::CountMismatch {
+            field,
+            index: None,
+            reported,
+            derived,
+        })
+    }
+}
+
+fn check_list(field: &'static str, reported: &[u64], derived: &[u64]) -> Result<(), ReportError> {
+    if reported.len() != derived.len() {
+        return Err(ReportError::ListLength {
+            field,
+            expected: derived.len(),
+            found: reported.len(),
+        });
+    }
+    match reported.iter().zip(derived).position(|(r, d)| r != d) {
+        None => Ok(()),
+        Some(i) => Err(ReportError::CountMismatch {
+            field,
+            index: Some(i),
+            reported: reported[i],
+            derived: derived[i],
+        }),
+    }
+}
+
+/// Rates are compared with a relative tolerance of 1e-12: our own writer and
+/// vLLM's reproduce the derived value to the last bit, but a report that
+/// went through another JSON library may have been printed with fewer
+/// digits.
+fn check_rate(field: &'static str, reported: f64, derived: f64) -> Result<(), ReportError> {
+    if (reported - derived).abs() <= 1e-12 * derived.abs().max(1.0) {
+        Ok(())
+    } else {
+        Err(ReportError::RateMismatch {
+            field,
+            reported,
+            derived,
+        })
+    }
+}
