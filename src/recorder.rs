@@ -1,0 +1,423 @@
+//! [`Recorder`] and [`Worker`]: lock-free recording from many threads,
+//! snapshots for a metrics thread.
+//!
+//! # Who writes what
+//!
+//! | memory | written by | how |
+//! | --- | --- | --- |
+//! | a shard's counters | the one `Worker` holding it | relaxed load + relaxed store |
+//! | a shard's `claimed` flag | `worker()` (claim), `Worker::drop` (release) | Acquire CAS / Release store |
+//! | the stripes | any thread, through `Recorder::observe` | relaxed `fetch_add` |
+//! | the shard list | `worker()` when no shard is free, under the registry mutex | publish a new immutable list |
+//! | `live` (workers alive) | `worker()` and `Worker::drop` | SeqCst `fetch_add` / `fetch_sub` |
+//!
+//! # Why one counter per observation
+//!
+//! Every figure of a report (steps, tokens, per-position counts, rates) is
+//! derived from the buckets when read; invalid input and undrafted steps
+//! have counters of their own in the same block. So an observation changes
+//! exactly one counter, and a snapshot, which reads every counter once, is
+//! the histogram of *some* set of observations: the ones whose single store
+//! it happened to read. There is no pair of counters that could be seen
+//! half-updated, so no seqlock and no retry.
+//!
+//! # Happens-before edges
+//!
+//! - Shard list: `register` builds the new shard, then publishes the new
+//!   list (Release, inside arc-swap); `snapshot` and `worker` load it
+//!   (Acquire). A shard is therefore fully initialised before anyone reads
+//!   or claims it through the list, and once a `Worker` exists its shard is
+//!   in the list that every later snapshot loads (list loads read the
+//!   latest published list at least as new as any list that happened-before).
+//! - Shard hand-over: `Worker::drop` releases `claimed` (Release); the next
+//!   `worker()` claims it (Acquire CAS). The new owner continues from the
+//!   exact counts the old one left: nothing is lost or counted twice, and
+//!   the counts are never moved anywhere.
+//! - Observations → snapshot: none needed beyond coherence. An observation
+//!   that happened-before `snapshot()` started is seen because a load can
+//!   never read a value older than one that happens-before it; successive
+//!   snapshots never decrease because a later load of the same counter
+//!   never reads an older value, and counters only grow.
+//!
+//! # Memory bound
+//!
+//! Shards are never freed while the recorder lives and a new one is created
+//! only when `live` (workers alive or being created, counted from the start
+//! of `worker()` to the end of `Worker::drop`) exceeds the number of shards.
+//! Every claimed shard belongs to a counted worker, so when `live` does not
+//! exceed the shard count a shard is free or about to be freed and
+//! `worker()` scans again instead of allocating. The shard count therefore
+//! never exceeds the peak of `live`.
+
+use core::cell::Cell;
+use core::fmt;
+use core::marker::PhantomData;
+
+use crate::error::{ConfigError, ObserveError};
+use crate::histogram::AcceptanceHistogram;
+use crate::layout::{checked_bucket_index, is_valid_max_draft_len};
+use crate::shard::{CounterBlock, Shard};
+use crate::sync::{self, Arc, AtomicUsize, Mutex, Ordering, Published};
+
+/// Stripe count cap for the any-thread path: beyond 16 stripes the memory
+/// (16 × ~17 KiB at K = 64) buys little for a path meant to be rare.
+const MAX_STRIPES: usize = 16;
+
+/// Records verify steps from every thread of an engine and produces
+/// snapshots of the engine-wide [`AcceptanceHistogram`].
+///
+/// Share it (`&Recorder`, `Arc<Recorder>`, or a clone: clones are handles to
+/// the same counters). Each engine worker thread takes a [`Worker`] with
+/// [`worker`](Self::worker) and records through it; other threads may call
+/// [`observe`](Self::observe) directly. A metrics thread calls
+/// [`snapshot`](Self::snapshot) whenever it likes.
+///
+/// ```
+/// use specdec_metrics::Recorder;
+///
+/// let recorder = Recorder::new(4)?;
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             let worker = recorder.worker();
+///             for k in 0..=4 {
+///                 worker.observe(k, k / 2).unwrap();
+///             }
+///             worker.observe_undrafted();
+///         });
+///     }
+/// });
+/// let snapshot = recorder.snapshot();
+/// assert_eq!(snapshot.num_spec_steps(), 10);
+/// assert_eq!(snapshot.count(4, 2), 2);
+/// assert_eq!(snapshot.num_undrafted_steps(), 2);
+/// # Ok::<(), specdec_metrics::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    max_draft_len: usize,
+    /// Every shard ever created; only grows. Readers load it without a lock.
+    shards: Published<Vec<Arc<Shard>>>,
+    /// Serialises the creation of shards (the only slow path).
+    registry: Mutex<()>,
+    /// Workers alive or being created; see "Memory bound".
+    live: AtomicUsize,
+    /// Any-thread counters; a power-of-two count.
+    stripes: Box<[CounterBlock]>,
+}
+
+impl Recorder {
+    /// A recorder for draft lengths `0..=max_draft_len` (vLLM's
+    /// `num_spec_tokens`), with no shard yet.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] unless `1 <= max_draft_len <= 64`.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// assert!(Recorder::new(8).is_ok());
+    /// assert!(Recorder::new(0).is_err());
+    /// ```
+    pub fn new(max_draft_len: usize) -> Result<Self, ConfigError> {
+        if !is_valid_max_draft_len(max_draft_len) {
+            return Err(ConfigError::new(max_draft_len));
+        }
+        let stripes = sync::parallelism().next_power_of_two().min(MAX_STRIPES);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                max_draft_len,
+                shards: Published::new(Vec::new()),
+                registry: Mutex::new(()),
+                live: AtomicUsize::new(0),
+                stripes: (0..stripes)
+                    .map(|_| CounterBlock::new(max_draft_len))
+                    .collect(),
+            }),
+        })
+    }
+
+    /// The configured maximum draft length `K`.
+    pub fn max_draft_len(&self) -> usize {
+        self.inner.max_draft_len
+    }
+
+    /// A recording handle for the calling thread (movable to another).
+    ///
+    /// Claims a free shard when there is one, counts and all, and allocates
+    /// a new shard only when every shard is held by a live worker: at most
+    /// one allocation per new shard, none when a shard is reused. Never
+    /// blocks a snapshot or an `observe`.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(2)?;
+    /// let w = recorder.worker();
+    /// w.observe(2, 2).unwrap();
+    /// drop(w);
+    /// let w = recorder.worker(); // takes over the same shard and its counts
+    /// w.observe(2, 2).unwrap();
+    /// assert_eq!(recorder.shard_count(), 1);
+    /// assert_eq!(recorder.snapshot().count(2, 2), 2);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn worker(&self) -> Worker {
+        let inner = &*self.inner;
+        // SeqCst: `live` and the scans below must agree on one order with
+        // other workers' increments and decrements (see "Memory bound").
+        inner.live.fetch_add(1, Ordering::SeqCst);
+        let shard = loop {
+            let shards = inner.shards.load();
+            if let Some(shard) = shards.iter().find(|s| s.try_claim()) {
+                break Arc::clone(shard);
+            }
+            if let Some(shard) = inner.register(shards.len()) {
+                break shard;
+            }
+            // A shard is being released, or another thread grew the list:
+            // look again.
+            sync::yield_now();
+        };
+        Worker {
+            counters: Arc::clone(shard.counters()),
+            shard,
+            recorder: Arc::clone(&self.inner),
+            max_draft_len: inner.max_draft_len,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// Records one verify step from any thread, without a [`Worker`]:
+    /// one relaxed `fetch_add` on a stripe picked per thread. Prefer a
+    /// `Worker` on hot threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`AcceptanceHistogram::observe`]: invalid input is counted in
+    /// `num_rejected_observations` and returned as an [`ObserveError`].
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(3)?;
+    /// recorder.observe(3, 1).unwrap();
+    /// assert!(recorder.observe(1, 2).is_err());
+    /// let s = recorder.snapshot();
+    /// assert_eq!((s.count(3, 1), s.num_rejected_observations()), (1, 1));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
+        let max = self.inner.max_draft_len;
+        let valid = checked_bucket_index(max, drafted, accepted);
+        let index = valid.unwrap_or(CounterBlock::rejected_index(max));
+        self.stripe().increment_shared(index);
+        match valid {
+            Some(_) => Ok(()),
+            None => Err(ObserveError::new(max, drafted, accepted)),
+        }
+    }
+
+    /// Records a step whose drafting policy proposed nothing, from any
+    /// thread.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(3)?;
+    /// recorder.observe_undrafted();
+    /// assert_eq!(recorder.snapshot().num_undrafted_steps(), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn observe_undrafted(&self) {
+        self.stripe()
+            .increment_shared(CounterBlock::undrafted_index(self.inner.max_draft_len));
+    }
+
+    #[inline]
+    fn stripe(&self) -> &CounterBlock {
+        let stripes = &self.inner.stripes;
+        &stripes[sync::thread_hint() & (stripes.len() - 1)]
+    }
+
+    /// The engine-wide histogram now: the sum of every shard and stripe.
+    ///
+    /// Takes no lock and never makes a writer wait. Guarantees:
+    ///
+    /// - it is the histogram of some set of observations (each observation
+    ///   changes one counter, read once here), so every derived figure
+    ///   agrees with its buckets;
+    /// - it contains every observation that happened-before the call (for
+    ///   example, everything recorded by workers that were joined, dropped
+    ///   before a channel send the caller received, …);
+    /// - no bucket and no counter is ever smaller than in a snapshot that
+    ///   happened-before it, so counters exported from it never go back.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(2)?;
+    /// let before = recorder.snapshot();
+    /// recorder.worker().observe(1, 0).unwrap();
+    /// let after = recorder.snapshot();
+    /// assert_eq!(after.delta_since(&before).unwrap().count(1, 0), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> AcceptanceHistogram {
+        let inner = &*self.inner;
+        let max = inner.max_draft_len;
+        let mut totals = vec![0u64; CounterBlock::rejected_index(max) + 1];
+        // Acquire (inside `load`): pairs with the publication in `register`.
+        for shard in inner.shards.load().iter() {
+            shard.counters().add_to(&mut totals);
+        }
+        for stripe in inner.stripes.iter() {
+            stripe.add_to(&mut totals);
+        }
+        let rejected = totals.pop().unwrap_or(0);
+        let undrafted = totals.pop().unwrap_or(0);
+        AcceptanceHistogram::from_parts(max, totals.into_boxed_slice(), undrafted, rejected)
+    }
+
+    /// Shards created so far. Never more than the peak number of workers
+    /// alive at once.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(2)?;
+    /// let (a, b) = (recorder.worker(), recorder.worker());
+    /// drop((a, b));
+    /// let _c = recorder.worker();
+    /// assert_eq!(recorder.shard_count(), 2);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn shard_count(&self) -> usize {
+        self.inner.shards.load().len()
+    }
+
+    /// Workers currently alive (including ones being created).
+    pub fn live_workers(&self) -> usize {
+        // Relaxed: an informational reading; orders nothing.
+        self.inner.live.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// Creates, claims and publishes a new shard, unless the list changed
+    /// since the caller scanned `seen` shards or a shard is about to be
+    /// free; then `None` and the caller scans again.
+    #[cold]
+    #[inline(never)]
+    fn register(&self, seen: usize) -> Option<Arc<Shard>> {
+        let _registry = self.registry.lock();
+        let shards = self.shards.load();
+        // SeqCst: pairs with the SeqCst increments and decrements of `live`.
+        if shards.len() != seen || self.live.load(Ordering::SeqCst) <= shards.len() {
+            return None;
+        }
+        let shard = Arc::new(Shard::new_claimed(self.max_draft_len));
+        let mut next = Vec::with_capacity(shards.len() + 1);
+        next.extend(shards.iter().cloned());
+        next.push(Arc::clone(&shard));
+        // Release (inside `store`): the new shard is initialised before any
+        // load that returns this list.
+        self.shards.store(Arc::new(next));
+        Some(shard)
+    }
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recorder")
+            .field("max_draft_len", &self.inner.max_draft_len)
+            .field("shards", &self.shard_count())
+            .field("stripes", &self.inner.stripes.len())
+            .finish()
+    }
+}
+
+/// One engine worker's recording handle: records into a shard that only it
+/// writes, so [`observe`](Self::observe) is a relaxed load and a relaxed
+/// store of one counter, with no lock, no read-modify-write and no
+/// allocation.
+///
+/// `Send` (move it to the thread that uses it) but neither `Sync` nor
+/// `Clone`: the single-writer rule is enforced by the type system. Dropping
+/// it — also while a panic unwinds — gives the shard, counts and all, to
+/// the next [`Recorder::worker`] call; nothing recorded is lost.
+///
+/// ```
+/// use specdec_metrics::Recorder;
+/// let recorder = Recorder::new(4)?;
+/// let worker = recorder.worker();
+/// worker.observe(4, 3).unwrap();
+/// worker.observe(0, 0).unwrap(); // the grammar invalidated every draft
+/// worker.observe_undrafted(); // the policy proposed nothing
+/// let err = worker.observe(2, 3).unwrap_err();
+/// assert_eq!(err.to_string(), "rejected observation (drafted=2, accepted=3): accepted exceeds drafted");
+/// let s = recorder.snapshot();
+/// assert_eq!((s.num_spec_steps(), s.num_undrafted_steps(), s.num_rejected_observations()), (2, 1, 1));
+/// # Ok::<(), specdec_metrics::ConfigError>(())
+/// ```
+pub struct Worker {
+    /// The shard's counters, held directly so `observe` reaches them in one
+    /// pointer hop.
+    counters: Arc<CounterBlock>,
+    shard: Arc<Shard>,
+    recorder: Arc<Inner>,
+    max_draft_len: usize,
+    /// `Cell` is `Send + !Sync`: makes `Worker` the same.
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl Worker {
+    /// Records one verify step: drafted `drafted` tokens (after grammar
+    /// adjustment), the verifier accepted `accepted`.
+    ///
+    /// # Errors
+    ///
+    /// As [`AcceptanceHistogram::observe`]: invalid input is counted in
+    /// `num_rejected_observations` (still one counter) and returned.
+    #[inline]
+    pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
+        let max = self.max_draft_len;
+        let valid = checked_bucket_index(max, drafted, accepted);
+        self.counters
+            .increment_exclusive(valid.unwrap_or(CounterBlock::rejected_index(max)));
+        match valid {
+            Some(_) => Ok(()),
+            None => Err(ObserveError::new(max, drafted, accepted)),
+        }
+    }
+
+    /// Records a step whose drafting policy proposed nothing.
+    #[inline]
+    pub fn observe_undrafted(&self) {
+        self.counters
+            .increment_exclusive(CounterBlock::undrafted_index(self.max_draft_len));
+    }
+
+    /// The configured maximum draft length `K`.
+    pub fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.shard.release();
+        // SeqCst: after the release above, so a `worker()` that still counts
+        // us finds our shard free (see "Memory bound").
+        self.recorder.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("max_draft_len", &self.max_draft_len)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,160 @@
+//! Fixed-size blocks of atomic counters, and the shard: one block owned by
+//! at most one [`Worker`](crate::Worker) at a time.
+//!
+//! # Layout
+//!
+//! A [`CounterBlock`] holds `bucket_count(K) + 2` counters: the triangle of
+//! buckets, then `num_undrafted_steps`, then `num_rejected_observations`.
+//! The counters sit in lines of 16 `u64` wrapped in
+//! [`crossbeam_utils::CachePadded`] (128-byte aligned and sized on x86-64
+//! and aarch64, whose prefetchers pull cache lines in pairs). A block
+//! therefore starts and ends on its own lines: no two blocks, and nothing
+//! else on the heap, share a cache line, so two workers never contend.
+//!
+//! # Invariants
+//!
+//! - A shard's counters are written only by the worker that holds its
+//!   `claimed` flag ([`Shard::try_claim`] succeeded and
+//!   [`Shard::release`] has not run yet). Counters only grow.
+//! - Stripes (the any-thread path) are written by any thread, always with a
+//!   read-modify-write.
+//! - Readers only load. Nothing ever resets or moves a count.
+//!
+//! # Happens-before edges
+//!
+//! - `release` (Release store of `claimed = false`) → `try_claim` (Acquire
+//!   compare-exchange that reads it): the next owner's relaxed load of a
+//!   counter sees at least the last value the previous owner stored, so its
+//!   load-plus-one-store continues from there and no count is lost.
+//! - A counter's relaxed store → a reader's relaxed load: no edge needed.
+//!   The reader needs only atomicity (no torn value) and coherence (a later
+//!   load of the same counter never returns an older value), which every
+//!   atomic access has.
+
+use crossbeam_utils::CachePadded;
+
+use crate::layout::bucket_count;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+
+/// Counters per line: 16 × 8 bytes = one 128-byte `CachePadded` line.
+const PER_LINE: usize = 16;
+
+type Line = CachePadded<[AtomicU64; PER_LINE]>;
+
+fn new_line() -> Line {
+    CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0)))
+}
+
+/// `len` atomic counters, cache-line padded at both ends.
+pub(crate) struct CounterBlock {
+    lines: Box<[Line]>,
+    len: usize,
+}
+
+impl CounterBlock {
+    /// A zeroed block with one counter per bucket of `K` plus the two side
+    /// counters.
+    pub(crate) fn new(max_draft_len: usize) -> Self {
+        let len = bucket_count(max_draft_len) + 2;
+        Self {
+            lines: (0..len.div_ceil(PER_LINE)).map(|_| new_line()).collect(),
+            len,
+        }
+    }
+
+    /// Index of the `num_undrafted_steps` counter.
+    #[inline]
+    pub(crate) const fn undrafted_index(max_draft_len: usize) -> usize {
+        bucket_count(max_draft_len)
+    }
+
+    /// Index of the `num_rejected_observations` counter.
+    #[inline]
+    pub(crate) const fn rejected_index(max_draft_len: usize) -> usize {
+        bucket_count(max_draft_len) + 1
+    }
+
+    #[inline]
+    fn counter(&self, index: usize) -> &AtomicU64 {
+        &self.lines[index / PER_LINE][index % PER_LINE]
+    }
+
+    /// Adds one to counter `index`, for the block's only writer.
+    ///
+    /// A plain load and store, no read-modify-write: correct only while the
+    /// caller is the one thread that writes this block (the claimed
+    /// shard's worker).
+    #[inline]
+    pub(crate) fn increment_exclusive(&self, index: usize) {
+        let counter = self.counter(index);
+        // Relaxed load: we are the only writer, so this reads our own last
+        // store (or, right after a claim, the previous owner's, made visible
+        // by the Acquire in `Shard::try_claim`).
+        let value = counter.load(Ordering::Relaxed);
+        // Relaxed store: readers need atomicity and per-counter coherence
+        // only; no other memory is published through a counter.
+        counter.store(value.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Adds one to counter `index` from any thread.
+    #[inline]
+    pub(crate) fn increment_shared(&self, index: usize) {
+        // Relaxed RMW: atomicity makes concurrent increments add up; nothing
+        // else is ordered by a counter.
+        self.counter(index).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds every counter's current value to `totals` (saturating).
+    pub(crate) fn add_to(&self, totals: &mut [u64]) {
+        debug_assert_eq!(totals.len(), self.len);
+        for (line, chunk) in self.lines.iter().zip(totals.chunks_mut(PER_LINE)) {
+            for (counter, total) in line.iter().zip(chunk) {
+                // Relaxed: see the module docs; coherence alone keeps
+                // successive snapshots monotonic.
+                *total = total.saturating_add(counter.load(Ordering::Relaxed));
+            }
+        }
+    }
+}
+
+/// One worker's counters and the flag saying whether a worker holds them.
+pub(crate) struct Shard {
+    claimed: CachePadded<AtomicBool>,
+    counters: Arc<CounterBlock>,
+}
+
+impl Shard {
+    /// A new shard, already claimed by the caller.
+    pub(crate) fn new_claimed(max_draft_len: usize) -> Self {
+        Self {
+            claimed: CachePadded::new(AtomicBool::new(true)),
+            counters: Arc::new(CounterBlock::new(max_draft_len)),
+        }
+    }
+
+    pub(crate) fn counters(&self) -> &Arc<CounterBlock> {
+        &self.counters
+    }
+
+    /// Takes the shard if it is free.
+    pub(crate) fn try_claim(&self) -> bool {
+        // Relaxed pre-check: skip shards that are plainly taken without a
+        // locked instruction; the compare-exchange below decides.
+        if self.claimed.load(Ordering::Relaxed) {
+            return false;
+        }
+        // Acquire on success: pairs with the Release in `release`, so the
+        // previous owner's counter stores happen-before ours. Relaxed on
+        // failure: we touch nothing of the shard then.
+        self.claimed
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Gives the shard back, counts and all, for the next worker.
+    pub(crate) fn release(&self) {
+        // Release: pairs with the Acquire in `try_claim`; every counter
+        // store of this owner happens-before the next owner's first load.
+        self.claimed.store(false, Ordering::Release);
+    }
+}
