@@ -317,7 +317,7 @@ impl Inner {
         if shards.len() != seen || self.live.load(Ordering::SeqCst) <= shards.len() {
             return None;
         }
-        let shard = Arc::new(Shard::new_claimed(self.max_draft_len));
+        let shard = Arc::new(Shard::new_claimed(self.max_draft_len, shards.len()));
         let mut next = Vec::with_capacity(shards.len() + 1);
         next.extend(shards.iter().cloned());
         next.push(Arc::clone(&shard));
@@ -402,6 +402,24 @@ impl Worker {
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
         self.max_draft_len
+    }
+
+    /// Which shard this worker records into: its position, from 0, in the
+    /// order shards were created. A worker that reuses a released shard
+    /// reports that shard's index.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(2)?;
+    /// let a = recorder.worker();
+    /// let b = recorder.worker();
+    /// assert_eq!((a.shard_index(), b.shard_index()), (0, 1));
+    /// drop(a);
+    /// assert_eq!(recorder.worker().shard_index(), 0);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn shard_index(&self) -> usize {
+        self.shard.index()
     }
 }
 

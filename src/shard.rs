@@ -121,15 +121,22 @@ impl CounterBlock {
 pub(crate) struct Shard {
     claimed: CachePadded<AtomicBool>,
     counters: Arc<CounterBlock>,
+    /// Position in the recorder's shard list.
+    index: usize,
 }
 
 impl Shard {
     /// A new shard, already claimed by the caller.
-    pub(crate) fn new_claimed(max_draft_len: usize) -> Self {
+    pub(crate) fn new_claimed(max_draft_len: usize, index: usize) -> Self {
         Self {
             claimed: CachePadded::new(AtomicBool::new(true)),
             counters: Arc::new(CounterBlock::new(max_draft_len)),
+            index,
         }
+    }
+
+    pub(crate) fn index(&self) -> usize {
+        self.index
     }
 
     pub(crate) fn counters(&self) -> &Arc<CounterBlock> {

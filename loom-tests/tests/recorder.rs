@@ -1,0 +1,311 @@
+//! Loom models of the interleavings `Recorder` and `Worker` rely on.
+//!
+//! Run with
+//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests`.
+//!
+//! Every model runs its reader in a spawned thread (loom issue #392: a
+//! reader on the model's main thread can make loom explore a single
+//! execution), records the outcomes the reader saw across all executions,
+//! and asserts at the end that each outcome the model is about did occur,
+//! so a model cannot pass while exploring nothing. Each also prints how many
+//! executions it explored.
+#![cfg(loom)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use loom::thread;
+use specdec_metrics::{AcceptanceHistogram, Recorder};
+
+/// Outcomes seen across the executions of one model.
+#[derive(Default)]
+struct Seen {
+    outcomes: Mutex<BTreeSet<String>>,
+    executions: AtomicUsize,
+}
+
+impl Seen {
+    fn record(&self, outcome: impl Into<String>) {
+        self.outcomes.lock().unwrap().insert(outcome.into());
+    }
+
+    fn finish(&self, model: &str, expected: &[&str]) {
+        let outcomes = self.outcomes.lock().unwrap();
+        println!(
+            "loom model {model}: {} executions, outcomes {:?}",
+            self.executions.load(Ordering::Relaxed),
+            outcomes
+        );
+        for e in expected {
+            assert!(
+                outcomes.contains(*e),
+                "{model}: outcome {e:?} never occurred; seen {outcomes:?}"
+            );
+        }
+    }
+}
+
+/// Runs `f` under loom, counting executions.
+fn model(seen: &Arc<Seen>, f: impl Fn(&Arc<Seen>) + Sync + Send + 'static) {
+    let seen = Arc::clone(seen);
+    loom::model(move || {
+        seen.executions.fetch_add(1, Ordering::Relaxed);
+        f(&seen);
+    });
+}
+
+/// A snapshot is a valid histogram between `lower` and `upper`, counter by
+/// counter (each is a state some set of observations could produce).
+fn assert_between(
+    lower: &AcceptanceHistogram,
+    s: &AcceptanceHistogram,
+    upper: &AcceptanceHistogram,
+) {
+    s.delta_since(lower)
+        .unwrap_or_else(|e| panic!("snapshot below the state before: {e}; {s:?}"));
+    upper
+        .delta_since(s)
+        .unwrap_or_else(|e| panic!("snapshot above the state after: {e}; {s:?}"));
+}
+
+fn histogram(max: usize, steps: &[(usize, usize)], undrafted: u64) -> AcceptanceHistogram {
+    let mut h = AcceptanceHistogram::new(max).unwrap();
+    for &(k, a) in steps {
+        h.observe(k, a).unwrap();
+    }
+    for _ in 0..undrafted {
+        h.observe_undrafted();
+    }
+    h
+}
+
+/// Two workers observe while a reader takes two snapshots: every snapshot
+/// lies between the empty and the final state, the second never below the
+/// first, and the final counts are exact.
+#[test]
+fn two_workers_observe_while_snapshot_runs() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w1 = recorder.worker();
+        let w2 = recorder.worker();
+        let empty = recorder.snapshot();
+        let full = histogram(1, &[(1, 1), (1, 1), (1, 0)], 0);
+
+        let a = thread::spawn(move || {
+            w1.observe(1, 1).unwrap();
+            w1.observe(1, 0).unwrap();
+        });
+        let b = thread::spawn(move || {
+            w2.observe(1, 1).unwrap();
+        });
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            let seen = Arc::clone(seen);
+            thread::spawn(move || {
+                let s1 = recorder.snapshot();
+                let s2 = recorder.snapshot();
+                assert_between(&empty, &s1, &full);
+                assert_between(&s1, &s2, &full);
+                seen.record(format!("steps={}", s1.num_spec_steps()));
+                seen.record(format!("(1,1)={}", s1.count(1, 1)));
+            })
+        };
+        a.join().unwrap();
+        b.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(recorder.snapshot(), full);
+    });
+    seen.finish(
+        "two_workers_observe_while_snapshot_runs",
+        &["steps=0", "steps=1", "steps=2", "steps=3", "(1,1)=1"],
+    );
+}
+
+/// A worker is dropped on one thread while another thread takes a new
+/// worker and a reader snapshots. Whether the new worker reuses the shard
+/// or gets a fresh one, nothing is lost and nothing is counted twice.
+#[test]
+fn dropped_worker_shard_reclaimed_loses_nothing() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w1 = recorder.worker();
+        let full = histogram(1, &[(1, 1), (1, 1)], 0);
+        let empty = recorder.snapshot();
+
+        let a = thread::spawn(move || {
+            w1.observe(1, 1).unwrap();
+            drop(w1);
+        });
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w2 = recorder.worker();
+                w2.observe(1, 1).unwrap();
+                w2.shard_index()
+            })
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            thread::spawn(move || {
+                let s = recorder.snapshot();
+                assert_between(&empty, &s, &full);
+                s.count(1, 1)
+            })
+        };
+        a.join().unwrap();
+        let index = b.join().unwrap();
+        let read = reader.join().unwrap();
+        assert_eq!(recorder.snapshot(), full, "a count was lost or doubled");
+        seen.record(format!("new worker on shard {index}"));
+        seen.record(format!("reader saw {read}"));
+    });
+    seen.finish(
+        "dropped_worker_shard_reclaimed_loses_nothing",
+        &[
+            "new worker on shard 0",
+            "new worker on shard 1",
+            "reader saw 0",
+            "reader saw 1",
+            "reader saw 2",
+        ],
+    );
+}
+
+/// Two threads race `worker()` for one free shard: exactly one claims it
+/// (and carries on from its counts), the other gets a fresh shard.
+#[test]
+fn racing_workers_claim_one_free_shard_once() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w0 = recorder.worker();
+        w0.observe(0, 0).unwrap();
+        drop(w0);
+
+        let spawn = || {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w = recorder.worker();
+                w.observe(1, 0).unwrap();
+                w
+            })
+        };
+        let (a, b) = (spawn(), spawn());
+        let (wa, wb) = (a.join().unwrap(), b.join().unwrap());
+        let mut indices = [wa.shard_index(), wb.shard_index()];
+        indices.sort_unstable();
+        assert_eq!(
+            indices,
+            [0, 1],
+            "both workers on one shard, or a shard too many"
+        );
+        assert_eq!(recorder.shard_count(), 2);
+        assert_eq!(
+            recorder.snapshot(),
+            histogram(1, &[(0, 0), (1, 0), (1, 0)], 0)
+        );
+        seen.record(format!("first thread got shard {}", wa.shard_index()));
+    });
+    seen.finish(
+        "racing_workers_claim_one_free_shard_once",
+        &["first thread got shard 0", "first thread got shard 1"],
+    );
+}
+
+/// The any-thread path from two threads with a concurrent snapshot: the
+/// read-modify-writes on a shared stripe add up.
+#[test]
+fn any_thread_path_adds_up_under_concurrent_snapshot() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let full = histogram(1, &[(1, 1), (1, 1)], 1);
+        let empty = recorder.snapshot();
+        let a = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                recorder.observe(1, 1).unwrap();
+                recorder.observe_undrafted();
+            })
+        };
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || recorder.observe(1, 1).unwrap())
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            thread::spawn(move || {
+                let s = recorder.snapshot();
+                assert_between(&empty, &s, &full);
+                s.count(1, 1)
+            })
+        };
+        a.join().unwrap();
+        b.join().unwrap();
+        let read = reader.join().unwrap();
+        assert_eq!(recorder.snapshot(), full);
+        seen.record(format!("reader saw {read}"));
+    });
+    seen.finish(
+        "any_thread_path_adds_up_under_concurrent_snapshot",
+        &["reader saw 0", "reader saw 1", "reader saw 2"],
+    );
+}
+
+/// A new shard is published while a reader walks the list: the reader sees
+/// the old list or the new one, never a shard before it is initialised, and
+/// a later snapshot never loses what an earlier one saw.
+#[test]
+fn new_shard_published_while_snapshot_walks_list() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w0 = recorder.worker();
+        w0.observe(1, 1).unwrap();
+        let before = recorder.snapshot();
+        let full = histogram(1, &[(1, 1), (1, 0)], 0);
+
+        let a = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w1 = recorder.worker(); // w0 is alive: a new shard
+                w1.observe(1, 0).unwrap();
+                w1.shard_index()
+            })
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (before, full) = (before.clone(), full.clone());
+            thread::spawn(move || {
+                let shards = recorder.shard_count();
+                let s1 = recorder.snapshot();
+                let s2 = recorder.snapshot();
+                assert_between(&before, &s1, &full);
+                assert_between(&s1, &s2, &full);
+                (shards, s2.count(1, 0))
+            })
+        };
+        assert_eq!(a.join().unwrap(), 1);
+        let (shards, read) = reader.join().unwrap();
+        assert_eq!(recorder.shard_count(), 2);
+        assert_eq!(recorder.snapshot(), full);
+        drop(w0);
+        seen.record(format!("reader saw {shards} shards"));
+        seen.record(format!("reader saw {read}"));
+    });
+    seen.finish(
+        "new_shard_published_while_snapshot_walks_list",
+        &[
+            "reader saw 1 shards",
+            "reader saw 2 shards",
+            "reader saw 0",
+            "reader saw 1",
+        ],
+    );
+}
