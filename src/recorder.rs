@@ -361,6 +361,19 @@ impl fmt::Debug for Recorder {
 /// assert_eq!((s.num_spec_steps(), s.num_undrafted_steps(), s.num_rejected_observations()), (2, 1, 1));
 /// # Ok::<(), specdec_metrics::ConfigError>(())
 /// ```
+///
+/// A `Worker` cannot be shared between threads or cloned:
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<specdec_metrics::Worker>();
+/// ```
+///
+/// ```compile_fail
+/// let recorder = specdec_metrics::Recorder::new(2).unwrap();
+/// let w = recorder.worker();
+/// let copy = w.clone();
+/// ```
 pub struct Worker {
     /// The shard's counters, held directly so `observe` reaches them in one
     /// pointer hop.

@@ -1,0 +1,155 @@
+//! The recording paths never allocate: a counting global allocator wraps
+//! `System` and counts, per thread, every allocation and reallocation.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use specdec_metrics::{AcceptanceHistogram, Recorder};
+
+struct CountingAllocator;
+
+thread_local! {
+    // `const` initialisation: no lazy init, no destructor, so using it from
+    // inside the allocator cannot recurse into the allocator.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn bump() {
+    // `try_with`: during thread teardown the slot may be gone; ignore then.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged, so `System`'s guarantees carry over; counting has no effect on
+// the memory returned.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc_zeroed`'s contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Allocations made by the calling thread while `f` runs.
+fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Valid steps over the whole triangle of K = 8, then invalid ones of both
+/// kinds.
+fn inputs() -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = (0..=8).flat_map(|k| (0..=k).map(move |a| (k, a))).collect();
+    v.extend([(2, 3), (9, 0), (usize::MAX, 1), (0, usize::MAX)]);
+    v
+}
+
+#[test]
+fn the_counting_allocator_sees_allocations() {
+    // Without this, a broken counter would make every test below pass.
+    let n = allocations_during(|| {
+        std::hint::black_box(vec![1u8; 16]);
+    });
+    assert!(n >= 1, "counting allocator saw {n} allocations");
+}
+
+#[test]
+fn worker_observe_never_allocates() {
+    let recorder = Recorder::new(8).unwrap();
+    let worker = recorder.worker();
+    let inputs = inputs();
+    let mut rejected = 0;
+    let n = allocations_during(|| {
+        for _ in 0..100 {
+            for &(k, a) in &inputs {
+                if let Err(e) = std::hint::black_box(worker.observe(k, a)) {
+                    std::hint::black_box(e.drafted());
+                    rejected += 1;
+                }
+            }
+            worker.observe_undrafted();
+        }
+    });
+    assert_eq!(n, 0, "Worker::observe allocated {n} times");
+    assert_eq!(rejected, 400);
+    let s = recorder.snapshot();
+    assert_eq!(s.num_spec_steps(), 4500);
+    assert_eq!(s.num_rejected_observations(), 400);
+    assert_eq!(s.num_undrafted_steps(), 100);
+}
+
+#[test]
+fn recorder_observe_never_allocates() {
+    let recorder = Recorder::new(8).unwrap();
+    let inputs = inputs();
+    let n = allocations_during(|| {
+        for _ in 0..100 {
+            for &(k, a) in &inputs {
+                let _ = std::hint::black_box(recorder.observe(k, a));
+            }
+            recorder.observe_undrafted();
+        }
+    });
+    assert_eq!(n, 0, "Recorder::observe allocated {n} times");
+    let s = recorder.snapshot();
+    assert_eq!(
+        (
+            s.num_spec_steps(),
+            s.num_rejected_observations(),
+            s.num_undrafted_steps()
+        ),
+        (4500, 400, 100)
+    );
+}
+
+#[test]
+fn histogram_observe_never_allocates() {
+    let mut h = AcceptanceHistogram::new(8).unwrap();
+    let inputs = inputs();
+    let n = allocations_during(|| {
+        for _ in 0..100 {
+            for &(k, a) in &inputs {
+                let _ = std::hint::black_box(h.observe(k, a));
+            }
+            h.observe_undrafted();
+        }
+    });
+    assert_eq!(n, 0, "AcceptanceHistogram::observe allocated {n} times");
+    assert_eq!(
+        (
+            h.num_spec_steps(),
+            h.num_rejected_observations(),
+            h.num_undrafted_steps()
+        ),
+        (4500, 400, 100)
+    );
+}
+
+#[test]
+fn reusing_a_shard_does_not_allocate_a_new_one() {
+    let recorder = Recorder::new(8).unwrap();
+    drop(recorder.worker());
+    // Claiming the free shard may clone an `Arc` or two, never allocate a
+    // new block of counters (at K = 8 a shard is 47 counters).
+    let n = allocations_during(|| drop(recorder.worker()));
+    assert_eq!(n, 0, "reusing a shard allocated {n} times");
+    assert_eq!(recorder.shard_count(), 1);
+}
