@@ -312,12 +312,18 @@ impl fmt::Display for ReportError {
                 index: None,
                 reported,
                 derived,
-            } => write!(f, "{field} is {reported} but the histogram rows give {derived}"),
+            } => write!(
+                f,
+                "{field} is {reported} but the histogram rows give {derived}"
+            ),
             Self::RateMismatch {
                 field,
                 reported,
                 derived,
-            } => write!(f, "{field} is {reported} but the histogram rows give {derived}"),
+            } => write!(
+                f,
+                "{field} is {reported} but the histogram rows give {derived}"
+            ),
             Self::Overflow => f.write_str("counts too large: a derived total exceeds u64::MAX"),
         }
     }

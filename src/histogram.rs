@@ -238,7 +238,9 @@ impl AcceptanceHistogram {
         self.acceptance_histogram()
             .iter()
             .enumerate()
-            .fold(0u64, |s, (a, &c)| s.saturating_add((a as u64).saturating_mul(c)))
+            .fold(0u64, |s, (a, &c)| {
+                s.saturating_add((a as u64).saturating_mul(c))
+            })
     }
 
     /// Steps where the drafting policy proposed nothing.
@@ -364,7 +366,13 @@ impl AcceptanceHistogram {
         let steps = self.num_spec_steps();
         self.num_accepted_tokens_per_pos()
             .into_iter()
-            .map(|c| if steps == 0 { 0.0 } else { c as f64 / steps as f64 })
+            .map(|c| {
+                if steps == 0 {
+                    0.0
+                } else {
+                    c as f64 / steps as f64
+                }
+            })
             .collect()
     }
 
@@ -505,11 +513,7 @@ impl AcceptanceHistogram {
             }
         }
         check(Counter::UndraftedSteps, self.undrafted, other.undrafted)?;
-        check(
-            Counter::RejectedObservations,
-            self.rejected,
-            other.rejected,
-        )
+        check(Counter::RejectedObservations, self.rejected, other.rejected)
     }
 }
 
