@@ -124,3 +124,8 @@ pub use error::{ConfigError, Counter, MergeError, ObserveError, ReportError};
 pub use histogram::AcceptanceHistogram;
 pub use recorder::{Recorder, Worker};
 pub use report::REPORT_KEYS;
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
