@@ -55,8 +55,20 @@ impl Serialize for RowsByDraftLength<'_> {
 
 impl Serialize for AcceptanceHistogram {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let [mean, rate, hist, rows, steps, accepted, drafted, k, acc_pos, draft_pos, undrafted, rejected] =
-            REPORT_KEYS;
+        let [
+            mean,
+            rate,
+            hist,
+            rows,
+            steps,
+            accepted,
+            drafted,
+            k,
+            acc_pos,
+            draft_pos,
+            undrafted,
+            rejected,
+        ] = REPORT_KEYS;
         let mut s = serializer.serialize_struct("AcceptanceHistogram", REPORT_KEYS.len())?;
         s.serialize_field(mean, &self.mean_acceptance_length())?;
         s.serialize_field(rate, &self.draft_acceptance_rate())?;
@@ -135,7 +147,19 @@ fn parse_draft_length(key: &str) -> Option<usize> {
 
 impl<'de> Deserialize<'de> for AcceptanceHistogram {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = RawReport::deserialize(deserializer)?;
+        // Only a map (a JSON object) is a report: the derived struct
+        // deserializer alone would also take a bare 12-element array.
+        struct ReportVisitor;
+        impl<'de> Visitor<'de> for ReportVisitor {
+            type Value = RawReport;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a speculative decoding report object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<RawReport, M::Error> {
+                RawReport::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        let raw = deserializer.deserialize_map(ReportVisitor)?;
         AcceptanceHistogram::try_from_report(raw).map_err(de::Error::custom)
     }
 }
@@ -170,14 +194,22 @@ impl AcceptanceHistogram {
             raw.num_rejected_observations,
         );
 
-        check_list("acceptance_histogram", &raw.acceptance_histogram, &h.acceptance_histogram())?;
+        check_list(
+            "acceptance_histogram",
+            &raw.acceptance_histogram,
+            &h.acceptance_histogram(),
+        )?;
         check_count("num_spec_steps", raw.num_spec_steps, h.num_spec_steps())?;
         check_count(
             "num_accepted_draft_tokens",
             raw.num_accepted_draft_tokens,
             h.num_accepted_draft_tokens(),
         )?;
-        check_count("num_draft_tokens", raw.num_draft_tokens, h.num_draft_tokens())?;
+        check_count(
+            "num_draft_tokens",
+            raw.num_draft_tokens,
+            h.num_draft_tokens(),
+        )?;
         check_list(
             "num_accepted_tokens_per_pos",
             &raw.num_accepted_tokens_per_pos,
