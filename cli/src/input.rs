@@ -1,0 +1,814 @@
+//! One line of a replay trace (JSON Lines), parsed without building a
+//! `serde_json::Value`.
+//!
+//! A line is one of (SPEC §7):
+//!
+//! - a verify step, `{"drafted": k, "accepted": a}` (exactly these two keys);
+//! - an undrafted step, `{"undrafted": true}` (exactly this key);
+//! - one request's detailed vLLM report: an object carrying the arrays
+//!   `per_step_drafted` and `per_step_accepted` (equal lengths), expanded
+//!   into its steps; any other key of such a report is ignored;
+//! - blank (empty or whitespace only): skipped, though it still counts in the
+//!   line numbers.
+//!
+//! Counts are JSON integers `>= 0` that fit in `u64`; anything else (a
+//! negative number, a fraction, a string) makes the line malformed. Whether a
+//! well-formed step is *valid* (`a <= k <= K`) is not decided here.
+//!
+//! Parsing has two paths. The fast path reads the two common shapes, a plain
+//! step and an undrafted step, straight from the bytes; whatever it does not
+//! recognise at once (escapes, other keys, odd numbers, errors) goes to the
+//! serde path, which is the authority: the fast path only ever accepts lines
+//! that the serde path reads the same way.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// What every line must be, quoted in the error messages.
+pub const EXPECTED_SHAPES: &str = "expected {\"drafted\": k, \"accepted\": a}, {\"undrafted\": true}, \
+     or a vLLM detailed report with arrays \"per_step_drafted\" and \"per_step_accepted\"";
+
+/// One parsed line. The arrays of a detailed report borrow the parser's
+/// reusable buffers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Record<'p> {
+    /// An empty or whitespace-only line.
+    Blank,
+    /// One verify step: drafted `k`, accepted `a`.
+    Step { drafted: u64, accepted: u64 },
+    /// A step where the drafting policy proposed nothing.
+    Undrafted,
+    /// A vLLM detailed report: step `i` drafted `drafted[i]` and accepted
+    /// `accepted[i]`.
+    Detailed {
+        drafted: &'p [u64],
+        accepted: &'p [u64],
+    },
+}
+
+/// Why a line is not one of the accepted shapes. The message names what was
+/// wrong; the caller adds the line number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError(String);
+
+impl ParseError {
+    fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parses lines, keeping the buffers of detailed reports between calls so
+/// that a long trace allocates nothing per line.
+#[derive(Default)]
+pub struct LineParser {
+    drafted: Vec<u64>,
+    accepted: Vec<u64>,
+}
+
+impl LineParser {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses one line (without or with its line terminator).
+    pub fn parse<'p>(&'p mut self, line: &[u8]) -> Result<Record<'p>, ParseError> {
+        // The terminator is not part of the line: without it, serde's
+        // columns are the columns of the line.
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(record) = fast_path(line) {
+            return Ok(record);
+        }
+        if line.iter().all(|b| is_ws(*b)) {
+            return Ok(Record::Blank);
+        }
+        self.parse_slow(line)
+    }
+
+    /// The serde path: every shape, every error.
+    pub fn parse_slow<'p>(&'p mut self, line: &[u8]) -> Result<Record<'p>, ParseError> {
+        self.drafted.clear();
+        self.accepted.clear();
+        let mut de = serde_json::Deserializer::from_slice(line);
+        let fields = de
+            .deserialize_any(LineVisitor {
+                drafted: &mut self.drafted,
+                accepted: &mut self.accepted,
+            })
+            .and_then(|fields| de.end().map(|()| fields))
+            .map_err(json_error)?;
+        fields.classify(&self.drafted, &self.accepted)
+    }
+}
+
+/// JSON whitespace.
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Rewrites a serde_json error without its position "at line 1 column N"
+/// (every line is parsed on its own, so serde's line number is always 1 and
+/// would only confuse); the column is kept.
+fn json_error(e: serde_json::Error) -> ParseError {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let msg = full.strip_suffix(&suffix).unwrap_or(&full);
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            ParseError::new(format!(
+                "not valid JSON ({msg} at column {}); {EXPECTED_SHAPES}",
+                e.column()
+            ))
+        }
+        serde_json::error::Category::Io => ParseError::new(msg.to_owned()),
+        serde_json::error::Category::Data => ParseError::new(msg.to_owned()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fast path
+
+/// Reads `{"drafted":k,"accepted":a}` (either key order),
+/// `{"undrafted":true}`, and blank lines, with any JSON whitespace. Returns
+/// `None` for anything else, including every malformed line, so that the
+/// serde path gives the answer and the message.
+#[inline]
+fn fast_path(line: &[u8]) -> Option<Record<'static>> {
+    let mut c = Cursor { s: line, i: 0 };
+    c.ws();
+    if c.i == line.len() {
+        return Some(Record::Blank);
+    }
+    c.byte(b'{')?;
+    c.ws();
+    let first = c.key()?;
+    c.ws();
+    c.byte(b':')?;
+    c.ws();
+    let record = match first {
+        b"undrafted" => {
+            c.literal(b"true")?;
+            Record::Undrafted
+        }
+        b"drafted" | b"accepted" => {
+            let v1 = c.uint()?;
+            c.ws();
+            c.byte(b',')?;
+            c.ws();
+            let second = c.key()?;
+            let (drafted, accepted) = match (first, second) {
+                (b"drafted", b"accepted") => (v1, None),
+                (b"accepted", b"drafted") => (0, Some(v1)),
+                _ => return None,
+            };
+            c.ws();
+            c.byte(b':')?;
+            c.ws();
+            let v2 = c.uint()?;
+            match accepted {
+                None => Record::Step {
+                    drafted,
+                    accepted: v2,
+                },
+                Some(a) => Record::Step {
+                    drafted: v2,
+                    accepted: a,
+                },
+            }
+        }
+        _ => return None,
+    };
+    c.ws();
+    c.byte(b'}')?;
+    c.ws();
+    (c.i == line.len()).then_some(record)
+}
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline]
+    fn ws(&mut self) {
+        while self.i < self.s.len() && is_ws(self.s[self.i]) {
+            self.i += 1;
+        }
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) -> Option<()> {
+        if self.s.get(self.i) == Some(&b) {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    #[inline]
+    fn literal(&mut self, lit: &[u8]) -> Option<()> {
+        if self.s[self.i..].starts_with(lit) {
+            self.i += lit.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A key without escapes; its bytes between the quotes.
+    #[inline]
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.byte(b'"')?;
+        let start = self.i;
+        while self.i < self.s.len() {
+            match self.s[self.i] {
+                b'"' => {
+                    let key = &self.s[start..self.i];
+                    self.i += 1;
+                    return Some(key);
+                }
+                b'\\' => return None,
+                _ => self.i += 1,
+            }
+        }
+        None
+    }
+
+    /// A JSON integer `>= 0` that fits in `u64`: `0` or a non-zero digit
+    /// followed by digits, and not followed by a fraction or exponent.
+    #[inline]
+    fn uint(&mut self) -> Option<u64> {
+        let first = *self.s.get(self.i)?;
+        if !first.is_ascii_digit() {
+            return None;
+        }
+        self.i += 1;
+        let mut v = u64::from(first - b'0');
+        if first != b'0' {
+            while let Some(&b) = self.s.get(self.i) {
+                if !b.is_ascii_digit() {
+                    break;
+                }
+                v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                self.i += 1;
+            }
+        }
+        match self.s.get(self.i) {
+            Some(b'.' | b'e' | b'E') => None,
+            Some(b) if b.is_ascii_digit() => None, // "01": leading zero
+            _ => Some(v),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Serde path
+
+/// A key of the line's object.
+enum Key<'de> {
+    Drafted,
+    Accepted,
+    Undrafted,
+    PerStepDrafted,
+    PerStepAccepted,
+    Other(Cow<'de, str>),
+}
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::from_name(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::from_name(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Key<'de> {
+    fn from_name(name: Cow<'de, str>) -> Self {
+        match &*name {
+            "drafted" => Key::Drafted,
+            "accepted" => Key::Accepted,
+            "undrafted" => Key::Undrafted,
+            "per_step_drafted" => Key::PerStepDrafted,
+            "per_step_accepted" => Key::PerStepAccepted,
+            _ => Key::Other(name),
+        }
+    }
+}
+
+/// A value read whatever its JSON type, so that a key which only matters in
+/// one shape (like `"drafted"`, ignored inside a detailed report) is judged
+/// once the shape is known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scalar {
+    UInt(u64),
+    NegInt(i64),
+    Float(f64),
+    Bool(bool),
+    Null,
+    Str,
+    Array,
+    Object,
+}
+
+impl Scalar {
+    fn describe(self) -> String {
+        match self {
+            Scalar::UInt(v) => format!("the integer {v}"),
+            Scalar::NegInt(v) => format!("the negative integer {v}"),
+            Scalar::Float(v) => format!("the number {v}"),
+            Scalar::Bool(v) => format!("{v}"),
+            Scalar::Null => "null".into(),
+            Scalar::Str => "a string".into(),
+            Scalar::Array => "an array".into(),
+            Scalar::Object => "an object".into(),
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::UInt(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(u64::try_from(v).map_or(Scalar::NegInt(v), Scalar::UInt))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Array)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Object)
+            }
+        }
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// Reads an array of counts into a reused buffer. Elements must be integers
+/// `>= 0` that fit in `u64`.
+struct CountsInto<'b> {
+    key: &'static str,
+    out: &'b mut Vec<u64>,
+}
+
+impl<'de> DeserializeSeed<'de> for CountsInto<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CountsInto<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\" to be an array of integers >= 0", self.key)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let key = self.key;
+        while let Some(v) = seq.next_element::<Scalar>()? {
+            match v {
+                Scalar::UInt(v) => self.out.push(v),
+                other => {
+                    return Err(de::Error::custom(format_args!(
+                        "\"{key}\"[{}] must be an integer >= 0, got {}",
+                        self.out.len(),
+                        other.describe()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The keys found in the line's object.
+#[derive(Default)]
+struct Fields {
+    drafted: Option<Scalar>,
+    accepted: Option<Scalar>,
+    undrafted: Option<Scalar>,
+    has_per_step_drafted: bool,
+    has_per_step_accepted: bool,
+    /// The first key that is none of the above.
+    other_key: Option<String>,
+}
+
+struct LineVisitor<'b> {
+    drafted: &'b mut Vec<u64>,
+    accepted: &'b mut Vec<u64>,
+}
+
+fn set_once<E: de::Error, T>(slot: &mut Option<T>, v: T, key: &str) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format_args!("duplicate key \"{key}\"")));
+    }
+    *slot = Some(v);
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for LineVisitor<'_> {
+    type Value = Fields;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+        let mut f = Fields::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key {
+                Key::Drafted => set_once(&mut f.drafted, map.next_value()?, "drafted")?,
+                Key::Accepted => set_once(&mut f.accepted, map.next_value()?, "accepted")?,
+                Key::Undrafted => set_once(&mut f.undrafted, map.next_value()?, "undrafted")?,
+                Key::PerStepDrafted => {
+                    if f.has_per_step_drafted {
+                        return Err(de::Error::custom("duplicate key \"per_step_drafted\""));
+                    }
+                    f.has_per_step_drafted = true;
+                    map.next_value_seed(CountsInto {
+                        key: "per_step_drafted",
+                        out: self.drafted,
+                    })?;
+                }
+                Key::PerStepAccepted => {
+                    if f.has_per_step_accepted {
+                        return Err(de::Error::custom("duplicate key \"per_step_accepted\""));
+                    }
+                    f.has_per_step_accepted = true;
+                    map.next_value_seed(CountsInto {
+                        key: "per_step_accepted",
+                        out: self.accepted,
+                    })?;
+                }
+                Key::Other(name) => {
+                    if f.other_key.is_none() {
+                        f.other_key = Some(name.into_owned());
+                    }
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    // Anything but an object: name what it was.
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<Fields, A::Error> {
+        Err(not_an_object("an array"))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Fields, E> {
+        Err(not_an_object("a string"))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Fields, E> {
+        Err(not_an_object("a number"))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Fields, E> {
+        Err(not_an_object("a number"))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Fields, E> {
+        Err(not_an_object("a number"))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Fields, E> {
+        Err(not_an_object("a boolean"))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Fields, E> {
+        Err(not_an_object("null"))
+    }
+}
+
+fn not_an_object<E: de::Error>(what: &str) -> E {
+    E::custom(format_args!(
+        "found {what}, not a JSON object; {EXPECTED_SHAPES}"
+    ))
+}
+
+fn count(key: &str, v: Scalar) -> Result<u64, ParseError> {
+    match v {
+        Scalar::UInt(v) => Ok(v),
+        other => Err(ParseError::new(format!(
+            "\"{key}\" must be an integer >= 0, got {}",
+            other.describe()
+        ))),
+    }
+}
+
+impl Fields {
+    fn classify<'p>(
+        self,
+        drafted: &'p [u64],
+        accepted: &'p [u64],
+    ) -> Result<Record<'p>, ParseError> {
+        // A detailed report: the two arrays decide, every other key is ignored.
+        if self.has_per_step_drafted || self.has_per_step_accepted {
+            let missing = match (self.has_per_step_drafted, self.has_per_step_accepted) {
+                (true, false) => Some("per_step_accepted"),
+                (false, true) => Some("per_step_drafted"),
+                _ => None,
+            };
+            if let Some(missing) = missing {
+                return Err(ParseError::new(format!(
+                    "detailed report without \"{missing}\": a vLLM detailed report needs both \"per_step_drafted\" and \"per_step_accepted\""
+                )));
+            }
+            if drafted.len() != accepted.len() {
+                return Err(ParseError::new(format!(
+                    "detailed report with {} entries in \"per_step_drafted\" but {} in \"per_step_accepted\": the two arrays must have one entry per step",
+                    drafted.len(),
+                    accepted.len()
+                )));
+            }
+            return Ok(Record::Detailed { drafted, accepted });
+        }
+        let shape = if self.undrafted.is_some() {
+            "an undrafted step {\"undrafted\": true}"
+        } else {
+            "a step {\"drafted\": k, \"accepted\": a}"
+        };
+        if let Some(key) = &self.other_key {
+            if self.undrafted.is_none() && self.drafted.is_none() && self.accepted.is_none() {
+                return Err(ParseError::new(format!(
+                    "unknown key \"{key}\" and none of the expected ones; {EXPECTED_SHAPES}"
+                )));
+            }
+            return Err(ParseError::new(format!(
+                "unexpected key \"{key}\" in {shape} (only a vLLM detailed report may carry other keys)"
+            )));
+        }
+        if let Some(u) = self.undrafted {
+            if self.drafted.is_some() || self.accepted.is_some() {
+                return Err(ParseError::new(
+                    "\"undrafted\" together with \"drafted\"/\"accepted\": a line is either a step or an undrafted step",
+                ));
+            }
+            return match u {
+                Scalar::Bool(true) => Ok(Record::Undrafted),
+                other => Err(ParseError::new(format!(
+                    "\"undrafted\" must be true, got {}",
+                    other.describe()
+                ))),
+            };
+        }
+        match (self.drafted, self.accepted) {
+            (Some(k), Some(a)) => Ok(Record::Step {
+                drafted: count("drafted", k)?,
+                accepted: count("accepted", a)?,
+            }),
+            (Some(_), None) => Err(ParseError::new(
+                "step without \"accepted\"; expected {\"drafted\": k, \"accepted\": a}",
+            )),
+            (None, Some(_)) => Err(ParseError::new(
+                "step without \"drafted\"; expected {\"drafted\": k, \"accepted\": a}",
+            )),
+            (None, None) => Err(ParseError::new(format!("empty object; {EXPECTED_SHAPES}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<String, String> {
+        let mut p = LineParser::new();
+        p.parse(line.as_bytes())
+            .map(|r| format!("{r:?}"))
+            .map_err(|e| e.to_string())
+    }
+
+    fn slow(line: &str) -> Result<String, String> {
+        let mut p = LineParser::new();
+        p.parse_slow(line.as_bytes())
+            .map(|r| format!("{r:?}"))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(
+            LineParser::new().parse(br#"{"drafted":3,"accepted":2}"#),
+            Ok(Record::Step {
+                drafted: 3,
+                accepted: 2
+            })
+        );
+        assert_eq!(
+            LineParser::new().parse(b" { \"accepted\" : 0 ,\t\"drafted\": 0 }\r\n"),
+            Ok(Record::Step {
+                drafted: 0,
+                accepted: 0
+            })
+        );
+        assert_eq!(
+            LineParser::new().parse(br#"{"undrafted":true}"#),
+            Ok(Record::Undrafted)
+        );
+        assert_eq!(LineParser::new().parse(b"  \t\r\n"), Ok(Record::Blank));
+        assert_eq!(LineParser::new().parse(b""), Ok(Record::Blank));
+        let mut p = LineParser::new();
+        assert_eq!(
+            p.parse(br#"{"num_spec_tokens":3,"per_step_drafted":[3,0,2],"per_step_accepted":[1,0,2],"acceptance_histogram":[1,1,1,0]}"#),
+            Ok(Record::Detailed {
+                drafted: &[3, 0, 2],
+                accepted: &[1, 0, 2]
+            })
+        );
+        // Buffers are reused: the next report starts empty.
+        assert_eq!(
+            p.parse(br#"{"per_step_accepted":[],"per_step_drafted":[]}"#),
+            Ok(Record::Detailed {
+                drafted: &[],
+                accepted: &[]
+            })
+        );
+        // Large, escaped or unusual but valid spellings go through serde.
+        assert_eq!(
+            LineParser::new().parse(br#"{"dr\u0061fted":18446744073709551615,"accepted":1}"#),
+            Ok(Record::Step {
+                drafted: u64::MAX,
+                accepted: 1
+            })
+        );
+    }
+
+    #[test]
+    fn fast_path_agrees_with_serde_path() {
+        let lines = [
+            r#"{"drafted":3,"accepted":2}"#,
+            r#"{"accepted":2,"drafted":3}"#,
+            r#"  {"drafted" :0 , "accepted": 0}  "#,
+            r#"{"drafted":18446744073709551615,"accepted":0}"#,
+            r#"{"drafted":18446744073709551616,"accepted":0}"#,
+            r#"{"drafted":01,"accepted":0}"#,
+            r#"{"drafted":1.0,"accepted":0}"#,
+            r#"{"drafted":1e1,"accepted":0}"#,
+            r#"{"drafted":-1,"accepted":0}"#,
+            r#"{"drafted":1,"drafted":1}"#,
+            r#"{"drafted":1,"accepted":1,}"#,
+            r#"{"drafted":1,"accepted":1} x"#,
+            r#"{"drafted":1,"accepted":1}{}"#,
+            r#"{"undrafted":true}"#,
+            r#"{"undrafted":tru}"#,
+            r#"{"undrafted":true,"drafted":1}"#,
+            r#"{"undrafted":false}"#,
+            r#"{"drafted":1}"#,
+            r#"{"drafted":1,"accepted":1,"x":2}"#,
+            "\u{feff}{\"drafted\":1,\"accepted\":1}",
+        ];
+        for line in lines {
+            let fast = fast_path(line.as_bytes()).map(|r| format!("{r:?}"));
+            let slow = slow(line);
+            if let Some(fast) = fast {
+                assert_eq!(Ok(fast), slow, "{line}");
+            }
+            assert_eq!(parse(line), slow, "{line}");
+        }
+    }
+
+    /// Random edits of well-formed lines: wherever the fast path answers,
+    /// the serde path answers the same.
+    #[test]
+    fn fast_path_agrees_with_serde_path_on_mutated_lines() {
+        let seeds: [&[u8]; 4] = [
+            br#"{"drafted":12,"accepted":3}"#,
+            br#" { "accepted" : 0 , "drafted" : 7 } "#,
+            br#"{"undrafted":true}"#,
+            br#"{"drafted":0,"accepted":0}"#,
+        ];
+        let alphabet = b"{}[]\":,. -+eE0123456789tru\\\tadcepdfnx";
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut fast_answers = 0;
+        for _ in 0..50_000 {
+            let mut line = seeds[rand(seeds.len())].to_vec();
+            for _ in 0..1 + rand(3) {
+                let i = rand(line.len() + 1);
+                match rand(3) {
+                    0 if i < line.len() => {
+                        line.remove(i);
+                    }
+                    1 if i < line.len() => line[i] = alphabet[rand(alphabet.len())],
+                    _ => line.insert(i, alphabet[rand(alphabet.len())]),
+                }
+            }
+            if line.iter().all(|b| is_ws(*b)) {
+                continue;
+            }
+            if let Some(fast) = fast_path(&line) {
+                fast_answers += 1;
+                let slow = LineParser::new().parse_slow(&line).map(|r| format!("{r:?}"));
+                assert_eq!(
+                    Ok(format!("{fast:?}")),
+                    slow.map_err(|e| e.to_string()),
+                    "{}",
+                    String::from_utf8_lossy(&line)
+                );
+            }
+        }
+        assert!(fast_answers > 1000, "{fast_answers}");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let err = |l: &str| parse(l).unwrap_err();
+        assert!(err("{").contains("not valid JSON"), "{}", err("{"));
+        assert!(!err("{").contains("line 1"), "{}", err("{"));
+        assert!(
+            err("{\"drafted\":1\n").contains("at column 12"),
+            "{}",
+            err("{\"drafted\":1\n")
+        );
+        assert!(err("[1,2]").contains("found an array, not a JSON object"));
+        assert!(err("7").contains("found a number"));
+        assert!(err("{}").contains("empty object"));
+        assert!(
+            err(r#"{"drafted":-1,"accepted":0}"#)
+                .contains("\"drafted\" must be an integer >= 0, got the negative integer -1")
+        );
+        assert!(
+            err(r#"{"drafted":1,"accepted":0.5}"#)
+                .contains("\"accepted\" must be an integer >= 0, got the number 0.5")
+        );
+        assert!(err(r#"{"drafted":1}"#).contains("without \"accepted\""));
+        assert!(err(r#"{"accepted":1}"#).contains("without \"drafted\""));
+        assert!(err(r#"{"undrafted":false}"#).contains("must be true"));
+        assert!(
+            err(r#"{"undrafted":true,"accepted":0}"#)
+                .contains("either a step or an undrafted step")
+        );
+        assert!(err(r#"{"drafted":1,"accepted":1,"id":"r1"}"#).contains("unexpected key \"id\""));
+        assert!(err(r#"{"foo":1}"#).contains("unknown key \"foo\""));
+        assert!(err(r#"{"drafted":1,"drafted":1}"#).contains("duplicate key \"drafted\""));
+        assert!(
+            err(r#"{"per_step_drafted":[1,2],"per_step_accepted":[1]}"#)
+                .contains("2 entries in \"per_step_drafted\" but 1")
+        );
+        assert!(err(r#"{"per_step_drafted":[1,2]}"#).contains("without \"per_step_accepted\""));
+        assert!(
+            err(r#"{"per_step_drafted":[1,-2],"per_step_accepted":[1,1]}"#)
+                .contains("\"per_step_drafted\"[1] must be an integer >= 0")
+        );
+        assert!(
+            err(r#"{"per_step_drafted":3,"per_step_accepted":[1]}"#).contains("array of integers")
+        );
+        assert!(
+            err(r#"{"drafted":1,"accepted":1} {"drafted":1,"accepted":1}"#)
+                .contains("trailing characters")
+        );
+    }
+
+    #[test]
+    fn detailed_report_ignores_other_keys_whatever_their_type() {
+        assert_eq!(
+            parse(
+                r#"{"drafted":"x","undrafted":7,"per_step_drafted":[2],"per_step_accepted":[1],"meta":{"a":[1,{"b":null}]}}"#
+            ),
+            Ok("Detailed { drafted: [2], accepted: [1] }".into())
+        );
+    }
+}

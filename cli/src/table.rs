@@ -1,0 +1,184 @@
+//! `--format table`: the report for a person to read.
+//!
+//! One row per observed draft length `k`: its steps, its `k + 1` counts by
+//! accepted `a`, its full-acceptance rate (`H[k][k]` over the row's steps)
+//! and its mean accepted count; then the totals by accepted count, the
+//! summary figures of SPEC §3, and per position both acceptance rates
+//! (over all steps, as vLLM's log line, and over the steps that drafted the
+//! position).
+
+use std::fmt::Write as _;
+
+use specdec_metrics::AcceptanceHistogram;
+
+use crate::replay::group_digits;
+
+/// Renders `h` as text, ending in a newline.
+pub fn render(h: &AcceptanceHistogram) -> String {
+    let mut out = String::new();
+    let max = h.max_draft_len();
+    let rows: Vec<(usize, &[u64])> = h.observed_rows().collect();
+    let totals = h.acceptance_histogram();
+    let steps = h.num_spec_steps();
+
+    let _ = writeln!(
+        out,
+        "Acceptance histogram by draft length (K = num_spec_tokens = {max})"
+    );
+    if rows.is_empty() {
+        out.push_str("  no verify step observed\n");
+    } else {
+        // Counts are shown only up to the longest observed draft length.
+        let last = rows.last().map_or(0, |&(k, _)| k);
+        let count_w = rows
+            .iter()
+            .flat_map(|(_, r)| r.iter())
+            .chain(&totals[..=last])
+            .map(|&c| c.to_string().len())
+            .chain(std::iter::once(format!("a={last}").len()))
+            .max()
+            .unwrap_or(1);
+        let steps_w = steps.to_string().len().max("steps".len());
+        let _ = write!(out, "{:>5}  {:>steps_w$} ", "k", "steps");
+        for a in 0..=last {
+            let _ = write!(out, " {:>count_w$}", format!("a={a}"));
+        }
+        let _ = writeln!(out, "  {:>11}  {:>13}", "full-accept", "mean-accepted");
+        for &(k, row) in &rows {
+            let row_steps = h.row_steps(k);
+            let _ = write!(out, "{k:>5}  {row_steps:>steps_w$} ");
+            for a in 0..=last {
+                match row.get(a) {
+                    Some(c) => {
+                        let _ = write!(out, " {c:>count_w$}");
+                    }
+                    None => {
+                        let _ = write!(out, " {:>count_w$}", "");
+                    }
+                }
+            }
+            let accepted: u64 = row.iter().enumerate().map(|(a, &c)| a as u64 * c).sum();
+            let mean = accepted as f64 / row_steps as f64;
+            let full = h.full_acceptance_rate(k).map_or("-".into(), percent);
+            let _ = writeln!(out, "  {full:>11}  {mean:>13.3}");
+        }
+        let _ = write!(out, "{:>5}  {steps:>steps_w$} ", "all");
+        for c in &totals[..=last] {
+            let _ = write!(out, " {c:>count_w$}");
+        }
+        out.push('\n');
+    }
+
+    out.push('\n');
+    let summary: [(&str, String); 7] = [
+        ("verify steps (num_spec_steps)", group_digits(steps)),
+        ("undrafted steps", group_digits(h.num_undrafted_steps())),
+        (
+            "rejected observations",
+            group_digits(h.num_rejected_observations()),
+        ),
+        ("draft tokens", group_digits(h.num_draft_tokens())),
+        (
+            "accepted draft tokens",
+            group_digits(h.num_accepted_draft_tokens()),
+        ),
+        (
+            "mean acceptance length",
+            format!("{:.4}", h.mean_acceptance_length()),
+        ),
+        ("draft acceptance rate", percent(h.draft_acceptance_rate())),
+    ];
+    let value_w = summary.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    for (name, value) in &summary {
+        let _ = writeln!(out, "{name:<30}{value:>value_w$}");
+    }
+
+    out.push('\n');
+    let drafted = h.num_draft_tokens_per_pos();
+    let accepted = h.num_accepted_tokens_per_pos();
+    let all_steps = h.acceptance_rate_per_pos();
+    let conditional = h.conditional_acceptance_rate_per_pos();
+    let last_pos = drafted.iter().rposition(|&d| d != 0);
+    match last_pos {
+        None => out.push_str("Acceptance by position: no draft token observed\n"),
+        Some(last_pos) => {
+            let w = drafted
+                .iter()
+                .map(|&c| c.to_string().len())
+                .max()
+                .unwrap_or(1)
+                .max("accepted".len());
+            let _ = writeln!(
+                out,
+                "Acceptance by position (of all steps, as vLLM logs it; of the steps that drafted it)"
+            );
+            let _ = writeln!(
+                out,
+                "{:>5}  {:>w$}  {:>w$}  {:>10}  {:>12}",
+                "pos", "drafted", "accepted", "of-all", "of-drafted"
+            );
+            for i in 0..=last_pos {
+                let cond = conditional[i].map_or("-".into(), percent);
+                let _ = writeln!(
+                    out,
+                    "{i:>5}  {:>w$}  {:>w$}  {:>10}  {cond:>12}",
+                    drafted[i],
+                    accepted[i],
+                    percent(all_steps[i]),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn percent(v: f64) -> String {
+    format!("{:.2}%", v * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_example_as_a_table() {
+        let mut h = AcceptanceHistogram::new(3).unwrap();
+        for (k, a) in [(3, 0), (3, 3), (3, 2), (3, 3), (3, 1), (1, 1), (0, 0)] {
+            h.observe(k, a).unwrap();
+        }
+        h.observe_undrafted();
+        let _ = h.observe(2, 3);
+        let t = render(&h);
+        let expected = "\
+Acceptance histogram by draft length (K = num_spec_tokens = 3)
+    k  steps  a=0 a=1 a=2 a=3  full-accept  mean-accepted
+    0      1    1                  100.00%          0.000
+    1      1    0   1              100.00%          1.000
+    3      5    1   1   1   2       40.00%          1.800
+  all      7    2   2   1   2
+
+verify steps (num_spec_steps)      7
+undrafted steps                    1
+rejected observations              1
+draft tokens                      16
+accepted draft tokens             10
+mean acceptance length        2.4286
+draft acceptance rate         62.50%
+
+Acceptance by position (of all steps, as vLLM logs it; of the steps that drafted it)
+  pos   drafted  accepted      of-all    of-drafted
+    0         6         5      71.43%        83.33%
+    1         5         3      42.86%        60.00%
+    2         5         2      28.57%        40.00%
+";
+        assert_eq!(t, expected, "\n{t}");
+    }
+
+    #[test]
+    fn empty_table() {
+        let t = render(&AcceptanceHistogram::new(2).unwrap());
+        assert!(t.contains("no verify step observed"), "{t}");
+        assert!(t.contains("no draft token observed"), "{t}");
+        assert!(t.contains("mean acceptance length        1.0000"), "{t}");
+    }
+}
