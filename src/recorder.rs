@@ -9,7 +9,7 @@
 //! | a shard's `claimed` flag | `worker()` (claim), `Worker::drop` (release) | Acquire CAS / Release store |
 //! | the stripes | any thread, through `Recorder::observe` | relaxed `fetch_add` |
 //! | the shard list | `worker()` when no shard is free, under the registry mutex | publish a new immutable list |
-//! | `live` (workers alive) | `worker()` and `Worker::drop` | SeqCst `fetch_add` / `fetch_sub` |
+//! | `live` (workers alive) | `worker()` and `Worker::drop` | Relaxed `fetch_add` / Release `fetch_sub` |
 //!
 //! # Why one counter per observation
 //!
@@ -41,13 +41,21 @@
 //!
 //! # Memory bound
 //!
-//! Shards are never freed while the recorder lives and a new one is created
-//! only when `live` (workers alive or being created, counted from the start
-//! of `worker()` to the end of `Worker::drop`) exceeds the number of shards.
-//! Every claimed shard belongs to a counted worker, so when `live` does not
-//! exceed the shard count a shard is free or about to be freed and
-//! `worker()` scans again instead of allocating. The shard count therefore
-//! never exceeds the peak of `live`.
+//! Shards are never freed while the recorder lives. `live` counts workers
+//! alive or being created, from the start of `worker()` to the end of
+//! `Worker::drop`. A new shard is created, under the registry mutex, only
+//! when the list still has the `n` shards the caller scanned and `live`
+//! reads more than `n`: every value `live` takes is a real count (one
+//! modification order), so at that moment more than `n` workers existed and
+//! the shard count never exceeds the peak of `live`.
+//!
+//! When `live` reads `n` or less, every claimed shard belongs to a counted
+//! worker, so some shard is free or being released and `worker()` scans
+//! again instead of allocating. It cannot spin for long: `Worker::drop`
+//! releases its shard before its Release decrement of `live`, and
+//! `register` reads `live` with Acquire, so a count that no longer includes
+//! a dropped worker comes with that worker's shard visibly free; a scan that
+//! still fails means another worker claimed a shard in the meantime.
 
 use core::cell::Cell;
 use core::fmt;
@@ -148,10 +156,11 @@ impl Recorder {
 
     /// A recording handle for the calling thread (movable to another).
     ///
-    /// Claims a free shard when there is one, counts and all, and allocates
-    /// a new shard only when every shard is held by a live worker: at most
-    /// one allocation per new shard, none when a shard is reused. Never
-    /// blocks a snapshot or an `observe`.
+    /// Claims a free shard when there is one, counts and all, without
+    /// allocating. Only when every shard is held by a live worker does it
+    /// create one (its counters, plus a new copy of the shard list, under a
+    /// mutex that only shard creation takes). Never blocks a snapshot or an
+    /// `observe`.
     ///
     /// ```
     /// use specdec_metrics::Recorder;
@@ -167,9 +176,9 @@ impl Recorder {
     /// ```
     pub fn worker(&self) -> Worker {
         let inner = &*self.inner;
-        // SeqCst: `live` and the scans below must agree on one order with
-        // other workers' increments and decrements (see "Memory bound").
-        inner.live.fetch_add(1, Ordering::SeqCst);
+        // Relaxed: the memory bound needs only that `live` takes true
+        // counts (its single modification order); it publishes nothing.
+        inner.live.fetch_add(1, Ordering::Relaxed);
         let shard = loop {
             let shards = inner.shards.load();
             if let Some(shard) = shards.iter().find(|s| s.try_claim()) {
@@ -183,7 +192,9 @@ impl Recorder {
             sync::yield_now();
         };
         Worker {
-            counters: Arc::clone(shard.counters()),
+            counters: shard.counters().clone(),
+            undrafted_index: CounterBlock::undrafted_index(inner.max_draft_len),
+            rejected_index: CounterBlock::rejected_index(inner.max_draft_len),
             shard,
             recorder: Arc::clone(&self.inner),
             max_draft_len: inner.max_draft_len,
@@ -313,8 +324,10 @@ impl Inner {
     fn register(&self, seen: usize) -> Option<Arc<Shard>> {
         let _registry = self.registry.lock();
         let shards = self.shards.load();
-        // SeqCst: pairs with the SeqCst increments and decrements of `live`.
-        if shards.len() != seen || self.live.load(Ordering::SeqCst) <= shards.len() {
+        // Acquire: pairs with the Release decrement in `Worker::drop`; if we
+        // read a count without a dropped worker, its shard's release is
+        // visible to the caller's next scan (see "Memory bound").
+        if shards.len() != seen || self.live.load(Ordering::Acquire) <= shards.len() {
             return None;
         }
         let shard = Arc::new(Shard::new_claimed(self.max_draft_len, shards.len()));
@@ -375,12 +388,15 @@ impl fmt::Debug for Recorder {
 /// let copy = w.clone();
 /// ```
 pub struct Worker {
-    /// The shard's counters, held directly so `observe` reaches them in one
-    /// pointer hop.
-    counters: Arc<CounterBlock>,
+    /// The shard's counters, held by value (a fat `Arc` pointer and the
+    /// length) so `observe` reaches a counter through one pointer.
+    counters: CounterBlock,
     shard: Arc<Shard>,
     recorder: Arc<Inner>,
     max_draft_len: usize,
+    /// Counter indices cached so the hot path does no multiplication.
+    undrafted_index: usize,
+    rejected_index: usize,
     /// `Cell` is `Send + !Sync`: makes `Worker` the same.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -398,7 +414,7 @@ impl Worker {
         let max = self.max_draft_len;
         let valid = checked_bucket_index(max, drafted, accepted);
         self.counters
-            .increment_exclusive(valid.unwrap_or(CounterBlock::rejected_index(max)));
+            .increment_exclusive(valid.unwrap_or(self.rejected_index));
         match valid {
             Some(_) => Ok(()),
             None => Err(ObserveError::new(max, drafted, accepted)),
@@ -408,8 +424,7 @@ impl Worker {
     /// Records a step whose drafting policy proposed nothing.
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.counters
-            .increment_exclusive(CounterBlock::undrafted_index(self.max_draft_len));
+        self.counters.increment_exclusive(self.undrafted_index);
     }
 
     /// The configured maximum draft length `K`.
@@ -439,9 +454,9 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.shard.release();
-        // SeqCst: after the release above, so a `worker()` that still counts
-        // us finds our shard free (see "Memory bound").
-        self.recorder.live.fetch_sub(1, Ordering::SeqCst);
+        // Release: pairs with the Acquire load in `Inner::register`; the
+        // shard's release above is visible to whoever reads the lower count.
+        self.recorder.live.fetch_sub(1, Ordering::Release);
     }
 }
 

@@ -46,8 +46,15 @@ fn new_line() -> Line {
 }
 
 /// `len` atomic counters, cache-line padded at both ends.
+///
+/// Cloning shares the counters (an `Arc` of the lines): a [`Worker`]
+/// holds its shard's block by value, so `observe` reaches a counter through
+/// one pointer, with the bounds held inline.
+///
+/// [`Worker`]: crate::Worker
+#[derive(Clone)]
 pub(crate) struct CounterBlock {
-    lines: Box<[Line]>,
+    lines: Arc<[Line]>,
     len: usize,
 }
 
@@ -120,7 +127,7 @@ impl CounterBlock {
 /// One worker's counters and the flag saying whether a worker holds them.
 pub(crate) struct Shard {
     claimed: CachePadded<AtomicBool>,
-    counters: Arc<CounterBlock>,
+    counters: CounterBlock,
     /// Position in the recorder's shard list.
     index: usize,
 }
@@ -130,7 +137,7 @@ impl Shard {
     pub(crate) fn new_claimed(max_draft_len: usize, index: usize) -> Self {
         Self {
             claimed: CachePadded::new(AtomicBool::new(true)),
-            counters: Arc::new(CounterBlock::new(max_draft_len)),
+            counters: CounterBlock::new(max_draft_len),
             index,
         }
     }
@@ -139,7 +146,7 @@ impl Shard {
         self.index
     }
 
-    pub(crate) fn counters(&self) -> &Arc<CounterBlock> {
+    pub(crate) fn counters(&self) -> &CounterBlock {
         &self.counters
     }
 

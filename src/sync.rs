@@ -6,8 +6,11 @@
 //!
 //! - [`Published`] is an [`arc_swap::ArcSwap`] normally. Under loom it is a
 //!   `loom::sync::Mutex<Arc<T>>`: loom cannot see inside arc-swap's hazard
-//!   pointers, and a mutex gives the same edges we rely on (a `store`
-//!   happens-before every `load` that returns the stored value).
+//!   pointers. The mutex gives the one edge we rely on (a `store`
+//!   happens-before every `load` that returns the stored value) and is
+//!   strictly stronger (it also orders loads with each other), so the models
+//!   cannot catch code that would need those extra edges; the recorder uses
+//!   none.
 //! - [`Mutex`] is a `parking_lot::Mutex` normally, a `loom::sync::Mutex`
 //!   under loom.
 //! - [`Arc`] is `std::sync::Arc` in both builds. Reference counts only decide

@@ -1,7 +1,9 @@
 //! Loom models of the interleavings `Recorder` and `Worker` rely on.
 //!
 //! Run with
-//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests`.
+//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests`
+//! (`.ci/test-all` adds `CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true` so the
+//! library's debug assertions run too).
 //!
 //! Every model runs its reader in a spawned thread (loom issue #392: a
 //! reader on the model's main thread can make loom explore a single
@@ -15,6 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use loom::sync::atomic::AtomicBool;
 use loom::thread;
 use specdec_metrics::{AcceptanceHistogram, Recorder};
 
@@ -152,9 +155,11 @@ fn dropped_worker_shard_reclaimed_loses_nothing() {
             let recorder = recorder.clone();
             let (empty, full) = (empty.clone(), full.clone());
             thread::spawn(move || {
-                let s = recorder.snapshot();
-                assert_between(&empty, &s, &full);
-                s.count(1, 1)
+                let s1 = recorder.snapshot();
+                let s2 = recorder.snapshot();
+                assert_between(&empty, &s1, &full);
+                assert_between(&s1, &s2, &full);
+                s1.count(1, 1)
             })
         };
         a.join().unwrap();
@@ -306,6 +311,85 @@ fn new_shard_published_while_snapshot_walks_list() {
             "reader saw 2 shards",
             "reader saw 0",
             "reader saw 1",
+        ],
+    );
+}
+
+/// Two threads need a new shard at once (the only shard is held): the
+/// registry mutex serialises them, the second sees the list grew and scans
+/// again, and each ends with a shard of its own.
+#[test]
+fn concurrent_registrations_create_one_shard_each() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w0 = recorder.worker();
+        let spawn = || {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w = recorder.worker();
+                w.observe(1, 1).unwrap();
+                w
+            })
+        };
+        let (a, b) = (spawn(), spawn());
+        let (wa, wb) = (a.join().unwrap(), b.join().unwrap());
+        let mut indices = [wa.shard_index(), wb.shard_index()];
+        indices.sort_unstable();
+        assert_eq!(indices, [1, 2]);
+        assert_eq!(recorder.shard_count(), 3);
+        assert_eq!(recorder.snapshot(), histogram(1, &[(1, 1), (1, 1)], 0));
+        drop(w0);
+        seen.record(format!("first thread got shard {}", wa.shard_index()));
+    });
+    seen.finish(
+        "concurrent_registrations_create_one_shard_each",
+        &["first thread got shard 1", "first thread got shard 2"],
+    );
+}
+
+/// An observation that happened-before a snapshot started (here through a
+/// Release/Acquire flag, while the writer thread is still running) is in
+/// that snapshot, whichever shard or stripe holds it.
+#[test]
+fn snapshot_contains_what_happened_before_it() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let flag = loom::sync::Arc::new(AtomicBool::new(false));
+        let w = recorder.worker();
+        let writer = {
+            let (recorder, flag) = (recorder.clone(), flag.clone());
+            thread::spawn(move || {
+                w.observe(1, 1).unwrap();
+                recorder.observe(1, 0).unwrap();
+                // Release: publishes both observations to the Acquire below.
+                flag.store(true, std::sync::atomic::Ordering::Release);
+                w.observe_undrafted();
+            })
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                // Acquire: pairs with the Release store in the writer.
+                let published = flag.load(std::sync::atomic::Ordering::Acquire);
+                let s = recorder.snapshot();
+                if published {
+                    assert_eq!((s.count(1, 1), s.count(1, 0)), (1, 1), "{s:?}");
+                }
+                (published, s.num_undrafted_steps())
+            })
+        };
+        writer.join().unwrap();
+        let (published, undrafted) = reader.join().unwrap();
+        seen.record(format!("published={published} undrafted={undrafted}"));
+    });
+    seen.finish(
+        "snapshot_contains_what_happened_before_it",
+        &[
+            "published=false undrafted=0",
+            "published=true undrafted=0",
+            "published=true undrafted=1",
         ],
     );
 }
