@@ -115,6 +115,8 @@
 mod error;
 mod histogram;
 pub mod layout;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 mod recorder;
 mod report;
 mod shard;

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# End to end: the serving_engine demo scraped by a real Prometheus server.
+#
+# Builds the demo, starts it on loopback with vLLM's metric names, starts the
+# Debian `prometheus` binary scraping it every second (temporary config and
+# storage), and checks through Prometheus's HTTP API that
+#   - every family and every series is there, with the constant labels;
+#   - in every scrape the by-draft-length buckets add up to the drafts
+#     counter (and to the position-0 counters);
+#   - the counters grew, never reset, and no series appeared or vanished;
+#   - the acceptance figures PromQL computes match the demo's final report
+#     (exactly for the last scrape, which the demo serves frozen while it
+#     lingers; within a tolerance for rate()-style queries over the run).
+# Everything is bounded in time and cleaned up on exit, pass or fail.
+# Prints "N passed, M failed"; exits 0 only when nothing failed.
+#
+#   bash .ci/prometheus-e2e.sh
+#
+# Environment: E2E_DEMO_PORT (default 19464), E2E_PROM_PORT (19090),
+# E2E_RUN_SECONDS (20), E2E_KEEP=1 to keep the temporary directory.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO_ADDR="127.0.0.1:${E2E_DEMO_PORT:-19464}"
+PROM_ADDR="127.0.0.1:${E2E_PROM_PORT:-19090}"
+RUN_SECONDS="${E2E_RUN_SECONDS:-20}"
+LINGER_SECONDS=6
+K=5
+PREFIX="vllm:spec_decode"
+MODEL="e2e-model"
+
+passed=0
+failed=0
+demo_pid=""
+prom_pid=""
+work="$(mktemp -d "${TMPDIR:-/tmp}/specdec-e2e.XXXXXX")"
+
+start_ms=$(($(date +%s%N) / 1000000))
+log() {
+  local ms=$(($(date +%s%N) / 1000000 - start_ms))
+  printf '[e2e %3d.%ds] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"
+}
+
+stop_pid() {
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+}
+
+cleanup() {
+  local status=$?
+  stop_pid "$demo_pid"
+  stop_pid "$prom_pid"
+  if [ "$failed" -gt 0 ] || [ "$status" -ne 0 ]; then
+    echo "---- demo log (tail) ----";       tail -n 15 "$work/demo.log" 2>/dev/null
+    echo "---- prometheus log (tail) ----"; tail -n 15 "$work/prometheus.log" 2>/dev/null
+  fi
+  if [ "${E2E_KEEP:-0}" = 1 ]; then
+    echo "kept $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+pass() { passed=$((passed + 1)); echo "PASS  $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL  $*"; }
+finish() {
+  echo
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+# fatal MESSAGE: a step everything after depends on failed.
+fatal() { fail "$*"; finish; }
+
+for tool in prometheus promtool curl python3; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    fatal "$tool is not on PATH (bash .ci/install-prometheus.sh installs prometheus and promtool)"
+done
+for addr in "$DEMO_ADDR" "$PROM_ADDR"; do
+  if curl -s --max-time 1 -o /dev/null "http://$addr/"; then
+    fatal "something already listens on $addr (set E2E_DEMO_PORT / E2E_PROM_PORT)"
+  fi
+done
+
+# ---------------------------------------------------------------- build, start
+log "building the demo (cargo build --release --example serving_engine)"
+timeout 900 cargo build --release --example serving_engine -q ||
+  fatal "cargo build --release --example serving_engine"
+demo_bin="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/examples/serving_engine"
+[ -x "$demo_bin" ] || fatal "demo binary not found at $demo_bin"
+
+cat >"$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: serving_engine
+    static_configs:
+      - targets: ['$DEMO_ADDR']
+EOF
+promtool check config "$work/prometheus.yml" >/dev/null 2>&1 || fatal "promtool check config"
+
+log "starting prometheus on $PROM_ADDR"
+timeout 180 prometheus \
+  --config.file="$work/prometheus.yml" \
+  --storage.tsdb.path="$work/data" \
+  --storage.tsdb.retention.time=1h \
+  --web.listen-address="$PROM_ADDR" \
+  --log.level=warn >"$work/prometheus.log" 2>&1 &
+prom_pid=$!
+
+ready=0
+for _ in $(seq 100); do
+  if curl -sf --max-time 1 -o /dev/null "http://$PROM_ADDR/-/ready"; then ready=1; break; fi
+  kill -0 "$prom_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ "$ready" = 1 ] || fatal "prometheus did not become ready within 20 s"
+pass "prometheus ready on $PROM_ADDR ($(prometheus --version 2>&1 | head -n 1 | cut -d' ' -f1-3))"
+
+# -------------------------------------------------------------- query helpers
+EVAL_TIME=""
+# query EXPR: the raw JSON answer of an instant query at EVAL_TIME.
+query() {
+  curl -sf --max-time 5 --get "http://$PROM_ADDR/api/v1/query" \
+    --data-urlencode "query=$1" ${EVAL_TIME:+--data-urlencode "time=$EVAL_TIME"}
+}
+# value EXPR: the value of the only sample of EXPR, or "none (N samples)".
+value() {
+  query "$1" | python3 -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)["data"]["result"]
+except Exception as e:
+    print("none (bad answer: %s)" % e); sys.exit()
+print(r[0]["value"][1] if len(r) == 1 else "none (%d samples)" % len(r))'
+}
+# close A B TOL: |A - B| <= TOL (numbers as text).
+close() { python3 -c 'import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=t else 1)' "$1" "$2" "$3" 2>/dev/null; }
+# expect NAME EXPR WANT [TOL]: the single value of EXPR is WANT (within TOL).
+expect() {
+  local name=$1 expr=$2 want=$3 tol=${4:-0} got
+  got=$(value "$expr")
+  if close "$got" "$want" "$tol"; then pass "$name: $got"; else fail "$name: got $got, want $want (tol $tol) for $expr"; fi
+}
+# report FIELD: a number from the demo's final JSON report.
+report() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/report.json" "$1"; }
+
+# Prometheus applies new targets in batches (every 5 s): wait until it scrapes
+# the demo's address (still down, up == 0) so the whole run is scraped.
+polling=0
+for _ in $(seq 75); do
+  case "$(value "up{job=\"serving_engine\"}")" in 0 | 1) polling=1; break ;; esac
+  sleep 0.2
+done
+[ "$polling" = 1 ] || fatal "prometheus did not start scraping $DEMO_ADDR within 15 s"
+
+log "starting the demo on $DEMO_ADDR for ${RUN_SECONDS}s (+${LINGER_SECONDS}s serving its final counters)"
+run_start=$(date +%s)
+timeout $((RUN_SECONDS + LINGER_SECONDS + 30)) "$demo_bin" \
+  --seconds "$RUN_SECONDS" --linger-seconds "$LINGER_SECONDS" \
+  --metrics-addr "$DEMO_ADDR" --prefix "$PREFIX" --model-name "$MODEL" \
+  --max-draft-len "$K" --interval-ms 2000 \
+  >"$work/report.json" 2>"$work/demo.log" &
+demo_pid=$!
+
+# --------------------------------------------------------- while the demo runs
+scraped=0
+for _ in $(seq 75); do
+  if [ "$(value "up{job=\"serving_engine\"}")" = 1 ]; then scraped=1; break; fi
+  kill -0 "$demo_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ "$scraped" = 1 ] || fatal "prometheus did not scrape the demo within 15 s"
+pass "prometheus scrapes the demo (up == 1)"
+
+ctype=$(curl -s --max-time 5 -o /dev/null -w '%{content_type}' \
+  -H 'Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1' \
+  "http://$DEMO_ADDR/metrics")
+case "$ctype" in
+  application/openmetrics-text*) pass "Prometheus's Accept header gets OpenMetrics ($ctype)" ;;
+  *) fail "Prometheus's Accept header got content type '$ctype'" ;;
+esac
+
+curl -s --max-time 5 "http://$DEMO_ADDR/metrics" >"$work/metrics.txt"
+promtool check metrics <"$work/metrics.txt" >"$work/promtool.txt" 2>&1
+# With vLLM's names the only acceptable findings are the ':' lint lines.
+if [ -s "$work/metrics.txt" ] && ! grep -v "metric names should not contain ':'" "$work/promtool.txt" | grep -q .; then
+  pass "promtool check metrics on the live /metrics: no findings but the ':' of vLLM's names ($(wc -l <"$work/promtool.txt") such lines)"
+else
+  fail "promtool check metrics on the live /metrics: $(head -n 5 "$work/promtool.txt")"
+fi
+
+# Wait for the run to end: the report is complete once the demo says it
+# lingers; then let Prometheus scrape the frozen final counters twice.
+done_running=0
+for _ in $(seq $(((RUN_SECONDS + 20) * 5))); do
+  if grep -q "serving the final counters" "$work/demo.log" 2>/dev/null; then done_running=1; break; fi
+  kill -0 "$demo_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ "$done_running" = 1 ] || fatal "the demo did not finish its run in time (see its log)"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/report.json" 2>/dev/null ||
+  fatal "the demo's final report is not JSON"
+pass "the demo printed its final report (JSON)"
+sleep 3
+
+# All instant queries are evaluated at one instant inside the linger window,
+# so they see the final counters even if the demo exits meanwhile.
+EVAL_TIME=$(date +%s)
+window="$((EVAL_TIME - run_start + 5))s"
+log "querying prometheus at $EVAL_TIME (window $window)"
+
+# ------------------------------------------------------------ names and series
+names=$(query "count by (__name__) ({__name__=~\"vllm:spec_decode_.*\"})" | python3 -c '
+import json, sys
+print(" ".join(sorted(s["metric"]["__name__"] for s in json.load(sys.stdin)["data"]["result"])))')
+want_names=$(for f in num_drafts num_draft_tokens num_accepted_tokens num_accepted_tokens_per_pos \
+  num_draft_tokens_per_pos acceptance_by_draft_length num_undrafted_steps num_rejected_observations; do
+  echo "${PREFIX}_${f}_total"; done | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+if [ "$names" = "$want_names" ]; then
+  pass "exactly vLLM's family names: $names"
+else
+  fail "family names: got '$names', want '$want_names'"
+fi
+expect "every bucket of the triangle is a series" "count(${PREFIX}_acceptance_by_draft_length_total)" $(((K + 1) * (K + 2) / 2))
+expect "every position is a series (accepted)" "count(${PREFIX}_num_accepted_tokens_per_pos_total)" "$K"
+expect "every position is a series (drafted)" "count(${PREFIX}_num_draft_tokens_per_pos_total)" "$K"
+all_series=$((5 + 2 * K + (K + 1) * (K + 2) / 2))
+expect "constant labels on every series" \
+  "count({__name__=~\"${PREFIX}_.*\", model_name=\"$MODEL\", engine=\"0\"})" "$all_series"
+expect "the drafts series was scraped at least $((RUN_SECONDS / 2)) times" \
+  "min(count_over_time(${PREFIX}_num_drafts_total[$window])) > bool $((RUN_SECONDS / 2))" 1
+
+# Every series of every family was in every successful scrape (so none
+# appeared late or vanished), and no counter ever reset.
+scrapes=$(value "sum_over_time(up{job=\"serving_engine\"}[$window])")
+presence_ok=1
+resets_total=0
+for f in num_drafts num_draft_tokens num_accepted_tokens num_accepted_tokens_per_pos num_draft_tokens_per_pos acceptance_by_draft_length num_undrafted_steps num_rejected_observations; do
+  counts=$(query "count_over_time(${PREFIX}_${f}_total[$window])" | python3 -c '
+import json, sys
+print(" ".join(sorted({s["value"][1] for s in json.load(sys.stdin)["data"]["result"]})))')
+  if [ "$counts" != "$scrapes" ]; then
+    presence_ok=0
+    echo "      ${PREFIX}_${f}_total: samples per series {$counts}, successful scrapes $scrapes"
+  fi
+  r=$(value "sum(resets(${PREFIX}_${f}_total[$window]))")
+  close "$r" 0 0 || { echo "      ${PREFIX}_${f}_total: resets $r"; resets_total=1; }
+done
+if [ "$presence_ok" = 1 ]; then
+  pass "every series in every one of the $scrapes successful scrapes (none appeared or vanished)"
+else
+  fail "some series missed scrapes"
+fi
+if [ "$resets_total" = 0 ]; then pass "no counter of any family ever reset"; else fail "a counter reset"; fi
+
+# ------------------------------------------------- consistency in every scrape
+# Range queries over the whole run, one point per second: each point combines
+# the families of one scrape.
+range_max_abs() {
+  curl -sf --max-time 10 --get "http://$PROM_ADDR/api/v1/query_range" \
+    --data-urlencode "query=$1" --data-urlencode "start=$run_start" \
+    --data-urlencode "end=$EVAL_TIME" --data-urlencode "step=1" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+vals = [abs(float(v)) for s in r for _, v in s["values"]]
+print("%s %d" % (max(vals) if vals else "none", len(vals)))'
+}
+expect_range_zero() {
+  local name=$1 expr=$2 out
+  out=$(range_max_abs "$expr")
+  set -- $out
+  if [ "${1:-none}" != none ] && close "$1" 0 0 && [ "${2:-0}" -ge $((RUN_SECONDS / 2)) ]; then
+    pass "$name: 0 at all $2 points"
+  else
+    fail "$name: max |difference| ${1:-none} over ${2:-0} points for $expr"
+  fi
+}
+expect_range_zero "sum of the by-draft-length buckets == drafts counter, in every scrape" \
+  "sum(${PREFIX}_acceptance_by_draft_length_total) - sum(${PREFIX}_num_drafts_total)"
+expect_range_zero "buckets with draft_length > 0 == drafts reaching position 0, in every scrape" \
+  "sum(${PREFIX}_acceptance_by_draft_length_total{draft_length!=\"0\"}) - sum(${PREFIX}_num_draft_tokens_per_pos_total{position=\"0\"})"
+expect_range_zero "buckets with accepted > 0 == accepted at position 0, in every scrape" \
+  "sum(${PREFIX}_acceptance_by_draft_length_total{accepted!=\"0\"}) - sum(${PREFIX}_num_accepted_tokens_per_pos_total{position=\"0\"})"
+expect_range_zero "per-position accepted tokens add up to the accepted counter, in every scrape" \
+  "sum(${PREFIX}_num_accepted_tokens_per_pos_total) - sum(${PREFIX}_num_accepted_tokens_total)"
+
+# ------------------------------------------------------- growth, never a reset
+expect "drafts grew over the run" "increase(${PREFIX}_num_drafts_total[$window]) > bool 0" 1
+expect "accepted tokens grew over the run" "increase(${PREFIX}_num_accepted_tokens_total[$window]) > bool 0" 1
+expect "undrafted steps grew over the run" "increase(${PREFIX}_num_undrafted_steps_total[$window]) > bool 0" 1
+
+# --------------------------------------------------- PromQL vs the demo report
+expect "last scrape == report: num_drafts" "sum(${PREFIX}_num_drafts_total)" "$(report num_spec_steps)"
+expect "last scrape == report: num_draft_tokens" "sum(${PREFIX}_num_draft_tokens_total)" "$(report num_draft_tokens)"
+expect "last scrape == report: num_accepted_tokens" "sum(${PREFIX}_num_accepted_tokens_total)" "$(report num_accepted_draft_tokens)"
+expect "last scrape == report: num_undrafted_steps" "sum(${PREFIX}_num_undrafted_steps_total)" "$(report num_undrafted_steps)"
+expect "last scrape == report: num_rejected_observations" "sum(${PREFIX}_num_rejected_observations_total)" "$(report num_rejected_observations)"
+expect "acceptance rate (PromQL, last scrape) == report draft_acceptance_rate" \
+  "sum(${PREFIX}_num_accepted_tokens_total) / sum(${PREFIX}_num_draft_tokens_total)" \
+  "$(report draft_acceptance_rate)" 1e-12
+expect "mean acceptance length (PromQL, last scrape) == report" \
+  "1 + sum(${PREFIX}_num_accepted_tokens_total) / sum(${PREFIX}_num_drafts_total)" \
+  "$(report mean_acceptance_length)" 1e-12
+# rate()/increase() queries, as dashboards use them, over the whole run
+# (scraped from its first second on). increase() extrapolates each series to
+# the window's edges on its own, so these agree with the report closely but
+# not exactly.
+expect "acceptance rate over the run, sum(increase(accepted))/sum(increase(drafted)) ~ report" \
+  "sum(increase(${PREFIX}_num_accepted_tokens_total[$window])) / sum(increase(${PREFIX}_num_draft_tokens_total[$window]))" \
+  "$(report draft_acceptance_rate)" 0.01
+expect "mean acceptance length over the run, 1 + increase(accepted)/increase(drafts) ~ report" \
+  "1 + sum(increase(${PREFIX}_num_accepted_tokens_total[$window])) / sum(increase(${PREFIX}_num_drafts_total[$window]))" \
+  "$(report mean_acceptance_length)" 0.02
+
+# Every bucket, exactly, against the report's acceptance_histogram_by_draft_length.
+query "${PREFIX}_acceptance_by_draft_length_total" >"$work/buckets.json"
+if python3 - "$work/buckets.json" "$work/report.json" "$K" <<'PY'
+import json, sys
+samples = json.load(open(sys.argv[1]))["data"]["result"]
+report = json.load(open(sys.argv[2]))
+K = int(sys.argv[3])
+got = {(int(s["metric"]["draft_length"]), int(s["metric"]["accepted"])): int(float(s["value"][1])) for s in samples}
+rows = report["acceptance_histogram_by_draft_length"]
+want = {(k, a): (rows[str(k)][a] if str(k) in rows else 0) for k in range(K + 1) for a in range(k + 1)}
+bad = [(key, got.get(key), want[key]) for key in want if got.get(key) != want[key]]
+if bad or len(got) != len(want):
+    print("mismatches (bucket, prometheus, report):", bad[:5], "series:", len(got))
+    sys.exit(1)
+PY
+then
+  pass "every bucket of the last scrape == the report's acceptance_histogram_by_draft_length"
+else
+  fail "buckets of the last scrape differ from the report"
+fi
+
+# The README's queries for the full-acceptance rate per draft length and the
+# two per-position acceptance rates, on the raw counters of the last scrape
+# (the README applies them to rate(...[5m])), against the report.
+B="${PREFIX}_acceptance_by_draft_length_total"
+query "sum by (draft_length) ($B and on (draft_length, accepted) label_replace(group by (draft_length) ($B), \"accepted\", \"\$1\", \"draft_length\", \"(.+)\")) / sum by (draft_length) ($B)" >"$work/full.json"
+query "sum by (position) (${PREFIX}_num_accepted_tokens_per_pos_total) / sum by (position) (${PREFIX}_num_draft_tokens_per_pos_total)" >"$work/cond.json"
+query "sum by (position) (${PREFIX}_num_accepted_tokens_per_pos_total) / scalar(sum(${PREFIX}_num_drafts_total))" >"$work/vllm_pos.json"
+if python3 - "$work" "$K" <<'PY'
+import json, sys
+work, K = sys.argv[1], int(sys.argv[2])
+res = lambda name: json.load(open(f"{work}/{name}.json"))["data"]["result"]
+report = json.load(open(f"{work}/report.json"))
+ok = True
+def compare(what, got, want):
+    global ok
+    bad = {k: (got.get(k), w) for k, w in want.items() if got.get(k) is None or abs(got[k] - w) > 1e-12}
+    extra = set(got) - set(want)
+    print("      %s: %s" % (what, ", ".join("%s=%.3f" % (k, got[k]) for k in sorted(got))))
+    if bad or extra:
+        print("      mismatches (key: promql, report):", bad, "unexpected:", extra)
+        ok = False
+rows = report["acceptance_histogram_by_draft_length"]
+compare("full acceptance by draft_length",
+        {int(s["metric"]["draft_length"]): float(s["value"][1]) for s in res("full")},
+        {int(k): row[int(k)] / sum(row) for k, row in rows.items()})
+acc, dr, steps = report["num_accepted_tokens_per_pos"], report["num_draft_tokens_per_pos"], report["num_spec_steps"]
+compare("conditional acceptance by position",
+        {int(s["metric"]["position"]): float(s["value"][1]) for s in res("cond")},
+        {i: acc[i] / dr[i] for i in range(K) if dr[i]})
+compare("vLLM-style acceptance by position",
+        {int(s["metric"]["position"]): float(s["value"][1]) for s in res("vllm_pos")},
+        {i: acc[i] / steps for i in range(K)})
+sys.exit(0 if ok else 1)
+PY
+then
+  pass "README queries: full acceptance per draft length, conditional and vLLM per-position acceptance == report"
+else
+  fail "README queries disagree with the report"
+fi
+
+# ------------------------------------------------------------------ demo exits
+wait_start=$SECONDS
+while kill -0 "$demo_pid" 2>/dev/null && [ $((SECONDS - wait_start)) -lt $((LINGER_SECONDS + 15)) ]; do sleep 0.2; done
+if kill -0 "$demo_pid" 2>/dev/null; then
+  fail "the demo did not exit after lingering"
+else
+  wait "$demo_pid"; status=$?; demo_pid=""
+  if [ "$status" = 0 ]; then pass "the demo exited 0"; else fail "the demo exited $status"; fi
+fi
+
+finish

@@ -1,0 +1,696 @@
+//! A simulated multi-threaded serving engine that embeds `specdec-metrics`
+//! the way a real one would:
+//!
+//! - one [`Recorder`] for the engine; every engine thread owns a [`Worker`]
+//!   and records each verify step of each request in its batch;
+//! - every request keeps its own [`AcceptanceHistogram`] (its per-request
+//!   report, printed when it finishes with `--print-requests`);
+//! - a metrics thread snapshots the recorder every interval and logs a
+//!   vLLM-style line computed from [`AcceptanceHistogram::delta_since`],
+//!   plus the by-draft-length table vLLM cannot print;
+//! - `/metrics` is served over HTTP (axum) from a [`SpecDecodeCollector`],
+//!   OpenMetrics for Prometheus, the classic text format for `curl` and
+//!   `promtool`;
+//! - at the end (time limit, Ctrl-C or SIGTERM) the engine-wide report is
+//!   printed on standard output as JSON; the logs go to standard error.
+//!
+//! The drafting policy is deliberately variable: budgets shrink as the batch
+//! grows, some steps draft nothing at all (`observe_undrafted`), structured
+//! output requests have drafts invalidated by their grammar (sometimes all
+//! of them: `k = 0`), and the verifier's acceptance falls with position.
+//! Randomness comes from a small deterministic generator seeded per worker.
+//!
+//! ```text
+//! cargo run --release --example serving_engine
+//! cargo run --release --example serving_engine -- --seconds 30 --print-requests
+//! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
+//! ```
+
+use std::f64::consts::TAU;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
+use specdec_metrics::{AcceptanceHistogram, Recorder, Worker};
+
+const USAGE: &str = "\
+usage: cargo run --release --example serving_engine [-- OPTIONS]
+
+Simulates a speculative-decoding serving engine that records every verify
+step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
+and prints the engine-wide report (JSON, standard output) when it stops.
+
+options:
+  --seconds N          run for N seconds, then stop (default 10; 0 = until Ctrl-C)
+  --workers N          engine threads (default: the machine's parallelism)
+  --max-draft-len K    num_spec_tokens, the largest draft (default 5; 1..=64)
+  --max-batch N        requests per engine thread at most (default 32)
+  --interval-ms N      metrics log interval (default 1000)
+  --metrics-addr ADDR  where /metrics is served (default 127.0.0.1:9464)
+  --prefix P           metric name prefix (default spec_decode; vllm:spec_decode
+                       gives vLLM's names)
+  --model-name NAME    the model_name label (default demo-model)
+  --step-us N          simulated forward-pass time per engine step, in
+                       microseconds (default 8000; 0 = run hot, no sleep)
+  --linger-seconds N   after stopping, keep serving the final counters for N
+                       seconds so a scraper can read them (default 0)
+  --print-requests     print each finished request's report (standard error)
+  --seed N             random seed (default 1)
+  -h, --help           this text
+";
+
+/// The command line.
+#[derive(Debug, Clone)]
+struct Args {
+    seconds: u64,
+    workers: usize,
+    max_draft_len: usize,
+    max_batch: usize,
+    interval: Duration,
+    metrics_addr: SocketAddr,
+    prefix: String,
+    model_name: String,
+    step: Duration,
+    linger: Duration,
+    print_requests: bool,
+    seed: u64,
+}
+
+impl Args {
+    /// Parses `--flag value` and `--flag=value`; `Ok(None)` for `--help`.
+    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
+        let mut out = Self {
+            seconds: 10,
+            workers: thread::available_parallelism().map_or(2, |n| n.get()),
+            max_draft_len: 5,
+            max_batch: 32,
+            interval: Duration::from_millis(1000),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            model_name: "demo-model".to_owned(),
+            step: Duration::from_micros(8000),
+            linger: Duration::ZERO,
+            print_requests: false,
+            seed: 1,
+        };
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+                _ => (arg.clone(), None),
+            };
+            let mut value = |name: &str| -> Result<String, String> {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            fn number<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
+                v.parse()
+                    .map_err(|_| format!("{name}: not a valid number: {v:?}"))
+            }
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--print-requests" => out.print_requests = true,
+                "--seconds" => out.seconds = number(&flag, value(&flag)?)?,
+                "--workers" => out.workers = number(&flag, value(&flag)?)?,
+                "--max-draft-len" => out.max_draft_len = number(&flag, value(&flag)?)?,
+                "--max-batch" => out.max_batch = number(&flag, value(&flag)?)?,
+                "--interval-ms" => {
+                    out.interval = Duration::from_millis(number(&flag, value(&flag)?)?)
+                }
+                "--metrics-addr" => {
+                    let v = value(&flag)?;
+                    out.metrics_addr = v
+                        .parse()
+                        .map_err(|_| format!("--metrics-addr: not an IP:port address: {v:?}"))?;
+                }
+                "--prefix" => out.prefix = value(&flag)?,
+                "--model-name" => out.model_name = value(&flag)?,
+                "--step-us" => out.step = Duration::from_micros(number(&flag, value(&flag)?)?),
+                "--linger-seconds" => {
+                    out.linger = Duration::from_secs(number(&flag, value(&flag)?)?)
+                }
+                "--seed" => out.seed = number(&flag, value(&flag)?)?,
+                _ => return Err(format!("unknown argument {arg:?}")),
+            }
+        }
+        if out.workers == 0 || out.max_batch == 0 {
+            return Err("--workers and --max-batch must be at least 1".to_owned());
+        }
+        if out.interval.is_zero() {
+            return Err("--interval-ms must be at least 1".to_owned());
+        }
+        Ok(Some(out))
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("serving_engine: {msg} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("serving_engine: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why the engine stopped.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    TimeLimit,
+    /// Ctrl-C (SIGINT).
+    Interrupted,
+    /// SIGTERM.
+    Terminated,
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    // The engine's recorder, and the collector the /metrics endpoint encodes
+    // (one snapshot per scrape).
+    let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
+    let collector = SpecDecodeCollector::new(recorder.clone())
+        .with_prefix(args.prefix.as_str())
+        .and_then(|c| {
+            c.with_const_labels([("model_name", args.model_name.as_str()), ("engine", "0")])
+        })
+        .map_err(|e| e.to_string())?;
+
+    // HTTP first, so a bind error stops us before any work, and a scraper
+    // sees every series from the first step on.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(args.metrics_addr))
+        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_addr))?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/", get(index))
+        .with_state(Arc::new(collector));
+    runtime.spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("serving_engine: HTTP server failed: {e}");
+        }
+    });
+
+    eprintln!(
+        "serving_engine: {} engine threads, num_spec_tokens K = {}, max batch {}, \
+         step {} us; metrics on http://{}/metrics (prefix {}); {}",
+        args.workers,
+        args.max_draft_len,
+        args.max_batch,
+        args.step.as_micros(),
+        args.metrics_addr,
+        args.prefix,
+        if args.seconds == 0 {
+            "running until Ctrl-C".to_owned()
+        } else {
+            format!("running {} s (Ctrl-C stops early)", args.seconds)
+        },
+    );
+
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicU64::new(0));
+    let engines: Vec<_> = (0..args.workers)
+        .map(|index| {
+            let (recorder, stop, finished, args) = (
+                recorder.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&finished),
+                args.clone(),
+            );
+            thread::Builder::new()
+                .name(format!("engine-{index}"))
+                .spawn(move || {
+                    // The one `Worker` of this thread, taken once.
+                    let worker = recorder.worker();
+                    Engine::new(index, &args, &worker).run(&stop, &finished);
+                })
+                .map_err(|e| format!("cannot start an engine thread: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let (stop_metrics, stop_metrics_rx) = mpsc::channel::<()>();
+    let metrics_thread = {
+        let (recorder, interval) = (recorder.clone(), args.interval);
+        thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || log_metrics(&recorder, interval, &stop_metrics_rx, started))
+            .map_err(|e| format!("cannot start the metrics thread: {e}"))?
+    };
+
+    let why = runtime.block_on(wait_for_stop(args.seconds));
+
+    stop.store(true, Ordering::Relaxed);
+    for engine in engines {
+        engine
+            .join()
+            .map_err(|_| "an engine thread panicked".to_owned())?;
+    }
+    drop(stop_metrics); // ends the metrics thread after a last interval line
+    metrics_thread
+        .join()
+        .map_err(|_| "the metrics thread panicked".to_owned())?;
+
+    // Every step has been recorded and every Worker dropped: this snapshot
+    // is the whole run.
+    let report = recorder.snapshot();
+    eprintln!(
+        "serving_engine: stopped ({}) after {:.1} s: {} requests finished, {} verify steps, \
+         {} undrafted steps, mean acceptance length {:.3}, draft acceptance rate {:.4}; \
+         engine report (JSON) on standard output",
+        match why {
+            Stop::TimeLimit => "time limit",
+            Stop::Interrupted => "Ctrl-C",
+            Stop::Terminated => "SIGTERM",
+        },
+        started.elapsed().as_secs_f64(),
+        finished.load(Ordering::Relaxed),
+        report.num_spec_steps(),
+        report.num_undrafted_steps(),
+        report.mean_acceptance_length(),
+        report.draft_acceptance_rate(),
+    );
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    println!("{json}");
+
+    if !args.linger.is_zero() && matches!(why, Stop::TimeLimit) {
+        eprintln!(
+            "serving_engine: serving the final counters on http://{}/metrics for {} s",
+            args.metrics_addr,
+            args.linger.as_secs()
+        );
+        runtime.block_on(wait_for_stop(args.linger.as_secs()));
+    }
+    // Dropping the runtime stops the HTTP server.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// Resolves after `seconds` (never when 0), or at Ctrl-C / SIGTERM.
+async fn wait_for_stop(seconds: u64) -> Stop {
+    let time_limit = async {
+        if seconds == 0 {
+            std::future::pending::<()>().await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sigterm) => {
+                sigterm.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = time_limit => Stop::TimeLimit,
+        _ = tokio::signal::ctrl_c() => Stop::Interrupted,
+        () = terminate => Stop::Terminated,
+    }
+}
+
+/// `GET /metrics`: one snapshot, in the format the scraper asked for.
+async fn metrics(
+    State(collector): State<Arc<SpecDecodeCollector>>,
+    headers: HeaderMap,
+) -> impl IntoResponse {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let format = TextFormat::from_accept(accept);
+    let body = collector.encode_text(format);
+    ([(header::CONTENT_TYPE, format.content_type())], body)
+}
+
+async fn index() -> &'static str {
+    "specdec-metrics serving_engine demo: the metrics are at /metrics\n"
+}
+
+// ---------------------------------------------------------------------------
+// The simulated engine
+
+/// SplitMix64: small, fast, deterministic; enough for a simulation.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+}
+
+/// One request in a batch.
+struct Request {
+    id: String,
+    started: Instant,
+    /// Output tokens to generate before it finishes.
+    output_len: usize,
+    generated: usize,
+    /// Structured output: a grammar may invalidate drafts.
+    structured: bool,
+    /// How well the proposer predicts this request (acceptance at position
+    /// 0); later positions decay from it.
+    predictability: f64,
+    /// The request's own metrics, allocated once here; reported at the end.
+    metrics: AcceptanceHistogram,
+}
+
+/// One engine thread: a continuous batch of requests, one verify step per
+/// request per engine step.
+struct Engine<'w> {
+    index: usize,
+    worker: &'w Worker,
+    rng: Rng,
+    batch: Vec<Request>,
+    next_request: u64,
+    max_draft_len: usize,
+    max_batch: usize,
+    step: Duration,
+    print_requests: bool,
+    /// Phase of this engine's load wave, so engines peak at different times.
+    phase: f64,
+}
+
+/// Period of the simulated load wave: the batch sweeps from nearly empty to
+/// full and back, so every draft budget shows up in a short run.
+const LOAD_PERIOD_SECS: f64 = 12.0;
+/// Acceptance decay per draft position.
+const POSITION_DECAY: f64 = 0.9;
+
+impl<'w> Engine<'w> {
+    fn new(index: usize, args: &Args, worker: &'w Worker) -> Self {
+        let mut rng = Rng::new(
+            args.seed
+                .wrapping_mul(0x2545_F491_4F6C_DD1D)
+                .wrapping_add(index as u64 + 1),
+        );
+        let phase = rng.unit() * TAU;
+        Self {
+            index,
+            worker,
+            rng,
+            batch: Vec::with_capacity(args.max_batch),
+            next_request: 0,
+            max_draft_len: args.max_draft_len,
+            max_batch: args.max_batch,
+            step: args.step,
+            print_requests: args.print_requests,
+            phase,
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool, finished: &AtomicU64) {
+        let started = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let t = started.elapsed().as_secs_f64();
+            let load = 0.5 + 0.5 * (t * TAU / LOAD_PERIOD_SECS + self.phase).sin();
+            // Arrivals: about 0.02 to 0.3 new requests per engine step.
+            if self.batch.len() < self.max_batch && self.rng.chance(0.02 + 0.28 * load) {
+                self.admit();
+            }
+            if self.batch.is_empty() {
+                self.forward_pass(0);
+                continue;
+            }
+            let scheduled = self.engine_step();
+            self.forward_pass(scheduled);
+            self.retire(finished);
+        }
+    }
+
+    fn admit(&mut self) {
+        let structured = self.rng.chance(0.25);
+        let predictability = if structured {
+            0.8 + 0.17 * self.rng.unit()
+        } else {
+            0.6 + 0.32 * self.rng.unit()
+        };
+        self.batch.push(Request {
+            id: format!("e{}-r{}", self.index, self.next_request),
+            started: Instant::now(),
+            output_len: 32 + self.rng.below(481),
+            generated: 0,
+            structured,
+            predictability,
+            metrics: AcceptanceHistogram::new(self.max_draft_len)
+                .expect("K was validated by Recorder::new"),
+        });
+        self.next_request += 1;
+    }
+
+    /// One verify step for every request in the batch; returns the tokens
+    /// scheduled (drafts plus one per request), which sets the step's cost.
+    fn engine_step(&mut self) -> usize {
+        let b = self.batch.len();
+        // Drafting policy: the budget shrinks as the batch grows, and under
+        // heavy load the policy skips drafting for a share of the requests.
+        let k_max = self.max_draft_len;
+        let budget = (k_max - k_max * b / (self.max_batch + 1)).max(1);
+        let fill = b as f64 / self.max_batch as f64;
+        let p_undrafted = 0.04 + 0.3 * fill * fill;
+        let mut scheduled = 0;
+        for request in &mut self.batch {
+            let rng = &mut self.rng;
+            if rng.chance(p_undrafted) {
+                // Nothing drafted: not a k = 0 row (SPEC §2).
+                self.worker.observe_undrafted();
+                request.metrics.observe_undrafted();
+                request.generated += 1;
+                scheduled += 1;
+                continue;
+            }
+            // The grammar of a structured-output request invalidates some
+            // drafts, sometimes all of them (k = 0).
+            let drafted = if request.structured {
+                let r = rng.unit();
+                if r < 0.5 {
+                    budget
+                } else if r < 0.88 {
+                    rng.below(budget)
+                } else {
+                    0
+                }
+            } else {
+                budget
+            };
+            // The verifier accepts the longest agreeing prefix; agreement
+            // falls with position.
+            let mut accepted = 0;
+            let mut p = request.predictability;
+            while accepted < drafted && rng.chance(p) {
+                accepted += 1;
+                p *= POSITION_DECAY;
+            }
+            // Rarely, a grammar invalidates drafts after the verifier
+            // sampled them, so the engine reports a > k: rejected and counted
+            // in num_rejected_observations, never in a bucket.
+            let reported = if request.structured && drafted < budget && rng.below(2_000) == 0 {
+                drafted + 1
+            } else {
+                accepted
+            };
+            // Engine-wide and per-request; an error is already counted.
+            let _ = self.worker.observe(drafted, reported);
+            let _ = request.metrics.observe(drafted, reported);
+            request.generated += accepted + 1; // the bonus token
+            scheduled += drafted + 1;
+        }
+        scheduled
+    }
+
+    /// Simulated model time: a fixed cost plus a share per scheduled token.
+    fn forward_pass(&self, scheduled_tokens: usize) {
+        if self.step.is_zero() {
+            return;
+        }
+        let cost = self.step + self.step * scheduled_tokens.min(1 << 20) as u32 / 256;
+        thread::sleep(cost);
+    }
+
+    fn retire(&mut self, finished: &AtomicU64) {
+        let mut i = 0;
+        while i < self.batch.len() {
+            if self.batch[i].generated < self.batch[i].output_len {
+                i += 1;
+                continue;
+            }
+            let request = self.batch.swap_remove(i);
+            finished.fetch_add(1, Ordering::Relaxed);
+            if self.print_requests {
+                let report = serde_json::to_string(&request.metrics)
+                    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+                eprintln!(
+                    "request {} finished: {} tokens in {:.2} s{}, speculative_decoding {report}",
+                    request.id,
+                    request.generated,
+                    request.started.elapsed().as_secs_f64(),
+                    if request.structured {
+                        " (structured output)"
+                    } else {
+                        ""
+                    },
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The metrics thread
+
+/// Logs one line (and a table) per interval from the difference of two
+/// snapshots, until `stop` is dropped; then logs the last partial interval.
+fn log_metrics(
+    recorder: &Recorder,
+    interval: Duration,
+    stop: &mpsc::Receiver<()>,
+    started: Instant,
+) {
+    let mut previous = recorder.snapshot();
+    let mut previous_at = Instant::now();
+    let mut deadline = previous_at + interval;
+    loop {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let last = !matches!(
+            stop.recv_timeout(timeout),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        );
+        let now = recorder.snapshot();
+        let now_at = Instant::now();
+        let interval_figures = now
+            .delta_since(&previous)
+            .expect("snapshots of one recorder never decrease");
+        // The last, partial interval is logged only when it recorded
+        // something (stopping right after a tick leaves it empty).
+        if !last || !interval_figures.is_empty() {
+            log_interval(&interval_figures, now_at - previous_at, now_at - started);
+        }
+        if last {
+            return;
+        }
+        previous = now;
+        previous_at = now_at;
+        deadline += interval;
+        // A long stall (suspended process) should not cause a burst of lines.
+        if deadline < Instant::now() {
+            deadline = Instant::now() + interval;
+        }
+    }
+}
+
+/// vLLM's `SpecDecoding metrics` line, then the conditional per-position
+/// rates and the by-draft-length table.
+fn log_interval(delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration) {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let stamp = format!("[{:7.1}s]", uptime.as_secs_f64());
+    let steps = delta.num_spec_steps();
+    if steps == 0 {
+        eprintln!(
+            "{stamp} SpecDecoding metrics: no verify steps in the last {:.2} s \
+             (undrafted steps: {}, rejected observations: {})",
+            secs,
+            delta.num_undrafted_steps(),
+            delta.num_rejected_observations()
+        );
+        return;
+    }
+    let accepted = delta.num_accepted_draft_tokens();
+    let drafted = delta.num_draft_tokens();
+    let join = |rates: Vec<String>| rates.join(", ");
+    let per_pos = join(
+        delta
+            .acceptance_rate_per_pos()
+            .into_iter()
+            .map(|r| format!("{r:.3}"))
+            .collect(),
+    );
+    let conditional = join(
+        delta
+            .conditional_acceptance_rate_per_pos()
+            .into_iter()
+            .map(|r| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.3}")))
+            .collect(),
+    );
+    let avg_rate = if drafted == 0 {
+        "n/a".to_owned()
+    } else {
+        format!("{:.1}%", 100.0 * delta.draft_acceptance_rate())
+    };
+    eprintln!(
+        "{stamp} SpecDecoding metrics: Mean acceptance length: {:.2}, \
+         Accepted throughput: {:.2} tokens/s, Drafted throughput: {:.2} tokens/s, \
+         Accepted: {accepted} tokens, Drafted: {drafted} tokens, \
+         Per-position acceptance rate: {per_pos}, Avg Draft acceptance rate: {avg_rate}",
+        delta.mean_acceptance_length(),
+        accepted as f64 / secs,
+        drafted as f64 / secs,
+    );
+    eprintln!(
+        "{:10} Conditional per-position acceptance rate (of steps that drafted the position): \
+         {conditional}; Drafts: {steps}, Undrafted steps: {}, Rejected observations: {}",
+        "",
+        delta.num_undrafted_steps(),
+        delta.num_rejected_observations(),
+    );
+    // By draft length: steps and the share that accepted the whole draft.
+    let mut lengths = format!("{:10} {:<14}", "", "draft length");
+    let mut row_steps = format!("{:10} {:<14}", "", "steps");
+    let mut full = format!("{:10} {:<14}", "", "full accept");
+    for k in 0..=delta.max_draft_len() {
+        lengths.push_str(&format!("{k:>8}"));
+        row_steps.push_str(&format!("{:>8}", delta.row_steps(k)));
+        full.push_str(&match delta.full_acceptance_rate(k) {
+            Some(r) => format!("{r:>8.3}"),
+            None => format!("{:>8}", "-"),
+        });
+    }
+    eprintln!("{lengths}\n{row_steps}\n{full}");
+}

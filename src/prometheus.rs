@@ -1,0 +1,732 @@
+//! Prometheus exposition of the SPEC §8 counter families, through the
+//! [`prometheus-client`](prometheus_client) crate (cargo feature
+//! `prometheus`).
+//!
+//! [`SpecDecodeCollector`] implements
+//! [`prometheus_client::collector::Collector`]: register it once with the
+//! engine's [`Registry`] and every scrape encodes these counters, all from
+//! **one** [`Recorder::snapshot`] taken for that scrape:
+//!
+//! | family | labels | value |
+//! | --- | --- | --- |
+//! | `<prefix>_num_drafts_total` | | verify steps (`num_spec_steps`) |
+//! | `<prefix>_num_draft_tokens_total` | | draft tokens |
+//! | `<prefix>_num_accepted_tokens_total` | | accepted draft tokens |
+//! | `<prefix>_num_accepted_tokens_per_pos_total` | `position` = `0..K` | steps whose draft token at `position` was accepted |
+//! | `<prefix>_num_draft_tokens_per_pos_total` | `position` = `0..K` | steps whose draft reached `position` |
+//! | `<prefix>_acceptance_by_draft_length_total` | `draft_length` = `k`, `accepted` = `a` | the bucket `H[k][a]` |
+//! | `<prefix>_num_undrafted_steps_total` | | steps that drafted nothing |
+//! | `<prefix>_num_rejected_observations_total` | | invalid observations |
+//!
+//! plus the engine's constant labels on every sample (vLLM uses
+//! `model_name` and `engine`).
+//!
+//! # Guarantees
+//!
+//! - **The families of one scrape agree.** They are all derived from the
+//!   same snapshot, so `sum(<prefix>_acceptance_by_draft_length_total)`
+//!   equals `<prefix>_num_drafts_total` in every scrape, and likewise for
+//!   tokens and per-position counts.
+//! - **Series never appear or vanish.** Every bucket of the triangle
+//!   (`(K + 1)(K + 2) / 2` series) and every position (`K` series) is
+//!   encoded in every scrape, zero or not, so `rate()` and `increase()` see
+//!   a series from the first scrape of the process on.
+//! - **Counters never go down** while the [`Recorder`] lives: successive
+//!   snapshots never decrease in any counter (SPEC §5), and no figure is
+//!   ever reset. A restarted process starts again from zero, which
+//!   Prometheus handles as an ordinary counter reset.
+//! - **Fleet aggregation is exact.** Every family is a plain counter, so
+//!   `sum by (draft_length, accepted) (...)` over replicas is the histogram
+//!   of the fleet.
+//!
+//! # Names, `_total` and the two text formats
+//!
+//! The sample names are exactly `<prefix>_num_drafts_total` and so on; with
+//! the prefix [`VLLM_PREFIX`] (`vllm:spec_decode`) they are the names vLLM's
+//! dashboards query. `prometheus-client` writes OpenMetrics 1.0, where a
+//! counter *family* is named without the suffix (`# TYPE
+//! spec_decode_num_drafts counter`) and its *samples* carry `_total`; this
+//! module therefore hands it the family name without `_total` and lets the
+//! encoder add the suffix, so no name ever ends in `_total_total`. A
+//! [`Registry`] prefix, if the engine uses one, is prepended as
+//! `<registry prefix>_<prefix>_...` by `prometheus-client` itself.
+//!
+//! Prometheus scrapes OpenMetrics. `promtool check metrics`, however, parses
+//! only the classic Prometheus text format 0.0.4, where the `# HELP` and
+//! `# TYPE` lines name the sample (`spec_decode_num_drafts_total`); fed
+//! OpenMetrics it reports every family as lacking help text. For a
+//! `/metrics` endpoint that serves both, [`SpecDecodeCollector::encode_text`]
+//! writes either format from the same encoding ([`TextFormat`]), and
+//! [`TextFormat::from_accept`] picks one from the scraper's `Accept` header,
+//! as the official client libraries do. The 0.0.4 text passes
+//! `promtool check metrics` without findings for the default prefix; with
+//! `vllm:spec_decode` the only findings are promtool's lint "metric names
+//! should not contain ':'", which vLLM's own names draw as well.
+//!
+//! Constant label values are escaped for the text formats (`\`, `"` and
+//! newline), which `prometheus-client` 0.24 does not do by itself.
+//!
+//! # Example
+//!
+//! ```
+//! use prometheus_client::encoding::text::encode;
+//! use prometheus_client::registry::Registry;
+//! use specdec_metrics::Recorder;
+//! use specdec_metrics::prometheus::SpecDecodeCollector;
+//!
+//! let recorder = Recorder::new(2)?;
+//! let collector = SpecDecodeCollector::new(recorder.clone())
+//!     .with_prefix("vllm:spec_decode")?
+//!     .with_const_labels([("model_name", "llama"), ("engine", "0")])?;
+//! let mut registry = Registry::default();
+//! registry.register_collector(Box::new(collector));
+//!
+//! let worker = recorder.worker();
+//! worker.observe(2, 1)?;
+//! worker.observe(1, 1)?;
+//!
+//! let mut text = String::new();
+//! encode(&mut text, &registry)?; // what a scrape gets: OpenMetrics 1.0
+//! assert!(text.contains("# TYPE vllm:spec_decode_num_drafts counter\n"));
+//! assert!(text.contains("vllm:spec_decode_num_drafts_total{model_name=\"llama\",engine=\"0\"} 2\n"));
+//! assert!(text.contains(
+//!     "vllm:spec_decode_acceptance_by_draft_length_total\
+//!      {model_name=\"llama\",engine=\"0\",draft_length=\"2\",accepted=\"1\"} 1\n"
+//! ));
+//! // Unobserved buckets are there too, at zero.
+//! assert!(text.contains(
+//!     "vllm:spec_decode_acceptance_by_draft_length_total\
+//!      {model_name=\"llama\",engine=\"0\",draft_length=\"0\",accepted=\"0\"} 0\n"
+//! ));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use core::fmt::{self, Write as _};
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::registry::Registry;
+
+use crate::histogram::AcceptanceHistogram;
+use crate::recorder::Recorder;
+
+/// The default name prefix: samples are named `spec_decode_num_drafts_total`
+/// and so on.
+pub const DEFAULT_PREFIX: &str = "spec_decode";
+
+/// The prefix that gives the exact names vLLM exposes and its dashboards
+/// query (`vllm:spec_decode_num_drafts_total`, ...).
+pub const VLLM_PREFIX: &str = "vllm:spec_decode";
+
+/// The sample names of the eight counter families of SPEC §8, without the
+/// prefix: the exposed names are `<prefix>_<family>`, in this order.
+///
+/// ```
+/// use specdec_metrics::prometheus::FAMILIES;
+/// assert_eq!(FAMILIES[0], "num_drafts_total");
+/// assert!(FAMILIES.iter().all(|f| f.ends_with("_total")));
+/// ```
+pub const FAMILIES: [&str; 8] = [
+    "num_drafts_total",
+    "num_draft_tokens_total",
+    "num_accepted_tokens_total",
+    "num_accepted_tokens_per_pos_total",
+    "num_draft_tokens_per_pos_total",
+    "acceptance_by_draft_length_total",
+    "num_undrafted_steps_total",
+    "num_rejected_observations_total",
+];
+
+/// The labels the families set themselves; constant labels may not reuse
+/// them.
+pub const FAMILY_LABELS: [&str; 3] = ["position", "draft_length", "accepted"];
+
+/// `# HELP` text of each family, in [`FAMILIES`] order.
+const HELP: [&str; 8] = [
+    "Speculative decoding verify steps (drafts), over all draft lengths including 0.",
+    "Draft tokens sent to verification, after structured-output adjustment.",
+    "Draft tokens accepted by the verifier (bonus token excluded).",
+    "Verify steps whose draft token at this position was accepted.",
+    "Verify steps whose draft reached this position.",
+    "Verify steps by draft length and accepted draft tokens; every bucket with accepted <= draft_length is present.",
+    "Decode steps where the drafting policy proposed no draft (not counted as drafts).",
+    "Observations rejected as invalid (accepted > drafted or drafted > num_spec_tokens); nonzero means an engine bug.",
+];
+
+const NUM_DRAFTS: usize = 0;
+const NUM_DRAFT_TOKENS: usize = 1;
+const NUM_ACCEPTED_TOKENS: usize = 2;
+const ACCEPTED_PER_POS: usize = 3;
+const DRAFT_TOKENS_PER_POS: usize = 4;
+const BY_DRAFT_LENGTH: usize = 5;
+const UNDRAFTED_STEPS: usize = 6;
+const REJECTED_OBSERVATIONS: usize = 7;
+
+/// An invalid prefix or constant label given to [`SpecDecodeCollector`].
+///
+/// ```
+/// use specdec_metrics::Recorder;
+/// use specdec_metrics::prometheus::{NameError, SpecDecodeCollector};
+/// let collector = SpecDecodeCollector::new(Recorder::new(2)?);
+/// let err = collector.with_const_labels([("position", "x")]).unwrap_err();
+/// assert_eq!(err, NameError::ReservedLabelName("position".into()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// The prefix is not a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
+    Prefix(String),
+    /// The label name is not a label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
+    LabelName(String),
+    /// The label name is one the families set themselves
+    /// ([`FAMILY_LABELS`]) or starts with `__` (reserved by Prometheus).
+    ReservedLabelName(String),
+    /// The label name is given twice.
+    DuplicateLabelName(String),
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Prefix(p) => write!(
+                f,
+                "invalid metric name prefix {p:?}: expected [a-zA-Z_:][a-zA-Z0-9_:]*"
+            ),
+            Self::LabelName(n) => write!(
+                f,
+                "invalid label name {n:?}: expected [a-zA-Z_][a-zA-Z0-9_]*"
+            ),
+            Self::ReservedLabelName(n) => write!(
+                f,
+                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted; or starting with __)"
+            ),
+            Self::DuplicateLabelName(n) => write!(f, "label name {n:?} given twice"),
+        }
+    }
+}
+
+impl std::error::Error for NameError {}
+
+/// The text exposition formats [`SpecDecodeCollector::encode_text`] writes.
+///
+/// ```
+/// use specdec_metrics::prometheus::TextFormat;
+/// // What Prometheus sends when it scrapes:
+/// let accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+///               version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+/// assert_eq!(TextFormat::from_accept(accept), TextFormat::OpenMetrics);
+/// // What curl sends (and what promtool reads):
+/// assert_eq!(TextFormat::from_accept("*/*"), TextFormat::PrometheusText);
+/// assert!(TextFormat::OpenMetrics.content_type().starts_with("application/openmetrics-text"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TextFormat {
+    /// OpenMetrics 1.0 text, as `prometheus-client` writes it (ends with
+    /// `# EOF`). What Prometheus asks for first.
+    OpenMetrics,
+    /// The classic Prometheus text format 0.0.4 (`# HELP` and `# TYPE` name
+    /// the `_total` sample; no `# EOF`). What `promtool check metrics`
+    /// parses.
+    PrometheusText,
+}
+
+impl TextFormat {
+    /// The HTTP `Content-Type` of this format.
+    pub const fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+
+    /// Content negotiation from an HTTP `Accept` header: OpenMetrics when
+    /// the client accepts `application/openmetrics-text` (with a nonzero
+    /// `q`), the classic text format otherwise (including a missing or
+    /// unparsable header).
+    pub fn from_accept(accept: &str) -> Self {
+        let openmetrics = accept.split(',').any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media_type = parts.next().unwrap_or("");
+            let q = parts
+                .filter_map(|p| p.strip_prefix("q="))
+                .find_map(|q| q.parse::<f64>().ok())
+                .unwrap_or(1.0);
+            media_type.eq_ignore_ascii_case("application/openmetrics-text") && q > 0.0
+        });
+        if openmetrics {
+            Self::OpenMetrics
+        } else {
+            Self::PrometheusText
+        }
+    }
+}
+
+/// A [`Collector`] that encodes the SPEC §8 counter families of a
+/// [`Recorder`] (or of a fixed histogram), one snapshot per scrape.
+///
+/// Cheap to clone (the recorder and the names are shared).
+///
+/// ```
+/// use specdec_metrics::Recorder;
+/// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat};
+///
+/// let recorder = Recorder::new(3)?;
+/// recorder.observe(3, 2)?;
+/// let collector = SpecDecodeCollector::new(recorder);
+/// let text = collector.encode_text(TextFormat::PrometheusText);
+/// assert!(text.contains("# TYPE spec_decode_num_drafts_total counter\n"));
+/// assert!(text.contains("spec_decode_num_drafts_total 1\n"));
+/// assert!(text.contains("spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 1\n"));
+/// assert!(text.contains("spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 0\n"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SpecDecodeCollector {
+    source: Source,
+    naming: Arc<Naming>,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    /// A live recorder: one snapshot per scrape.
+    Live(Recorder),
+    /// A fixed histogram (a report read back, a merge of replicas).
+    Fixed(AcceptanceHistogram),
+}
+
+#[derive(Debug)]
+struct Naming {
+    prefix: String,
+    /// `<prefix>_<family>` without `_total` (the OpenMetrics family name),
+    /// in [`FAMILIES`] order.
+    family_names: [String; 8],
+    const_labels: Vec<(String, String)>,
+}
+
+impl Naming {
+    fn new(prefix: String, const_labels: Vec<(String, String)>) -> Self {
+        let family_names = FAMILIES.map(|family| {
+            let base = family.strip_suffix("_total").unwrap_or(family);
+            format!("{prefix}_{base}")
+        });
+        Self {
+            prefix,
+            family_names,
+            const_labels,
+        }
+    }
+}
+
+impl SpecDecodeCollector {
+    /// A collector over `recorder` with the prefix [`DEFAULT_PREFIX`] and no
+    /// constant labels. Each scrape takes one snapshot of the recorder.
+    pub fn new(recorder: Recorder) -> Self {
+        Self::with_source(Source::Live(recorder))
+    }
+
+    /// A collector that always encodes `histogram`: for example a report
+    /// read back with serde, or the merge of several replicas' reports.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat};
+    ///
+    /// let mut h = AcceptanceHistogram::new(1)?;
+    /// h.observe(1, 1)?;
+    /// h.observe_undrafted();
+    /// let text = SpecDecodeCollector::from_histogram(h).encode_text(TextFormat::OpenMetrics);
+    /// assert!(text.contains("spec_decode_num_undrafted_steps_total 1\n"));
+    /// assert!(text.ends_with("# EOF\n"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_histogram(histogram: AcceptanceHistogram) -> Self {
+        Self::with_source(Source::Fixed(histogram))
+    }
+
+    fn with_source(source: Source) -> Self {
+        Self {
+            source,
+            naming: Arc::new(Naming::new(DEFAULT_PREFIX.to_owned(), Vec::new())),
+        }
+    }
+
+    /// Sets the name prefix: samples are named `<prefix>_num_drafts_total`
+    /// and so on. [`VLLM_PREFIX`] gives vLLM's names.
+    ///
+    /// # Errors
+    ///
+    /// [`NameError::Prefix`] unless the prefix matches
+    /// `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// use specdec_metrics::prometheus::{SpecDecodeCollector, VLLM_PREFIX};
+    /// let recorder = Recorder::new(2)?;
+    /// let collector = SpecDecodeCollector::new(recorder.clone()).with_prefix(VLLM_PREFIX)?;
+    /// assert_eq!(collector.prefix(), "vllm:spec_decode");
+    /// assert!(SpecDecodeCollector::new(recorder).with_prefix("spec-decode").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self, NameError> {
+        let prefix = prefix.into();
+        if !is_metric_name(&prefix) {
+            return Err(NameError::Prefix(prefix));
+        }
+        let naming = Naming::new(prefix, self.naming.const_labels.clone());
+        Ok(Self {
+            source: self.source,
+            naming: Arc::new(naming),
+        })
+    }
+
+    /// Sets the constant labels put on every sample, before the families'
+    /// own labels (replacing any set before). Values may be any text; they
+    /// are escaped when encoded.
+    ///
+    /// # Errors
+    ///
+    /// [`NameError`] when a name is not a label name, is one of
+    /// [`FAMILY_LABELS`] or starts with `__`, or is given twice.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat};
+    /// let recorder = Recorder::new(1)?;
+    /// let collector = SpecDecodeCollector::new(recorder)
+    ///     .with_const_labels([("model_name", "say \"hi\""), ("engine", "0")])?;
+    /// let text = collector.encode_text(TextFormat::PrometheusText);
+    /// assert!(text.contains("spec_decode_num_drafts_total{model_name=\"say \\\"hi\\\"\",engine=\"0\"} 0\n"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_const_labels<I, K, V>(self, labels: I) -> Result<Self, NameError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut const_labels: Vec<(String, String)> = Vec::new();
+        for (name, value) in labels {
+            let name = name.into();
+            if !is_label_name(&name) {
+                return Err(NameError::LabelName(name));
+            }
+            if name.starts_with("__") || FAMILY_LABELS.contains(&name.as_str()) {
+                return Err(NameError::ReservedLabelName(name));
+            }
+            if const_labels.iter().any(|(n, _)| *n == name) {
+                return Err(NameError::DuplicateLabelName(name));
+            }
+            const_labels.push((name, value.into()));
+        }
+        let naming = Naming::new(self.naming.prefix.clone(), const_labels);
+        Ok(Self {
+            source: self.source,
+            naming: Arc::new(naming),
+        })
+    }
+
+    /// The name prefix.
+    pub fn prefix(&self) -> &str {
+        &self.naming.prefix
+    }
+
+    /// The constant labels, in the order they are encoded.
+    pub fn const_labels(&self) -> &[(String, String)] {
+        &self.naming.const_labels
+    }
+
+    /// What the next scrape encodes: a fresh snapshot of the recorder, or
+    /// the fixed histogram.
+    pub fn snapshot(&self) -> AcceptanceHistogram {
+        match &self.source {
+            Source::Live(recorder) => recorder.snapshot(),
+            Source::Fixed(histogram) => histogram.clone(),
+        }
+    }
+
+    /// A complete exposition of these families alone, from one snapshot, in
+    /// `format`: the body of a `/metrics` response whose `Content-Type` is
+    /// [`format.content_type()`](TextFormat::content_type).
+    ///
+    /// Both formats come from the same `prometheus-client` encoding; the
+    /// classic format differs only in the `# HELP`/`# TYPE` names and the
+    /// missing `# EOF` (see the [module docs](self)).
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat};
+    /// let collector = SpecDecodeCollector::from_histogram(AcceptanceHistogram::new(1)?);
+    /// let open = collector.encode_text(TextFormat::OpenMetrics);
+    /// let classic = collector.encode_text(TextFormat::PrometheusText);
+    /// assert!(open.starts_with("# HELP spec_decode_num_drafts Speculative"));
+    /// assert!(classic.starts_with("# HELP spec_decode_num_drafts_total Speculative"));
+    /// // K = 1: five unlabelled families, one position in each of two, and
+    /// // the three buckets of the triangle.
+    /// assert_eq!(classic.lines().filter(|l| !l.starts_with('#')).count(), 5 + 2 + 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn encode_text(&self, format: TextFormat) -> String {
+        let frozen = Self {
+            source: Source::Fixed(self.snapshot()),
+            naming: Arc::clone(&self.naming),
+        };
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(frozen));
+        let mut open_metrics = String::new();
+        // Writing into a `String` cannot fail, and neither can our encoding
+        // (it only propagates the writer's errors).
+        prometheus_client::encoding::text::encode(&mut open_metrics, &registry)
+            .expect("encoding into a String never fails");
+        match format {
+            TextFormat::OpenMetrics => open_metrics,
+            TextFormat::PrometheusText => classic_from_open_metrics(&open_metrics),
+        }
+    }
+}
+
+impl Collector for SpecDecodeCollector {
+    /// Encodes every family from one snapshot.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let snapshot = self.snapshot();
+        encode_families(&snapshot, &self.naming, &mut encoder)
+    }
+}
+
+/// Writes the eight families of `h`, in [`FAMILIES`] order.
+fn encode_families(
+    h: &AcceptanceHistogram,
+    naming: &Naming,
+    encoder: &mut DescriptorEncoder,
+) -> fmt::Result {
+    encode_scalar(encoder, naming, NUM_DRAFTS, h.num_spec_steps())?;
+    encode_scalar(encoder, naming, NUM_DRAFT_TOKENS, h.num_draft_tokens())?;
+    encode_scalar(
+        encoder,
+        naming,
+        NUM_ACCEPTED_TOKENS,
+        h.num_accepted_draft_tokens(),
+    )?;
+    let by_position = |values: Vec<u64>| {
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (Own::Position(i), v))
+    };
+    encode_labelled(
+        encoder,
+        naming,
+        ACCEPTED_PER_POS,
+        by_position(h.num_accepted_tokens_per_pos()),
+    )?;
+    encode_labelled(
+        encoder,
+        naming,
+        DRAFT_TOKENS_PER_POS,
+        by_position(h.num_draft_tokens_per_pos()),
+    )?;
+    // Every bucket of the triangle, observed or not: `row(k)` is
+    // `Some` for every `k <= K`.
+    let buckets = (0..=h.max_draft_len()).flat_map(|k| {
+        let row = h.row(k).unwrap_or(&[]);
+        row.iter()
+            .enumerate()
+            .map(move |(a, &v)| (Own::Bucket(k, a), v))
+    });
+    encode_labelled(encoder, naming, BY_DRAFT_LENGTH, buckets)?;
+    encode_scalar(encoder, naming, UNDRAFTED_STEPS, h.num_undrafted_steps())?;
+    encode_scalar(
+        encoder,
+        naming,
+        REJECTED_OBSERVATIONS,
+        h.num_rejected_observations(),
+    )
+}
+
+fn encode_scalar(
+    encoder: &mut DescriptorEncoder,
+    naming: &Naming,
+    family: usize,
+    value: u64,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(
+        &naming.family_names[family],
+        HELP[family],
+        None,
+        MetricType::Counter,
+    )?;
+    let counter = ConstCounter::new(value);
+    if naming.const_labels.is_empty() {
+        counter.encode(metric)
+    } else {
+        let labels = Labels {
+            consts: &naming.const_labels,
+            own: Own::None,
+        };
+        counter.encode(metric.encode_family(&labels)?)
+    }
+}
+
+fn encode_labelled(
+    encoder: &mut DescriptorEncoder,
+    naming: &Naming,
+    family: usize,
+    samples: impl Iterator<Item = (Own, u64)>,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(
+        &naming.family_names[family],
+        HELP[family],
+        None,
+        MetricType::Counter,
+    )?;
+    for (own, value) in samples {
+        let labels = Labels {
+            consts: &naming.const_labels,
+            own,
+        };
+        ConstCounter::new(value).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// The labels a family sets on one sample.
+#[derive(Clone, Copy)]
+enum Own {
+    None,
+    Position(usize),
+    /// `(draft_length, accepted)`.
+    Bucket(usize, usize),
+}
+
+/// The constant labels, then the family's own.
+struct Labels<'a> {
+    consts: &'a [(String, String)],
+    own: Own,
+}
+
+impl EncodeLabelSet for Labels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        for (name, value) in self.consts {
+            write_label(encoder, name, EscapedLabelValue(value))?;
+        }
+        match self.own {
+            Own::None => Ok(()),
+            Own::Position(i) => write_label(encoder, "position", i),
+            Own::Bucket(k, a) => {
+                write_label(encoder, "draft_length", k)?;
+                write_label(encoder, "accepted", a)
+            }
+        }
+    }
+}
+
+fn write_label(encoder: &mut LabelSetEncoder, name: &str, value: impl fmt::Display) -> fmt::Result {
+    let mut label = encoder.encode_label();
+    let mut key = label.encode_label_key()?;
+    key.write_str(name)?;
+    let mut value_encoder = key.encode_label_value()?;
+    write!(value_encoder, "{value}")?;
+    value_encoder.finish()
+}
+
+/// A label value escaped for the text formats: `\` → `\\`, `"` → `\"`,
+/// newline → `\n` (the same rule in OpenMetrics and in format 0.0.4).
+struct EscapedLabelValue<'a>(&'a str);
+
+impl fmt::Display for EscapedLabelValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            f.write_str(&rest[..i])?;
+            f.write_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// Rewrites this module's OpenMetrics output as Prometheus text format
+/// 0.0.4: the `# HELP` and `# TYPE` lines name the `_total` sample, and the
+/// `# EOF` line goes. Exact for this output because every family is a
+/// counter without unit or exemplars; not a general converter.
+fn classic_from_open_metrics(open_metrics: &str) -> String {
+    let mut out = String::with_capacity(open_metrics.len() + 2 * 6 * FAMILIES.len());
+    for line in open_metrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let descriptor = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|tag| Some((tag, line.strip_prefix(tag)?)));
+        match descriptor {
+            Some((tag, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(tag);
+                out.push_str(name);
+                out.push_str("_total ");
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*`
+fn is_metric_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// `[a-zA-Z_][a-zA-Z0-9_]*`
+fn is_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_backslash_quote_newline() {
+        let escaped = EscapedLabelValue("a\\b\"c\nd").to_string();
+        assert_eq!(escaped, "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(is_metric_name("vllm:spec_decode"));
+        assert!(is_metric_name("_x9"));
+        assert!(!is_metric_name(""));
+        assert!(!is_metric_name("9x"));
+        assert!(!is_metric_name("a-b"));
+        assert!(is_label_name("model_name"));
+        assert!(!is_label_name("a:b"));
+        assert!(!is_label_name(""));
+    }
+
+    #[test]
+    fn classic_text_renames_descriptors_only() {
+        let open = "# HELP x_a Help text.\n# TYPE x_a counter\nx_a_total{l=\"# HELP \"} 1\n# EOF\n";
+        assert_eq!(
+            classic_from_open_metrics(open),
+            "# HELP x_a_total Help text.\n# TYPE x_a_total counter\nx_a_total{l=\"# HELP \"} 1\n"
+        );
+    }
+}
