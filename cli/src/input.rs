@@ -741,7 +741,9 @@ mod tests {
             }
             if let Some(fast) = fast_path(&line) {
                 fast_answers += 1;
-                let slow = LineParser::new().parse_slow(&line).map(|r| format!("{r:?}"));
+                let slow = LineParser::new()
+                    .parse_slow(&line)
+                    .map(|r| format!("{r:?}"));
                 assert_eq!(
                     Ok(format!("{fast:?}")),
                     slow.map_err(|e| e.to_string()),
