@@ -116,6 +116,9 @@ struct Inner {
     live: AtomicUsize,
     /// Any-thread counters; a power-of-two count.
     stripes: Box<[CounterBlock]>,
+    /// Counter indices cached so the any-thread path does no multiplication.
+    undrafted_index: usize,
+    rejected_index: usize,
 }
 
 impl Recorder {
@@ -145,6 +148,8 @@ impl Recorder {
                 stripes: (0..stripes)
                     .map(|_| CounterBlock::new(max_draft_len))
                     .collect(),
+                undrafted_index: CounterBlock::undrafted_index(max_draft_len),
+                rejected_index: CounterBlock::rejected_index(max_draft_len),
             }),
         })
     }
@@ -193,8 +198,8 @@ impl Recorder {
         };
         Worker {
             counters: shard.counters().clone(),
-            undrafted_index: CounterBlock::undrafted_index(inner.max_draft_len),
-            rejected_index: CounterBlock::rejected_index(inner.max_draft_len),
+            undrafted_index: inner.undrafted_index,
+            rejected_index: inner.rejected_index,
             shard,
             recorder: Arc::clone(&self.inner),
             max_draft_len: inner.max_draft_len,
@@ -224,7 +229,7 @@ impl Recorder {
     pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
         let max = self.inner.max_draft_len;
         let valid = checked_bucket_index(max, drafted, accepted);
-        let index = valid.unwrap_or(CounterBlock::rejected_index(max));
+        let index = valid.unwrap_or(self.inner.rejected_index);
         self.stripe().increment_shared(index);
         match valid {
             Some(_) => Ok(()),
@@ -244,8 +249,7 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.stripe()
-            .increment_shared(CounterBlock::undrafted_index(self.inner.max_draft_len));
+        self.stripe().increment_shared(self.inner.undrafted_index);
     }
 
     #[inline]
@@ -279,7 +283,7 @@ impl Recorder {
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let inner = &*self.inner;
         let max = inner.max_draft_len;
-        let mut totals = vec![0u64; CounterBlock::rejected_index(max) + 1];
+        let mut totals = vec![0u64; inner.rejected_index + 1];
         // Acquire (inside `load`): pairs with the publication in `register`.
         for shard in inner.shards.load().iter() {
             shard.counters().add_to(&mut totals);

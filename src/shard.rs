@@ -5,11 +5,15 @@
 //!
 //! A [`CounterBlock`] holds `bucket_count(K) + 2` counters: the triangle of
 //! buckets, then `num_undrafted_steps`, then `num_rejected_observations`.
-//! The counters sit in lines of 16 `u64` wrapped in
-//! [`crossbeam_utils::CachePadded`] (128-byte aligned and sized on x86-64
-//! and aarch64, whose prefetchers pull cache lines in pairs). A block
-//! therefore starts and ends on its own lines: no two blocks, and nothing
-//! else on the heap, share a cache line, so two workers never contend.
+//! The block is one flat `Arc<[AtomicU64]>` with 16 spare counters (128
+//! bytes) before and after the live ones. Whatever the allocation's
+//! alignment, no other data lies within 128 bytes of a live counter, so no
+//! cache line, nor the 128-byte line pairs that x86-64 and aarch64
+//! prefetchers fetch together, is shared with another block or anything else
+//! on the heap: two workers never contend. (This replaces wrapping lines of
+//! counters in [`crossbeam_utils::CachePadded`], which keeps the same
+//! isolation but costs a divide-and-modulo split of every index on the hot
+//! path; `CachePadded` still pads the shard's `claimed` flag.)
 //!
 //! # Invariants
 //!
@@ -36,26 +40,22 @@ use crossbeam_utils::CachePadded;
 use crate::layout::bucket_count;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 
-/// Counters per line: 16 × 8 bytes = one 128-byte `CachePadded` line.
-const PER_LINE: usize = 16;
+/// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
+/// span of a prefetched pair of 64-byte cache lines.
+const PAD: usize = 16;
 
-type Line = CachePadded<[AtomicU64; PER_LINE]>;
-
-fn new_line() -> Line {
-    CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0)))
-}
-
-/// `len` atomic counters, cache-line padded at both ends.
+/// `len` atomic counters, isolated from other memory by `PAD` spare
+/// counters at each end.
 ///
-/// Cloning shares the counters (an `Arc` of the lines): a [`Worker`]
-/// holds its shard's block by value, so `observe` reaches a counter through
-/// one pointer, with the bounds held inline.
+/// Cloning shares the counters (an `Arc`): a [`Worker`] holds its shard's
+/// block by value, so `observe` reaches a counter through one pointer, with
+/// the bounds held inline.
 ///
 /// [`Worker`]: crate::Worker
 #[derive(Clone)]
 pub(crate) struct CounterBlock {
-    lines: Arc<[Line]>,
-    len: usize,
+    /// `PAD` spare counters, the live ones, `PAD` spare counters.
+    counters: Arc<[AtomicU64]>,
 }
 
 impl CounterBlock {
@@ -64,8 +64,7 @@ impl CounterBlock {
     pub(crate) fn new(max_draft_len: usize) -> Self {
         let len = bucket_count(max_draft_len) + 2;
         Self {
-            lines: (0..len.div_ceil(PER_LINE)).map(|_| new_line()).collect(),
-            len,
+            counters: (0..PAD + len + PAD).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -83,7 +82,12 @@ impl CounterBlock {
 
     #[inline]
     fn counter(&self, index: usize) -> &AtomicU64 {
-        &self.lines[index / PER_LINE][index % PER_LINE]
+        &self.counters[PAD + index]
+    }
+
+    /// The live counters, without the padding.
+    fn live(&self) -> &[AtomicU64] {
+        &self.counters[PAD..self.counters.len() - PAD]
     }
 
     /// Adds one to counter `index`, for the block's only writer.
@@ -113,13 +117,11 @@ impl CounterBlock {
 
     /// Adds every counter's current value to `totals` (saturating).
     pub(crate) fn add_to(&self, totals: &mut [u64]) {
-        debug_assert_eq!(totals.len(), self.len);
-        for (line, chunk) in self.lines.iter().zip(totals.chunks_mut(PER_LINE)) {
-            for (counter, total) in line.iter().zip(chunk) {
-                // Relaxed: see the module docs; coherence alone keeps
-                // successive snapshots monotonic.
-                *total = total.saturating_add(counter.load(Ordering::Relaxed));
-            }
+        debug_assert_eq!(totals.len(), self.live().len());
+        for (counter, total) in self.live().iter().zip(totals) {
+            // Relaxed: see the module docs; coherence alone keeps successive
+            // snapshots monotonic.
+            *total = total.saturating_add(counter.load(Ordering::Relaxed));
         }
     }
 }
