@@ -1,0 +1,198 @@
+//! Driver for `benches/callgrind.sh`: records N observations of one variant
+//! so callgrind can count the instructions per observation.
+//!
+//! ```text
+//! callgrind_observe VARIANT N [K]
+//! ```
+//!
+//! VARIANT is one of `noop` (the loop and the input table alone), `local`
+//! (the non-atomic array, the physical limit), `worker`, `histogram`,
+//! `recorder`, and the baselines `fetch_add` (a `fetch_add` array; on one
+//! thread per-worker and shared are the same code), `parking_lot`,
+//! `std_mutex` (these two for K = 8 or 32 only) and `prometheus`. N is
+//! rounded up to whole passes over the 1024-pair table; K defaults to 8.
+//! The script runs each variant with two values of N and divides the
+//! difference in instructions by the difference in N, which cancels
+//! start-up, table construction and setup.
+//!
+//! Run without arguments, or by `cargo bench` (which passes `--bench`), it
+//! prints this usage and exits successfully, so it never slows a bench run.
+
+mod common;
+
+use std::hint::black_box;
+
+use common::{
+    AtomicArray, BATCH, LocalArray, ParkingLotArray, PromFamily, StdMutexArray, inputs, run_batch,
+    slots,
+};
+use specdec_metrics::{AcceptanceHistogram, Recorder};
+
+const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
+    (driver for benches/callgrind.sh; does nothing under `cargo bench`)";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(variant), Some(n)) = (
+        args.first(),
+        args.get(1).and_then(|n| n.parse::<usize>().ok()),
+    ) else {
+        eprintln!("{USAGE}");
+        return;
+    };
+    let max: usize = args.get(2).and_then(|k| k.parse().ok()).unwrap_or(8);
+    let passes = n.div_ceil(BATCH);
+    let table = inputs(max, 0x5eed);
+    let table = &table[..];
+
+    let rejected = match variant.as_str() {
+        "noop" => run_noop(table, passes),
+        "local" => run_local(table, passes, max),
+        "worker" => run_worker(table, passes, max),
+        "histogram" => run_histogram(table, passes, max),
+        "recorder" => run_recorder(table, passes, max),
+        "fetch_add" => run_fetch_add(table, passes, max),
+        "parking_lot" => run_parking_lot(table, passes, max),
+        "std_mutex" => run_std_mutex(table, passes, max),
+        "prometheus" => run_prometheus(table, passes, max),
+        other => {
+            eprintln!("unknown variant {other:?}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    assert_eq!(rejected, 0, "the input table holds valid pairs only");
+    println!("{variant} K={max} observations={}", passes * BATCH);
+}
+
+// One function per variant, never inlined, so `objdump -d --disassemble=...`
+// or `callgrind_annotate` shows each hot loop on its own.
+
+#[inline(never)]
+fn run_noop(table: &[(u8, u8)], passes: usize) -> usize {
+    let mut sum = 0usize;
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| {
+            sum = sum.wrapping_add(k ^ a);
+            true
+        });
+    }
+    black_box(sum);
+    rejected
+}
+
+#[inline(never)]
+fn run_local(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let mut local = LocalArray::new(max);
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| local.observe(k, a));
+    }
+    black_box(local.total());
+    rejected
+}
+
+#[inline(never)]
+fn run_worker(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::new(max).unwrap();
+    let worker = recorder.worker();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| worker.observe(k, a).is_ok());
+    }
+    drop(worker);
+    assert_eq!(
+        recorder.snapshot().num_spec_steps(),
+        (passes * BATCH) as u64
+    );
+    rejected
+}
+
+#[inline(never)]
+fn run_histogram(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let mut histogram = AcceptanceHistogram::new(max).unwrap();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| histogram.observe(k, a).is_ok());
+    }
+    black_box(histogram.num_spec_steps());
+    rejected
+}
+
+#[inline(never)]
+fn run_recorder(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::new(max).unwrap();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| recorder.observe(k, a).is_ok());
+    }
+    black_box(recorder.snapshot().num_spec_steps());
+    rejected
+}
+
+#[inline(never)]
+fn run_fetch_add(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let array = AtomicArray::new(max);
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| array.observe(k, a));
+    }
+    rejected
+}
+
+/// The mutex arrays have a compile-time size: K = 8 or 32 only.
+fn mutex_k<R>(max: usize, k8: impl FnOnce() -> R, k32: impl FnOnce() -> R) -> R {
+    match max {
+        8 => k8(),
+        32 => k32(),
+        _ => {
+            eprintln!("the mutex variants support K = 8 and K = 32 only");
+            std::process::exit(2);
+        }
+    }
+}
+
+#[inline(never)]
+fn run_parking_lot(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    fn run<const N: usize>(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+        let array = ParkingLotArray::<N>::new(max);
+        let mut rejected = 0;
+        for _ in 0..passes {
+            rejected += run_batch(black_box(table), |k, a| array.observe(k, a));
+        }
+        rejected
+    }
+    mutex_k(
+        max,
+        || run::<{ slots(8) }>(table, passes, max),
+        || run::<{ slots(32) }>(table, passes, max),
+    )
+}
+
+#[inline(never)]
+fn run_std_mutex(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    fn run<const N: usize>(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+        let array = StdMutexArray::<N>::new(max);
+        let mut rejected = 0;
+        for _ in 0..passes {
+            rejected += run_batch(black_box(table), |k, a| array.observe(k, a));
+        }
+        rejected
+    }
+    mutex_k(
+        max,
+        || run::<{ slots(8) }>(table, passes, max),
+        || run::<{ slots(32) }>(table, passes, max),
+    )
+}
+
+#[inline(never)]
+fn run_prometheus(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let family = PromFamily::new(max);
+    family.prefill();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| family.observe(k, a));
+    }
+    rejected
+}
