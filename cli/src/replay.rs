@@ -9,7 +9,7 @@
 //!   [`AcceptanceHistogram`]; or
 //! - with `--workers N`, it packs them into fixed-size batches sent over a
 //!   bounded channel to N threads, each recording through its own
-//!   [`Worker`](specdec_metrics::Worker) of one shared [`Recorder`]; the
+//!   [`Worker`] of one shared [`Recorder`]; the
 //!   report is the recorder's snapshot once every worker is joined.
 //!
 //! Either way memory is bounded by the longest line plus, with workers, a
