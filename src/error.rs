@@ -89,6 +89,27 @@ impl ObserveError {
         }
     }
 
+    /// Checks one observation against a maximum draft length `K` without
+    /// recording it: the error every `observe` would return for it, or
+    /// `Ok`. For callers that validate before handing steps to another
+    /// thread (and want the same error text the recorder gives).
+    ///
+    /// ```
+    /// use specdec_metrics::ObserveError;
+    /// assert_eq!(ObserveError::check(3, 3, 2), Ok(()));
+    /// assert_eq!(
+    ///     ObserveError::check(3, 4, 0),
+    ///     Err(ObserveError::DraftedExceedsMax { drafted: 4, accepted: 0, max_draft_len: 3 })
+    /// );
+    /// ```
+    #[inline]
+    pub fn check(max_draft_len: usize, drafted: usize, accepted: usize) -> Result<(), Self> {
+        match crate::layout::checked_bucket_index(max_draft_len, drafted, accepted) {
+            Some(_) => Ok(()),
+            None => Err(Self::new(max_draft_len, drafted, accepted)),
+        }
+    }
+
     /// The draft length `k` of the rejected observation.
     pub const fn drafted(&self) -> usize {
         match *self {

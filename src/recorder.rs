@@ -63,8 +63,8 @@ use core::marker::PhantomData;
 
 use crate::error::{ConfigError, ObserveError};
 use crate::histogram::AcceptanceHistogram;
-use crate::layout::{checked_bucket_index, is_valid_max_draft_len};
-use crate::shard::{CounterBlock, Shard};
+use crate::layout::is_valid_max_draft_len;
+use crate::shard::{CounterBlock, Shard, Slots};
 use crate::sync::{self, Arc, AtomicUsize, Mutex, Ordering, Published};
 
 /// Stripe count cap for the any-thread path: beyond 16 stripes the memory
@@ -107,7 +107,7 @@ pub struct Recorder {
 }
 
 struct Inner {
-    max_draft_len: usize,
+    slots: Slots,
     /// Every shard ever created; only grows. Readers load it without a lock.
     shards: Published<Vec<Arc<Shard>>>,
     /// Serialises the creation of shards (the only slow path).
@@ -116,9 +116,6 @@ struct Inner {
     live: AtomicUsize,
     /// Any-thread counters; a power-of-two count.
     stripes: Box<[CounterBlock]>,
-    /// Counter indices cached so the any-thread path does no multiplication.
-    undrafted_index: usize,
-    rejected_index: usize,
 }
 
 impl Recorder {
@@ -139,24 +136,21 @@ impl Recorder {
             return Err(ConfigError::new(max_draft_len));
         }
         let stripes = sync::parallelism().next_power_of_two().min(MAX_STRIPES);
+        let slots = Slots::new(max_draft_len);
         Ok(Self {
             inner: Arc::new(Inner {
-                max_draft_len,
+                slots,
                 shards: Published::new(Vec::new()),
                 registry: Mutex::new(()),
                 live: AtomicUsize::new(0),
-                stripes: (0..stripes)
-                    .map(|_| CounterBlock::new(max_draft_len))
-                    .collect(),
-                undrafted_index: CounterBlock::undrafted_index(max_draft_len),
-                rejected_index: CounterBlock::rejected_index(max_draft_len),
+                stripes: (0..stripes).map(|_| CounterBlock::new(slots)).collect(),
             }),
         })
     }
 
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
-        self.inner.max_draft_len
+        self.inner.slots.max_draft_len
     }
 
     /// A recording handle for the calling thread (movable to another).
@@ -198,11 +192,9 @@ impl Recorder {
         };
         Worker {
             counters: shard.counters().clone(),
-            undrafted_index: inner.undrafted_index,
-            rejected_index: inner.rejected_index,
+            slots: inner.slots,
             shard,
             recorder: Arc::clone(&self.inner),
-            max_draft_len: inner.max_draft_len,
             _not_sync: PhantomData,
         }
     }
@@ -227,14 +219,9 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
-        let max = self.inner.max_draft_len;
-        let valid = checked_bucket_index(max, drafted, accepted);
-        let index = valid.unwrap_or(self.inner.rejected_index);
-        self.stripe().increment_shared(index);
-        match valid {
-            Some(_) => Ok(()),
-            None => Err(ObserveError::new(max, drafted, accepted)),
-        }
+        self.inner.slots.observe_with(drafted, accepted, |index| {
+            self.stripe().increment_shared(index);
+        })
     }
 
     /// Records a step whose drafting policy proposed nothing, from any
@@ -249,7 +236,7 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.stripe().increment_shared(self.inner.undrafted_index);
+        self.stripe().increment_shared(self.inner.slots.undrafted);
     }
 
     #[inline]
@@ -282,8 +269,7 @@ impl Recorder {
     /// ```
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let inner = &*self.inner;
-        let max = inner.max_draft_len;
-        let mut totals = vec![0u64; inner.rejected_index + 1];
+        let mut totals = vec![0u64; inner.slots.len()];
         // Acquire (inside `load`): pairs with the publication in `register`.
         for shard in inner.shards.load().iter() {
             shard.counters().add_to(&mut totals);
@@ -293,7 +279,12 @@ impl Recorder {
         }
         let rejected = totals.pop().unwrap_or(0);
         let undrafted = totals.pop().unwrap_or(0);
-        AcceptanceHistogram::from_parts(max, totals.into_boxed_slice(), undrafted, rejected)
+        AcceptanceHistogram::from_parts(
+            inner.slots.max_draft_len,
+            totals.into_boxed_slice(),
+            undrafted,
+            rejected,
+        )
     }
 
     /// Shards created so far. Never more than the peak number of workers
@@ -334,7 +325,7 @@ impl Inner {
         if shards.len() != seen || self.live.load(Ordering::Acquire) <= shards.len() {
             return None;
         }
-        let shard = Arc::new(Shard::new_claimed(self.max_draft_len, shards.len()));
+        let shard = Arc::new(Shard::new_claimed(self.slots, shards.len()));
         let mut next = Vec::with_capacity(shards.len() + 1);
         next.extend(shards.iter().cloned());
         next.push(Arc::clone(&shard));
@@ -348,7 +339,7 @@ impl Inner {
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Recorder")
-            .field("max_draft_len", &self.inner.max_draft_len)
+            .field("max_draft_len", &self.inner.slots.max_draft_len)
             .field("shards", &self.shard_count())
             .field("stripes", &self.inner.stripes.len())
             .finish()
@@ -397,10 +388,8 @@ pub struct Worker {
     counters: CounterBlock,
     shard: Arc<Shard>,
     recorder: Arc<Inner>,
-    max_draft_len: usize,
-    /// Counter indices cached so the hot path does no multiplication.
-    undrafted_index: usize,
-    rejected_index: usize,
+    /// `K` and the side counters' indices, copied from the recorder.
+    slots: Slots,
     /// `Cell` is `Send + !Sync`: makes `Worker` the same.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -415,25 +404,20 @@ impl Worker {
     /// `num_rejected_observations` (still one counter) and returned.
     #[inline]
     pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
-        let max = self.max_draft_len;
-        let valid = checked_bucket_index(max, drafted, accepted);
-        self.counters
-            .increment_exclusive(valid.unwrap_or(self.rejected_index));
-        match valid {
-            Some(_) => Ok(()),
-            None => Err(ObserveError::new(max, drafted, accepted)),
-        }
+        self.slots.observe_with(drafted, accepted, |index| {
+            self.counters.increment_exclusive(index);
+        })
     }
 
     /// Records a step whose drafting policy proposed nothing.
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.counters.increment_exclusive(self.undrafted_index);
+        self.counters.increment_exclusive(self.slots.undrafted);
     }
 
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
-        self.max_draft_len
+        self.slots.max_draft_len
     }
 
     /// Which shard this worker records into: its position, from 0, in the
@@ -467,7 +451,7 @@ impl Drop for Worker {
 impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Worker")
-            .field("max_draft_len", &self.max_draft_len)
+            .field("max_draft_len", &self.slots.max_draft_len)
             .finish_non_exhaustive()
     }
 }

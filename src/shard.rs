@@ -37,7 +37,8 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::layout::bucket_count;
+use crate::error::ObserveError;
+use crate::layout::{bucket_count, checked_bucket_index};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 
 /// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
@@ -58,26 +59,60 @@ pub(crate) struct CounterBlock {
     counters: Arc<[AtomicU64]>,
 }
 
-impl CounterBlock {
-    /// A zeroed block with one counter per bucket of `K` plus the two side
-    /// counters.
-    pub(crate) fn new(max_draft_len: usize) -> Self {
-        let len = bucket_count(max_draft_len) + 2;
+/// Which counter of a block each observation goes to, for one `K`:
+/// computed once, copied into every `Worker` so the hot path does no
+/// multiplication for the side counters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slots {
+    pub(crate) max_draft_len: usize,
+    /// Index of the `num_undrafted_steps` counter.
+    pub(crate) undrafted: usize,
+    /// Index of the `num_rejected_observations` counter; the last one.
+    pub(crate) rejected: usize,
+}
+
+impl Slots {
+    pub(crate) const fn new(max_draft_len: usize) -> Self {
         Self {
-            counters: (0..PAD + len + PAD).map(|_| AtomicU64::new(0)).collect(),
+            max_draft_len,
+            undrafted: bucket_count(max_draft_len),
+            rejected: bucket_count(max_draft_len) + 1,
         }
     }
 
-    /// Index of the `num_undrafted_steps` counter.
-    #[inline]
-    pub(crate) const fn undrafted_index(max_draft_len: usize) -> usize {
-        bucket_count(max_draft_len)
+    /// Counters in a block.
+    pub(crate) const fn len(self) -> usize {
+        self.rejected + 1
     }
 
-    /// Index of the `num_rejected_observations` counter.
-    #[inline]
-    pub(crate) const fn rejected_index(max_draft_len: usize) -> usize {
-        bucket_count(max_draft_len) + 1
+    /// Records `(drafted, accepted)` with `increment`: on its bucket when
+    /// valid, else on the rejected counter and returning the error. Either
+    /// way exactly one counter is incremented; the error is built on a cold
+    /// path.
+    #[inline(always)]
+    pub(crate) fn observe_with(
+        self,
+        drafted: usize,
+        accepted: usize,
+        increment: impl FnOnce(usize),
+    ) -> Result<(), ObserveError> {
+        let valid = checked_bucket_index(self.max_draft_len, drafted, accepted);
+        increment(valid.unwrap_or(self.rejected));
+        match valid {
+            Some(_) => Ok(()),
+            None => Err(ObserveError::new(self.max_draft_len, drafted, accepted)),
+        }
+    }
+}
+
+impl CounterBlock {
+    /// A zeroed block of `slots.len()` counters.
+    pub(crate) fn new(slots: Slots) -> Self {
+        Self {
+            counters: (0..PAD + slots.len() + PAD)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
     }
 
     #[inline]
@@ -136,10 +171,10 @@ pub(crate) struct Shard {
 
 impl Shard {
     /// A new shard, already claimed by the caller.
-    pub(crate) fn new_claimed(max_draft_len: usize, index: usize) -> Self {
+    pub(crate) fn new_claimed(slots: Slots, index: usize) -> Self {
         Self {
             claimed: CachePadded::new(AtomicBool::new(true)),
-            counters: CounterBlock::new(max_draft_len),
+            counters: CounterBlock::new(slots),
             index,
         }
     }

@@ -99,7 +99,6 @@ fn replay_with_workers<R: BufRead>(
             full: full_tx,
             empty: empty_rx,
             max_draft_len,
-            scratch: AcceptanceHistogram::new(max_draft_len).map_err(CliError::new)?,
         };
         let read = read_all(input, &mut sink, diag);
         if read.is_ok() {
@@ -185,8 +184,6 @@ struct BatchSink {
     full: Sender<Vec<u64>>,
     empty: Receiver<Vec<u64>>,
     max_draft_len: usize,
-    /// Only used to build the library's own error for an invalid step.
-    scratch: AcceptanceHistogram,
 }
 
 impl BatchSink {
@@ -218,14 +215,7 @@ impl Sink for BatchSink {
     #[inline]
     fn step(&mut self, drafted: u64, accepted: u64) -> Result<(), ObserveError> {
         self.push(pack(drafted, accepted));
-        if accepted <= drafted && drafted <= self.max_draft_len as u64 {
-            Ok(())
-        } else {
-            Err(self
-                .scratch
-                .observe(to_usize(drafted), to_usize(accepted))
-                .expect_err("an invalid step is rejected"))
-        }
+        ObserveError::check(self.max_draft_len, to_usize(drafted), to_usize(accepted))
     }
     #[inline]
     fn undrafted(&mut self) {
