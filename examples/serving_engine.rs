@@ -39,133 +39,82 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use clap::Parser;
 use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder, Worker};
 
-const USAGE: &str = "\
-usage: cargo run --release --example serving_engine [-- OPTIONS]
-
-Simulates a speculative-decoding serving engine that records every verify
-step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
-and prints the engine-wide report (JSON, standard output) when it stops.
-
-options:
-  --seconds N          run for N seconds, then stop (default 10; 0 = until Ctrl-C)
-  --workers N          engine threads (default: the machine's parallelism)
-  --max-draft-len K    num_spec_tokens, the largest draft (default 5; 1..=64)
-  --max-batch N        requests per engine thread at most (default 32)
-  --interval-ms N      metrics log interval (default 1000)
-  --metrics-addr ADDR  where /metrics is served (default 127.0.0.1:9464)
-  --prefix P           metric name prefix (default spec_decode; vllm:spec_decode
-                       gives vLLM's names)
-  --model-name NAME    the model_name label (default demo-model)
-  --step-us N          simulated forward-pass time per engine step, in
-                       microseconds (default 8000; 0 = run hot, no sleep)
-  --linger-seconds N   after stopping, keep serving the final counters for N
-                       seconds so a scraper can read them (default 0)
-  --print-requests     print each finished request's report (standard error)
-  --seed N             random seed (default 1)
-  -h, --help           this text
-";
-
-/// The command line.
-#[derive(Debug, Clone)]
+/// Simulates a speculative-decoding serving engine that records every verify
+/// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
+/// and prints the engine-wide report (JSON, standard output) when it stops.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "serving_engine")]
 struct Args {
+    /// Run for N seconds, then stop (0 = until Ctrl-C).
+    #[arg(long, value_name = "N", default_value_t = 10)]
     seconds: u64,
+    /// Engine threads (default: the machine's parallelism).
+    #[arg(long, value_name = "N", default_value_t = default_workers(), value_parser = at_least_one)]
     workers: usize,
+    /// num_spec_tokens, the largest draft (1..=64).
+    #[arg(long, value_name = "K", default_value_t = 5)]
     max_draft_len: usize,
+    /// Requests per engine thread at most.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = at_least_one)]
     max_batch: usize,
-    interval: Duration,
+    /// Metrics log interval, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+    /// Where /metrics is served.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: SocketAddr,
+    /// Metric name prefix (vllm:spec_decode gives vLLM's names).
+    #[arg(long, value_name = "P", default_value = DEFAULT_PREFIX)]
     prefix: String,
+    /// The model_name label.
+    #[arg(long, value_name = "NAME", default_value = "demo-model")]
     model_name: String,
-    step: Duration,
-    linger: Duration,
+    /// Simulated forward-pass time per engine step, in microseconds (0 = run
+    /// hot, no sleep).
+    #[arg(long, value_name = "N", default_value_t = 8000)]
+    step_us: u64,
+    /// After stopping, keep serving the final counters for N seconds so a
+    /// scraper can read them.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    linger_seconds: u64,
+    /// Print each finished request's report (standard error).
+    #[arg(long)]
     print_requests: bool,
+    /// Random seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
 }
 
 impl Args {
-    /// Parses `--flag value` and `--flag=value`; `Ok(None)` for `--help`.
-    fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
-        let mut out = Self {
-            seconds: 10,
-            workers: thread::available_parallelism().map_or(2, |n| n.get()),
-            max_draft_len: 5,
-            max_batch: 32,
-            interval: Duration::from_millis(1000),
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9464)),
-            prefix: DEFAULT_PREFIX.to_owned(),
-            model_name: "demo-model".to_owned(),
-            step: Duration::from_micros(8000),
-            linger: Duration::ZERO,
-            print_requests: false,
-            seed: 1,
-        };
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| -> Result<String, String> {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            fn number<T: std::str::FromStr>(name: &str, v: String) -> Result<T, String> {
-                v.parse()
-                    .map_err(|_| format!("{name}: not a valid number: {v:?}"))
-            }
-            match flag.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "--print-requests" => out.print_requests = true,
-                "--seconds" => out.seconds = number(&flag, value(&flag)?)?,
-                "--workers" => out.workers = number(&flag, value(&flag)?)?,
-                "--max-draft-len" => out.max_draft_len = number(&flag, value(&flag)?)?,
-                "--max-batch" => out.max_batch = number(&flag, value(&flag)?)?,
-                "--interval-ms" => {
-                    out.interval = Duration::from_millis(number(&flag, value(&flag)?)?)
-                }
-                "--metrics-addr" => {
-                    let v = value(&flag)?;
-                    out.metrics_addr = v
-                        .parse()
-                        .map_err(|_| format!("--metrics-addr: not an IP:port address: {v:?}"))?;
-                }
-                "--prefix" => out.prefix = value(&flag)?,
-                "--model-name" => out.model_name = value(&flag)?,
-                "--step-us" => out.step = Duration::from_micros(number(&flag, value(&flag)?)?),
-                "--linger-seconds" => {
-                    out.linger = Duration::from_secs(number(&flag, value(&flag)?)?)
-                }
-                "--seed" => out.seed = number(&flag, value(&flag)?)?,
-                _ => return Err(format!("unknown argument {arg:?}")),
-            }
-        }
-        if out.workers == 0 || out.max_batch == 0 {
-            return Err("--workers and --max-batch must be at least 1".to_owned());
-        }
-        if out.interval.is_zero() {
-            return Err("--interval-ms must be at least 1".to_owned());
-        }
-        Ok(Some(out))
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+    fn step(&self) -> Duration {
+        Duration::from_micros(self.step_us)
+    }
+    fn linger(&self) -> Duration {
+        Duration::from_secs(self.linger_seconds)
+    }
+}
+
+fn default_workers() -> usize {
+    thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn at_least_one(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{v:?} is not a whole number of at least 1")),
     }
 }
 
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("serving_engine: {msg} (see --help)");
-            return ExitCode::from(2);
-        }
-    };
+    // A bad flag exits with status 2 (clap's usage error).
+    let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
@@ -223,7 +172,7 @@ fn run(args: &Args) -> Result<(), String> {
         args.workers,
         args.max_draft_len,
         args.max_batch,
-        args.step.as_micros(),
+        args.step().as_micros(),
         args.metrics_addr,
         args.prefix,
         if args.seconds == 0 {
@@ -257,7 +206,7 @@ fn run(args: &Args) -> Result<(), String> {
 
     let (stop_metrics, stop_metrics_rx) = mpsc::channel::<()>();
     let metrics_thread = {
-        let (recorder, interval) = (recorder.clone(), args.interval);
+        let (recorder, interval) = (recorder.clone(), args.interval());
         thread::Builder::new()
             .name("metrics".into())
             .spawn(move || log_metrics(&recorder, interval, &stop_metrics_rx, started))
@@ -299,13 +248,13 @@ fn run(args: &Args) -> Result<(), String> {
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     println!("{json}");
 
-    if !args.linger.is_zero() && matches!(why, Stop::TimeLimit) {
+    if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) {
         eprintln!(
             "serving_engine: serving the final counters on http://{}/metrics for {} s",
             args.metrics_addr,
-            args.linger.as_secs()
+            args.linger().as_secs()
         );
-        runtime.block_on(wait_for_stop(args.linger.as_secs()));
+        runtime.block_on(wait_for_stop(args.linger().as_secs()));
     }
     // Dropping the runtime stops the HTTP server.
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -441,7 +390,7 @@ impl<'w> Engine<'w> {
             next_request: 0,
             max_draft_len: args.max_draft_len,
             max_batch: args.max_batch,
-            step: args.step,
+            step: args.step(),
             print_requests: args.print_requests,
             phase,
         }
