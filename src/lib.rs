@@ -11,6 +11,13 @@
 //! length `K`, however long the run — and derives every classic figure from
 //! them.
 //!
+//! What every number means is specified in the reference, the file
+//! `docs/reference.md` of the source repository (and of the published
+//! crate): what one observation means (grammar-adjusted `k`, `k = 0` rows,
+//! undrafted steps, rejected observations), every derived figure and its
+//! value when empty, every report key, the concurrency guarantees, the
+//! Prometheus families and the command line's input and output formats.
+//!
 //! # Usage
 //!
 //! A per-request accumulator, serialized to vLLM's per-request
@@ -63,13 +70,17 @@
 //!   [`AcceptanceHistogram::observe`] is one plain increment.
 //! - **Snapshots are consistent.** Each observation changes exactly one
 //!   counter and every figure is derived from the counters, so every
-//!   [`Recorder::snapshot`] is the histogram of some set of observations,
-//!   contains every observation that happened-before it, and never
-//!   decreases bucket by bucket: safe to export as Prometheus counters.
+//!   [`Recorder::snapshot`] is the histogram of some set of observations and
+//!   contains every observation that happened-before it started; and no
+//!   bucket or counter in it is smaller than in a snapshot that
+//!   happened-before it (for example an earlier snapshot on the same
+//!   thread), so a metrics thread that exports its successive snapshots
+//!   never shows a counter going back.
 //! - **Nothing is lost.** A dropped [`Worker`] (also during a panic) hands
 //!   its shard, counts and all, to the next worker; counts are never moved,
-//!   flushed or reset. Memory is bounded by the peak number of live workers
-//!   times the shard size.
+//!   flushed or reset. Shards never outnumber the peak number of live
+//!   workers, so memory is bounded by that peak times the shard size (plus a
+//!   fixed set of stripes for [`Recorder::observe`]).
 //! - **Bad input is counted, not dropped.** `a > k` or `k > K` returns an
 //!   [`ObserveError`] naming the values and increments
 //!   `num_rejected_observations`; nothing panics.
@@ -107,8 +118,9 @@
 //!
 //! # Cargo features
 //!
-//! - `prometheus`: a `prometheus-client` collector for the counter families
-//!   of SPEC §8.
+//! - `prometheus`: `prometheus::SpecDecodeCollector`, a `prometheus-client`
+//!   collector for the eight counter families listed in the reference
+//!   (`docs/reference.md`, section "Prometheus families").
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
