@@ -5,7 +5,9 @@ use core::fmt;
 
 use crate::layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
 
-/// A maximum draft length `K` outside `1..=64`.
+/// A configuration that cannot be used: a maximum draft length `K` outside
+/// `1..=64`, or (for a [`DraftController`](crate::DraftController)) a step
+/// cost table without exactly one cost per draft length `0..=K`.
 ///
 /// ```
 /// use specdec_metrics::AcceptanceHistogram;
@@ -16,26 +18,62 @@ use crate::layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     max_draft_len: usize,
+    /// `Some(len)`: `K` is valid but a cost table has `len` entries, not
+    /// `K + 1`.
+    cost_table_len: Option<usize>,
 }
 
 impl ConfigError {
     pub(crate) const fn new(max_draft_len: usize) -> Self {
-        Self { max_draft_len }
+        Self {
+            max_draft_len,
+            cost_table_len: None,
+        }
     }
 
-    /// The rejected maximum draft length.
+    pub(crate) const fn cost_table(max_draft_len: usize, len: usize) -> Self {
+        Self {
+            max_draft_len,
+            cost_table_len: Some(len),
+        }
+    }
+
+    /// The maximum draft length `K` of the rejected configuration.
     pub const fn max_draft_len(&self) -> usize {
         self.max_draft_len
+    }
+
+    /// When `K` itself is valid but a step cost table does not have `K + 1`
+    /// entries: the table's length.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let cost = StepCost::table(vec![1.0, 1.1, 1.2])?; // k = 0..=2
+    /// let err = DraftController::new(4, cost).unwrap_err();
+    /// assert_eq!((err.max_draft_len(), err.cost_table_len()), (4, Some(3)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn cost_table_len(&self) -> Option<usize> {
+        self.cost_table_len
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {}",
-            self.max_draft_len
-        )
+        match self.cost_table_len {
+            None => write!(
+                f,
+                "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {}",
+                self.max_draft_len
+            ),
+            Some(len) => write!(
+                f,
+                "the step cost table has {len} entries but max_draft_len {} needs {} (one per draft length 0..={})",
+                self.max_draft_len,
+                self.max_draft_len + 1,
+                self.max_draft_len
+            ),
+        }
     }
 }
 
@@ -351,3 +389,147 @@ impl fmt::Display for ReportError {
 }
 
 impl std::error::Error for ReportError {}
+
+/// Which term of a step cost a [`CostError`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostTerm {
+    /// The `base` of [`StepCost::linear`](crate::StepCost::linear): the cost
+    /// of a step without speculation.
+    Base,
+    /// The `per_draft_token` of [`StepCost::linear`](crate::StepCost::linear).
+    PerDraftToken,
+    /// The entry for draft length `draft_len` of
+    /// [`StepCost::table`](crate::StepCost::table).
+    Table {
+        /// The draft length `k` (the index in the table).
+        draft_len: usize,
+    },
+}
+
+impl fmt::Display for CostTerm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Base => f.write_str("the base cost"),
+            Self::PerDraftToken => f.write_str("the cost per draft token"),
+            Self::Table { draft_len } => write!(f, "the cost of draft length {draft_len}"),
+        }
+    }
+}
+
+/// A step cost that cannot be used: every cost must be a positive, finite
+/// number (a per-draft-token cost may also be zero), and a table needs one
+/// entry per draft length `0..=K`.
+///
+/// ```
+/// use specdec_metrics::{CostError, CostTerm, StepCost};
+/// let err = StepCost::table(vec![1.0, f64::NAN]).unwrap_err();
+/// assert!(matches!(err, CostError::NotFinite { term: CostTerm::Table { draft_len: 1 }, .. }));
+/// assert_eq!(err.to_string(), "the cost of draft length 1 is NaN; a step cost must be a finite number");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CostError {
+    /// A cost is NaN or infinite.
+    NotFinite {
+        /// Which cost.
+        term: CostTerm,
+        /// The value given.
+        value: f64,
+    },
+    /// A cost is zero or negative (a per-draft-token cost: negative).
+    NotPositive {
+        /// Which cost.
+        term: CostTerm,
+        /// The value given.
+        value: f64,
+    },
+    /// A linear cost whose value at some draft length overflows to infinity.
+    Overflow {
+        /// The first draft length whose cost is not finite.
+        draft_len: usize,
+    },
+    /// A table without exactly one entry per draft length `0..=K`.
+    TableLength {
+        /// The maximum draft length `K` the table is used with.
+        max_draft_len: usize,
+        /// The number of entries given.
+        found: usize,
+    },
+}
+
+impl fmt::Display for CostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NotFinite { term, value } => {
+                write!(f, "{term} is {value}; a step cost must be a finite number")
+            }
+            Self::NotPositive {
+                term: term @ CostTerm::PerDraftToken,
+                value,
+            } => write!(f, "{term} is {value}; it must be zero or more"),
+            Self::NotPositive { term, value } => {
+                write!(f, "{term} is {value}; a step cost must be more than zero")
+            }
+            Self::Overflow { draft_len } => write!(
+                f,
+                "the linear step cost overflows at draft length {draft_len}"
+            ),
+            Self::TableLength {
+                max_draft_len,
+                found,
+            } => write!(
+                f,
+                "the step cost table has {found} entries but max_draft_len {max_draft_len} needs {} (one per draft length 0..={max_draft_len})",
+                max_draft_len + 1
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CostError {}
+
+/// A tuning parameter of the [`Advisor`](crate::Advisor) or the
+/// [`DraftController`](crate::DraftController) outside its range.
+///
+/// ```
+/// use specdec_metrics::Advisor;
+/// let err = Advisor::default().with_prior(0.0, 1.0).unwrap_err();
+/// assert_eq!(err.to_string(), "prior alpha is 0; expected a finite number above 0");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParameterError {
+    name: &'static str,
+    value: f64,
+    expected: &'static str,
+}
+
+impl ParameterError {
+    pub(crate) const fn new(name: &'static str, value: f64, expected: &'static str) -> Self {
+        Self {
+            name,
+            value,
+            expected,
+        }
+    }
+
+    /// The parameter's name, as in the message.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The value given.
+    pub const fn value(&self) -> f64 {
+        self.value
+    }
+}
+
+impl fmt::Display for ParameterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {}; expected {}",
+            self.name, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ParameterError {}

@@ -124,6 +124,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod advisor;
+pub mod controller;
 mod error;
 mod histogram;
 pub mod layout;
@@ -134,7 +136,12 @@ mod report;
 mod shard;
 mod sync;
 
-pub use error::{ConfigError, Counter, MergeError, ObserveError, ReportError};
+pub use advisor::{Advisor, BetaPrior, Candidate, PositionEstimate, Recommendation, StepCost};
+pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD};
+pub use error::{
+    ConfigError, CostError, CostTerm, Counter, MergeError, ObserveError, ParameterError,
+    ReportError,
+};
 pub use histogram::AcceptanceHistogram;
 pub use recorder::{Recorder, Worker};
 pub use report::REPORT_KEYS;

@@ -1,0 +1,566 @@
+//! [`DraftController`]: the draft length an engine uses, updated once per
+//! interval from that interval's histogram, switching only on strong
+//! evidence.
+//!
+//! # Memory
+//!
+//! The controller remembers the continuation counts `(s_i, n_i)` of the last
+//! `memory` intervals (default 8) in a ring, and their sum. On every
+//! [`update`](DraftController::update) the oldest interval drops out and
+//! the new one comes in; from the sum it forms the same Beta posteriors as
+//! the [`Advisor`](crate::Advisor) (prior `Beta(1, 1)` unless set).
+//!
+//! # The switching rule
+//!
+//! Let `c` be the current draft length and `g(k)` the goodput of drafting
+//! `k`. The controller switches to another `k` only when the posterior
+//! probability that `g(k) > g(c)` reaches `evidence` (default 0.99):
+//! `E[g(k) - g(c)] >= z sd[g(k) - g(c)]`, `z` the normal quantile of
+//! `evidence`, from the exact posterior means, variances and covariance
+//! (positions shared by `k` and `c` are correlated, and that is accounted
+//! for). Among the draft lengths that pass, it takes the one with the
+//! highest mean goodput (the shorter on a tie); when none passes it holds.
+//! There is no other hysteresis: two draft lengths whose goodputs are close
+//! never pass the test against each other, so a steady workload converges
+//! and then holds, while a clear difference passes as soon as there is data
+//! to show it. Before any data the posterior is the prior, and the first
+//! choice is the draft length with the best goodput under the prior.
+//!
+//! The two parameters trade reaction time (`memory`) against stability
+//! (`evidence`); both are statistical, not thresholds on the acceptance
+//! length.
+//!
+//! # Change of regime
+//!
+//! Before taking in an interval, the controller compares it with its memory
+//! on the figure the choice depends on: the expected accepted drafts at the
+//! exploration length. When the two posterior means differ by more than the
+//! evidence level allows (a squared z-score above the chi-square quantile
+//! at `evidence`, one degree of freedom), acceptance has changed: the memory
+//! is forgotten and restarts from the new interval, so the next decision is
+//! made on the new regime alone instead of a blend of old and new. A change
+//! is therefore followed at the first update after it (to the best length
+//! within the exploration range, when the new regime makes one clearly
+//! better; a length beyond `2c + 1` takes one more step per doubling). A
+//! change too small to be detected is still out of the memory after
+//! `memory` updates: **within `memory` updates of a change, every remembered
+//! interval is of the new regime.**
+//!
+//! # Intervals that vary more than chance
+//!
+//! Real intervals differ more than binomial noise explains (a different mix
+//! of requests each interval). The controller measures this: each interval's
+//! squared z-score against the memory, over its median under binomial noise,
+//! goes into a history of the last 9 intervals, and their median, at least
+//! 1, is the *dispersion*. Both tests above widen the posterior variance by
+//! it (quasi-likelihood), so an engine whose intervals jitter does not
+//! mistake jitter for evidence or for a change of regime; the median keeps
+//! one real change from inflating it.
+//!
+//! # Exploration
+//!
+//! Positions above `c` are drafted only on exploration steps: on one engine
+//! step in [`EXPLORATION_PERIOD`] (32, about 3%: the steps `step % 32 ==
+//! 31`), [`draft_len_for`](DraftController::draft_len_for) returns the
+//! exploration length `min(2c + 1, K)` instead of `c`. It is deterministic,
+//! costs at most one step in 32 at about twice the draft length, and keeps
+//! data flowing for every position up to twice the current choice, so the
+//! choice can grow again (from `c = 0` it explores `k = 1`: not speculating
+//! is a choice the controller can leave). Thanks to censoring, these longer
+//! drafts are pooled with the rest without bias.
+//!
+//! ```
+//! use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+//!
+//! let mut controller = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?;
+//! let mut step = 0u64;
+//! for _interval in 0..20 {
+//!     let mut window = AcceptanceHistogram::new(8)?;
+//!     for _ in 0..2000 {
+//!         let k = controller.draft_len_for(step);
+//!         step += 1;
+//!         // The engine drafts k tokens and verifies them; here every draft
+//!         // is accepted up to position 4, and never beyond.
+//!         window.observe(k, k.min(4))?;
+//!     }
+//!     controller.update(&window);
+//! }
+//! assert_eq!(controller.draft_len(), 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::advisor::{
+    BetaPrior, Chain, StepCost, best_by_mean, chi_square_1_quantile, normal_quantile,
+};
+use crate::error::{ConfigError, ParameterError};
+use crate::histogram::AcceptanceHistogram;
+use crate::layout::is_valid_max_draft_len;
+
+/// One engine step in this many drafts the exploration length.
+pub const EXPLORATION_PERIOD: u64 = 32;
+
+/// What an engine drafts at each step: the current draft length, and the
+/// exploration length on one step in [`EXPLORATION_PERIOD`]. A small `Copy`
+/// value, so a metrics thread can hand it to engine threads (see
+/// [`to_bits`](Self::to_bits)).
+///
+/// ```
+/// use specdec_metrics::DraftPlan;
+/// let plan = DraftPlan::new(3, 8)?;
+/// assert_eq!(plan.draft_len_for(0), 3);
+/// assert_eq!(plan.draft_len_for(31), 7); // exploration: min(2 * 3 + 1, 8)
+/// assert_eq!(DraftPlan::from_bits(plan.to_bits()), Some(plan));
+/// # Ok::<(), specdec_metrics::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DraftPlan {
+    draft_len: u8,
+    explore_len: u8,
+}
+
+impl DraftPlan {
+    /// The plan that drafts `draft_len` and explores `min(2 draft_len + 1,
+    /// max_draft_len)`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when `max_draft_len` is outside `1..=64` or
+    /// `draft_len` above it.
+    pub fn new(draft_len: usize, max_draft_len: usize) -> Result<Self, ConfigError> {
+        if !is_valid_max_draft_len(max_draft_len) || draft_len > max_draft_len {
+            return Err(ConfigError::new(max_draft_len.max(draft_len)));
+        }
+        Ok(Self::new_unchecked(draft_len, max_draft_len))
+    }
+
+    fn new_unchecked(draft_len: usize, max_draft_len: usize) -> Self {
+        // Both at most 64, so `u8` holds them.
+        Self {
+            draft_len: draft_len as u8,
+            explore_len: (2 * draft_len + 1).min(max_draft_len) as u8,
+        }
+    }
+
+    /// The draft length on ordinary steps.
+    #[inline]
+    pub fn draft_len(self) -> usize {
+        usize::from(self.draft_len)
+    }
+
+    /// The draft length on exploration steps.
+    #[inline]
+    pub fn explore_len(self) -> usize {
+        usize::from(self.explore_len)
+    }
+
+    /// The draft length for engine step `step`: [`explore_len`] when `step %
+    /// 32 == 31`, else [`draft_len`]. No allocation, no lock, no branch on
+    /// shared state.
+    ///
+    /// [`explore_len`]: Self::explore_len
+    /// [`draft_len`]: Self::draft_len
+    #[inline]
+    pub fn draft_len_for(self, step: u64) -> usize {
+        if step % EXPLORATION_PERIOD == EXPLORATION_PERIOD - 1 {
+            self.explore_len()
+        } else {
+            self.draft_len()
+        }
+    }
+
+    /// The plan packed in one word (for an `AtomicU64`): never 0, so 0 can
+    /// mean "no plan yet".
+    #[inline]
+    pub fn to_bits(self) -> u64 {
+        1 << 16 | u64::from(self.explore_len) << 8 | u64::from(self.draft_len)
+    }
+
+    /// The plan packed by [`to_bits`](Self::to_bits); `None` for any other
+    /// word.
+    #[inline]
+    pub fn from_bits(bits: u64) -> Option<Self> {
+        let plan = Self {
+            draft_len: bits as u8,
+            explore_len: (bits >> 8) as u8,
+        };
+        let valid = bits >> 16 == 1
+            && plan.draft_len <= 64
+            && plan.explore_len <= 64
+            && plan.explore_len >= plan.draft_len;
+        valid.then_some(plan)
+    }
+}
+
+/// Chooses the draft length interval by interval from the engine's own
+/// histogram: the rule, exploration and reaction time are in the
+/// [module docs](crate::controller).
+///
+/// The metrics thread calls [`update`](Self::update) once per interval with
+/// that interval's histogram (`snapshot.delta_since(&previous)`); engine
+/// threads ask [`draft_len_for`](Self::draft_len_for) (or a copy of
+/// [`plan`](Self::plan)) what to draft at each step.
+///
+/// ```
+/// use specdec_metrics::{DraftController, Recorder, StepCost};
+///
+/// let recorder = Recorder::new(4)?;
+/// let mut controller = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
+/// let mut previous = recorder.snapshot();
+/// // ... engine threads record through their Workers, then every interval:
+/// let now = recorder.snapshot();
+/// controller.update(&now.delta_since(&previous)?);
+/// previous = now;
+/// let k = controller.draft_len_for(1234); // what to draft at step 1234
+/// assert!(k <= 4);
+/// # let _ = previous;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct DraftController {
+    max_draft_len: usize,
+    costs: StepCost,
+    prior: BetaPrior,
+    evidence: f64,
+    /// `normal_quantile(evidence)`.
+    z: f64,
+    /// `memory` intervals of `K` continuation counts `(s_i, n_i)`.
+    ring: Box<[(u64, u64)]>,
+    /// The sum of the ring, per position.
+    totals: Box<[(u64, u64)]>,
+    /// Next ring slot to overwrite.
+    slot: usize,
+    plan: DraftPlan,
+    /// Between-interval variability over binomial noise (at least 1): the
+    /// median of `dispersion_history`.
+    dispersion: f64,
+    /// The latest intervals' X^2 against the memory, over its median under
+    /// binomial noise.
+    dispersion_history: Box<[f64]>,
+    /// Intervals recorded in `dispersion_history` so far.
+    dispersion_slot: usize,
+    updates: u64,
+    switches: u64,
+    regime_changes: u64,
+}
+
+/// Default number of remembered intervals.
+const DEFAULT_MEMORY: usize = 8;
+/// Intervals whose variability the dispersion is the median of.
+const DISPERSION_HISTORY: usize = 9;
+/// Default evidence level.
+const DEFAULT_EVIDENCE: f64 = 0.99;
+
+impl DraftController {
+    /// A controller for draft lengths `0..=max_draft_len`, remembering 8
+    /// intervals, switching at evidence 0.99, prior `Beta(1, 1)`. Its first
+    /// choice is the draft length with the best goodput under the prior.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when `max_draft_len` is outside `1..=64`, or `cost` is
+    /// a table without exactly `max_draft_len + 1` entries.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let controller = DraftController::new(5, StepCost::linear(1.0, 0.1)?)?;
+    /// assert_eq!(controller.draft_len(), 2); // prior mean 1/2 per position
+    /// assert!(DraftController::new(0, StepCost::linear(1.0, 0.1)?).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(max_draft_len: usize, cost: StepCost) -> Result<Self, ConfigError> {
+        if !is_valid_max_draft_len(max_draft_len) {
+            return Err(ConfigError::new(max_draft_len));
+        }
+        if cost.check(max_draft_len).is_err() {
+            let len = cost.max_draft_len().map_or(0, |m| m + 1);
+            return Err(ConfigError::cost_table(max_draft_len, len));
+        }
+        let mut controller = Self {
+            max_draft_len,
+            costs: cost,
+            prior: BetaPrior::UNIFORM,
+            evidence: DEFAULT_EVIDENCE,
+            z: normal_quantile(DEFAULT_EVIDENCE),
+            ring: vec![(0, 0); DEFAULT_MEMORY * max_draft_len].into_boxed_slice(),
+            totals: vec![(0, 0); max_draft_len].into_boxed_slice(),
+            slot: 0,
+            plan: DraftPlan::new_unchecked(0, max_draft_len),
+            dispersion: 1.0,
+            dispersion_history: vec![1.0; DISPERSION_HISTORY].into_boxed_slice(),
+            dispersion_slot: 0,
+            updates: 0,
+            switches: 0,
+            regime_changes: 0,
+        };
+        controller.reset_choice();
+        Ok(controller)
+    }
+
+    /// The same controller remembering the last `intervals` intervals
+    /// (`1..=1024`): it follows a change of regime within that many updates.
+    /// Forgets what it remembered so far.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] outside `1..=1024`.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_memory(16)?;
+    /// assert_eq!(c.memory(), 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_memory(mut self, intervals: usize) -> Result<Self, ParameterError> {
+        if !(1..=1024).contains(&intervals) {
+            return Err(ParameterError::new(
+                "memory",
+                intervals as f64,
+                "a number of intervals in 1..=1024",
+            ));
+        }
+        self.ring = vec![(0, 0); intervals * self.max_draft_len].into_boxed_slice();
+        self.totals.fill((0, 0));
+        self.slot = 0;
+        self.reset_choice();
+        Ok(self)
+    }
+
+    /// The same controller switching only when the posterior probability
+    /// that another draft length has a higher goodput reaches `evidence`
+    /// (`0.5 < evidence < 1`; default 0.99).
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] outside that range.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_evidence(0.999)?;
+    /// assert_eq!(c.evidence(), 0.999);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_evidence(mut self, evidence: f64) -> Result<Self, ParameterError> {
+        if !(evidence > 0.5 && evidence < 1.0) {
+            return Err(ParameterError::new(
+                "evidence",
+                evidence,
+                "a probability strictly between 0.5 and 1",
+            ));
+        }
+        self.evidence = evidence;
+        self.z = normal_quantile(evidence);
+        Ok(self)
+    }
+
+    /// The same controller with the prior `Beta(alpha, beta)` on every
+    /// continuation rate; its first choice is recomputed from it.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] unless both are finite and above zero.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// // Expect 90% acceptance per position until data says otherwise.
+    /// let c = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?.with_prior(9.0, 1.0)?;
+    /// assert!(c.draft_len() > 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_prior(mut self, alpha: f64, beta: f64) -> Result<Self, ParameterError> {
+        self.prior = BetaPrior::new(alpha, beta)?;
+        self.reset_choice();
+        Ok(self)
+    }
+
+    /// Sets the choice to the best under the current memory, unconditionally.
+    fn reset_choice(&mut self) {
+        let chain = self.chain();
+        self.plan = DraftPlan::new_unchecked(best_by_mean(&chain, &self.costs), self.max_draft_len);
+    }
+
+    fn chain(&self) -> Chain {
+        Chain::new(
+            self.totals.iter().map(|&(s, n)| (s as f64, n as f64)),
+            self.prior,
+        )
+    }
+
+    /// Takes in the histogram of the latest interval (any `K`: only positions
+    /// up to the controller's own are used) and decides whether to switch.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+    /// let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
+    /// let mut window = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..5000 {
+    ///     window.observe(2, 0)?; // nothing is ever accepted
+    /// }
+    /// c.update(&window);
+    /// assert_eq!(c.draft_len(), 0);
+    /// assert_eq!((c.updates(), c.switches()), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update(&mut self, window: &AcceptanceHistogram) {
+        let k_max = self.max_draft_len;
+        let mut counts = window.continuation_counts();
+        counts.resize(k_max, (0, 0));
+        if let Some(z2) = self.window_statistic(&counts) {
+            if z2 / self.dispersion > chi_square_1_quantile(self.evidence) {
+                self.ring.fill((0, 0));
+                self.totals.fill((0, 0));
+                self.regime_changes += 1;
+            }
+            self.record_dispersion(z2 / chi_square_1_quantile(0.5));
+        }
+        let old = &mut self.ring[self.slot * k_max..(self.slot + 1) * k_max];
+        for ((total, slot), &new) in self.totals.iter_mut().zip(old.iter_mut()).zip(&counts) {
+            // The ring's entries are part of the totals, so the subtraction
+            // never wraps; the addition saturates (at 1.8e19 steps).
+            total.0 = (total.0 - slot.0).saturating_add(new.0);
+            total.1 = (total.1 - slot.1).saturating_add(new.1);
+            *slot = new;
+        }
+        self.slot = (self.slot + 1) % self.memory();
+        self.updates += 1;
+
+        let chain = self.chain();
+        let current = self.plan.draft_len();
+        if let Some(next) = self.better_than(&chain, current) {
+            self.plan = DraftPlan::new_unchecked(next, k_max);
+            self.switches += 1;
+        }
+    }
+
+    /// How far the latest interval is from the memory, in the one figure
+    /// that sums up what the choice depends on: the expected accepted drafts
+    /// at the exploration length `e` (which covers every position with
+    /// regular data). The squared difference of the two posterior means over
+    /// the sum of their variances: about chi-square with one degree of
+    /// freedom (times the dispersion) when nothing changed. `None` when the
+    /// memory or the interval has no trial at position 1.
+    fn window_statistic(&self, counts: &[(u64, u64)]) -> Option<f64> {
+        if counts.first().is_none_or(|c| c.1 == 0) || self.totals.first().is_none_or(|c| c.1 == 0) {
+            return None;
+        }
+        let e = self.plan.explore_len();
+        let window = Chain::new(
+            counts[..e].iter().map(|&(s, n)| (s as f64, n as f64)),
+            self.prior,
+        );
+        let memory = Chain::new(
+            self.totals[..e].iter().map(|&(s, n)| (s as f64, n as f64)),
+            self.prior,
+        );
+        let diff = window.mean(e) - memory.mean(e);
+        let var = window.variance(e) + memory.variance(e);
+        (var > 0.0).then(|| diff * diff / var)
+    }
+
+    /// Adds one interval's statistic over its median under binomial noise (about 1
+    /// without extra variability, about the variance ratio with it) to the
+    /// history, and sets the dispersion to the history's median, at least 1.
+    /// The median ignores the rare interval that starts a new regime.
+    fn record_dispersion(&mut self, ratio: f64) {
+        let len = self.dispersion_history.len();
+        self.dispersion_history[self.dispersion_slot % len] = ratio;
+        self.dispersion_slot += 1;
+        let filled = self.dispersion_slot.min(len);
+        let mut sorted = self.dispersion_history[..filled].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if filled % 2 == 1 {
+            sorted[filled / 2]
+        } else {
+            (sorted[filled / 2 - 1] + sorted[filled / 2]) / 2.0
+        };
+        self.dispersion = median.max(1.0);
+    }
+
+    /// The draft length with the highest mean goodput among those whose
+    /// goodput beats `current`'s at the evidence level; `None` if none does.
+    fn better_than(&self, chain: &Chain, current: usize) -> Option<usize> {
+        let mut cov = Vec::with_capacity(self.max_draft_len + 1);
+        chain.covariances_with(current, &mut cov);
+        let cost_c = self.costs.cost(current);
+        let g_c = (1.0 + chain.mean(current)) / cost_c;
+        let var_c = chain.variance(current) / (cost_c * cost_c);
+        // The posterior variance assumes binomial noise; intervals that vary
+        // more than that widen it by the dispersion (quasi-likelihood).
+        let z2 = self.z * self.z * self.dispersion;
+        let mut best: Option<(usize, f64)> = None;
+        for (k, &cov_k) in cov.iter().enumerate() {
+            let cost_k = self.costs.cost(k);
+            let g_k = (1.0 + chain.mean(k)) / cost_k;
+            let diff = g_k - g_c;
+            if k == current || diff <= 0.0 || best.is_some_and(|(_, g)| g_k <= g) {
+                continue;
+            }
+            let var =
+                chain.variance(k) / (cost_k * cost_k) + var_c - 2.0 * cov_k / (cost_k * cost_c);
+            if diff * diff >= z2 * var.max(0.0) {
+                best = Some((k, g_k));
+            }
+        }
+        best.map(|(k, _)| k)
+    }
+
+    /// The draft length for engine step `step`: the current choice, or the
+    /// exploration length on one step in [`EXPLORATION_PERIOD`]. Never
+    /// above `K`; no allocation, no lock.
+    #[inline]
+    pub fn draft_len_for(&self, step: u64) -> usize {
+        self.plan.draft_len_for(step)
+    }
+
+    /// The current choice.
+    pub fn draft_len(&self) -> usize {
+        self.plan.draft_len()
+    }
+
+    /// The current plan (choice and exploration length), to hand to engine
+    /// threads.
+    pub fn plan(&self) -> DraftPlan {
+        self.plan
+    }
+
+    /// The maximum draft length `K`.
+    pub fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+    }
+
+    /// Intervals remembered.
+    pub fn memory(&self) -> usize {
+        self.ring.len() / self.max_draft_len
+    }
+
+    /// The evidence level a switch needs.
+    pub fn evidence(&self) -> f64 {
+        self.evidence
+    }
+
+    /// Updates so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    /// Switches of the draft length so far.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Times the latest interval was incompatible with the memory, which was
+    /// then forgotten.
+    pub fn regime_changes(&self) -> u64 {
+        self.regime_changes
+    }
+
+    /// How much more the remembered intervals vary than binomial noise
+    /// explains (1: not at all); posterior variances are widened by it.
+    pub fn dispersion(&self) -> f64 {
+        self.dispersion
+    }
+
+    /// The continuation counts `(s_i, n_i)` remembered, positions `1..=K`.
+    pub fn remembered(&self) -> &[(u64, u64)] {
+        &self.totals
+    }
+}

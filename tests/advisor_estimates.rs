@@ -1,0 +1,367 @@
+//! The advisor's estimates on small histograms, every expected value worked
+//! out by hand in the comments.
+
+use specdec_metrics::{
+    AcceptanceHistogram, Advisor, ConfigError, CostError, CostTerm, DraftController, StepCost,
+};
+
+fn histogram(max: usize, steps: &[(usize, usize)]) -> AcceptanceHistogram {
+    let mut h = AcceptanceHistogram::new(max).unwrap();
+    for &(k, a) in steps {
+        h.observe(k, a).unwrap();
+    }
+    h
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+}
+
+macro_rules! assert_close {
+    ($a:expr, $b:expr) => {
+        assert!(
+            close($a, $b),
+            "{} = {} but expected {}",
+            stringify!($a),
+            $a,
+            $b
+        )
+    };
+}
+
+/// Steps (k, a) and what each position sees:
+///
+/// | step   | pos 1   | pos 2      | pos 3      | pos 4     |
+/// | (4, 1) | success | failure    | -          | -         |
+/// | (4, 4) | success | success    | success    | success   |
+/// | (2, 2) | success | success    | censored   | censored  |
+/// | (3, 0) | failure | -          | -          | -         |
+/// | (1, 1) | success | censored   |            |           |
+/// | (0, 0) | no trial (k = 0 drafts nothing)                 |
+/// | (4, 2) | success | success    | failure    | -         |
+fn example() -> AcceptanceHistogram {
+    histogram(4, &[(4, 1), (4, 4), (2, 2), (3, 0), (1, 1), (0, 0), (4, 2)])
+}
+
+#[test]
+fn continuation_counts_censor_full_acceptance() {
+    let h = example();
+    assert_eq!(h.continuation(1), (5, 6));
+    assert_eq!(h.continuation(2), (3, 4));
+    assert_eq!(h.continuation(3), (1, 2));
+    assert_eq!(h.continuation(4), (1, 1));
+    assert_eq!(h.continuation(0), (0, 0));
+    assert_eq!(h.continuation(5), (0, 0));
+    assert_eq!(h.continuation_rate(2), Some(0.75));
+    assert_eq!(h.continuation_rate(3), Some(0.5));
+    assert_eq!(h.continuation_rate(5), None);
+    // s_i is vLLM's num_accepted_tokens_per_pos[i - 1].
+    let accepted = h.num_accepted_tokens_per_pos();
+    for i in 1..=4 {
+        assert_eq!(h.continuation(i).0, accepted[i - 1]);
+    }
+}
+
+#[test]
+fn expected_accepted_chains_the_rates() {
+    let h = example();
+    // h = 5/6, 3/4, 1/2, 1
+    let h1 = 5.0 / 6.0;
+    let h12 = h1 * 0.75;
+    let h123 = h12 * 0.5;
+    assert_eq!(h.expected_accepted(0), Some(0.0));
+    assert_close!(h.expected_accepted(1).unwrap(), h1);
+    assert_close!(h.expected_accepted(2).unwrap(), h1 + h12);
+    assert_close!(h.expected_accepted(3).unwrap(), h1 + h12 + h123);
+    assert_close!(h.expected_accepted(4).unwrap(), h1 + h12 + 2.0 * h123);
+    assert_eq!(h.expected_accepted(5), None);
+    // A position without trials leaves every longer draft undefined.
+    let short = histogram(3, &[(1, 0), (1, 1)]);
+    assert_eq!(short.expected_accepted(1), Some(0.5));
+    assert_eq!(short.expected_accepted(2), None);
+}
+
+#[test]
+fn row_means_are_direct_estimates() {
+    let h = example();
+    // Row 4: (4,1), (4,4), (4,2) -> 7 / 3.
+    assert_close!(h.row_mean_accepted(4).unwrap(), 7.0 / 3.0);
+    assert_eq!(h.row_mean_accepted(0), Some(0.0));
+    assert_eq!(h.row_mean_accepted(3), Some(0.0));
+    assert_eq!(h.row_mean_accepted(5), None);
+    assert_eq!(histogram(4, &[(1, 1)]).row_mean_accepted(2), None);
+}
+
+/// K = 2, steps (1,0), (1,1), (2,2), (2,1): position 1 has 3 successes in
+/// 4 trials, position 2 has 1 in 2. Under Beta(1, 1):
+/// h_1 ~ Beta(4, 2): mean 2/3, E[h_1^2] = 4*5/(6*7) = 10/21;
+/// h_2 ~ Beta(2, 2): mean 1/2, E[h_2^2] = 2*3/(4*5) = 3/10.
+/// E[S_1] = 2/3, E[S_2] = 2/3 + 1/3 = 1;
+/// Var(S_1) = 10/21 - 4/9 = 2/63;
+/// E[S_2^2] = E[h_1^2] E[(1 + h_2)^2] = 10/21 * (1 + 1 + 3/10) = 23/21, so
+/// Var(S_2) = 2/21; Cov(S_1, S_2) = E[h_1^2](1 + 1/2) - 2/3 = 1/21.
+/// Costs 1, 1.2, 1.4: goodputs 1, (5/3)/1.2 = 25/18, 2/1.4 = 10/7.
+#[test]
+fn recommendation_by_hand() {
+    let h = histogram(2, &[(1, 0), (1, 1), (2, 2), (2, 1)]);
+    let cost = StepCost::linear(1.0, 0.2).unwrap();
+    let r = Advisor::default().recommend(&h, &cost);
+    assert_eq!(r.draft_len, 2);
+    assert_close!(r.expected_speedup, 10.0 / 7.0);
+    assert_eq!(r.num_spec_steps, 4);
+    assert_eq!(r.candidates.len(), 3);
+
+    let z = 1.644_853_626_951_472_2; // 90% central interval
+    let c1 = &r.candidates[1];
+    assert_close!(c1.expected_accepted, 2.0 / 3.0);
+    assert_close!(c1.tokens_per_step, 5.0 / 3.0);
+    assert_close!(c1.cost, 1.2);
+    assert_close!(c1.goodput, 25.0 / 18.0);
+    assert_close!(c1.speedup, 25.0 / 18.0);
+    let sd1 = (2.0f64 / 63.0).sqrt();
+    assert!((c1.accepted_interval[0] - (2.0 / 3.0 - z * sd1)).abs() < 1e-8);
+    assert!((c1.accepted_interval[1] - (2.0 / 3.0 + z * sd1)).abs() < 1e-8);
+    assert_eq!((c1.row_steps, c1.row_mean_accepted), (2, Some(0.5)));
+    assert!(!c1.uses_prior);
+
+    let c2 = &r.candidates[2];
+    assert_close!(c2.expected_accepted, 1.0);
+    let sd2 = (2.0f64 / 21.0).sqrt();
+    // Clipped to [0, 2].
+    assert!((c2.accepted_interval[0] - (1.0 - z * sd2)).abs() < 1e-8);
+    assert!((c2.accepted_interval[1] - (1.0 + z * sd2)).abs() < 1e-8);
+    assert_eq!(c2.prob_beats_choice, 0.5);
+
+    // P(g(1) > g(2)): D = g1 - g2 = 25/18 - 10/7 = -5/126;
+    // Var(D) = (2/63)/1.44 + (2/21)/1.96 - 2 (1/21)/(1.2 * 1.4) = 0.0139475...
+    // z = -0.33602, Phi(z) = 0.36843.
+    assert!(
+        (c1.prob_beats_choice - 0.368_43).abs() < 1e-4,
+        "{}",
+        c1.prob_beats_choice
+    );
+    // P(g(0) > g(2)): D = 1 - 10/7, Var(D) = (2/21)/1.96, z = -1.94422: 0.02593.
+    let c0 = &r.candidates[0];
+    assert!(
+        (c0.prob_beats_choice - 0.025_93).abs() < 1e-4,
+        "{}",
+        c0.prob_beats_choice
+    );
+    assert_eq!(c0.accepted_interval, [0.0, 0.0]);
+
+    // Positions: posterior means 2/3 and 1/2, raw rates 3/4 and 1/2.
+    assert_eq!(r.positions.len(), 2);
+    assert_eq!((r.positions[0].successes, r.positions[0].trials), (3, 4));
+    assert_eq!(r.positions[0].rate, Some(0.75));
+    assert_close!(r.positions[0].posterior_mean, 2.0 / 3.0);
+    assert_close!(r.positions[1].posterior_mean, 0.5);
+    assert!(r.positions.iter().all(|p| !p.from_prior));
+}
+
+#[test]
+fn positions_without_trials_use_the_prior_and_say_so() {
+    // Only k = 1 drafted: position 2 has no trials.
+    let h = histogram(2, &[(1, 1), (1, 0), (1, 1)]);
+    let r = Advisor::default()
+        .with_prior(3.0, 1.0)
+        .unwrap()
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    assert!(!r.positions[0].from_prior);
+    assert!(r.positions[1].from_prior);
+    assert_eq!(r.positions[1].rate, None);
+    assert_close!(r.positions[1].posterior_mean, 0.75); // Beta(3, 1)
+    assert!(!r.candidates[1].uses_prior);
+    assert!(r.candidates[2].uses_prior);
+    // h_1 ~ Beta(3 + 2, 1 + 1): mean 5/7; E[S_2] = 5/7 (1 + 3/4).
+    assert_close!(r.candidates[2].expected_accepted, 5.0 / 7.0 * 1.75);
+    assert_eq!(r.prior.alpha, 3.0);
+}
+
+#[test]
+fn empty_histogram_is_all_prior() {
+    let h = AcceptanceHistogram::new(3).unwrap();
+    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    assert!(
+        r.positions
+            .iter()
+            .all(|p| p.from_prior && p.posterior_mean == 0.5)
+    );
+    // E[S_k] = 1 - 2^-k: goodputs 1, 1.5/1.1, 1.75/1.2, 1.875/1.3 -> k = 2.
+    assert_eq!(r.draft_len, 2);
+    assert_close!(r.expected_speedup, 1.75 / 1.2);
+    assert_eq!(r.num_spec_steps, 0);
+}
+
+#[test]
+fn ties_go_to_the_shorter_draft_and_zero_wins_when_nothing_beats_it() {
+    // Prior mean 1/2: drafting 1 gives 1.5 tokens at cost 1.5, exactly as
+    // good as not speculating.
+    let h = AcceptanceHistogram::new(1).unwrap();
+    let tie = StepCost::table(vec![1.0, 1.5]).unwrap();
+    let r = Advisor::default().recommend(&h, &tie);
+    assert_eq!(r.draft_len, 0);
+    assert_eq!(r.expected_speedup, 1.0);
+    assert_eq!(r.candidates[1].speedup, 1.0);
+    // Every draft rejected: nothing beats k = 0 even with cheap drafts.
+    let rejected = histogram(3, &[(3, 0); 500]);
+    let r = Advisor::default().recommend(&rejected, &StepCost::linear(1.0, 0.01).unwrap());
+    assert_eq!(r.draft_len, 0);
+    assert!(r.candidates.iter().skip(1).all(|c| c.speedup < 1.0));
+    // Equal goodput at k = 2 and 3 (everything accepted up to 2, nothing at
+    // 3, so E[a | 3] = E[a | 2] under a tiny prior): the shorter wins.
+    let h = histogram(3, &[(3, 2); 100_000]);
+    let r = Advisor::default()
+        .with_prior(1e-9, 1e-9)
+        .unwrap()
+        .recommend(&h, &StepCost::linear(1.0, 0.0).unwrap());
+    assert_eq!(r.draft_len, 2);
+}
+
+#[test]
+fn credible_level_sets_the_interval_width() {
+    let h = histogram(1, &[(1, 1), (1, 0), (1, 1), (1, 1)]);
+    let cost = StepCost::linear(1.0, 0.1).unwrap();
+    let narrow = Advisor::default().recommend(&h, &cost);
+    let wide = Advisor::default()
+        .with_credible_level(0.99)
+        .unwrap()
+        .recommend(&h, &cost);
+    let width = |r: &specdec_metrics::Recommendation| {
+        r.candidates[1].accepted_interval[1] - r.candidates[1].accepted_interval[0]
+    };
+    // Beta(4, 2): sd = sqrt(2/63); 90%: 2 * 1.6449 sd, 99%: 2 * 2.5758 sd.
+    let sd = (2.0f64 / 63.0).sqrt();
+    assert!((width(&narrow) - 2.0 * 1.644_853_627 * sd).abs() < 1e-8);
+    let upper = (2.0 / 3.0 + 2.575_829_304 * sd).min(1.0);
+    let lower = 2.0 / 3.0 - 2.575_829_304 * sd;
+    assert!((width(&wide) - (upper - lower)).abs() < 1e-8);
+    assert_eq!(wide.credible_level, 0.99);
+    assert!(Advisor::default().with_credible_level(0.0).is_err());
+    assert!(Advisor::default().with_credible_level(f64::NAN).is_err());
+    assert!(Advisor::default().with_prior(1.0, f64::INFINITY).is_err());
+    assert!(Advisor::default().with_prior(-1.0, 1.0).is_err());
+}
+
+#[test]
+fn bad_costs_are_errors_that_name_the_value() {
+    let cases: Vec<(Result<StepCost, CostError>, &str)> = vec![
+        (
+            StepCost::linear(0.0, 0.1),
+            "the base cost is 0; a step cost must be more than zero",
+        ),
+        (
+            StepCost::linear(-1.0, 0.1),
+            "the base cost is -1; a step cost must be more than zero",
+        ),
+        (
+            StepCost::linear(f64::NAN, 0.1),
+            "the base cost is NaN; a step cost must be a finite number",
+        ),
+        (
+            StepCost::linear(1.0, f64::INFINITY),
+            "the cost per draft token is inf; a step cost must be a finite number",
+        ),
+        (
+            StepCost::linear(1.0, -0.5),
+            "the cost per draft token is -0.5; it must be zero or more",
+        ),
+        (
+            StepCost::linear(1.0, 1e307),
+            "the linear step cost overflows at draft length 18",
+        ),
+        (
+            StepCost::table(vec![1.0, 2.0, 0.0]),
+            "the cost of draft length 2 is 0; a step cost must be more than zero",
+        ),
+        (
+            StepCost::table(vec![f64::NEG_INFINITY]),
+            "the cost of draft length 0 is -inf; a step cost must be a finite number",
+        ),
+        (
+            StepCost::table(vec![]),
+            "the step cost table has 0 entries but max_draft_len 0 needs 1 (one per draft length 0..=0)",
+        ),
+    ];
+    for (result, message) in cases {
+        assert_eq!(result.unwrap_err().to_string(), message);
+    }
+    assert_eq!(
+        StepCost::table(vec![1.0, -3.0]),
+        Err(CostError::NotPositive {
+            term: CostTerm::Table { draft_len: 1 },
+            value: -3.0
+        })
+    );
+}
+
+#[test]
+fn a_table_must_cover_every_draft_length() {
+    let h = AcceptanceHistogram::new(3).unwrap();
+    let short = StepCost::table(vec![1.0, 1.1, 1.2]).unwrap();
+    let long = StepCost::table(vec![1.0, 1.1, 1.2, 1.3, 1.4]).unwrap();
+    let exact = StepCost::table(vec![1.0, 1.1, 1.2, 1.3]).unwrap();
+    let err = Advisor::default().try_recommend(&h, &short).unwrap_err();
+    assert_eq!(
+        err,
+        CostError::TableLength {
+            max_draft_len: 3,
+            found: 3
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "the step cost table has 3 entries but max_draft_len 3 needs 4 (one per draft length 0..=3)"
+    );
+    assert!(Advisor::default().try_recommend(&h, &long).is_err());
+    assert_eq!(
+        Advisor::default()
+            .try_recommend(&h, &exact)
+            .unwrap()
+            .candidates
+            .len(),
+        4
+    );
+    // Without the check, only the lengths the table covers are scored.
+    assert_eq!(Advisor::default().recommend(&h, &short).candidates.len(), 3);
+    assert_eq!(Advisor::default().recommend(&h, &long).candidates.len(), 4);
+    // The controller refuses it at construction.
+    let err = DraftController::new(3, short).unwrap_err();
+    assert_eq!(err.cost_table_len(), Some(3));
+    assert_eq!(
+        err.to_string(),
+        "the step cost table has 3 entries but max_draft_len 3 needs 4 (one per draft length 0..=3)"
+    );
+    assert!(DraftController::new(3, exact).is_ok());
+    let bad_k: ConfigError =
+        DraftController::new(65, StepCost::linear(1.0, 0.1).unwrap()).unwrap_err();
+    assert_eq!((bad_k.max_draft_len(), bad_k.cost_table_len()), (65, None));
+}
+
+#[test]
+fn recommendation_serializes_with_its_field_names() {
+    let h = histogram(2, &[(2, 1), (2, 2)]);
+    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let text = serde_json::to_string(&r).unwrap();
+    let order = [
+        "\"draft_len\"",
+        "\"expected_speedup\"",
+        "\"num_spec_steps\"",
+        "\"prior\"",
+        "\"credible_level\"",
+        "\"positions\"",
+        "\"candidates\"",
+    ];
+    let at: Vec<usize> = order.iter().map(|k| text.find(k).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        json["prior"],
+        serde_json::json!({"alpha": 1.0, "beta": 1.0})
+    );
+    assert_eq!(json["candidates"][2]["row_steps"], 2);
+    assert_eq!(
+        json["candidates"][1]["row_mean_accepted"],
+        serde_json::Value::Null
+    );
+    assert_eq!(json["positions"][1]["trials"], 2);
+}

@@ -1,0 +1,275 @@
+//! `DraftController` in closed loop with a simulated verifier: convergence,
+//! stability once settled, bounded reaction to a change of regime,
+//! exploration, and robustness to intervals that vary more than chance.
+//!
+//! `cargo test --release --test controller -- --nocapture` prints each run's
+//! choices, interval by interval.
+
+mod sim;
+
+use sim::{Rng, optimum, true_speedup, verify};
+use specdec_metrics::{
+    AcceptanceHistogram, DraftController, DraftPlan, EXPLORATION_PERIOD, StepCost,
+};
+
+const MAX: usize = 16;
+const COST_PER_TOKEN: f64 = 0.1;
+const STEPS_PER_INTERVAL: usize = 4000;
+
+/// Runs the loop for `updates` intervals; `alpha(interval, rng)` gives the
+/// acceptance of each step. Returns the choice after each update.
+fn run(
+    controller: &mut DraftController,
+    updates: usize,
+    seed: u64,
+    mut alpha: impl FnMut(usize, &mut Rng) -> f64,
+) -> Vec<usize> {
+    let mut rng = Rng::new(seed);
+    let mut step = 0u64;
+    let mut choices = Vec::with_capacity(updates);
+    for interval in 0..updates {
+        let mut window = AcceptanceHistogram::new(MAX).unwrap();
+        for _ in 0..STEPS_PER_INTERVAL {
+            let k = controller.draft_len_for(step);
+            step += 1;
+            let a = alpha(interval, &mut rng);
+            window.observe(k, verify(&mut rng, k, a)).unwrap();
+        }
+        controller.update(&window);
+        choices.push(controller.draft_len());
+    }
+    choices
+}
+
+fn controller() -> DraftController {
+    DraftController::new(MAX, StepCost::linear(1.0, COST_PER_TOKEN).unwrap()).unwrap()
+}
+
+fn switches(choices: &[usize]) -> usize {
+    choices.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
+/// Low acceptance, then high, then low again. After each change the
+/// controller must reach 95% of the optimum within `memory` updates (the
+/// documented bound), settle within 1% of it, and once settled switch at
+/// most twice in the phase.
+#[test]
+fn follows_a_change_of_regime_within_the_memory_and_then_holds() {
+    const PHASE: usize = 40;
+    let phases = [0.6, 0.9, 0.6];
+    let mut c = controller();
+    let memory = c.memory();
+    let choices = run(&mut c, PHASE * phases.len(), 11, |i, _| phases[i / PHASE]);
+    for (p, &alpha) in phases.iter().enumerate() {
+        let choices = &choices[p * PHASE..(p + 1) * PHASE];
+        let (k_opt, s_opt) = optimum(alpha, COST_PER_TOKEN, MAX);
+        let share = |k: usize| true_speedup(alpha, COST_PER_TOKEN, k) / s_opt;
+        let reaction = choices
+            .iter()
+            .position(|&k| share(k) >= 0.95)
+            .unwrap_or(PHASE)
+            + 1;
+        let settled = choices
+            .iter()
+            .position(|&k| share(k) >= 0.99)
+            .unwrap_or(PHASE);
+        let after = switches(&choices[settled..]);
+        println!(
+            "phase {p} (alpha {alpha}, best k {k_opt}): reaction {reaction} updates, \
+             within 1% from update {}, {after} switches after that; choices {choices:?}",
+            settled + 1
+        );
+        assert!(
+            reaction <= memory,
+            "phase {p}: {reaction} updates to reach 95%"
+        );
+        assert!(settled < PHASE / 2, "phase {p}: never settled within 1%");
+        assert!(
+            choices[settled..].iter().all(|&k| share(k) >= 0.97),
+            "phase {p}: left the optimum after settling: {choices:?}"
+        );
+        assert!(after <= 2, "phase {p}: {after} switches once settled");
+    }
+    // A few switches per change, not one per interval.
+    assert!(c.switches() <= 8, "{} switches in all", c.switches());
+    assert_eq!(c.updates(), (PHASE * phases.len()) as u64);
+}
+
+/// Steady acceptance: the choice converges and then stays put.
+#[test]
+fn steady_acceptance_converges_and_holds() {
+    for (alpha, seed) in [(0.5, 1), (0.7, 2), (0.8, 3), (0.95, 4)] {
+        let mut c = controller();
+        let choices = run(&mut c, 150, seed, |_, _| alpha);
+        let (k_opt, s_opt) = optimum(alpha, COST_PER_TOKEN, MAX);
+        let last = *choices.last().unwrap();
+        println!(
+            "alpha {alpha}: best k {k_opt}, {} switches, {choices:?}",
+            c.switches()
+        );
+        assert!(true_speedup(alpha, COST_PER_TOKEN, last) >= 0.99 * s_opt);
+        // Converged within 20 updates, then at most one switch (between two
+        // lengths whose goodputs differ by less than the evidence can show).
+        assert!(switches(&choices[20..]) <= 1, "alpha {alpha}: {choices:?}");
+        assert!(
+            c.switches() <= 4,
+            "alpha {alpha}: {} switches",
+            c.switches()
+        );
+    }
+}
+
+/// Intervals whose acceptance jitters by up to ±0.1 around 0.7 (a different
+/// mix of requests each interval): the controller measures the extra
+/// variability and does not chase it.
+#[test]
+fn jittery_intervals_are_not_mistaken_for_evidence() {
+    let mut c = controller();
+    let mut shift = 0.0;
+    let choices = run(&mut c, 150, 5, |_, rng| {
+        // One shift per interval: drawn at the interval's first step.
+        if rng.unit() < 1.0 / STEPS_PER_INTERVAL as f64 {
+            shift = (rng.unit() - 0.5) * 0.2;
+        }
+        0.7 + shift
+    });
+    println!(
+        "jitter: {} switches, {} regime changes, dispersion {:.2}: {choices:?}",
+        c.switches(),
+        c.regime_changes(),
+        c.dispersion()
+    );
+    assert!(c.dispersion() > 2.0, "dispersion {}", c.dispersion());
+    assert!(switches(&choices[10..]) <= 4, "{choices:?}");
+    let (_, s_opt) = optimum(0.7, COST_PER_TOKEN, MAX);
+    assert!(
+        choices[10..]
+            .iter()
+            .all(|&k| true_speedup(0.7, COST_PER_TOKEN, k) >= 0.95 * s_opt)
+    );
+}
+
+/// Not speculating is a choice the controller takes when drafts are useless
+/// and leaves when they become good.
+#[test]
+fn zero_is_reversible() {
+    let mut c = DraftController::new(8, StepCost::linear(1.0, 0.3).unwrap()).unwrap();
+    let mut rng = Rng::new(9);
+    let mut step = 0;
+    let mut choices = Vec::new();
+    for interval in 0..60 {
+        let alpha = if interval < 30 { 0.05 } else { 0.9 };
+        let mut window = AcceptanceHistogram::new(8).unwrap();
+        for _ in 0..STEPS_PER_INTERVAL {
+            let k = c.draft_len_for(step);
+            step += 1;
+            if k == 0 {
+                window.observe_undrafted();
+            } else {
+                window.observe(k, verify(&mut rng, k, alpha)).unwrap();
+            }
+        }
+        c.update(&window);
+        choices.push(c.draft_len());
+    }
+    println!("{choices:?}");
+    assert!(choices[2..30].iter().all(|&k| k == 0), "{choices:?}");
+    let (k_opt, s_opt) = optimum(0.9, 0.3, 8);
+    let last = *choices.last().unwrap();
+    assert!(
+        true_speedup(0.9, 0.3, last) >= 0.99 * s_opt,
+        "ended at {last}, best {k_opt}: {choices:?}"
+    );
+}
+
+#[test]
+fn exploration_is_one_step_in_32_at_twice_the_choice_plus_one() {
+    for max in [1, 5, 64] {
+        for choice in 0..=max {
+            let plan = DraftPlan::new(choice, max).unwrap();
+            let explore = (2 * choice + 1).min(max);
+            assert_eq!(plan.explore_len(), explore);
+            let lengths: Vec<usize> = (0..EXPLORATION_PERIOD * 10)
+                .map(|s| plan.draft_len_for(s))
+                .collect();
+            let explored = lengths
+                .iter()
+                .enumerate()
+                .filter(|&(s, &k)| {
+                    k != choice || s as u64 % EXPLORATION_PERIOD == EXPLORATION_PERIOD - 1
+                })
+                .count();
+            assert_eq!(explored, 10, "K {max}, choice {choice}");
+            assert!(lengths.iter().all(|&k| k == choice || k == explore));
+            assert_eq!(plan.draft_len_for(31), explore);
+            assert_eq!(plan.draft_len_for(32), choice);
+            assert_eq!(plan.draft_len_for(u64::MAX), explore); // u64::MAX % 32 == 31
+        }
+    }
+    assert!(DraftPlan::new(5, 4).is_err());
+    assert!(DraftPlan::new(0, 65).is_err());
+}
+
+#[test]
+fn plans_pack_into_one_word() {
+    for max in [1, 7, 64] {
+        for choice in 0..=max {
+            let plan = DraftPlan::new(choice, max).unwrap();
+            let bits = plan.to_bits();
+            assert_ne!(bits, 0);
+            assert_eq!(DraftPlan::from_bits(bits), Some(plan));
+        }
+    }
+    assert_eq!(DraftPlan::from_bits(0), None);
+    assert_eq!(DraftPlan::from_bits(u64::MAX), None);
+    // A draft length above 64, or an exploration shorter than the choice.
+    assert_eq!(DraftPlan::from_bits(1 << 16 | 70 << 8 | 65), None);
+    assert_eq!(DraftPlan::from_bits(1 << 16 | 2 << 8 | 3), None);
+    assert_eq!(
+        DraftPlan::from_bits(1 << 16 | 64 << 8 | 64),
+        DraftPlan::new(64, 64).ok()
+    );
+}
+
+#[test]
+fn parameters_are_checked() {
+    let c = controller();
+    assert_eq!(
+        (c.memory(), c.evidence(), c.max_draft_len()),
+        (8, 0.99, MAX)
+    );
+    assert!(controller().with_memory(0).is_err());
+    assert!(controller().with_memory(1025).is_err());
+    assert_eq!(controller().with_memory(3).unwrap().memory(), 3);
+    assert!(controller().with_evidence(0.5).is_err());
+    assert!(controller().with_evidence(1.0).is_err());
+    assert!(controller().with_evidence(f64::NAN).is_err());
+    assert_eq!(controller().with_evidence(0.9).unwrap().evidence(), 0.9);
+    assert_eq!(
+        controller().with_memory(0).unwrap_err().to_string(),
+        "memory is 0; expected a number of intervals in 1..=1024"
+    );
+    // An optimistic prior starts longer: mean 0.9 per position.
+    let optimistic = controller().with_prior(9.0, 1.0).unwrap();
+    assert!(optimistic.draft_len() > controller().draft_len());
+    assert!(controller().with_prior(0.0, 1.0).is_err());
+}
+
+/// A window from a histogram of another `K` is fine: only the controller's
+/// positions count.
+#[test]
+fn windows_of_any_k_are_accepted() {
+    let mut c = DraftController::new(2, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    let mut wide = AcceptanceHistogram::new(6).unwrap();
+    for _ in 0..1000 {
+        wide.observe(6, 6).unwrap();
+    }
+    c.update(&wide);
+    assert_eq!(c.remembered(), &[(1000, 1000), (1000, 1000)]);
+    assert_eq!(c.draft_len(), 2);
+    let mut narrow = AcceptanceHistogram::new(1).unwrap();
+    narrow.observe(1, 0).unwrap();
+    let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    c.update(&narrow);
+    assert_eq!(c.remembered(), &[(0, 1), (0, 0), (0, 0), (0, 0)]);
+}
