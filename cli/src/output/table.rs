@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use specdec_metrics::AcceptanceHistogram;
 
-use crate::replay::group_digits;
+use crate::format::{group_digits, percent};
 
 /// Renders `h` as text, ending in a newline.
 pub fn render(h: &AcceptanceHistogram) -> String {
@@ -130,10 +130,6 @@ pub fn render(h: &AcceptanceHistogram) -> String {
         }
     }
     out
-}
-
-fn percent(v: f64) -> String {
-    format!("{:.2}%", v * 100.0)
 }
 
 #[cfg(test)]
