@@ -383,6 +383,93 @@ fn replay_invalid_utf8_is_malformed() {
 }
 
 // ---------------------------------------------------------------------------
+// Line length limit
+
+/// A step line padded with spaces to exactly `len` bytes (newline excluded).
+fn padded_step(len: usize) -> String {
+    let step = r#"{"drafted":1,"accepted":1}"#;
+    format!("{step}{}", " ".repeat(len - step.len()))
+}
+
+#[test]
+fn replay_line_longer_than_the_limit_stops_the_run_and_names_the_line() {
+    let ok = SPEC_EXAMPLE.lines().next().unwrap();
+    for workers in [None, Some("2")] {
+        let run = |input: String| {
+            let mut cmd = replay_stdin(3, &input);
+            cmd.args(["--max-line-bytes", "1K"]);
+            if let Some(n) = workers {
+                cmd.args(["--workers", n]);
+            }
+            cmd.assert()
+        };
+        // At the limit: accepted, with or without a newline after it.
+        run(format!("{ok}\n{}\n{ok}\n", padded_step(1024))).success();
+        run(format!("{ok}\n{}", padded_step(1024))).success();
+        // One byte over: exit 2, no report, the line named.
+        for input in [
+            format!("{ok}\n{ok}\n{}\n{ok}\n", padded_step(1025)),
+            format!("{ok}\n{ok}\n{}", padded_step(1025)),
+            format!("{ok}\n{ok}\n{}\n", "x".repeat(100_000)),
+        ] {
+            run(input).code(2).stdout("").stderr(
+                "error: <stdin>: line 3 is longer than 1 KiB (--max-line-bytes); the rest of the input was not read\n",
+            );
+        }
+    }
+}
+
+/// `replay < /dev/zero` under a 1 GiB address-space limit: one endless
+/// line, which must be cut at the default limit (64 MiB) with exit status 2
+/// instead of growing until an allocation fails.
+#[test]
+fn replay_endless_line_stops_at_the_default_limit_in_bounded_memory() {
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    for workers in ["", "--workers 2"] {
+        let sh = format!(
+            "ulimit -v 1048576 && exec {} replay --max-draft-len 5 {workers} < /dev/zero",
+            bin.display()
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &sh])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "error: <stdin>: line 1 is longer than 64 MiB (--max-line-bytes); the rest of the input was not read\n",
+            "{out:?}"
+        );
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn max_line_bytes_takes_sizes_with_units() {
+    let long_line = format!("{}\n", padded_step(3000));
+    for (size, ok) in [
+        ("2999", false),
+        ("3000", true),
+        ("2K", false),
+        ("3KiB", true),
+        ("1M", true),
+        ("1MiB", true),
+        ("1G", true),
+    ] {
+        let assert = replay_stdin(3, &long_line)
+            .args(["--max-line-bytes", size])
+            .assert();
+        if ok {
+            assert.success();
+        } else {
+            assert
+                .code(2)
+                .stderr(predicate::str::contains("line 1 is longer than"));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Invalid steps: counted and warned, or --strict
 
 #[test]
@@ -529,6 +616,28 @@ fn bad_flag_values_are_errors_with_status_2() {
             "--max-warnings",
         ),
         (&["replay", "--max-draft-len", "3", "--bogus"], "--bogus"),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "0"],
+            "at least 1 byte",
+        ),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "12X"],
+            "\"12X\" is not a size",
+        ),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "M"],
+            "it needs a number",
+        ),
+        (
+            &[
+                "replay",
+                "--max-draft-len",
+                "3",
+                "--max-line-bytes",
+                "99999999999G",
+            ],
+            "\"99999999999G\" is too large",
+        ),
         (&["merge"], "REPORT"),
         (&["frobnicate"], "frobnicate"),
     ];

@@ -93,6 +93,16 @@ impl LineParser {
         self.parse_slow(line)
     }
 
+    /// Lets go of array buffers grown by a very long detailed report, so that
+    /// one such line does not hold its memory for the rest of the run.
+    pub fn shrink(&mut self) {
+        for v in [&mut self.drafted, &mut self.accepted] {
+            if v.capacity() > 1 << 17 {
+                *v = Vec::new();
+            }
+        }
+    }
+
     /// The serde path: every shape, every error.
     pub fn parse_slow<'p>(&'p mut self, line: &[u8]) -> Result<Record<'p>, ParseError> {
         self.drafted.clear();

@@ -21,7 +21,7 @@ mod diagnostics;
 mod input;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -31,6 +31,7 @@ use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
 use self::input::{LineParser, Record};
 use crate::error::CliError;
+use crate::format::{excerpt, format_bytes};
 use crate::output::{OutputArgs, output};
 
 /// The flags of `replay`.
@@ -51,11 +52,48 @@ pub struct Args {
     /// Print at most N warnings about invalid steps, then only their count.
     #[arg(long, value_name = "N", default_value_t = 10)]
     max_warnings: u64,
+    /// The longest line accepted, in bytes (the line terminator not
+    /// counted), with an optional suffix K, M or G (KiB, MiB, GiB). A longer
+    /// line stops the run with exit status 2; memory stays bounded by a
+    /// small multiple of this limit whatever the input.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    max_line_bytes: u64,
     #[command(flatten)]
     output: OutputArgs,
     /// The JSON Lines input; standard input when absent or "-".
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
+}
+
+/// `4096`, `64K`, `64KiB`, `64M`, `64MiB`, `1G`, `1GiB` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let shift = match unit {
+        "" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{} is not a size: write a whole number of bytes, optionally followed by K, M or G (KiB, MiB, GiB)",
+                excerpt(s)
+            ));
+        }
+    };
+    if digits.is_empty() {
+        return Err(format!("{} is not a size: it needs a number", excerpt(s)));
+    }
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| usize::try_from(n).is_ok())
+        .ok_or_else(|| format!("{} is too large", excerpt(s)))?;
+    if bytes == 0 {
+        return Err("the limit must be at least 1 byte".into());
+    }
+    Ok(bytes)
 }
 
 fn parse_max_draft_len(s: &str) -> Result<usize, String> {
@@ -73,6 +111,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         workers: args.workers.map(usize::from),
         strict: args.strict,
         max_warnings: args.max_warnings,
+        max_line_bytes: args.max_line_bytes,
         progress: stderr_is_terminal(),
     };
     let hist = match args.file.as_deref() {
@@ -121,6 +160,8 @@ pub struct ReplayConfig {
     pub strict: bool,
     /// Rejected steps warned about one by one before only counting them.
     pub max_warnings: u64,
+    /// The longest line accepted (terminator excluded).
+    pub max_line_bytes: u64,
     /// Draw a progress line on standard error.
     pub progress: bool,
 }
@@ -135,9 +176,9 @@ pub fn replay<R: BufRead>(
     let result = match config.workers {
         None => {
             let mut hist = AcceptanceHistogram::new(config.max_draft_len).map_err(CliError::new)?;
-            read_all(input, &mut hist, &mut diag).map(|()| hist)
+            read_all(input, &mut hist, config, &mut diag).map(|()| hist)
         }
-        Some(n) => replay_with_workers(input, n, config.max_draft_len, &mut diag),
+        Some(n) => replay_with_workers(input, n, config, &mut diag),
     };
     diag.finish(result.is_ok());
     result
@@ -146,9 +187,10 @@ pub fn replay<R: BufRead>(
 fn replay_with_workers<R: BufRead>(
     input: R,
     workers: usize,
-    max_draft_len: usize,
+    config: &ReplayConfig,
     diag: &mut Diagnostics<'_>,
 ) -> Result<AcceptanceHistogram, CliError> {
+    let max_draft_len = config.max_draft_len;
     let recorder = Recorder::new(max_draft_len).map_err(CliError::new)?;
     // Bounded both ways: at most 2N full batches wait for a worker, and
     // emptied batches come back for reuse instead of being reallocated.
@@ -172,7 +214,7 @@ fn replay_with_workers<R: BufRead>(
             empty: empty_rx,
             max_draft_len,
         };
-        let read = read_all(input, &mut sink, diag);
+        let read = read_all(input, &mut sink, config, diag);
         if read.is_ok() {
             sink.flush();
         }
@@ -296,28 +338,44 @@ impl Sink for BatchSink {
 }
 
 /// Reads every line of `input` into `sink`. Stops at the first malformed
-/// line (or, with `--strict`, the first invalid step).
+/// line, the first line longer than `config.max_line_bytes` (or, with
+/// `--strict`, the first invalid step).
 fn read_all<R: BufRead, S: Sink>(
     mut input: R,
     sink: &mut S,
+    config: &ReplayConfig,
     diag: &mut Diagnostics<'_>,
 ) -> Result<(), CliError> {
     let mut line = Vec::with_capacity(256);
     let mut parser = LineParser::new();
     let mut line_no: u64 = 0;
+    // One byte more than a line may hold: reading that many without meeting
+    // a newline proves the line too long, and nothing more is ever buffered.
+    let read_limit = config.max_line_bytes.saturating_add(1);
     loop {
         line.clear();
-        let n = input.read_until(b'\n', &mut line).map_err(|e| {
-            CliError::new(format!(
-                "{}: read error after line {line_no}: {e}",
-                diag.source.name
-            ))
-        })?;
+        let n = input
+            .by_ref()
+            .take(read_limit)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| {
+                CliError::new(format!(
+                    "{}: read error after line {line_no}: {e}",
+                    diag.source.name
+                ))
+            })?;
         if n == 0 {
             return Ok(());
         }
         line_no += 1;
         diag.bytes += n as u64;
+        if n as u64 == read_limit && line.last() != Some(&b'\n') {
+            return Err(line_too_long(
+                diag.source.name,
+                line_no,
+                config.max_line_bytes,
+            ));
+        }
         match parser.parse(&line) {
             Ok(Record::Step { drafted, accepted }) => {
                 diag.steps += 1;
@@ -352,7 +410,16 @@ fn read_all<R: BufRead, S: Sink>(
             // Do not keep a huge buffer after one huge line.
             line = Vec::with_capacity(256);
         }
+        parser.shrink();
     }
+}
+
+#[cold]
+fn line_too_long(source: &str, line_no: u64, limit: u64) -> CliError {
+    CliError::new(format!(
+        "{source}: line {line_no} is longer than {} (--max-line-bytes); the rest of the input was not read",
+        format_bytes(limit)
+    ))
 }
 
 #[cfg(test)]
