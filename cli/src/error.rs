@@ -1,5 +1,5 @@
-//! The error every subcommand returns: a message for the user, printed as
-//! `error: <message>` on standard error, exit status 2.
+//! The error every subcommand returns: one or more messages for the user,
+//! each printed as `error: <message>` on standard error, exit status 2.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -7,22 +7,44 @@ use std::process::ExitCode;
 
 /// An error for the user: printed as `error: <message>`, exit status 2.
 #[derive(Debug)]
-pub struct CliError(String);
+pub struct CliError {
+    first: String,
+    /// Further errors of the same run (the report could not be written,
+    /// and neither could the plot), printed after the first.
+    more: Vec<String>,
+}
 
 impl CliError {
     pub fn new(msg: impl fmt::Display) -> Self {
-        Self(msg.to_string())
+        Self {
+            first: msg.to_string(),
+            more: Vec::new(),
+        }
     }
 
-    /// Prints the message on standard error; the exit status for it.
+    /// This error followed by `other`.
+    pub fn and(mut self, other: CliError) -> Self {
+        self.more.push(other.first);
+        self.more.extend(other.more);
+        self
+    }
+
+    /// Prints the messages on standard error; the exit status for them.
     pub fn exit(self) -> ExitCode {
-        let _ = writeln!(io::stderr(), "error: {self}");
+        let mut err = io::stderr().lock();
+        for msg in std::iter::once(&self.first).chain(&self.more) {
+            let _ = writeln!(err, "error: {msg}");
+        }
         ExitCode::from(2)
     }
 }
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.first)?;
+        for msg in &self.more {
+            write!(f, "; {msg}")?;
+        }
+        Ok(())
     }
 }

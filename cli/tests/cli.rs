@@ -796,6 +796,137 @@ fn replay_plot_to_an_unwritable_path_is_an_error_after_the_report() {
 }
 
 // ---------------------------------------------------------------------------
+// Standard output that cannot take the report
+
+/// Runs `replay --max-draft-len 3 ARGS` on SPEC_EXAMPLE through `sh`, with
+/// `redirect` applied to its standard output.
+fn replay_redirected(args: &str, redirect: &str) -> std::process::Output {
+    let dir = TempDir::new().unwrap();
+    let input = write(&dir, "in.jsonl", SPEC_EXAMPLE);
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let sh = format!(
+        "exec {} replay --max-draft-len 3 {args} {} {redirect}",
+        bin.display(),
+        input.display()
+    );
+    std::process::Command::new("sh")
+        .args(["-c", &sh])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn replay_with_standard_output_closed_is_an_error_and_still_plots() {
+    let out = replay_redirected("", ">&-");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the report was not written\n"
+    );
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    let out = replay_redirected(&format!("--plot {}", svg.display()), ">&-");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // Standard output on /dev/null, deliberately: not an error.
+    let out = replay_redirected("", ">/dev/null");
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    // Neither is the same through Command (write-only /dev/null).
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+        .args(["replay", "--max-draft-len", "3"])
+        .stdin(fs::File::open(write(&dir, "in.jsonl", SPEC_EXAMPLE)).unwrap())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[test]
+fn merge_with_standard_output_closed_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let r = write(&dir, "r.json", SPEC_REPORT);
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec {} merge {} >&-", bin.display(), r.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the report was not written\n"
+    );
+}
+
+#[test]
+fn replay_to_a_full_disk_is_an_error_and_still_plots() {
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    let out = replay_redirected(&format!("--plot {}", svg.display()), ">/dev/full");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: cannot write to standard output: No space left on device (os error 28); the report was not written\n"
+    );
+    assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // Both lost: both said.
+    let out = replay_redirected(
+        &format!("--plot {}", dir.path().join("no-dir/h.svg").display()),
+        ">/dev/full",
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].starts_with("error: cannot write to standard output"));
+    assert!(lines[1].starts_with("error: cannot write the plot to"));
+}
+
+/// `| true`: the reader is gone before the report is written. Nothing to
+/// say about that, but the plot is written all the same.
+#[test]
+fn replay_to_a_reader_that_left_still_plots_and_stays_quiet() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    for format in ["json", "table"] {
+        let mut child =
+            std::process::Command::new(assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+                .args([
+                    "replay",
+                    "--max-draft-len",
+                    "3",
+                    "--format",
+                    format,
+                    "--plot",
+                ])
+                .arg(&svg)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+        // Close the read end first: the report is written only after the
+        // whole input is read, so it meets a pipe without a reader (EPIPE).
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(SPEC_EXAMPLE.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stderr.is_empty(), "{out:?}");
+        let text = fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<svg"));
+        fs::remove_file(&svg).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // merge
 
 #[test]
