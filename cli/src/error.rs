@@ -1,9 +1,13 @@
 //! The error every subcommand returns: one or more messages for the user,
 //! each printed as `error: <message>` on standard error, exit status 2.
+//! Every message is [sanitized](crate::format::sanitize) as it is printed,
+//! whatever input it came to quote.
 
 use std::fmt;
 use std::io::{self, Write};
 use std::process::ExitCode;
+
+use crate::format::sanitize;
 
 /// An error for the user: printed as `error: <message>`, exit status 2.
 #[derive(Debug)]
@@ -33,7 +37,7 @@ impl CliError {
     pub fn exit(self) -> ExitCode {
         let mut err = io::stderr().lock();
         for msg in std::iter::once(&self.first).chain(&self.more) {
-            let _ = writeln!(err, "error: {msg}");
+            let _ = writeln!(err, "error: {}", sanitize(msg));
         }
         ExitCode::from(2)
     }

@@ -55,6 +55,39 @@ pub fn excerpt(s: &str) -> String {
     out
 }
 
+/// The longest message printed whole; a longer one keeps its head and tail.
+const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// A whole message made safe to print, whatever input it came to carry
+/// (a file name, text from a library's error): control and invisible
+/// formatting characters escaped as in [`excerpt`], and, past
+/// [`MAX_MESSAGE_CHARS`] characters, the middle cut out. Messages quote
+/// input through [`excerpt`] already; this is the net under them.
+pub fn sanitize(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(4 * MAX_MESSAGE_CHARS));
+    let count = msg.chars().count();
+    let (head, tail) = (MAX_MESSAGE_CHARS * 3 / 4, MAX_MESSAGE_CHARS / 4);
+    for (i, c) in msg.chars().enumerate() {
+        if count > MAX_MESSAGE_CHARS && i == head {
+            let _ = write!(
+                out,
+                "…[{} characters cut]…",
+                group_digits((count - head - tail) as u64)
+            );
+        }
+        if count > MAX_MESSAGE_CHARS && (head..count - tail).contains(&i) {
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => push_hidden_escaped(&mut out, c),
+        }
+    }
+    out
+}
+
 /// Pushes `c`, escaped when it must not reach a terminal as it is.
 fn push_escaped(out: &mut String, c: char) {
     match c {
@@ -63,13 +96,19 @@ fn push_escaped(out: &mut String, c: char) {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
         '\t' => out.push_str("\\t"),
-        c if is_hidden(c) => {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                let _ = write!(out, "\\u{unit:04x}");
-            }
+        c => push_hidden_escaped(out, c),
+    }
+}
+
+/// Pushes `c`, as a JSON `\u` escape if it is [hidden](is_hidden).
+fn push_hidden_escaped(out: &mut String, c: char) {
+    if is_hidden(c) {
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units) {
+            let _ = write!(out, "\\u{unit:04x}");
         }
-        c => out.push(c),
+    } else {
+        out.push(c);
     }
 }
 
@@ -138,6 +177,31 @@ mod tests {
         // Cut by characters, never inside one.
         let wide = "é".repeat(100);
         assert!(excerpt(&wide).starts_with(&format!("\"{}…", "é".repeat(EXCERPT_CHARS))));
+    }
+
+    #[test]
+    fn messages_are_sanitized() {
+        assert_eq!(
+            sanitize("x.json: unknown field `\u{1b}]0;t\u{7}`, expected \"a\""),
+            "x.json: unknown field `\\u001b]0;t\\u0007`, expected \"a\""
+        );
+        assert_eq!(sanitize("a\nb"), "a\\nb");
+        let short = "s".repeat(MAX_MESSAGE_CHARS);
+        assert_eq!(sanitize(&short), short);
+        let long = format!(
+            "{}{}{}",
+            "h".repeat(750),
+            "m".repeat(1_000_000),
+            "t".repeat(250)
+        );
+        assert_eq!(
+            sanitize(&long),
+            format!(
+                "{}…[1,000,000 characters cut]…{}",
+                "h".repeat(750),
+                "t".repeat(250)
+            )
+        );
     }
 
     #[test]

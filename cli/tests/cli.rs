@@ -288,7 +288,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         ),
         (
             r#"{"drafted":2,"accepted":1.5}"#,
-            "\"accepted\" must be an integer >= 0, got the number 1.5",
+            "\"accepted\" must be an integer >= 0, got the fraction 1.5",
         ),
         (
             r#"{"drafted":"2","accepted":1}"#,
@@ -296,7 +296,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         ),
         (
             r#"{"drafted":18446744073709551616,"accepted":1}"#,
-            "\"drafted\" must be an integer >= 0",
+            "\"drafted\" is too large",
         ),
         (
             r#"{"drafted":2,"accepted":1,"request":"r1"}"#,
@@ -379,7 +379,133 @@ fn replay_invalid_utf8_is_malformed() {
         .write_stdin(input)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("line 2: not valid JSON"));
+        .stderr(predicate::str::contains(
+            "line 2: not valid UTF-8 (byte FF at column 18)",
+        ));
+}
+
+/// One rule: a line is UTF-8 text throughout, and a lone surrogate escape
+/// is malformed in a key and in an ignored value alike.
+#[test]
+fn replay_invalid_text_is_malformed_in_ignored_values_too() {
+    let report = |extra: &[u8]| {
+        let mut line = br#"{"per_step_drafted":[1],"per_step_accepted":[1],"#.to_vec();
+        line.extend_from_slice(extra);
+        line.extend_from_slice(b"}\n");
+        line
+    };
+    for (extra, message) in [
+        (
+            &b"\"prompt\":\"caf\xe9\""[..],
+            "line 1: not valid UTF-8 (byte E9 at column 62)",
+        ),
+        (
+            b"\"caf\xe9\":0",
+            "line 1: not valid UTF-8 (byte E9 at column 53)",
+        ),
+        (
+            br#""prompt":"\ud800""#,
+            "line 1: a \\u escape that is half a surrogate pair, alone",
+        ),
+        (
+            br#""\ud800":0"#,
+            "line 1: a \\u escape that is half a surrogate pair, alone",
+        ),
+    ] {
+        bin()
+            .args(["replay", "--max-draft-len", "2"])
+            .write_stdin(report(extra))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(message));
+    }
+    // Well-formed text anywhere is fine.
+    bin()
+        .args(["replay", "--max-draft-len", "2"])
+        .write_stdin(report("\"prompt\":\"café ✓ \\ud83d\\ude00\"".as_bytes()))
+        .assert()
+        .success();
+}
+
+#[test]
+fn replay_messages_say_what_is_wrong_with_a_number() {
+    for (line, message) in [
+        (
+            r#"{"drafted": 1.0, "accepted": 0}"#,
+            "error: <stdin>: line 1: \"drafted\" must be an integer >= 0, got 1.0, a whole number written with a decimal point or an exponent (write it as 1)\n",
+        ),
+        (
+            r#"{"drafted": 18446744073709551616, "accepted": 0}"#,
+            "error: <stdin>: line 1: \"drafted\" is too large: a count is at most 18446744073709551615\n",
+        ),
+        (
+            r#"{"per_step_drafted": [2, 0.5], "per_step_accepted": [0, 0]}"#,
+            "error: <stdin>: line 1: \"per_step_drafted\"[1] must be an integer >= 0, got the fraction 0.5\n",
+        ),
+    ] {
+        replay_stdin(3, &format!("{line}\n"))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(message);
+    }
+}
+
+#[test]
+fn replay_names_a_byte_order_mark() {
+    let dir = TempDir::new().unwrap();
+    let path = write(&dir, "bom.jsonl", &format!("\u{feff}{SPEC_EXAMPLE}"));
+    bin()
+        .args(["replay", "--max-draft-len", "3"])
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "error: {}: line 1: the line starts with a byte-order mark (bytes EF BB BF), which JSON does not allow; remove it (an editor's \"UTF-8 without BOM\")\n",
+            path.display()
+        ));
+}
+
+#[test]
+fn replay_messages_escape_and_cut_the_input_they_quote() {
+    let out = replay_stdin(3, "{\"\\u001b]0;pwned\\u0007\": 1}\n")
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = out.stderr;
+    assert!(
+        !stderr.iter().any(|&b| b < 0x20 && b != b'\n'),
+        "control bytes reach the terminal: {:?}",
+        String::from_utf8_lossy(&stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&stderr)
+            .starts_with(r#"error: <stdin>: line 1: unknown key "\u001b]0;pwned\u0007" and none"#),
+        "{}",
+        String::from_utf8_lossy(&stderr)
+    );
+    // A 4 MB key: a short excerpt, not the key.
+    let key = "k".repeat(4 << 20);
+    let out = replay_stdin(
+        3,
+        &format!("{{\"drafted\":1,\"accepted\":1,\"{key}\":0}}\n"),
+    )
+    .assert()
+    .code(2)
+    .get_output()
+    .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.len() < 300, "{} bytes of message", stderr.len());
+    assert!(
+        stderr.contains(&format!(
+            "unexpected key \"{}…\" (4,194,304 bytes)",
+            "k".repeat(40)
+        )),
+        "{stderr}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -597,7 +723,15 @@ fn bad_flag_values_are_errors_with_status_2() {
         (&["replay", "--max-draft-len", "65"], "1..=64"),
         (
             &["replay", "--max-draft-len", "three"],
-            "not a whole number",
+            "\"three\" is not a whole number: K must be a whole number in 1..=64",
+        ),
+        (
+            &["replay", "--max-draft-len", "18446744073709551616"],
+            "\"18446744073709551616\" is too large: K must be in 1..=64",
+        ),
+        (
+            &["replay", "--max-draft-len", "1.0"],
+            "\"1.0\" is not a whole number",
         ),
         (
             &["replay", "--max-draft-len", "3", "--workers", "0"],
@@ -1034,6 +1168,42 @@ fn merge_errors_name_the_file() {
         &[&k3, &missing],
         &format!("cannot open {}", missing.display()),
     );
+}
+
+#[test]
+fn merge_messages_escape_and_cut_what_the_report_holds() {
+    let dir = TempDir::new().unwrap();
+    let key = format!("\\u001b]0;pwned\\u0007{}", "k".repeat(1 << 20));
+    let bad = write(
+        &dir,
+        "bad.json",
+        &SPEC_REPORT.replace(
+            "\"num_spec_steps\"",
+            &format!("\"{key}\":1,\"num_spec_steps\""),
+        ),
+    );
+    let out = bin()
+        .arg("merge")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = out.stderr;
+    assert!(
+        !stderr.iter().any(|&b| b < 0x20 && b != b'\n'),
+        "control bytes reach the terminal"
+    );
+    assert!(stderr.len() < 1200, "{} bytes of message", stderr.len());
+    let stderr = String::from_utf8(stderr).unwrap();
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: not a valid report: unknown field `\\u001b]0;pwned\\u0007kkk",
+            bad.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("characters cut]"), "{stderr}");
 }
 
 #[test]

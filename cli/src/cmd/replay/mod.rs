@@ -22,16 +22,17 @@ mod input;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
-use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
+use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker, layout};
 
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
 use self::input::{LineParser, Record};
 use crate::error::CliError;
-use crate::format::{excerpt, format_bytes};
+use crate::format::{excerpt, format_bytes, sanitize};
 use crate::output::{OutputArgs, output};
 
 /// The flags of `replay`.
@@ -97,9 +98,21 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn parse_max_draft_len(s: &str) -> Result<usize, String> {
-    let k: usize = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    let k: usize = s.parse().map_err(|e: std::num::ParseIntError| {
+        let (min, max) = (layout::MIN_MAX_DRAFT_LEN, layout::MAX_MAX_DRAFT_LEN);
+        match e.kind() {
+            IntErrorKind::PosOverflow => {
+                format!("{} is too large: K must be in {min}..={max}", excerpt(s))
+            }
+            IntErrorKind::Empty => {
+                format!("it is empty: K must be a whole number in {min}..={max}")
+            }
+            _ => format!(
+                "{} is not a whole number: K must be a whole number in {min}..={max}",
+                excerpt(s)
+            ),
+        }
+    })?;
     AcceptanceHistogram::new(k).map_err(|e| e.to_string())?;
     Ok(k)
 }
@@ -116,7 +129,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let hist = match args.file.as_deref() {
         Some(path) if path != Path::new("-") => {
-            let name = path.display().to_string();
+            let name = sanitize(&path.display().to_string());
             let file =
                 File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
             let len = file
@@ -387,7 +400,9 @@ fn read_all<R: BufRead, S: Sink>(
                 diag.steps += 1;
                 sink.undrafted();
             }
-            Ok(Record::Detailed { drafted, accepted }) => {
+            Ok(Record::Detailed {
+                drafted, accepted, ..
+            }) => {
                 diag.steps += drafted.len() as u64;
                 for (i, (&k, &a)) in drafted.iter().zip(accepted).enumerate() {
                     if let Err(e) = sink.step(k, a) {
