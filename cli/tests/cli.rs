@@ -663,6 +663,53 @@ fn replay_strict_stops_at_the_first_invalid_step() {
 }
 
 #[test]
+fn replay_warns_about_a_detailed_report_with_another_k() {
+    let input = r#"{"num_spec_tokens":3,"per_step_drafted":[3],"per_step_accepted":[1]}
+{"num_spec_tokens":5,"per_step_drafted":[3,2],"per_step_accepted":[3,0]}
+{"num_spec_tokens":2,"per_step_drafted":[2],"per_step_accepted":[2]}
+{"per_step_drafted":[1],"per_step_accepted":[1]}
+"#;
+    let mut expected = AcceptanceHistogram::new(3).unwrap();
+    for (k, a) in [(3, 1), (3, 3), (2, 0), (2, 2), (1, 1)] {
+        expected.observe(k, a).unwrap();
+    }
+    for workers in [None, Some("2")] {
+        let mut cmd = replay_stdin(3, input);
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        // Warned, line by line; the steps are replayed against K = 3.
+        cmd.assert().success().stdout(report(&expected)).stderr(
+            "warning: <stdin>: line 2: the detailed report's num_spec_tokens is 5, not --max-draft-len 3; its steps are replayed with K = 3
+warning: <stdin>: line 3: the detailed report's num_spec_tokens is 2, not --max-draft-len 3; its steps are replayed with K = 3
+",
+        );
+        let mut cmd = replay_stdin(3, input);
+        cmd.arg("--strict");
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        cmd.assert().code(2).stdout("").stderr(
+            "error: <stdin>: line 2: the detailed report's num_spec_tokens is 5, not --max-draft-len 3 (--strict)\n",
+        );
+    }
+    // At most --max-warnings of them, then their count.
+    let many = r#"{"num_spec_tokens":4,"per_step_drafted":[1],"per_step_accepted":[0]}
+"#
+    .repeat(5);
+    replay_stdin(3, &many)
+        .args(["--max-warnings", "2"])
+        .assert()
+        .success()
+        .stderr(
+            "warning: <stdin>: line 1: the detailed report's num_spec_tokens is 4, not --max-draft-len 3; its steps are replayed with K = 3
+warning: <stdin>: line 2: the detailed report's num_spec_tokens is 4, not --max-draft-len 3; its steps are replayed with K = 3
+warning: 3 more detailed reports whose num_spec_tokens is not --max-draft-len not shown (5 in all)
+",
+        );
+}
+
+#[test]
 fn replay_many_warnings_do_not_flood_stderr() {
     let input = "{\"drafted\":1,\"accepted\":2}\n".repeat(500);
     let out = replay_stdin(3, &input)

@@ -2,6 +2,7 @@
 //! warnings (the first few of each kind, then a count) and the progress
 //! line.
 
+use std::fmt;
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -18,14 +19,16 @@ pub struct Source<'a> {
     pub len: Option<u64>,
 }
 
-/// Everything written to standard error during a replay: warnings about
-/// rejected steps (the first few, then a count) and the progress line.
+/// Everything written to standard error during a replay: warnings (for
+/// each kind, the first few, then a count) and the progress line.
 pub struct Diagnostics<'a> {
     pub source: &'a Source<'a>,
     strict: bool,
     max_warnings: u64,
-    warned: u64,
-    rejected: u64,
+    /// Well-formed steps that no bucket can hold.
+    rejected: Tally,
+    /// Detailed reports whose own `num_spec_tokens` is not `K`.
+    other_k: Tally,
     pub steps: u64,
     pub bytes: u64,
     progress: Option<Progress>,
@@ -37,8 +40,8 @@ impl<'a> Diagnostics<'a> {
             source,
             strict,
             max_warnings,
-            warned: 0,
-            rejected: 0,
+            rejected: Tally::default(),
+            other_k: Tally::default(),
             steps: 0,
             bytes: 0,
             progress: progress.then(Progress::new),
@@ -64,16 +67,36 @@ impl<'a> Diagnostics<'a> {
         if self.strict {
             return Err(CliError::new(format!("{at}: {e} (--strict)")));
         }
-        self.rejected += 1;
-        if self.warned < self.max_warnings {
-            self.warned += 1;
-            self.clear_progress();
-            let _ = writeln!(
-                io::stderr(),
-                "warning: {at}: {e}; counted in num_rejected_observations"
-            );
+        if self.rejected.count(self.max_warnings) {
+            self.warn(format_args!(
+                "{at}: {e}; counted in num_rejected_observations"
+            ));
         }
         Ok(())
+    }
+
+    /// A detailed report at `line` whose own `num_spec_tokens` is
+    /// `report_k`, not the `K` of the replay: an error with `--strict`,
+    /// otherwise a warning (its steps are replayed against `K` all the
+    /// same).
+    #[cold]
+    pub fn other_k(&mut self, line: u64, report_k: u64, k: usize) -> Result<(), CliError> {
+        let what = format!(
+            "{}: line {line}: the detailed report's num_spec_tokens is {report_k}, not --max-draft-len {k}",
+            self.source.name
+        );
+        if self.strict {
+            return Err(CliError::new(format!("{what} (--strict)")));
+        }
+        if self.other_k.count(self.max_warnings) {
+            self.warn(format_args!("{what}; its steps are replayed with K = {k}"));
+        }
+        Ok(())
+    }
+
+    fn warn(&mut self, msg: fmt::Arguments<'_>) {
+        self.clear_progress();
+        let _ = writeln!(io::stderr(), "warning: {msg}");
     }
 
     pub fn tick(&mut self, lines: u64) {
@@ -91,14 +114,40 @@ impl<'a> Diagnostics<'a> {
     /// Clears the progress line and sums up the warnings not shown.
     pub fn finish(&mut self, ok: bool) {
         self.clear_progress();
-        if ok && self.rejected > self.warned {
-            let _ = writeln!(
-                io::stderr(),
-                "warning: {} more rejected observations not shown ({} in all, all counted in num_rejected_observations)",
-                self.rejected - self.warned,
-                self.rejected
-            );
+        if !ok {
+            return;
         }
+        let Tally { seen, warned } = self.rejected;
+        if seen > warned {
+            self.warn(format_args!(
+                "{} more rejected observations not shown ({seen} in all, all counted in num_rejected_observations)",
+                seen - warned
+            ));
+        }
+        let Tally { seen, warned } = self.other_k;
+        if seen > warned {
+            self.warn(format_args!(
+                "{} more detailed reports whose num_spec_tokens is not --max-draft-len not shown ({seen} in all)",
+                seen - warned
+            ));
+        }
+    }
+}
+
+/// How many warnings of one kind there were, and how many were printed.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    seen: u64,
+    warned: u64,
+}
+
+impl Tally {
+    /// Counts one more; whether to print it (at most `max` are).
+    fn count(&mut self, max: u64) -> bool {
+        self.seen += 1;
+        let print = self.warned < max;
+        self.warned += u64::from(print);
+        print
     }
 }
 

@@ -47,10 +47,12 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: Option<u16>,
     /// Stop with exit status 2 at the first invalid step instead of
-    /// counting it in num_rejected_observations.
+    /// counting it in num_rejected_observations, and at the first detailed
+    /// report whose num_spec_tokens is not K instead of warning.
     #[arg(long)]
     strict: bool,
-    /// Print at most N warnings about invalid steps, then only their count.
+    /// Print at most N warnings of each kind (invalid steps; detailed
+    /// reports whose num_spec_tokens is not K), then only their count.
     #[arg(long, value_name = "N", default_value_t = 10)]
     max_warnings: u64,
     /// The longest line accepted, in bytes (the line terminator not
@@ -169,9 +171,10 @@ pub struct ReplayConfig {
     pub max_draft_len: usize,
     /// `None`: record on the reading thread; `Some(n)`: n worker threads.
     pub workers: Option<usize>,
-    /// Stop at the first invalid step instead of counting it.
+    /// Stop at the first invalid step or report with another K instead of
+    /// warning.
     pub strict: bool,
-    /// Rejected steps warned about one by one before only counting them.
+    /// Warnings of each kind printed one by one before only counting them.
     pub max_warnings: u64,
     /// The longest line accepted (terminator excluded).
     pub max_line_bytes: u64,
@@ -401,8 +404,15 @@ fn read_all<R: BufRead, S: Sink>(
                 sink.undrafted();
             }
             Ok(Record::Detailed {
-                drafted, accepted, ..
+                drafted,
+                accepted,
+                num_spec_tokens,
             }) => {
+                if let Some(report_k) = num_spec_tokens
+                    && report_k != config.max_draft_len as u64
+                {
+                    diag.other_k(line_no, report_k, config.max_draft_len)?;
+                }
                 diag.steps += drafted.len() as u64;
                 for (i, (&k, &a)) in drafted.iter().zip(accepted).enumerate() {
                     if let Err(e) = sink.step(k, a) {
