@@ -960,7 +960,10 @@ fn replay_plot_writes_an_svg_heatmap() {
         assert!(text.contains(label), "missing text {label:?}");
     }
     assert!(text.contains("row-normalised (K = 3, 6 steps)"));
-    assert!(text.contains("share of the steps of row k"), "a titled colour bar");
+    assert!(
+        text.contains("share of the steps of row k"),
+        "a titled colour bar"
+    );
     assert_eq!(text.matches("<title>").count(), 10, "a tooltip per cell");
     assert!(text.contains("<title>k = 3, a = 3: 2 of 5 steps (40.0%)</title>"));
 }
