@@ -28,9 +28,14 @@
 //!
 //! Parsing has two paths. The fast path reads the two common shapes, a plain
 //! step and an undrafted step, straight from the bytes; whatever it does not
-//! recognise at once (escapes, other keys, odd numbers, errors) goes to the
-//! serde path, which is the authority: the fast path only ever accepts lines
-//! that the serde path reads the same way.
+//! recognise at once (escapes, other keys, odd numbers, a byte-order mark,
+//! errors) goes to the serde path, which is the authority: the fast path
+//! only ever accepts lines that the serde path reads the same way (checked
+//! by `fast_path_agrees_with_serde_path*` below). It earns its place: on a
+//! trace of 2,000,000 steps replay takes 0.069 s of CPU with it and 0.206 s
+//! with the serde path alone (2.99x), and 0.136 s (1.97x) with the quickest
+//! serde-only variant tried, a derived two-key struct tried first (README,
+//! "Throughput").
 
 use std::borrow::Cow;
 use std::fmt;
