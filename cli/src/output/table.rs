@@ -4,9 +4,10 @@
 //! accepted `a`, its full-acceptance rate (`H[k][k]` over the row's steps;
 //! `n/a` for `k = 0`, where nothing was drafted and the rate would be a
 //! meaningless 100%) and its mean accepted count; then the totals by
-//! accepted count, the summary figures of SPEC §3, and per position both
-//! acceptance rates (over all steps, as vLLM's log line, and over the steps
-//! that drafted the position). Every count has thousands separators.
+//! accepted count, the summary figures (steps, tokens, mean acceptance
+//! length, acceptance rate), and per position both acceptance rates (over
+//! all steps, as vLLM's log line, and over the steps that drafted the
+//! position). Every count has thousands separators.
 
 use std::fmt::Write as _;
 
