@@ -41,11 +41,13 @@ enum Command {
     ///
     /// Each line is a step {"drafted": k, "accepted": a}, an undrafted step
     /// {"undrafted": true}, or one request's vLLM detailed report with the
-    /// arrays "per_step_drafted" and "per_step_accepted" (other keys of a
-    /// report are ignored). Blank lines are skipped. A malformed line stops
-    /// the run (exit status 2); an invalid step (a > k or k > K) is counted
-    /// in num_rejected_observations and warned about, or stops the run
-    /// with --strict.
+    /// arrays "per_step_drafted" and "per_step_accepted" (its
+    /// num_spec_tokens is checked against K, its other keys are ignored).
+    /// Blank lines are skipped; every line must be UTF-8 text. A malformed
+    /// line, or one longer than --max-line-bytes, stops the run (exit status
+    /// 2); an invalid step (a > k or k > K) is counted in
+    /// num_rejected_observations and warned about, or stops the run with
+    /// --strict.
     Replay(cmd::replay::Args),
     /// Merge report files (one per engine or replica) into one report.
     ///

@@ -12,8 +12,9 @@
 //!   [`Worker`] of one shared [`Recorder`]; the
 //!   report is the recorder's snapshot once every worker is joined.
 //!
-//! Either way memory is bounded by the longest line plus, with workers, a
-//! fixed number of batches, whatever the length of the input. The report is
+//! Either way memory is bounded by the longest line, itself capped by
+//! `--max-line-bytes`, plus, with workers, a fixed number of batches,
+//! whatever the length of the input. The report is
 //! the same byte for byte: each step lands in the same counter whichever
 //! thread records it, and counts add up in any order.
 
