@@ -288,7 +288,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         ),
         (
             r#"{"drafted":2,"accepted":1.5}"#,
-            "\"accepted\" must be an integer >= 0, got the number 1.5",
+            "\"accepted\" must be an integer >= 0, got the fraction 1.5",
         ),
         (
             r#"{"drafted":"2","accepted":1}"#,
@@ -296,7 +296,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         ),
         (
             r#"{"drafted":18446744073709551616,"accepted":1}"#,
-            "\"drafted\" must be an integer >= 0",
+            "\"drafted\" is too large",
         ),
         (
             r#"{"drafted":2,"accepted":1,"request":"r1"}"#,
@@ -379,7 +379,220 @@ fn replay_invalid_utf8_is_malformed() {
         .write_stdin(input)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("line 2: not valid JSON"));
+        .stderr(predicate::str::contains(
+            "line 2: not valid UTF-8 (byte FF at column 18)",
+        ));
+}
+
+/// One rule: a line is UTF-8 text throughout, and a lone surrogate escape
+/// is malformed in a key and in an ignored value alike.
+#[test]
+fn replay_invalid_text_is_malformed_in_ignored_values_too() {
+    let report = |extra: &[u8]| {
+        let mut line = br#"{"per_step_drafted":[1],"per_step_accepted":[1],"#.to_vec();
+        line.extend_from_slice(extra);
+        line.extend_from_slice(b"}\n");
+        line
+    };
+    for (extra, message) in [
+        (
+            &b"\"prompt\":\"caf\xe9\""[..],
+            "line 1: not valid UTF-8 (byte E9 at column 62)",
+        ),
+        (
+            b"\"caf\xe9\":0",
+            "line 1: not valid UTF-8 (byte E9 at column 53)",
+        ),
+        (
+            br#""prompt":"\ud800""#,
+            "line 1: a \\u escape that is half a surrogate pair, alone",
+        ),
+        (
+            br#""\ud800":0"#,
+            "line 1: a \\u escape that is half a surrogate pair, alone",
+        ),
+    ] {
+        bin()
+            .args(["replay", "--max-draft-len", "2"])
+            .write_stdin(report(extra))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(message));
+    }
+    // Well-formed text anywhere is fine.
+    bin()
+        .args(["replay", "--max-draft-len", "2"])
+        .write_stdin(report("\"prompt\":\"café ✓ \\ud83d\\ude00\"".as_bytes()))
+        .assert()
+        .success();
+}
+
+#[test]
+fn replay_messages_say_what_is_wrong_with_a_number() {
+    for (line, message) in [
+        (
+            r#"{"drafted": 1.0, "accepted": 0}"#,
+            "error: <stdin>: line 1: \"drafted\" must be an integer >= 0, got 1.0, a whole number written with a decimal point or an exponent (write it as 1)\n",
+        ),
+        (
+            r#"{"drafted": 18446744073709551616, "accepted": 0}"#,
+            "error: <stdin>: line 1: \"drafted\" is too large: a count is at most 18446744073709551615\n",
+        ),
+        (
+            r#"{"per_step_drafted": [2, 0.5], "per_step_accepted": [0, 0]}"#,
+            "error: <stdin>: line 1: \"per_step_drafted\"[1] must be an integer >= 0, got the fraction 0.5\n",
+        ),
+    ] {
+        replay_stdin(3, &format!("{line}\n"))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(message);
+    }
+}
+
+#[test]
+fn replay_names_a_byte_order_mark() {
+    let dir = TempDir::new().unwrap();
+    let path = write(&dir, "bom.jsonl", &format!("\u{feff}{SPEC_EXAMPLE}"));
+    bin()
+        .args(["replay", "--max-draft-len", "3"])
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "error: {}: line 1: the line starts with a byte-order mark (bytes EF BB BF), which JSON does not allow; remove it (an editor's \"UTF-8 without BOM\")\n",
+            path.display()
+        ));
+}
+
+#[test]
+fn replay_messages_escape_and_cut_the_input_they_quote() {
+    let out = replay_stdin(3, "{\"\\u001b]0;pwned\\u0007\": 1}\n")
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = out.stderr;
+    assert!(
+        !stderr.iter().any(|&b| b < 0x20 && b != b'\n'),
+        "control bytes reach the terminal: {:?}",
+        String::from_utf8_lossy(&stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&stderr)
+            .starts_with(r#"error: <stdin>: line 1: unknown key "\u001b]0;pwned\u0007" and none"#),
+        "{}",
+        String::from_utf8_lossy(&stderr)
+    );
+    // A 4 MB key: a short excerpt, not the key.
+    let key = "k".repeat(4 << 20);
+    let out = replay_stdin(
+        3,
+        &format!("{{\"drafted\":1,\"accepted\":1,\"{key}\":0}}\n"),
+    )
+    .assert()
+    .code(2)
+    .get_output()
+    .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.len() < 300, "{} bytes of message", stderr.len());
+    assert!(
+        stderr.contains(&format!(
+            "unexpected key \"{}…\" (4,194,304 bytes)",
+            "k".repeat(40)
+        )),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Line length limit
+
+/// A step line padded with spaces to exactly `len` bytes (newline excluded).
+fn padded_step(len: usize) -> String {
+    let step = r#"{"drafted":1,"accepted":1}"#;
+    format!("{step}{}", " ".repeat(len - step.len()))
+}
+
+#[test]
+fn replay_line_longer_than_the_limit_stops_the_run_and_names_the_line() {
+    let ok = SPEC_EXAMPLE.lines().next().unwrap();
+    for workers in [None, Some("2")] {
+        let run = |input: String| {
+            let mut cmd = replay_stdin(3, &input);
+            cmd.args(["--max-line-bytes", "1K"]);
+            if let Some(n) = workers {
+                cmd.args(["--workers", n]);
+            }
+            cmd.assert()
+        };
+        // At the limit: accepted, with or without a newline after it.
+        run(format!("{ok}\n{}\n{ok}\n", padded_step(1024))).success();
+        run(format!("{ok}\n{}", padded_step(1024))).success();
+        // One byte over: exit 2, no report, the line named.
+        for input in [
+            format!("{ok}\n{ok}\n{}\n{ok}\n", padded_step(1025)),
+            format!("{ok}\n{ok}\n{}", padded_step(1025)),
+            format!("{ok}\n{ok}\n{}\n", "x".repeat(100_000)),
+        ] {
+            run(input).code(2).stdout("").stderr(
+                "error: <stdin>: line 3 is longer than 1 KiB (--max-line-bytes); the rest of the input was not read\n",
+            );
+        }
+    }
+}
+
+/// `replay < /dev/zero` under a 1 GiB address-space limit: one endless
+/// line, which must be cut at the default limit (64 MiB) with exit status 2
+/// instead of growing until an allocation fails.
+#[test]
+fn replay_endless_line_stops_at_the_default_limit_in_bounded_memory() {
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    for workers in ["", "--workers 2"] {
+        let sh = format!(
+            "ulimit -v 1048576 && exec {} replay --max-draft-len 5 {workers} < /dev/zero",
+            bin.display()
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &sh])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "error: <stdin>: line 1 is longer than 64 MiB (--max-line-bytes); the rest of the input was not read\n",
+            "{out:?}"
+        );
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn max_line_bytes_takes_sizes_with_units() {
+    let long_line = format!("{}\n", padded_step(3000));
+    for (size, ok) in [
+        ("2999", false),
+        ("3000", true),
+        ("2K", false),
+        ("3KiB", true),
+        ("1M", true),
+        ("1MiB", true),
+        ("1G", true),
+    ] {
+        let assert = replay_stdin(3, &long_line)
+            .args(["--max-line-bytes", size])
+            .assert();
+        if ok {
+            assert.success();
+        } else {
+            assert
+                .code(2)
+                .stderr(predicate::str::contains("line 1 is longer than"));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -450,6 +663,53 @@ fn replay_strict_stops_at_the_first_invalid_step() {
 }
 
 #[test]
+fn replay_warns_about_a_detailed_report_with_another_k() {
+    let input = r#"{"num_spec_tokens":3,"per_step_drafted":[3],"per_step_accepted":[1]}
+{"num_spec_tokens":5,"per_step_drafted":[3,2],"per_step_accepted":[3,0]}
+{"num_spec_tokens":2,"per_step_drafted":[2],"per_step_accepted":[2]}
+{"per_step_drafted":[1],"per_step_accepted":[1]}
+"#;
+    let mut expected = AcceptanceHistogram::new(3).unwrap();
+    for (k, a) in [(3, 1), (3, 3), (2, 0), (2, 2), (1, 1)] {
+        expected.observe(k, a).unwrap();
+    }
+    for workers in [None, Some("2")] {
+        let mut cmd = replay_stdin(3, input);
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        // Warned, line by line; the steps are replayed against K = 3.
+        cmd.assert().success().stdout(report(&expected)).stderr(
+            "warning: <stdin>: line 2: the detailed report's num_spec_tokens is 5, not --max-draft-len 3; its steps are replayed with K = 3
+warning: <stdin>: line 3: the detailed report's num_spec_tokens is 2, not --max-draft-len 3; its steps are replayed with K = 3
+",
+        );
+        let mut cmd = replay_stdin(3, input);
+        cmd.arg("--strict");
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        cmd.assert().code(2).stdout("").stderr(
+            "error: <stdin>: line 2: the detailed report's num_spec_tokens is 5, not --max-draft-len 3 (--strict)\n",
+        );
+    }
+    // At most --max-warnings of them, then their count.
+    let many = r#"{"num_spec_tokens":4,"per_step_drafted":[1],"per_step_accepted":[0]}
+"#
+    .repeat(5);
+    replay_stdin(3, &many)
+        .args(["--max-warnings", "2"])
+        .assert()
+        .success()
+        .stderr(
+            "warning: <stdin>: line 1: the detailed report's num_spec_tokens is 4, not --max-draft-len 3; its steps are replayed with K = 3
+warning: <stdin>: line 2: the detailed report's num_spec_tokens is 4, not --max-draft-len 3; its steps are replayed with K = 3
+warning: 3 more detailed reports whose num_spec_tokens is not --max-draft-len not shown (5 in all)
+",
+        );
+}
+
+#[test]
 fn replay_many_warnings_do_not_flood_stderr() {
     let input = "{\"drafted\":1,\"accepted\":2}\n".repeat(500);
     let out = replay_stdin(3, &input)
@@ -510,7 +770,15 @@ fn bad_flag_values_are_errors_with_status_2() {
         (&["replay", "--max-draft-len", "65"], "1..=64"),
         (
             &["replay", "--max-draft-len", "three"],
-            "not a whole number",
+            "\"three\" is not a whole number: K must be a whole number in 1..=64",
+        ),
+        (
+            &["replay", "--max-draft-len", "18446744073709551616"],
+            "\"18446744073709551616\" is too large: K must be in 1..=64",
+        ),
+        (
+            &["replay", "--max-draft-len", "1.0"],
+            "\"1.0\" is not a whole number",
         ),
         (
             &["replay", "--max-draft-len", "3", "--workers", "0"],
@@ -529,6 +797,28 @@ fn bad_flag_values_are_errors_with_status_2() {
             "--max-warnings",
         ),
         (&["replay", "--max-draft-len", "3", "--bogus"], "--bogus"),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "0"],
+            "at least 1 byte",
+        ),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "12X"],
+            "\"12X\" is not a size",
+        ),
+        (
+            &["replay", "--max-draft-len", "3", "--max-line-bytes", "M"],
+            "it needs a number",
+        ),
+        (
+            &[
+                "replay",
+                "--max-draft-len",
+                "3",
+                "--max-line-bytes",
+                "99999999999G",
+            ],
+            "\"99999999999G\" is too large",
+        ),
         (&["merge"], "REPORT"),
         (&["frobnicate"], "frobnicate"),
     ];
@@ -657,20 +947,25 @@ Acceptance histogram by draft length (K = num_spec_tokens = 3)
 fn replay_plot_writes_an_svg_heatmap() {
     let dir = TempDir::new().unwrap();
     let svg = dir.path().join("hist.svg");
-    replay_stdin(3, SPEC_EXAMPLE)
+    let input = format!("{SPEC_EXAMPLE}{{\"drafted\":0,\"accepted\":0}}\n");
+    replay_stdin(3, &input)
         .arg("--plot")
         .arg(&svg)
         .assert()
-        .success()
-        .stdout(SPEC_REPORT);
+        .success();
     let text = fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"), "{}", &text[..80]);
     assert!(text.trim_end().ends_with("</svg>"));
-    let lines: Vec<&str> = text.lines().map(str::trim).collect();
-    for label in ["40%", "20%", "3 (n=5)"] {
-        assert!(lines.contains(&label), "missing text {label:?}");
+    for label in [">40%</text>", ">20%</text>", ">n/a</text>", "3 (n=5)"] {
+        assert!(text.contains(label), "missing text {label:?}");
     }
-    assert!(text.contains("row-normalised (K = 3, 5 steps)"));
+    assert!(text.contains("row-normalised (K = 3, 6 steps)"));
+    assert!(
+        text.contains("share of the steps of row k"),
+        "a titled colour bar"
+    );
+    assert_eq!(text.matches("<title>").count(), 10, "a tooltip per cell");
+    assert!(text.contains("<title>k = 3, a = 3: 2 of 5 steps (40.0%)</title>"));
 }
 
 #[test]
@@ -684,6 +979,137 @@ fn replay_plot_to_an_unwritable_path_is_an_error_after_the_report() {
         .code(2)
         .stdout(SPEC_REPORT)
         .stderr(predicate::str::contains("cannot write the plot to"));
+}
+
+// ---------------------------------------------------------------------------
+// Standard output that cannot take the report
+
+/// Runs `replay --max-draft-len 3 ARGS` on SPEC_EXAMPLE through `sh`, with
+/// `redirect` applied to its standard output.
+fn replay_redirected(args: &str, redirect: &str) -> std::process::Output {
+    let dir = TempDir::new().unwrap();
+    let input = write(&dir, "in.jsonl", SPEC_EXAMPLE);
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let sh = format!(
+        "exec {} replay --max-draft-len 3 {args} {} {redirect}",
+        bin.display(),
+        input.display()
+    );
+    std::process::Command::new("sh")
+        .args(["-c", &sh])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn replay_with_standard_output_closed_is_an_error_and_still_plots() {
+    let out = replay_redirected("", ">&-");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the report was not written\n"
+    );
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    let out = replay_redirected(&format!("--plot {}", svg.display()), ">&-");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // Standard output on /dev/null, deliberately: not an error.
+    let out = replay_redirected("", ">/dev/null");
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    // Neither is the same through Command (write-only /dev/null).
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+        .args(["replay", "--max-draft-len", "3"])
+        .stdin(fs::File::open(write(&dir, "in.jsonl", SPEC_EXAMPLE)).unwrap())
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[test]
+fn merge_with_standard_output_closed_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let r = write(&dir, "r.json", SPEC_REPORT);
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec {} merge {} >&-", bin.display(), r.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the report was not written\n"
+    );
+}
+
+#[test]
+fn replay_to_a_full_disk_is_an_error_and_still_plots() {
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    let out = replay_redirected(&format!("--plot {}", svg.display()), ">/dev/full");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: cannot write to standard output: No space left on device (os error 28); the report was not written\n"
+    );
+    assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // Both lost: both said.
+    let out = replay_redirected(
+        &format!("--plot {}", dir.path().join("no-dir/h.svg").display()),
+        ">/dev/full",
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].starts_with("error: cannot write to standard output"));
+    assert!(lines[1].starts_with("error: cannot write the plot to"));
+}
+
+/// `| true`: the reader is gone before the report is written. Nothing to
+/// say about that, but the plot is written all the same.
+#[test]
+fn replay_to_a_reader_that_left_still_plots_and_stays_quiet() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let dir = TempDir::new().unwrap();
+    let svg = dir.path().join("hist.svg");
+    for format in ["json", "table"] {
+        let mut child =
+            std::process::Command::new(assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+                .args([
+                    "replay",
+                    "--max-draft-len",
+                    "3",
+                    "--format",
+                    format,
+                    "--plot",
+                ])
+                .arg(&svg)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+        // Close the read end first: the report is written only after the
+        // whole input is read, so it meets a pipe without a reader (EPIPE).
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(SPEC_EXAMPLE.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stderr.is_empty(), "{out:?}");
+        let text = fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<svg"));
+        fs::remove_file(&svg).unwrap();
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -794,6 +1220,42 @@ fn merge_errors_name_the_file() {
         &[&k3, &missing],
         &format!("cannot open {}", missing.display()),
     );
+}
+
+#[test]
+fn merge_messages_escape_and_cut_what_the_report_holds() {
+    let dir = TempDir::new().unwrap();
+    let key = format!("\\u001b]0;pwned\\u0007{}", "k".repeat(1 << 20));
+    let bad = write(
+        &dir,
+        "bad.json",
+        &SPEC_REPORT.replace(
+            "\"num_spec_steps\"",
+            &format!("\"{key}\":1,\"num_spec_steps\""),
+        ),
+    );
+    let out = bin()
+        .arg("merge")
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = out.stderr;
+    assert!(
+        !stderr.iter().any(|&b| b < 0x20 && b != b'\n'),
+        "control bytes reach the terminal"
+    );
+    assert!(stderr.len() < 1200, "{} bytes of message", stderr.len());
+    let stderr = String::from_utf8(stderr).unwrap();
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: not a valid report: unknown field `\\u001b]0;pwned\\u0007kkk",
+            bad.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("characters cut]"), "{stderr}");
 }
 
 #[test]

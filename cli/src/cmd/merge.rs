@@ -1,17 +1,32 @@
 //! `merge`: several reports (one per engine or replica) into one.
 //!
-//! Each file holds one report of SPEC §4, as `replay` or an engine wrote it.
-//! Reading a report back is strict (the library rejects a report whose
-//! figures disagree with its rows), and all reports must share one `K`.
-//! Every error names the file.
+//! Each file holds one report, as `replay` or an engine wrote it, read back
+//! strictly ([`crate::report_io`]); all reports must share one `K`. Every
+//! error names the file.
 
-use std::fs::File;
-use std::io::{self, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use specdec_metrics::{AcceptanceHistogram, MergeError};
 
-use crate::CliError;
+use crate::error::CliError;
+use crate::output::{OutputArgs, output};
+use crate::report_io::read_report;
+
+/// The flags of `merge`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Report files ("-" for standard input).
+    #[arg(value_name = "REPORT", required = true)]
+    files: Vec<PathBuf>,
+}
+
+/// Runs `merge`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let hist = merge_files(&args.files)?;
+    output(&hist, &args.output)
+}
 
 /// Reads and merges the reports at `paths` (`-` is standard input), in order.
 pub fn merge_files<P: AsRef<Path>>(paths: &[P]) -> Result<AcceptanceHistogram, CliError> {
@@ -32,17 +47,4 @@ pub fn merge_files<P: AsRef<Path>>(paths: &[P]) -> Result<AcceptanceHistogram, C
     merged
         .map(|(total, _)| total)
         .ok_or_else(|| CliError::new("merge needs at least one report file"))
-}
-
-fn read_report(path: &Path, name: &str) -> Result<AcceptanceHistogram, CliError> {
-    let parse = |r: &mut dyn Read| {
-        serde_json::from_reader::<_, AcceptanceHistogram>(BufReader::new(r))
-            .map_err(|e| CliError::new(format!("{name}: not a valid report: {e}")))
-    };
-    if path == Path::new("-") {
-        return parse(&mut io::stdin().lock());
-    }
-    let mut file =
-        File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
-    parse(&mut file)
 }

@@ -1,17 +1,19 @@
 //! `--format table`: the report for a person to read.
 //!
 //! One row per observed draft length `k`: its steps, its `k + 1` counts by
-//! accepted `a`, its full-acceptance rate (`H[k][k]` over the row's steps)
-//! and its mean accepted count; then the totals by accepted count, the
-//! summary figures of SPEC §3, and per position both acceptance rates
-//! (over all steps, as vLLM's log line, and over the steps that drafted the
-//! position).
+//! accepted `a`, its full-acceptance rate (`H[k][k]` over the row's steps;
+//! `n/a` for `k = 0`, where nothing was drafted and the rate would be a
+//! meaningless 100%) and its mean accepted count; then the totals by
+//! accepted count, the summary figures (steps, tokens, mean acceptance
+//! length, acceptance rate), and per position both acceptance rates (over
+//! all steps, as vLLM's log line, and over the steps that drafted the
+//! position). Every count has thousands separators.
 
 use std::fmt::Write as _;
 
 use specdec_metrics::AcceptanceHistogram;
 
-use crate::replay::group_digits;
+use crate::format::{group_digits, percent};
 
 /// Renders `h` as text, ending in a newline.
 pub fn render(h: &AcceptanceHistogram) -> String {
@@ -34,11 +36,11 @@ pub fn render(h: &AcceptanceHistogram) -> String {
             .iter()
             .flat_map(|(_, r)| r.iter())
             .chain(&totals[..=last])
-            .map(|&c| c.to_string().len())
+            .map(|&c| group_digits(c).len())
             .chain(std::iter::once(format!("a={last}").len()))
             .max()
             .unwrap_or(1);
-        let steps_w = steps.to_string().len().max("steps".len());
+        let steps_w = group_digits(steps).len().max("steps".len());
         let _ = write!(out, "{:>5}  {:>steps_w$} ", "k", "steps");
         for a in 0..=last {
             let _ = write!(out, " {:>count_w$}", format!("a={a}"));
@@ -46,11 +48,11 @@ pub fn render(h: &AcceptanceHistogram) -> String {
         let _ = writeln!(out, "  {:>11}  {:>13}", "full-accept", "mean-accepted");
         for &(k, row) in &rows {
             let row_steps = h.row_steps(k);
-            let _ = write!(out, "{k:>5}  {row_steps:>steps_w$} ");
+            let _ = write!(out, "{k:>5}  {:>steps_w$} ", group_digits(row_steps));
             for a in 0..=last {
                 match row.get(a) {
-                    Some(c) => {
-                        let _ = write!(out, " {c:>count_w$}");
+                    Some(&c) => {
+                        let _ = write!(out, " {:>count_w$}", group_digits(c));
                     }
                     None => {
                         let _ = write!(out, " {:>count_w$}", "");
@@ -59,12 +61,16 @@ pub fn render(h: &AcceptanceHistogram) -> String {
             }
             let accepted: u64 = row.iter().enumerate().map(|(a, &c)| a as u64 * c).sum();
             let mean = accepted as f64 / row_steps as f64;
-            let full = h.full_acceptance_rate(k).map_or("-".into(), percent);
+            // At k = 0 every step "accepts all" of nothing: not a rate.
+            let full = match k {
+                0 => "n/a".into(),
+                _ => h.full_acceptance_rate(k).map_or("-".into(), percent),
+            };
             let _ = writeln!(out, "  {full:>11}  {mean:>13.3}");
         }
-        let _ = write!(out, "{:>5}  {steps:>steps_w$} ", "all");
-        for c in &totals[..=last] {
-            let _ = write!(out, " {c:>count_w$}");
+        let _ = write!(out, "{:>5}  {:>steps_w$} ", "all", group_digits(steps));
+        for &c in &totals[..=last] {
+            let _ = write!(out, " {:>count_w$}", group_digits(c));
         }
         out.push('\n');
     }
@@ -104,7 +110,7 @@ pub fn render(h: &AcceptanceHistogram) -> String {
         Some(last_pos) => {
             let w = drafted
                 .iter()
-                .map(|&c| c.to_string().len())
+                .map(|&c| group_digits(c).len())
                 .max()
                 .unwrap_or(1)
                 .max("accepted".len());
@@ -122,18 +128,14 @@ pub fn render(h: &AcceptanceHistogram) -> String {
                 let _ = writeln!(
                     out,
                     "{i:>5}  {:>w$}  {:>w$}  {:>10}  {cond:>12}",
-                    drafted[i],
-                    accepted[i],
+                    group_digits(drafted[i]),
+                    group_digits(accepted[i]),
                     percent(all_steps[i]),
                 );
             }
         }
     }
     out
-}
-
-fn percent(v: f64) -> String {
-    format!("{:.2}%", v * 100.0)
 }
 
 #[cfg(test)]
@@ -152,7 +154,7 @@ mod tests {
         let expected = "\
 Acceptance histogram by draft length (K = num_spec_tokens = 3)
     k  steps  a=0 a=1 a=2 a=3  full-accept  mean-accepted
-    0      1    1                  100.00%          0.000
+    0      1    1                      n/a          0.000
     1      1    0   1              100.00%          1.000
     3      5    1   1   1   2       40.00%          1.800
   all      7    2   2   1   2
@@ -172,6 +174,39 @@ Acceptance by position (of all steps, as vLLM logs it; of the steps that drafted
     2         5         2      28.57%        40.00%
 ";
         assert_eq!(t, expected, "\n{t}");
+    }
+
+    #[test]
+    fn counts_have_thousands_separators_in_every_column() {
+        let mut h = AcceptanceHistogram::new(2).unwrap();
+        for _ in 0..1_234_567 {
+            h.observe(2, 1).unwrap();
+        }
+        for _ in 0..1_000 {
+            h.observe(0, 0).unwrap();
+        }
+        h.observe(2, 2).unwrap();
+        let t = render(&h);
+        let expected_rows = "\
+Acceptance histogram by draft length (K = num_spec_tokens = 2)
+    k      steps        a=0       a=1       a=2  full-accept  mean-accepted
+    0      1,000      1,000                              n/a          0.000
+    2  1,234,568          0 1,234,567         1        0.00%          1.000
+  all  1,235,568      1,000 1,234,567         1
+";
+        assert!(t.starts_with(expected_rows), "\n{t}");
+        assert!(
+            t.contains("verify steps (num_spec_steps) 1,235,568\n"),
+            "\n{t}"
+        );
+        assert!(
+            t.contains("    0  1,234,568  1,234,568      99.92%       100.00%\n"),
+            "\n{t}"
+        );
+        assert!(
+            t.contains("    1  1,234,568          1       0.00%         0.00%\n"),
+            "\n{t}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `replay`: JSON Lines of verify steps into one engine-wide histogram.
 //!
 //! The reading thread reads one line at a time into a reused buffer, parses
-//! it ([`crate::input`]) and checks each step against `K`, so that every
+//! it ([`input`]) and checks each step against `K`, so that every
 //! warning and error carries its line number whatever the number of workers.
 //! Then either
 //!
@@ -12,20 +12,155 @@
 //!   [`Worker`] of one shared [`Recorder`]; the
 //!   report is the recorder's snapshot once every worker is joined.
 //!
-//! Either way memory is bounded by the longest line plus, with workers, a
-//! fixed number of batches, whatever the length of the input. The report is
+//! Either way memory is bounded by the longest line, itself capped by
+//! `--max-line-bytes`, plus, with workers, a fixed number of batches,
+//! whatever the length of the input. The report is
 //! the same byte for byte: each step lands in the same counter whichever
 //! thread records it, and counts add up in any order.
 
-use std::io::{self, BufRead, IsTerminal, Write};
+mod diagnostics;
+mod input;
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::num::IntErrorKind;
+use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
+use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker, layout};
 
-use crate::CliError;
-use crate::input::{LineParser, Record};
+use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
+use self::input::{LineParser, Record};
+use crate::error::CliError;
+use crate::format::{excerpt, format_bytes, sanitize};
+use crate::output::{OutputArgs, output};
+
+/// The flags of `replay`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The configured maximum draft length K (vLLM's num_spec_tokens), 1..=64.
+    #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
+    max_draft_len: usize,
+    /// Record on N threads (1..=256), each with its own Worker of one shared
+    /// Recorder; the report is byte for byte the same as without. Without
+    /// it, the reading thread records the steps itself.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: Option<u16>,
+    /// Stop with exit status 2 at the first invalid step instead of
+    /// counting it in num_rejected_observations, and at the first detailed
+    /// report whose num_spec_tokens is not K instead of warning.
+    #[arg(long)]
+    strict: bool,
+    /// Print at most N warnings of each kind (invalid steps; detailed
+    /// reports whose num_spec_tokens is not K), then only their count.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    max_warnings: u64,
+    /// The longest line accepted, in bytes (the line terminator not
+    /// counted), with an optional suffix K, M or G (KiB, MiB, GiB). A longer
+    /// line stops the run with exit status 2; memory stays bounded by a
+    /// small multiple of this limit whatever the input.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    max_line_bytes: u64,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// The JSON Lines input; standard input when absent or "-".
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+}
+
+/// `4096`, `64K`, `64KiB`, `64M`, `64MiB`, `1G`, `1GiB` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let shift = match unit {
+        "" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{} is not a size: write a whole number of bytes, optionally followed by K, M or G (KiB, MiB, GiB)",
+                excerpt(s)
+            ));
+        }
+    };
+    if digits.is_empty() {
+        return Err(format!("{} is not a size: it needs a number", excerpt(s)));
+    }
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| usize::try_from(n).is_ok())
+        .ok_or_else(|| format!("{} is too large", excerpt(s)))?;
+    if bytes == 0 {
+        return Err("the limit must be at least 1 byte".into());
+    }
+    Ok(bytes)
+}
+
+fn parse_max_draft_len(s: &str) -> Result<usize, String> {
+    let k: usize = s.parse().map_err(|e: std::num::ParseIntError| {
+        let (min, max) = (layout::MIN_MAX_DRAFT_LEN, layout::MAX_MAX_DRAFT_LEN);
+        match e.kind() {
+            IntErrorKind::PosOverflow => {
+                format!("{} is too large: K must be in {min}..={max}", excerpt(s))
+            }
+            IntErrorKind::Empty => {
+                format!("it is empty: K must be a whole number in {min}..={max}")
+            }
+            _ => format!(
+                "{} is not a whole number: K must be a whole number in {min}..={max}",
+                excerpt(s)
+            ),
+        }
+    })?;
+    AcceptanceHistogram::new(k).map_err(|e| e.to_string())?;
+    Ok(k)
+}
+
+/// Runs `replay`: the file (or standard input) into the report.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let config = ReplayConfig {
+        max_draft_len: args.max_draft_len,
+        workers: args.workers.map(usize::from),
+        strict: args.strict,
+        max_warnings: args.max_warnings,
+        max_line_bytes: args.max_line_bytes,
+        progress: stderr_is_terminal(),
+    };
+    let hist = match args.file.as_deref() {
+        Some(path) if path != Path::new("-") => {
+            let name = sanitize(&path.display().to_string());
+            let file =
+                File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
+            let len = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
+            let source = Source { name: &name, len };
+            replay(BufReader::with_capacity(1 << 18, file), &source, &config)?
+        }
+        _ => {
+            let stdin = io::stdin();
+            if stdin.is_terminal() {
+                let _ = writeln!(
+                    io::stderr(),
+                    "reading JSON Lines from standard input (end with Ctrl-D)"
+                );
+            }
+            let source = Source {
+                name: "<stdin>",
+                len: None,
+            };
+            let input = BufReader::with_capacity(1 << 18, stdin.lock());
+            replay(input, &source, &config)?
+        }
+    };
+    output(&hist, &args.output)
+}
 
 /// Steps per batch sent to a worker (64 KiB of packed steps).
 const BATCH_STEPS: usize = 8192;
@@ -37,20 +172,15 @@ pub struct ReplayConfig {
     pub max_draft_len: usize,
     /// `None`: record on the reading thread; `Some(n)`: n worker threads.
     pub workers: Option<usize>,
-    /// Stop at the first invalid step instead of counting it.
+    /// Stop at the first invalid step or report with another K instead of
+    /// warning.
     pub strict: bool,
-    /// Rejected steps warned about one by one before only counting them.
+    /// Warnings of each kind printed one by one before only counting them.
     pub max_warnings: u64,
+    /// The longest line accepted (terminator excluded).
+    pub max_line_bytes: u64,
     /// Draw a progress line on standard error.
     pub progress: bool,
-}
-
-/// Where the input comes from, for messages and progress.
-pub struct Source<'a> {
-    /// Shown in messages: the path, or `<stdin>`.
-    pub name: &'a str,
-    /// Total bytes when known (a regular file), for a percentage.
-    pub len: Option<u64>,
 }
 
 /// Replays `input` and returns the engine-wide histogram.
@@ -59,13 +189,13 @@ pub fn replay<R: BufRead>(
     source: &Source<'_>,
     config: &ReplayConfig,
 ) -> Result<AcceptanceHistogram, CliError> {
-    let mut diag = Diagnostics::new(source, config);
+    let mut diag = Diagnostics::new(source, config.strict, config.max_warnings, config.progress);
     let result = match config.workers {
         None => {
             let mut hist = AcceptanceHistogram::new(config.max_draft_len).map_err(CliError::new)?;
-            read_all(input, &mut hist, &mut diag).map(|()| hist)
+            read_all(input, &mut hist, config, &mut diag).map(|()| hist)
         }
-        Some(n) => replay_with_workers(input, n, config.max_draft_len, &mut diag),
+        Some(n) => replay_with_workers(input, n, config, &mut diag),
     };
     diag.finish(result.is_ok());
     result
@@ -74,9 +204,10 @@ pub fn replay<R: BufRead>(
 fn replay_with_workers<R: BufRead>(
     input: R,
     workers: usize,
-    max_draft_len: usize,
+    config: &ReplayConfig,
     diag: &mut Diagnostics<'_>,
 ) -> Result<AcceptanceHistogram, CliError> {
+    let max_draft_len = config.max_draft_len;
     let recorder = Recorder::new(max_draft_len).map_err(CliError::new)?;
     // Bounded both ways: at most 2N full batches wait for a worker, and
     // emptied batches come back for reuse instead of being reallocated.
@@ -100,7 +231,7 @@ fn replay_with_workers<R: BufRead>(
             empty: empty_rx,
             max_draft_len,
         };
-        let read = read_all(input, &mut sink, diag);
+        let read = read_all(input, &mut sink, config, diag);
         if read.is_ok() {
             sink.flush();
         }
@@ -224,28 +355,44 @@ impl Sink for BatchSink {
 }
 
 /// Reads every line of `input` into `sink`. Stops at the first malformed
-/// line (or, with `--strict`, the first invalid step).
+/// line, the first line longer than `config.max_line_bytes` (or, with
+/// `--strict`, the first invalid step).
 fn read_all<R: BufRead, S: Sink>(
     mut input: R,
     sink: &mut S,
+    config: &ReplayConfig,
     diag: &mut Diagnostics<'_>,
 ) -> Result<(), CliError> {
     let mut line = Vec::with_capacity(256);
     let mut parser = LineParser::new();
     let mut line_no: u64 = 0;
+    // One byte more than a line may hold: reading that many without meeting
+    // a newline proves the line too long, and nothing more is ever buffered.
+    let read_limit = config.max_line_bytes.saturating_add(1);
     loop {
         line.clear();
-        let n = input.read_until(b'\n', &mut line).map_err(|e| {
-            CliError::new(format!(
-                "{}: read error after line {line_no}: {e}",
-                diag.source.name
-            ))
-        })?;
+        let n = input
+            .by_ref()
+            .take(read_limit)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| {
+                CliError::new(format!(
+                    "{}: read error after line {line_no}: {e}",
+                    diag.source.name
+                ))
+            })?;
         if n == 0 {
             return Ok(());
         }
         line_no += 1;
         diag.bytes += n as u64;
+        if n as u64 == read_limit && line.last() != Some(&b'\n') {
+            return Err(line_too_long(
+                diag.source.name,
+                line_no,
+                config.max_line_bytes,
+            ));
+        }
         match parser.parse(&line) {
             Ok(Record::Step { drafted, accepted }) => {
                 diag.steps += 1;
@@ -257,7 +404,16 @@ fn read_all<R: BufRead, S: Sink>(
                 diag.steps += 1;
                 sink.undrafted();
             }
-            Ok(Record::Detailed { drafted, accepted }) => {
+            Ok(Record::Detailed {
+                drafted,
+                accepted,
+                num_spec_tokens,
+            }) => {
+                if let Some(report_k) = num_spec_tokens
+                    && report_k != config.max_draft_len as u64
+                {
+                    diag.other_k(line_no, report_k, config.max_draft_len)?;
+                }
                 diag.steps += drafted.len() as u64;
                 for (i, (&k, &a)) in drafted.iter().zip(accepted).enumerate() {
                     if let Err(e) = sink.step(k, a) {
@@ -280,174 +436,16 @@ fn read_all<R: BufRead, S: Sink>(
             // Do not keep a huge buffer after one huge line.
             line = Vec::with_capacity(256);
         }
+        parser.shrink();
     }
 }
 
-/// Everything written to standard error during a replay: warnings about
-/// rejected steps (the first few, then a count) and the progress line.
-struct Diagnostics<'a> {
-    source: &'a Source<'a>,
-    strict: bool,
-    max_warnings: u64,
-    warned: u64,
-    rejected: u64,
-    steps: u64,
-    bytes: u64,
-    progress: Option<Progress>,
-}
-
-impl<'a> Diagnostics<'a> {
-    fn new(source: &'a Source<'a>, config: &ReplayConfig) -> Self {
-        Self {
-            source,
-            strict: config.strict,
-            max_warnings: config.max_warnings,
-            warned: 0,
-            rejected: 0,
-            steps: 0,
-            bytes: 0,
-            progress: config.progress.then(Progress::new),
-        }
-    }
-
-    /// A well-formed but invalid step at `line` (step `index` of a detailed
-    /// report): an error with `--strict`, otherwise a warning.
-    #[cold]
-    fn rejected(
-        &mut self,
-        line: u64,
-        index: Option<usize>,
-        e: ObserveError,
-    ) -> Result<(), CliError> {
-        let at = match index {
-            None => format!("{}: line {line}", self.source.name),
-            Some(i) => format!(
-                "{}: line {line} (detailed report, step index {i})",
-                self.source.name
-            ),
-        };
-        if self.strict {
-            return Err(CliError::new(format!("{at}: {e} (--strict)")));
-        }
-        self.rejected += 1;
-        if self.warned < self.max_warnings {
-            self.warned += 1;
-            self.clear_progress();
-            let _ = writeln!(
-                io::stderr(),
-                "warning: {at}: {e}; counted in num_rejected_observations"
-            );
-        }
-        Ok(())
-    }
-
-    fn tick(&mut self, lines: u64) {
-        if let Some(p) = &mut self.progress {
-            p.tick(lines, self.steps, self.bytes, self.source.len);
-        }
-    }
-
-    fn clear_progress(&mut self) {
-        if let Some(p) = &mut self.progress {
-            p.clear();
-        }
-    }
-
-    /// Clears the progress line and sums up the warnings not shown.
-    fn finish(&mut self, ok: bool) {
-        self.clear_progress();
-        if ok && self.rejected > self.warned {
-            let _ = writeln!(
-                io::stderr(),
-                "warning: {} more rejected observations not shown ({} in all, all counted in num_rejected_observations)",
-                self.rejected - self.warned,
-                self.rejected
-            );
-        }
-    }
-}
-
-/// A one-line progress indicator, redrawn at most four times a second.
-/// Only ever created when standard error is a terminal.
-struct Progress {
-    start: Instant,
-    last: Instant,
-    drawn: bool,
-}
-
-impl Progress {
-    fn new() -> Self {
-        let now = Instant::now();
-        Self {
-            start: now,
-            last: now,
-            drawn: false,
-        }
-    }
-
-    fn tick(&mut self, lines: u64, steps: u64, bytes: u64, total: Option<u64>) {
-        let now = Instant::now();
-        if now.duration_since(self.last) < Duration::from_millis(250) {
-            return;
-        }
-        self.last = now;
-        let text = progress_text(lines, steps, bytes, total, now.duration_since(self.start));
-        let mut err = io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{text}");
-        let _ = err.flush();
-        self.drawn = true;
-    }
-
-    fn clear(&mut self) {
-        if self.drawn {
-            let mut err = io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-            self.drawn = false;
-        }
-    }
-}
-
-/// `replay: 1,234,567 lines, 2,000,000 steps (5.1M steps/s) 42%`
-fn progress_text(
-    lines: u64,
-    steps: u64,
-    bytes: u64,
-    total: Option<u64>,
-    elapsed: Duration,
-) -> String {
-    let rate = steps as f64 / elapsed.as_secs_f64().max(1e-9);
-    let mut s = format!(
-        "replay: {} lines, {} steps ({:.1}M steps/s)",
-        group_digits(lines),
-        group_digits(steps),
-        rate / 1e6
-    );
-    if let Some(total) = total.filter(|&t| t > 0) {
-        s.push_str(&format!(
-            " {:.0}%",
-            (bytes as f64 / total as f64 * 100.0).min(100.0)
-        ));
-    }
-    s
-}
-
-/// `1234567` as `1,234,567`.
-pub fn group_digits(v: u64) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Whether to draw progress: only when standard error is a terminal.
-pub fn stderr_is_terminal() -> bool {
-    io::stderr().is_terminal()
+#[cold]
+fn line_too_long(source: &str, line_no: u64, limit: u64) -> CliError {
+    CliError::new(format!(
+        "{source}: line {line_no} is longer than {} (--max-line-bytes); the rest of the input was not read",
+        format_bytes(limit)
+    ))
 }
 
 #[cfg(test)]
@@ -476,21 +474,5 @@ mod tests {
             assert!(!valid(unpack(p).unwrap()), "({k}, {a})");
         }
         assert_eq!(unpack(UNDRAFTED), None);
-    }
-
-    #[test]
-    fn progress_line() {
-        assert_eq!(group_digits(0), "0");
-        assert_eq!(group_digits(999), "999");
-        assert_eq!(group_digits(1000), "1,000");
-        assert_eq!(group_digits(1_234_567), "1,234,567");
-        assert_eq!(
-            progress_text(10, 2_000_000, 50, Some(200), Duration::from_millis(400)),
-            "replay: 10 lines, 2,000,000 steps (5.0M steps/s) 25%"
-        );
-        assert_eq!(
-            progress_text(10, 0, 50, None, Duration::from_secs(1)),
-            "replay: 10 lines, 0 steps (0.0M steps/s)"
-        );
     }
 }
