@@ -299,10 +299,7 @@ impl StepCost {
     /// ```
     pub fn table(costs: Vec<f64>) -> Result<Self, CostError> {
         if costs.is_empty() {
-            return Err(CostError::TableLength {
-                max_draft_len: 0,
-                found: 0,
-            });
+            return Err(CostError::EmptyTable);
         }
         for (draft_len, &value) in costs.iter().enumerate() {
             check_cost(CostTerm::Table { draft_len }, value)?;

@@ -106,11 +106,11 @@ pub const EXPLORATION_PERIOD: u64 = 32;
 ///
 /// ```
 /// use specdec_metrics::DraftPlan;
-/// let plan = DraftPlan::new(3, 8)?;
+/// let plan = DraftPlan::new(3, 8).unwrap();
 /// assert_eq!(plan.draft_len_for(0), 3);
 /// assert_eq!(plan.draft_len_for(31), 7); // exploration: min(2 * 3 + 1, 8)
 /// assert_eq!(DraftPlan::from_bits(plan.to_bits()), Some(plan));
-/// # Ok::<(), specdec_metrics::ConfigError>(())
+/// assert_eq!(DraftPlan::new(9, 8), None);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DraftPlan {
@@ -122,15 +122,11 @@ impl DraftPlan {
     /// The plan that drafts `draft_len` and explores `min(2 draft_len + 1,
     /// max_draft_len)`.
     ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] when `max_draft_len` is outside `1..=64` or
-    /// `draft_len` above it.
-    pub fn new(draft_len: usize, max_draft_len: usize) -> Result<Self, ConfigError> {
-        if !is_valid_max_draft_len(max_draft_len) || draft_len > max_draft_len {
-            return Err(ConfigError::new(max_draft_len.max(draft_len)));
-        }
-        Ok(Self::new_unchecked(draft_len, max_draft_len))
+    /// `None` when `max_draft_len` is outside `1..=64` or `draft_len` above
+    /// it.
+    pub fn new(draft_len: usize, max_draft_len: usize) -> Option<Self> {
+        (is_valid_max_draft_len(max_draft_len) && draft_len <= max_draft_len)
+            .then(|| Self::new_unchecked(draft_len, max_draft_len))
     }
 
     fn new_unchecked(draft_len: usize, max_draft_len: usize) -> Self {

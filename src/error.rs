@@ -447,6 +447,8 @@ pub enum CostError {
         /// The first draft length whose cost is not finite.
         draft_len: usize,
     },
+    /// An empty table.
+    EmptyTable,
     /// A table without exactly one entry per draft length `0..=K`.
     TableLength {
         /// The maximum draft length `K` the table is used with.
@@ -472,6 +474,9 @@ impl fmt::Display for CostError {
             Self::Overflow { draft_len } => write!(
                 f,
                 "the linear step cost overflows at draft length {draft_len}"
+            ),
+            Self::EmptyTable => f.write_str(
+                "the step cost table is empty; it needs one cost per draft length 0..=K",
             ),
             Self::TableLength {
                 max_draft_len,

@@ -150,3 +150,8 @@ pub use report::REPORT_KEYS;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The reference's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/reference.md")]
+pub struct ReferenceDoctests;

@@ -279,7 +279,7 @@ fn bad_costs_are_errors_that_name_the_value() {
         ),
         (
             StepCost::table(vec![]),
-            "the step cost table has 0 entries but max_draft_len 0 needs 1 (one per draft length 0..=0)",
+            "the step cost table is empty; it needs one cost per draft length 0..=K",
         ),
     ];
     for (result, message) in cases {
