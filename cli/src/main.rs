@@ -4,7 +4,8 @@
 //! This file only parses the command line and dispatches: each subcommand
 //! is a module of [`cmd`] (its flags and its `run`), and what subcommands
 //! share lives in modules of its own — [`error`] (the error type and how it
-//! is printed), [`format`](mod@format) (numbers and quoted input in messages),
+//! is printed), [`flags`] (flag values more than one subcommand takes),
+//! [`format`](mod@format) (numbers and quoted input in messages),
 //! [`output`] (printing the report, the table and the plot) and
 //! [`report_io`] (reading a report file back). No module imports from
 //! `main.rs` or from another subcommand.
@@ -15,6 +16,7 @@
 
 mod cmd;
 mod error;
+mod flags;
 mod format;
 mod output;
 mod report_io;
