@@ -754,7 +754,7 @@ fn rejected_observations_in_the_report_are_warned_about() {
     let (_, stderr) = advise_trace(8, &rows, "1,0.1", "json");
     assert_eq!(
         stderr,
-        "warning: the report counts 2 rejected observations (invalid steps the engine recorded: a bug to look into); they are in no estimate\n"
+        "warning: the report counts 2 rejected observations (invalid steps the engine recorded: a bug to look into); rejected observations are in no estimate\n"
     );
 }
 

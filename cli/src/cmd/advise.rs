@@ -292,7 +292,7 @@ fn warnings(rec: &Recommendation, h: &AcceptanceHistogram, differ: &[RowDiffers]
     let rejected = h.num_rejected_observations();
     if rejected > 0 {
         out.push(format!(
-            "the report counts {} rejected observation{} (invalid steps the engine recorded: a bug to look into); they are in no estimate",
+            "the report counts {} rejected observation{} (invalid steps the engine recorded: a bug to look into); rejected observations are in no estimate",
             group_digits(rejected),
             if rejected == 1 { "" } else { "s" }
         ));
@@ -413,7 +413,7 @@ fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -
         .collect::<Vec<_>>();
     grid(&mut out, &header, &rows);
     out.push_str(
-        "* the recommendation. P(beats): posterior probability that k has a higher goodput.\n",
+        "* the recommendation. P(beats): posterior probability that k has a higher goodput than it.\n",
     );
     if any_prior {
         let _ = writeln!(
