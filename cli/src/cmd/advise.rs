@@ -22,11 +22,22 @@
 //!   recommended `k` has no trials, so the estimate there is the prior's
 //!   opinion, not data.
 //! - **Acceptance that depends on `k`**: a row with at least
-//!   [`MIN_ROW_STEPS`] (100) steps whose own mean accepted count, with its
-//!   interval (`mean ± z se`, `se` the standard error of the row's mean,
-//!   `z` the normal quantile of the credible level), does not overlap the
-//!   chain's interval for that `k`. The chain assumes position `i` accepts
-//!   as often whatever follows it; such a row says it does not.
+//!   [`MIN_ROW_STEPS`] (100) steps whose own mean accepted count `m` is
+//!   further from the chain's `E[a | k]` than chance allows. The chain
+//!   assumes position `i` accepts as often whatever follows it; such a row
+//!   says it does not. The distance is `|m - E[a | k]| / sqrt(se^2 +
+//!   sd^2)`, `se` the standard error of the row's mean (the row's sample
+//!   standard deviation over the square root of its steps) and `sd` the
+//!   chain's posterior standard deviation at `k` (read back from its
+//!   interval: the larger half-width over `z`). The row's steps are part of
+//!   the chain, so under independence the two agree more closely than this
+//!   sum of variances allows: the check errs towards silence. The bound is
+//!   the normal quantile at `1 - 0.01 / (2 m)` for `m` rows compared
+//!   (Bonferroni): when acceptance does not depend on `k`, a report draws
+//!   this warning at most 1% of the time ([`ROW_FALSE_ALARM`]), however
+//!   many rows it has. (Comparing the row's and the chain's 90% intervals
+//!   instead flags about one row in ten on independent data: with a
+//!   narrow chain interval, non-overlap is a 90% test per row.)
 //! - **Rejected observations** in the report: invalid steps an engine
 //!   recorded (a bug to look into); they are in no estimate.
 
@@ -48,8 +59,13 @@ use crate::report_io::read_report;
 pub const FEW_TRIALS: u64 = 1000;
 
 /// Rows with fewer steps are not compared with the chain: their own mean is
-/// too noisy, and its normal interval too rough.
+/// too noisy, and its normal approximation too rough.
 pub const MIN_ROW_STEPS: u64 = 100;
+
+/// The probability that a report whose acceptance does not depend on `k`
+/// draws the warning about a row that disagrees with the chain, over all
+/// its rows together.
+pub const ROW_FALSE_ALARM: f64 = 0.01;
 
 /// The flags of `advise`. The numeric flags take values that start with
 /// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
@@ -247,48 +263,69 @@ pub fn run(args: Args) -> Result<(), CliError> {
 struct RowDiffers {
     draft_len: usize,
     steps: u64,
-    /// The row's mean and its interval, `mean ± z se`.
+    /// The row's mean accepted count.
     mean: f64,
-    interval: [f64; 2],
+    /// `|mean - E[a | k]|` in standard deviations of the difference.
+    distance: f64,
+    /// The distance the warning needs (Bonferroni over `compared` rows).
+    bound: f64,
+    compared: usize,
 }
 
-/// Rows `k >= 1` with at least [`MIN_ROW_STEPS`] steps whose interval
-/// (`mean ± z se`) does not overlap the chain's interval at `k`.
+/// Rows `k >= 1` with at least [`MIN_ROW_STEPS`] steps whose mean is
+/// further from the chain than [`ROW_FALSE_ALARM`] allows (module docs).
+/// `z` is the normal quantile of the credible level: the chain's interval
+/// is `mean ± z sd`.
 fn differing_rows(rec: &Recommendation, h: &AcceptanceHistogram, z: f64) -> Vec<RowDiffers> {
-    let mut out = Vec::new();
-    for c in rec.candidates.iter().skip(1) {
-        let (Some(row), Some(mean)) = (h.row(c.draft_len), c.row_mean_accepted) else {
-            continue;
-        };
-        if c.row_steps < MIN_ROW_STEPS {
-            continue;
-        }
-        let n = c.row_steps as f64;
-        let var = row
-            .iter()
-            .enumerate()
-            .map(|(a, &count)| count as f64 * (a as f64 - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        let half = z * (var / n).sqrt();
-        let interval = [mean - half, mean + half];
-        if interval[1] < c.accepted_interval[0] || interval[0] > c.accepted_interval[1] {
-            out.push(RowDiffers {
-                draft_len: c.draft_len,
-                steps: c.row_steps,
-                mean,
-                interval,
-            });
-        }
-    }
-    out
+    let rows: Vec<(usize, u64, f64, f64)> = rec
+        .candidates
+        .iter()
+        .skip(1)
+        .filter(|c| c.row_steps >= MIN_ROW_STEPS)
+        .filter_map(|c| {
+            let (row, mean) = (h.row(c.draft_len)?, c.row_mean_accepted?);
+            let n = c.row_steps as f64;
+            let var = row
+                .iter()
+                .enumerate()
+                .map(|(a, &count)| count as f64 * (a as f64 - mean).powi(2))
+                .sum::<f64>()
+                / n;
+            // The interval is mean ± z sd, clipped to [0, k]: the larger
+            // half is unclipped unless both are.
+            let [lo, hi] = c.accepted_interval;
+            let chain_sd = (hi - c.expected_accepted).max(c.expected_accepted - lo) / z;
+            let sd = (var / n + chain_sd * chain_sd).sqrt();
+            let diff = (mean - c.expected_accepted).abs();
+            let distance = if sd > 0.0 {
+                diff / sd
+            } else if diff > 0.0 {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            Some((c.draft_len, c.row_steps, mean, distance))
+        })
+        .collect();
+    let compared = rows.len();
+    let bound = normal_quantile(1.0 - ROW_FALSE_ALARM / (2.0 * compared.max(1) as f64));
+    rows.into_iter()
+        .filter(|&(.., distance)| distance > bound)
+        .map(|(draft_len, steps, mean, distance)| RowDiffers {
+            draft_len,
+            steps,
+            mean,
+            distance,
+            bound,
+            compared,
+        })
+        .collect()
 }
 
 /// The warnings of the module docs, in that order of importance: what is
 /// wrong with the data, then with the advice.
 fn warnings(rec: &Recommendation, h: &AcceptanceHistogram, differ: &[RowDiffers]) -> Vec<String> {
     let mut out = Vec::new();
-    let level = level_percent(rec.credible_level);
     let rejected = h.num_rejected_observations();
     if rejected > 0 {
         out.push(format!(
@@ -327,16 +364,20 @@ fn warnings(rec: &Recommendation, h: &AcceptanceHistogram, differ: &[RowDiffers]
         ));
     }
     for d in differ {
-        let c = &rec.candidates[d.draft_len];
+        let distance = if d.distance.is_finite() {
+            format!("{:.1}", d.distance)
+        } else {
+            "infinitely many".to_owned()
+        };
         out.push(format!(
-            "k = {}: the row's own mean accepted {:.3} ({level} interval [{:.3}, {:.3}], {} steps) is outside the chain's {level} interval [{:.3}, {:.3}]: acceptance seems to depend on the draft length; trust the rows with data over the chain",
+            "k = {}: the row's own mean accepted {:.3} ({} steps) is {distance} standard deviations from the chain's {:.3} (the bound for {} row{} compared is {:.2}): acceptance seems to depend on the draft length; trust the rows with data over the chain",
             d.draft_len,
             d.mean,
-            d.interval[0],
-            d.interval[1],
             group_digits(d.steps),
-            c.accepted_interval[0],
-            c.accepted_interval[1],
+            rec.candidates[d.draft_len].expected_accepted,
+            d.compared,
+            if d.compared == 1 { "" } else { "s" },
+            d.bound,
         ));
     }
     out
@@ -423,7 +464,7 @@ fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -
     }
     if !differ.is_empty() {
         out.push_str(
-            "row differs: the row's own mean is outside the interval (see the warning).\n",
+            "row differs: the row's own mean is further from E[accepted] than chance allows (see the warning).\n",
         );
     }
     out.push('\n');
