@@ -364,6 +364,39 @@ impl StepCost {
     }
 }
 
+impl core::fmt::Display for StepCost {
+    /// `linear, cost(k) = 1 + 0.1 k` or `table, cost(0..=3) = 20, 22, 24,
+    /// 26`.
+    ///
+    /// ```
+    /// use specdec_metrics::StepCost;
+    /// assert_eq!(StepCost::linear(1.0, 0.1)?.to_string(), "linear, cost(k) = 1 + 0.1 k");
+    /// assert_eq!(
+    ///     StepCost::table(vec![20.0, 22.5, 24.0])?.to_string(),
+    ///     "table, cost(0..=2) = 20, 22.5, 24"
+    /// );
+    /// # Ok::<(), specdec_metrics::CostError>(())
+    /// ```
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.model {
+            CostModel::Linear {
+                base,
+                per_draft_token,
+            } => write!(f, "linear, cost(k) = {base} + {per_draft_token} k"),
+            CostModel::Table(t) => {
+                write!(f, "table, cost(0..={}) = ", t.len() - 1)?;
+                for (i, c) in t.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{c}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 fn check_cost(term: CostTerm, value: f64) -> Result<(), CostError> {
     if !value.is_finite() {
         Err(CostError::NotFinite { term, value })
@@ -773,7 +806,7 @@ impl Advisor {
             .collect();
 
         let mut uses_prior = false;
-        let candidates = (0..=max)
+        let mut candidates = (0..=max)
             .map(|k| {
                 if k > 0 {
                     uses_prior |= counts[k - 1].1 == 0;
@@ -795,9 +828,11 @@ impl Advisor {
                 } else {
                     0.0
                 };
+                let row = RowCheck::new(h, k, mean, sd);
                 Candidate {
                     draft_len: k,
                     expected_accepted: mean,
+                    accepted_sd: sd,
                     accepted_interval: [(mean - z * sd).max(0.0), (mean + z * sd).min(k as f64)],
                     tokens_per_step: 1.0 + mean,
                     cost: c,
@@ -807,9 +842,23 @@ impl Advisor {
                     uses_prior,
                     row_steps: h.row_steps(k),
                     row_mean_accepted: h.row_mean_accepted(k),
+                    row_mean_sd: row.mean_sd,
+                    row_distance: row.distance,
+                    row_disagrees: false,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Bonferroni over the rows compared: when acceptance does not depend
+        // on k, some row disagrees in at most ROW_FALSE_ALARM of reports.
+        let compared = candidates
+            .iter()
+            .filter(|c| c.row_distance.is_some())
+            .count();
+        let row_distance_bound =
+            normal_quantile(1.0 - ROW_FALSE_ALARM / (2.0 * compared.max(1) as f64));
+        for c in &mut candidates {
+            c.row_disagrees = c.row_distance.is_some_and(|d| d > row_distance_bound);
+        }
         Recommendation {
             draft_len: best,
             expected_speedup: goodput(best) / g0,
@@ -818,7 +867,60 @@ impl Advisor {
             credible_level: self.credible_level,
             positions,
             candidates,
+            row_distance_bound,
         }
+    }
+}
+
+/// Rows with fewer steps are not compared with the chain.
+pub const MIN_ROW_STEPS: u64 = 100;
+
+/// The share of reports in which some row is flagged as disagreeing with the
+/// chain although acceptance does not depend on `k`.
+const ROW_FALSE_ALARM: f64 = 0.01;
+
+/// A row's own mean against the chain's estimate.
+struct RowCheck {
+    mean_sd: Option<f64>,
+    distance: Option<f64>,
+}
+
+impl RowCheck {
+    /// For row `k`, the standard error of its mean accepted count (its
+    /// sample standard deviation over the square root of its steps, from 2
+    /// steps), and from [`MIN_ROW_STEPS`] steps the distance `|row mean -
+    /// chain mean| / sqrt(se^2 + chain_sd^2)`.
+    fn new(h: &AcceptanceHistogram, k: usize, chain_mean: f64, chain_sd: f64) -> Self {
+        let steps = h.row_steps(k);
+        let (Some(row), Some(mean)) = (h.row(k), h.row_mean_accepted(k)) else {
+            return Self {
+                mean_sd: None,
+                distance: None,
+            };
+        };
+        let n = steps as f64;
+        let mean_sd = (steps >= 2).then(|| {
+            let squares: f64 = row
+                .iter()
+                .enumerate()
+                .map(|(a, &c)| c as f64 * (a as f64 - mean).powi(2))
+                .sum();
+            (squares / (n - 1.0) / n).sqrt()
+        });
+        let distance = mean_sd
+            .filter(|_| k > 0 && steps >= MIN_ROW_STEPS)
+            .map(|se| {
+                let sd = (se * se + chain_sd * chain_sd).sqrt();
+                let diff = (mean - chain_mean).abs();
+                if sd > 0.0 {
+                    diff / sd
+                } else if diff > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
+            });
+        Self { mean_sd, distance }
     }
 }
 
@@ -857,6 +959,12 @@ pub struct Recommendation {
     pub positions: Vec<PositionEstimate>,
     /// Draft lengths `0..=K`: what drafting `k` is expected to give.
     pub candidates: Vec<Candidate>,
+    /// The distance (in standard deviations) beyond which a row's own mean
+    /// is said to disagree with the chain: the normal quantile at `1 - 0.01
+    /// / (2 m)` for the `m` rows compared (Bonferroni), so that when
+    /// acceptance does not depend on `k` a report flags some row at most 1%
+    /// of the time, however many rows it has.
+    pub row_distance_bound: f64,
 }
 
 /// The estimate of the continuation rate `h_i` at one draft position.
@@ -891,6 +999,8 @@ pub struct Candidate {
     /// Central credible interval of `E[a | k]` (normal approximation from the
     /// exact posterior variance, clipped to `[0, k]`).
     pub accepted_interval: [f64; 2],
+    /// Posterior standard deviation of `E[a | k]`.
+    pub accepted_sd: f64,
     /// Expected tokens per step, `1 + E[a | k]` (the bonus token included).
     pub tokens_per_step: f64,
     /// `cost(k)`.
@@ -911,6 +1021,20 @@ pub struct Candidate {
     /// that does not assume acceptance independent of `k`); `None` without
     /// steps.
     pub row_mean_accepted: Option<f64>,
+    /// Standard error of `row_mean_accepted` (the row's sample standard
+    /// deviation over the square root of its steps); `None` below 2 steps.
+    pub row_mean_sd: Option<f64>,
+    /// For `k >= 1` and rows of at least 100 steps ([`MIN_ROW_STEPS`]):
+    /// `|row_mean_accepted - expected_accepted| / sqrt(row_mean_sd^2 +
+    /// accepted_sd^2)`. The row's steps are part of the chain, so when
+    /// acceptance does not depend on `k` the two agree more closely than
+    /// this allows: the test errs towards silence.
+    pub row_distance: Option<f64>,
+    /// `row_distance` is above the recommendation's `row_distance_bound`:
+    /// this row accepts differently from what the chain of positions says,
+    /// so acceptance depends on the draft length (trust the row's own mean
+    /// for it).
+    pub row_disagrees: bool,
 }
 
 #[cfg(test)]

@@ -136,7 +136,9 @@ mod report;
 mod shard;
 mod sync;
 
-pub use advisor::{Advisor, BetaPrior, Candidate, PositionEstimate, Recommendation, StepCost};
+pub use advisor::{
+    Advisor, BetaPrior, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation, StepCost,
+};
 pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD};
 pub use error::{
     ConfigError, CostError, CostTerm, Counter, MergeError, ObserveError, ParameterError,

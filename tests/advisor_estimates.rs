@@ -1,6 +1,8 @@
 //! The advisor's estimates on small histograms, every expected value worked
 //! out by hand in the comments.
 
+mod sim;
+
 use specdec_metrics::{
     AcceptanceHistogram, Advisor, ConfigError, CostError, CostTerm, DraftController, StepCost,
 };
@@ -122,11 +124,17 @@ fn recommendation_by_hand() {
     assert!((c1.accepted_interval[0] - (2.0 / 3.0 - z * sd1)).abs() < 1e-8);
     assert!((c1.accepted_interval[1] - (2.0 / 3.0 + z * sd1)).abs() < 1e-8);
     assert_eq!((c1.row_steps, c1.row_mean_accepted), (2, Some(0.5)));
+    assert_close!(c1.accepted_sd, sd1);
+    // Row 1 holds a = 0 and a = 1: sample variance 1/2, standard error
+    // sqrt(1/2 / 2) = 1/2. Too few steps to be compared with the chain.
+    assert_eq!(c1.row_mean_sd, Some(0.5));
+    assert_eq!((c1.row_distance, c1.row_disagrees), (None, false));
     assert!(!c1.uses_prior);
 
     let c2 = &r.candidates[2];
     assert_close!(c2.expected_accepted, 1.0);
     let sd2 = (2.0f64 / 21.0).sqrt();
+    assert_close!(c2.accepted_sd, sd2);
     // Clipped to [0, 2].
     assert!((c2.accepted_interval[0] - (1.0 - z * sd2)).abs() < 1e-8);
     assert!((c2.accepted_interval[1] - (1.0 + z * sd2)).abs() < 1e-8);
@@ -364,4 +372,90 @@ fn recommendation_serializes_with_its_field_names() {
         serde_json::Value::Null
     );
     assert_eq!(json["positions"][1]["trials"], 2);
+}
+
+/// Acceptance that depends on the draft length: drafting 1, position 1 is
+/// always accepted; drafting 4, only half the time. The chain pools them,
+/// so both rows' own means disagree with it.
+#[test]
+fn rows_whose_acceptance_depends_on_k_are_flagged() {
+    let mut steps = vec![(1, 1); 400];
+    for i in 0..400 {
+        steps.push((4, if i % 2 == 0 { 0 } else { 4 }));
+    }
+    let h = histogram(4, &steps);
+    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    // Two rows compared: bound = Phi^-1(1 - 0.01 / 4) = 2.807.
+    assert!(
+        (r.row_distance_bound - 2.807_033_768).abs() < 1e-6,
+        "{}",
+        r.row_distance_bound
+    );
+    let flagged: Vec<usize> = r
+        .candidates
+        .iter()
+        .filter(|c| c.row_disagrees)
+        .map(|c| c.draft_len)
+        .collect();
+    assert_eq!(flagged, [1, 4]);
+    // Row 4: mean 2 (half 0, half 4), every step 2 away from it: sample
+    // variance 400 * 4 / 399, standard error sqrt(4 / 399).
+    let c4 = &r.candidates[4];
+    assert_eq!(c4.row_mean_accepted, Some(2.0));
+    assert_close!(c4.row_mean_sd.unwrap(), (4.0f64 / 399.0).sqrt());
+    let expected =
+        (2.0 - c4.expected_accepted).abs() / (4.0 / 399.0 + c4.accepted_sd * c4.accepted_sd).sqrt();
+    assert_close!(c4.row_distance.unwrap(), expected);
+    // Rows without steps are never compared.
+    assert!(r.candidates[2].row_distance.is_none() && !r.candidates[2].row_disagrees);
+}
+
+/// Acceptance independent of k: no row is flagged, however many.
+#[test]
+fn rows_that_agree_with_the_chain_are_not_flagged() {
+    for seed in 0..5 {
+        let h = sim::spread_histogram(16, 0.8, 40_000, seed);
+        let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+        assert_eq!(
+            r.candidates
+                .iter()
+                .filter(|c| c.row_distance.is_some())
+                .count(),
+            16
+        );
+        assert!(
+            r.candidates.iter().all(|c| !c.row_disagrees),
+            "seed {seed}: {:?}",
+            r.candidates
+                .iter()
+                .map(|c| c.row_distance)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn step_costs_say_what_they_are() {
+    assert_eq!(
+        StepCost::linear(2.0, 0.25).unwrap().to_string(),
+        "linear, cost(k) = 2 + 0.25 k"
+    );
+    assert_eq!(
+        StepCost::table(vec![1.5]).unwrap().to_string(),
+        "table, cost(0..=0) = 1.5"
+    );
+    // Beyond its table a cost is the last entry.
+    let table = StepCost::table(vec![1.0, 2.0]).unwrap();
+    assert_eq!((table.cost(1), table.cost(5)), (2.0, 2.0));
+    // A large but finite linear cost is fine; one that overflows names the
+    // first draft length that does.
+    assert!(StepCost::linear(1e10, 1e300).is_ok());
+    assert_eq!(
+        StepCost::linear(1.5e308, 1e307).unwrap_err(),
+        CostError::Overflow { draft_len: 3 }
+    );
+    assert_eq!(
+        StepCost::linear(1.5e308, 5e306).unwrap_err(),
+        CostError::Overflow { draft_len: 6 }
+    );
 }
