@@ -689,12 +689,13 @@ fn rows_whose_own_mean_disagrees_with_the_chain_are_warned_about() {
     // position and then everything: acceptance depends on k.
     let rows = [(1, 1, 900), (1, 0, 100), (4, 0, 700), (4, 4, 300)];
     let (stdout, stderr) = advise_trace(4, &rows, "1,0.1", "table");
-    // k = 1 by hand: the row's mean 0.9, variance 0.9 * 0.1 over 1,000
-    // steps; the chain's E[a | 1] is h_1 ~ Beta(1 + 1200, 1 + 800).
+    // k = 1 by hand: the row's mean 0.9, sample variance 0.9 * 0.1 *
+    // 1000 / 999, over 1,000 steps; the chain's E[a | 1] is
+    // h_1 ~ Beta(1 + 1200, 1 + 800).
     let (a, b) = (1201.0_f64, 801.0_f64);
     let chain_mean = a / (a + b);
     let chain_var = a * b / ((a + b) * (a + b) * (a + b + 1.0));
-    let distance = (0.9 - chain_mean) / (0.09 / 1000.0 + chain_var).sqrt();
+    let distance = (0.9 - chain_mean) / (0.09 / 999.0 + chain_var).sqrt();
     // Two rows compared: the bound is the normal quantile at 1 - 0.01 / 4.
     let expected = format!(
         "warning: k = 1: the row's own mean accepted 0.900 (1,000 steps) is {distance:.1} standard deviations from the chain's {chain_mean:.3} (the bound for 2 rows compared is 2.81): acceptance seems to depend on the draft length; trust the rows with data over the chain\n"

@@ -21,23 +21,14 @@
 //! - **The recommendation leans on the prior**: a position up to the
 //!   recommended `k` has no trials, so the estimate there is the prior's
 //!   opinion, not data.
-//! - **Acceptance that depends on `k`**: a row with at least
-//!   [`MIN_ROW_STEPS`] (100) steps whose own mean accepted count `m` is
-//!   further from the chain's `E[a | k]` than chance allows. The chain
-//!   assumes position `i` accepts as often whatever follows it; such a row
-//!   says it does not. The distance is `|m - E[a | k]| / sqrt(se^2 +
-//!   sd^2)`, `se` the standard error of the row's mean (the row's sample
-//!   standard deviation over the square root of its steps) and `sd` the
-//!   chain's posterior standard deviation at `k` (read back from its
-//!   interval: the larger half-width over `z`). The row's steps are part of
-//!   the chain, so under independence the two agree more closely than this
-//!   sum of variances allows: the check errs towards silence. The bound is
-//!   the normal quantile at `1 - 0.01 / (2 m)` for `m` rows compared
-//!   (Bonferroni): when acceptance does not depend on `k`, a report draws
-//!   this warning at most 1% of the time ([`ROW_FALSE_ALARM`]), however
-//!   many rows it has. (Comparing the row's and the chain's 90% intervals
-//!   instead flags about one row in ten on independent data: with a
-//!   narrow chain interval, non-overlap is a 90% test per row.)
+//! - **Acceptance that depends on `k`**: a row the library flags
+//!   (`Candidate::row_disagrees`): at least
+//!   [`MIN_ROW_STEPS`](specdec_metrics::MIN_ROW_STEPS) (100) steps, and its
+//!   own mean accepted count further from the chain's `E[a | k]` than
+//!   chance allows, calibrated (Bonferroni over the rows compared) so that a
+//!   report whose acceptance does not depend on `k` draws this warning at
+//!   most 1% of the time, however many rows it has. The warning shows the
+//!   distance and the bound.
 //! - **Rejected observations** in the report: invalid steps an engine
 //!   recorded (a bug to look into); they are in no estimate.
 
@@ -58,15 +49,6 @@ use crate::report_io::read_report;
 /// token) the advice comes with a warning.
 pub const FEW_TRIALS: u64 = 1000;
 
-/// Rows with fewer steps are not compared with the chain: their own mean is
-/// too noisy, and its normal approximation too rough.
-pub const MIN_ROW_STEPS: u64 = 100;
-
-/// The probability that a report whose acceptance does not depend on `k`
-/// draws the warning about a row that disagrees with the chain, over all
-/// its rows together.
-pub const ROW_FALSE_ALARM: f64 = 0.01;
-
 /// The flags of `advise`. The numeric flags take values that start with
 /// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
 /// parser, says what is wrong with a negative number.
@@ -80,12 +62,12 @@ pub struct Args {
     /// ratios matter): BASE, a step without speculation, above 0;
     /// PER_TOKEN 0 or more. Example: 1,0.1.
     #[arg(long, value_name = "BASE,PER_TOKEN", value_parser = parse_cost_linear, allow_hyphen_values = true)]
-    cost_linear: Option<Cost>,
+    cost_linear: Option<StepCost>,
     /// The step cost as measured costs of k = 0..=K drafts (K + 1 numbers
     /// above 0, in any unit), for instance step times in ms. Example for
     /// K = 3: 20,22.5,24,26.5.
     #[arg(long, value_name = "C0,...,CK", value_parser = parse_cost_table, allow_hyphen_values = true)]
-    cost_table: Option<Cost>,
+    cost_table: Option<StepCost>,
     /// The Beta(ALPHA, BETA) prior of every continuation rate, both above
     /// 0 [default: 1,1, uniform, worth two trials].
     #[arg(long, value_name = "ALPHA,BETA", value_parser = parse_prior, allow_hyphen_values = true)]
@@ -110,13 +92,6 @@ enum Format {
     /// Tables for people: one row per draft length, the recommendation,
     /// one row per position.
     Table,
-}
-
-/// A step cost flag: the cost, and how the header shows it.
-#[derive(Clone, Debug)]
-struct Cost {
-    cost: StepCost,
-    shown: String,
 }
 
 /// The `--prior` flag, already checked.
@@ -159,22 +134,14 @@ fn parse_pair(s: &str, expected: &str) -> Result<(f64, f64), String> {
     }
 }
 
-fn parse_cost_linear(s: &str) -> Result<Cost, String> {
+fn parse_cost_linear(s: &str) -> Result<StepCost, String> {
     let (base, per_token) = parse_pair(s, "two numbers BASE,PER_TOKEN, e.g. 1,0.1")?;
-    let cost = StepCost::linear(base, per_token).map_err(|e| e.to_string())?;
-    Ok(Cost {
-        cost,
-        shown: format!("linear, cost(k) = {base} + {per_token} k"),
-    })
+    StepCost::linear(base, per_token).map_err(|e| e.to_string())
 }
 
-fn parse_cost_table(s: &str) -> Result<Cost, String> {
+fn parse_cost_table(s: &str) -> Result<StepCost, String> {
     let costs = parse_numbers(s, "one cost per draft length 0..=K, e.g. 1,1.1,1.2,1.3")?;
-    let cost = StepCost::table(costs).map_err(|e| e.to_string())?;
-    Ok(Cost {
-        cost,
-        shown: "a table of measured costs".into(),
-    })
+    StepCost::table(costs).map_err(|e| e.to_string())
 }
 
 fn parse_prior(s: &str) -> Result<Prior, String> {
@@ -208,8 +175,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let max = args.max_draft_len;
     // Checked before the report is read: a wrong table is known already.
-    cost.cost
-        .check(max)
+    cost.check(max)
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
     let mut advisor = Advisor::default()
         .with_credible_level(args.credible_level)
@@ -240,91 +206,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
         )));
     }
     let rec = advisor
-        .try_recommend(&hist, &cost.cost)
+        .try_recommend(&hist, &cost)
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
 
-    let differ = differing_rows(&rec, &hist, normal_quantile(0.5 + rec.credible_level / 2.0));
     let text = match args.format {
         Format::Json => serde_json::to_string(&rec)
             .map(|s| s + "\n")
             .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))?,
-        Format::Table => render_table(&rec, &cost.shown, &differ),
+        Format::Table => render_table(&rec, &cost),
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
-    for w in warnings(&rec, &hist, &differ) {
+    for w in warnings(&rec, &hist) {
         let _ = writeln!(err, "warning: {w}");
     }
     written
 }
 
-/// A row whose own mean accepted count disagrees with the chain.
-#[derive(Clone, Debug, PartialEq)]
-struct RowDiffers {
-    draft_len: usize,
-    steps: u64,
-    /// The row's mean accepted count.
-    mean: f64,
-    /// `|mean - E[a | k]|` in standard deviations of the difference.
-    distance: f64,
-    /// The distance the warning needs (Bonferroni over `compared` rows).
-    bound: f64,
-    compared: usize,
-}
-
-/// Rows `k >= 1` with at least [`MIN_ROW_STEPS`] steps whose mean is
-/// further from the chain than [`ROW_FALSE_ALARM`] allows (module docs).
-/// `z` is the normal quantile of the credible level: the chain's interval
-/// is `mean ± z sd`.
-fn differing_rows(rec: &Recommendation, h: &AcceptanceHistogram, z: f64) -> Vec<RowDiffers> {
-    let rows: Vec<(usize, u64, f64, f64)> = rec
-        .candidates
-        .iter()
-        .skip(1)
-        .filter(|c| c.row_steps >= MIN_ROW_STEPS)
-        .filter_map(|c| {
-            let (row, mean) = (h.row(c.draft_len)?, c.row_mean_accepted?);
-            let n = c.row_steps as f64;
-            let var = row
-                .iter()
-                .enumerate()
-                .map(|(a, &count)| count as f64 * (a as f64 - mean).powi(2))
-                .sum::<f64>()
-                / n;
-            // The interval is mean ± z sd, clipped to [0, k]: the larger
-            // half is unclipped unless both are.
-            let [lo, hi] = c.accepted_interval;
-            let chain_sd = (hi - c.expected_accepted).max(c.expected_accepted - lo) / z;
-            let sd = (var / n + chain_sd * chain_sd).sqrt();
-            let diff = (mean - c.expected_accepted).abs();
-            let distance = if sd > 0.0 {
-                diff / sd
-            } else if diff > 0.0 {
-                f64::INFINITY
-            } else {
-                0.0
-            };
-            Some((c.draft_len, c.row_steps, mean, distance))
-        })
-        .collect();
-    let compared = rows.len();
-    let bound = normal_quantile(1.0 - ROW_FALSE_ALARM / (2.0 * compared.max(1) as f64));
-    rows.into_iter()
-        .filter(|&(.., distance)| distance > bound)
-        .map(|(draft_len, steps, mean, distance)| RowDiffers {
-            draft_len,
-            steps,
-            mean,
-            distance,
-            bound,
-            compared,
-        })
-        .collect()
-}
-
 /// The warnings of the module docs, in that order of importance: what is
 /// wrong with the data, then with the advice.
-fn warnings(rec: &Recommendation, h: &AcceptanceHistogram, differ: &[RowDiffers]) -> Vec<String> {
+fn warnings(rec: &Recommendation, h: &AcceptanceHistogram) -> Vec<String> {
     let mut out = Vec::new();
     let rejected = h.num_rejected_observations();
     if rejected > 0 {
@@ -363,28 +264,32 @@ fn warnings(rec: &Recommendation, h: &AcceptanceHistogram, differ: &[RowDiffers]
             prior.beta
         ));
     }
-    for d in differ {
-        let distance = if d.distance.is_finite() {
-            format!("{:.1}", d.distance)
-        } else {
-            "infinitely many".to_owned()
+    let compared = rec
+        .candidates
+        .iter()
+        .filter(|c| c.row_distance.is_some())
+        .count();
+    for c in rec.candidates.iter().filter(|c| c.row_disagrees) {
+        let distance = match c.row_distance {
+            Some(d) if d.is_finite() => format!("{d:.1}"),
+            _ => "infinitely many".to_owned(),
         };
         out.push(format!(
             "k = {}: the row's own mean accepted {:.3} ({} steps) is {distance} standard deviations from the chain's {:.3} (the bound for {} row{} compared is {:.2}): acceptance seems to depend on the draft length; trust the rows with data over the chain",
-            d.draft_len,
-            d.mean,
-            group_digits(d.steps),
-            rec.candidates[d.draft_len].expected_accepted,
-            d.compared,
-            if d.compared == 1 { "" } else { "s" },
-            d.bound,
+            c.draft_len,
+            c.row_mean_accepted.unwrap_or(0.0),
+            group_digits(c.row_steps),
+            c.expected_accepted,
+            compared,
+            if compared == 1 { "" } else { "s" },
+            rec.row_distance_bound,
         ));
     }
     out
 }
 
 /// The tables for people, ending in a newline.
-fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -> String {
+fn render_table(rec: &Recommendation, cost: &StepCost) -> String {
     let mut out = String::new();
     let level = level_percent(rec.credible_level);
     let max = rec.candidates.len() - 1;
@@ -395,7 +300,7 @@ fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -
     );
     let _ = writeln!(
         out,
-        "step cost: {cost_shown}; prior Beta({}, {}) on every continuation rate; {level} credible intervals",
+        "step cost: {cost}; prior Beta({}, {}) on every continuation rate; {level} credible intervals",
         rec.prior.alpha, rec.prior.beta
     );
     out.push('\n');
@@ -425,7 +330,7 @@ fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -
                 notes.push("prior");
                 any_prior = true;
             }
-            if differ.iter().any(|d| d.draft_len == c.draft_len) {
+            if c.row_disagrees {
                 notes.push("row differs");
             }
             vec![
@@ -462,7 +367,7 @@ fn render_table(rec: &Recommendation, cost_shown: &str, differ: &[RowDiffers]) -
             "prior: a position up to k has no trials; E[accepted] leans on the prior there, not on data."
         );
     }
-    if !differ.is_empty() {
+    if rec.candidates.iter().any(|c| c.row_disagrees) {
         out.push_str(
             "row differs: the row's own mean is further from E[accepted] than chance allows (see the warning).\n",
         );
@@ -574,57 +479,6 @@ fn level_percent(p: f64) -> String {
     format!("{}%", trimmed(significant(p * 100.0, 6)))
 }
 
-/// The standard normal quantile `Phi^-1(p)` for `0 < p < 1` (Acklam's
-/// rational approximation, relative error below `1.2e-9`), for the
-/// intervals of a row's own mean. The library computes the same `z` for its
-/// intervals but does not export it.
-fn normal_quantile(p: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969_683_028_665_376e1,
-        2.209_460_984_245_205e2,
-        -2.759_285_104_469_687e2,
-        1.383_577_518_672_69e2,
-        -3.066_479_806_614_716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447_609_879_822_406e1,
-        1.615_858_368_580_409e2,
-        -1.556_989_798_598_866e2,
-        6.680_131_188_771_972e1,
-        -1.328_068_155_288_572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784_894_002_430_293e-3,
-        -3.223_964_580_411_365e-1,
-        -2.400_758_277_161_838,
-        -2.549_732_539_343_734,
-        4.374_664_141_464_968,
-        2.938_163_982_698_783,
-    ];
-    const D: [f64; 4] = [
-        7.784_695_709_041_462e-3,
-        3.224_671_290_700_398e-1,
-        2.445_134_137_142_996,
-        3.754_408_661_907_416,
-    ];
-    const LOW: f64 = 0.02425;
-    let tail = |q: f64| {
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    };
-    if p < LOW {
-        tail((-2.0 * p.ln()).sqrt())
-    } else if p <= 1.0 - LOW {
-        let q = p - 0.5;
-        let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    } else {
-        -tail((-2.0 * (1.0 - p).ln()).sqrt())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,24 +493,6 @@ mod tests {
         assert_eq!(significant(0.0, 4), "0");
         assert_eq!(level_percent(0.9), "90%");
         assert_eq!(level_percent(0.999), "99.9%");
-    }
-
-    #[test]
-    fn normal_quantile_matches_tables() {
-        for (p, z) in [
-            (0.5, 0.0),
-            (0.95, 1.644_853_626_951_472_2),
-            (0.975, 1.959_963_984_540_054),
-            (0.995, 2.575_829_303_548_901),
-            (0.999_5, 3.290_526_731_491_926),
-            (0.01, -2.326_347_874_040_841),
-        ] {
-            assert!(
-                (normal_quantile(p) - z).abs() < 1e-8,
-                "{p}: {}",
-                normal_quantile(p)
-            );
-        }
     }
 
     #[test]
