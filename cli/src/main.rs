@@ -1,20 +1,23 @@
 //! `specdec-metrics`: replay verifier traces and vLLM detailed reports into
-//! the acceptance-histogram report, merge reports, draw them.
+//! the acceptance-histogram report, merge reports, draw them, and advise a
+//! draft length from them.
 //!
 //! This file only parses the command line and dispatches: each subcommand
 //! is a module of [`cmd`] (its flags and its `run`), and what subcommands
 //! share lives in modules of its own — [`error`] (the error type and how it
-//! is printed), [`format`](mod@format) (numbers and quoted input in messages),
+//! is printed), [`flags`] (flag values more than one subcommand takes),
+//! [`format`](mod@format) (numbers and quoted input in messages),
 //! [`output`] (printing the report, the table and the plot) and
 //! [`report_io`] (reading a report file back). No module imports from
 //! `main.rs` or from another subcommand.
 //!
 //! Exit status: 0 on success, 2 on any error (bad flag, missing file,
-//! malformed input, `--strict` rejection, inconsistent report), with a
-//! message on standard error.
+//! malformed input, `--strict` rejection, inconsistent report, a step cost
+//! or a `K` that does not fit the report), with a message on standard error.
 
 mod cmd;
 mod error;
+mod flags;
 mod format;
 mod output;
 mod report_io;
@@ -26,8 +29,9 @@ use clap::{Parser, Subcommand};
 /// Acceptance histograms by draft length for speculative decoding.
 ///
 /// Exit status: 0 on success; 2 on any error (bad flag value, missing file,
-/// malformed input line, invalid step under --strict, inconsistent report),
-/// with a message on standard error.
+/// malformed input line, invalid step under --strict, inconsistent report,
+/// a step cost or K that does not fit the report), with a message on
+/// standard error.
 #[derive(Parser, Debug)]
 #[command(name = "specdec-metrics", version)]
 struct Cli {
@@ -54,6 +58,17 @@ enum Command {
     /// Every file holds one JSON report as `replay` writes it; all must
     /// have the same num_spec_tokens (K).
     Merge(cmd::merge::Args),
+    /// Advise a draft length from a report and the engine's step cost.
+    ///
+    /// Reads one report (as replay or merge writes it) whose num_spec_tokens
+    /// is K and prints, for every draft length k = 0..=K, the expected
+    /// accepted drafts with a credible interval, tokens per step, goodput
+    /// and speedup over not speculating, and the k with the highest expected
+    /// goodput. Positions without trials use the prior, and say so. Warns
+    /// on standard error when the advice should not be trusted (fewer than
+    /// 1,000 steps drafted a token; the recommendation leans on the prior; a
+    /// row's own mean disagrees with the chain; rejected observations).
+    Advise(cmd::advise::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +76,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Merge(args) => cmd::merge::run(args),
+        Command::Advise(args) => cmd::advise::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! What `replay` and `merge` print: the report on standard output (JSON or
-//! a table) and, with `--plot`, the heatmap to a file.
+//! a table) and, with `--plot`, the heatmap to a file; and the one way every
+//! subcommand writes to standard output ([`write_stdout`]).
 
 mod plot;
 mod table;
@@ -48,7 +49,7 @@ pub fn output(hist: &AcceptanceHistogram, args: &OutputArgs) -> Result<(), CliEr
             .map_err(|e| CliError::new(format!("cannot write the report: {e}"))),
         Format::Table => Ok(table::render(hist)),
     }
-    .and_then(|text| write_stdout(text.as_bytes()));
+    .and_then(|text| write_stdout(text.as_bytes(), "report"));
     let plot = match &args.plot {
         Some(path) => write_plot(hist, path),
         None => Ok(()),
@@ -66,21 +67,21 @@ fn write_plot(hist: &AcceptanceHistogram, path: &Path) -> Result<(), CliError> {
         .map_err(|e| CliError::new(format!("cannot write the plot to {}: {e}", path.display())))
 }
 
-/// Writes `bytes` to standard output. A closed standard output, a full disk
-/// or any other failure is an error; a reader that went away (`EPIPE`) is
-/// not: it asked for no more.
-fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+/// Writes `bytes` (the `what`: "report", "advice") to standard output. A
+/// closed standard output, a full disk or any other failure is an error; a
+/// reader that went away (`EPIPE`) is not: it asked for no more.
+pub fn write_stdout(bytes: &[u8], what: &str) -> Result<(), CliError> {
     if stdout_is_closed() {
-        return Err(CliError::new(
-            "standard output is closed; the report was not written",
-        ));
+        return Err(CliError::new(format!(
+            "standard output is closed; the {what} was not written"
+        )));
     }
     let mut stdout = io::stdout().lock();
     match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(CliError::new(format!(
-            "cannot write to standard output: {e}; the report was not written"
+            "cannot write to standard output: {e}; the {what} was not written"
         ))),
     }
 }

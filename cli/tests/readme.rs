@@ -1,8 +1,9 @@
 //! The README's command-line section stays true: every `console` example in
 //! it is run, from a copy of the repository's `examples/`, and what it
 //! prints (standard output and standard error together, in order) must be
-//! exactly what the README shows; the example trace it shows is the file
-//! `examples/trace.jsonl`.
+//! exactly what the README shows (commands that generate their input, such
+//! as the `awk` line of the `advise` example, run too); the example trace
+//! it shows is the file `examples/trace.jsonl`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -70,9 +71,18 @@ fn readme_console_examples_print_what_the_readme_shows() {
     let section = cli_section();
     let consoles = blocks(&section, "console");
     assert!(
-        consoles.len() >= 6,
+        consoles.len() >= 10,
         "found {} console blocks",
         consoles.len()
+    );
+    // The advise example: its table and its recommendation, shown as run.
+    assert!(
+        consoles
+            .iter()
+            .any(|b| b.contains("\n$ specdec-metrics advise ")
+                && b.contains("--format table")
+                && b.contains("\nRecommendation: draft ")),
+        "no console example of advise --format table"
     );
 
     // A scratch copy of the repository's examples, so that the commands
@@ -108,7 +118,7 @@ fn readme_console_examples_print_what_the_readme_shows() {
             ran += 1;
         }
     }
-    assert!(ran >= 12, "ran {ran} commands");
+    assert!(ran >= 21, "ran {ran} commands");
 }
 
 #[test]

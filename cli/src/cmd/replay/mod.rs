@@ -23,16 +23,16 @@ mod input;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
-use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
-use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker, layout};
+use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
 use self::input::{LineParser, Record};
 use crate::error::CliError;
+use crate::flags::parse_max_draft_len;
 use crate::format::{excerpt, format_bytes, sanitize};
 use crate::output::{OutputArgs, output};
 
@@ -98,26 +98,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
         return Err("the limit must be at least 1 byte".into());
     }
     Ok(bytes)
-}
-
-fn parse_max_draft_len(s: &str) -> Result<usize, String> {
-    let k: usize = s.parse().map_err(|e: std::num::ParseIntError| {
-        let (min, max) = (layout::MIN_MAX_DRAFT_LEN, layout::MAX_MAX_DRAFT_LEN);
-        match e.kind() {
-            IntErrorKind::PosOverflow => {
-                format!("{} is too large: K must be in {min}..={max}", excerpt(s))
-            }
-            IntErrorKind::Empty => {
-                format!("it is empty: K must be a whole number in {min}..={max}")
-            }
-            _ => format!(
-                "{} is not a whole number: K must be a whole number in {min}..={max}",
-                excerpt(s)
-            ),
-        }
-    })?;
-    AcceptanceHistogram::new(k).map_err(|e| e.to_string())?;
-    Ok(k)
 }
 
 /// Runs `replay`: the file (or standard input) into the report.

@@ -1,0 +1,520 @@
+//! `advise`: a report into the draft length to use.
+//!
+//! Reads one report ([`crate::report_io`], strictly), checks that its `K`
+//! is `--max-draft-len`, and hands it with the step cost to the library's
+//! [`Advisor`] ([`Advisor::try_recommend`]). Standard output carries the
+//! [`Recommendation`]: serialized, on one line (`--format json`, the
+//! default, as for every subcommand: standard output is for programs unless
+//! asked otherwise), or as tables for a person (`--format table`): one row
+//! per draft length `k = 0..=K`, the recommendation in a sentence, one row
+//! per position.
+//!
+//! Standard error carries a warning, in either format, whenever the advice
+//! should not be trusted as it stands:
+//!
+//! - **Few data**: fewer than [`FEW_TRIALS`] (1,000) steps drafted at least
+//!   one token (the trials `n_1` at position 1; `k = 0` steps tell nothing
+//!   about acceptance). At 1,000 trials the posterior standard deviation of
+//!   `h_1` is at most `0.5 / sqrt(1000) = 0.016`, a 90% interval at most
+//!   ±2.6 points wide; below that the intervals are wide enough for the
+//!   choice to move with the next few hundred steps.
+//! - **The recommendation leans on the prior**: a position up to the
+//!   recommended `k` has no trials, so the estimate there is the prior's
+//!   opinion, not data.
+//! - **Acceptance that depends on `k`**: a row the library flags
+//!   (`Candidate::row_disagrees`): at least
+//!   [`MIN_ROW_STEPS`](specdec_metrics::MIN_ROW_STEPS) (100) steps, and its
+//!   own mean accepted count further from the chain's `E[a | k]` than
+//!   chance allows, calibrated (Bonferroni over the rows compared) so that a
+//!   report whose acceptance does not depend on `k` draws this warning at
+//!   most 1% of the time, however many rows it has. The warning shows the
+//!   distance and the bound.
+//! - **Rejected observations** in the report: invalid steps an engine
+//!   recorded (a bug to look into); they are in no estimate.
+
+use std::fmt::Write as _;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{ArgGroup, ValueEnum};
+use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
+
+use crate::error::CliError;
+use crate::flags::parse_max_draft_len;
+use crate::format::{excerpt, group_digits, percent};
+use crate::output::write_stdout;
+use crate::report_io::read_report;
+
+/// Below this many trials at position 1 (steps that drafted at least one
+/// token) the advice comes with a warning.
+pub const FEW_TRIALS: u64 = 1000;
+
+/// The flags of `advise`. The numeric flags take values that start with
+/// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
+/// parser, says what is wrong with a negative number.
+#[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table"])))]
+pub struct Args {
+    /// The report's maximum draft length K (its num_spec_tokens), 1..=64.
+    #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
+    max_draft_len: usize,
+    /// The step cost as cost(k) = BASE + PER_TOKEN * k, in any unit (only
+    /// ratios matter): BASE, a step without speculation, above 0;
+    /// PER_TOKEN 0 or more. Example: 1,0.1.
+    #[arg(long, value_name = "BASE,PER_TOKEN", value_parser = parse_cost_linear, allow_hyphen_values = true)]
+    cost_linear: Option<StepCost>,
+    /// The step cost as measured costs of k = 0..=K drafts (K + 1 numbers
+    /// above 0, in any unit), for instance step times in ms. Example for
+    /// K = 3: 20,22.5,24,26.5.
+    #[arg(long, value_name = "C0,...,CK", value_parser = parse_cost_table, allow_hyphen_values = true)]
+    cost_table: Option<StepCost>,
+    /// The Beta(ALPHA, BETA) prior of every continuation rate, both above
+    /// 0 [default: 1,1, uniform, worth two trials].
+    #[arg(long, value_name = "ALPHA,BETA", value_parser = parse_prior, allow_hyphen_values = true)]
+    prior: Option<Prior>,
+    /// The probability of every credible interval, strictly between 0 and 1.
+    #[arg(long, value_name = "P", default_value = "0.9", value_parser = parse_credible_level, allow_hyphen_values = true)]
+    credible_level: f64,
+    /// Output format on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
+    /// The report, as replay or merge writes it; standard input when absent
+    /// or "-".
+    #[arg(value_name = "REPORT")]
+    report: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// The recommendation with every estimate behind it, as one JSON object
+    /// on one line.
+    Json,
+    /// Tables for people: one row per draft length, the recommendation,
+    /// one row per position.
+    Table,
+}
+
+/// The `--prior` flag, already checked.
+#[derive(Clone, Copy, Debug)]
+struct Prior {
+    alpha: f64,
+    beta: f64,
+}
+
+/// Comma-separated numbers. Anything Rust reads as an `f64` is taken
+/// (`1e-3`, `inf`, `NaN`: the cost or parameter check then says what is
+/// wrong with it); `expected` says what the flag takes.
+fn parse_numbers(s: &str, expected: &str) -> Result<Vec<f64>, String> {
+    if s.trim().is_empty() {
+        return Err(format!("it is empty; expected {expected}"));
+    }
+    s.split(',')
+        .enumerate()
+        .map(|(i, part)| {
+            let t = part.trim();
+            if t.is_empty() {
+                Err(format!("value {} is empty; expected {expected}", i + 1))
+            } else {
+                t.parse::<f64>()
+                    .map_err(|_| format!("{} is not a number; expected {expected}", excerpt(t)))
+            }
+        })
+        .collect()
+}
+
+/// Two numbers `A,B`; `expected` names them.
+fn parse_pair(s: &str, expected: &str) -> Result<(f64, f64), String> {
+    match parse_numbers(s, expected)?[..] {
+        [a, b] => Ok((a, b)),
+        ref values => Err(format!(
+            "{} value{} given; expected {expected}",
+            values.len(),
+            if values.len() == 1 { "" } else { "s" }
+        )),
+    }
+}
+
+fn parse_cost_linear(s: &str) -> Result<StepCost, String> {
+    let (base, per_token) = parse_pair(s, "two numbers BASE,PER_TOKEN, e.g. 1,0.1")?;
+    StepCost::linear(base, per_token).map_err(|e| e.to_string())
+}
+
+fn parse_cost_table(s: &str) -> Result<StepCost, String> {
+    let costs = parse_numbers(s, "one cost per draft length 0..=K, e.g. 1,1.1,1.2,1.3")?;
+    StepCost::table(costs).map_err(|e| e.to_string())
+}
+
+fn parse_prior(s: &str) -> Result<Prior, String> {
+    let (alpha, beta) = parse_pair(s, "two numbers ALPHA,BETA, e.g. 1,1")?;
+    Advisor::default()
+        .with_prior(alpha, beta)
+        .map_err(|e| e.to_string())?;
+    Ok(Prior { alpha, beta })
+}
+
+fn parse_credible_level(s: &str) -> Result<f64, String> {
+    let level: f64 = s.trim().parse().map_err(|_| {
+        format!(
+            "{} is not a number; expected a probability such as 0.9",
+            excerpt(s)
+        )
+    })?;
+    Advisor::default()
+        .with_credible_level(level)
+        .map_err(|e| e.to_string())?;
+    Ok(level)
+}
+
+/// Runs `advise`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let Some(cost) = args.cost_linear.or(args.cost_table) else {
+        // The argument group makes one of them required.
+        return Err(CliError::new(
+            "give a step cost: --cost-linear or --cost-table",
+        ));
+    };
+    let max = args.max_draft_len;
+    // Checked before the report is read: a wrong table is known already.
+    cost.check(max)
+        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+    let mut advisor = Advisor::default()
+        .with_credible_level(args.credible_level)
+        .map_err(|e| CliError::new(format!("--credible-level: {e}")))?;
+    if let Some(p) = args.prior {
+        advisor = advisor
+            .with_prior(p.alpha, p.beta)
+            .map_err(|e| CliError::new(format!("--prior: {e}")))?;
+    }
+
+    let (path, name) = match args.report.as_deref() {
+        Some(p) if p != Path::new("-") => (p, p.display().to_string()),
+        _ => {
+            if io::stdin().is_terminal() {
+                let _ = writeln!(
+                    io::stderr(),
+                    "reading a report from standard input (end with Ctrl-D)"
+                );
+            }
+            (Path::new("-"), "<stdin>".to_owned())
+        }
+    };
+    let hist = read_report(path, &name)?;
+    if hist.max_draft_len() != max {
+        return Err(CliError::new(format!(
+            "{name}: num_spec_tokens (K) is {} but --max-draft-len is {max}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)",
+            hist.max_draft_len()
+        )));
+    }
+    let rec = advisor
+        .try_recommend(&hist, &cost)
+        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+
+    let text = match args.format {
+        Format::Json => serde_json::to_string(&rec)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))?,
+        Format::Table => render_table(&rec, &cost),
+    };
+    let written = write_stdout(text.as_bytes(), "advice");
+    let mut err = io::stderr().lock();
+    for w in warnings(&rec, &hist) {
+        let _ = writeln!(err, "warning: {w}");
+    }
+    written
+}
+
+/// The warnings of the module docs, in that order of importance: what is
+/// wrong with the data, then with the advice.
+fn warnings(rec: &Recommendation, h: &AcceptanceHistogram) -> Vec<String> {
+    let mut out = Vec::new();
+    let rejected = h.num_rejected_observations();
+    if rejected > 0 {
+        out.push(format!(
+            "the report counts {} rejected observation{} (invalid steps the engine recorded: a bug to look into); rejected observations are in no estimate",
+            group_digits(rejected),
+            if rejected == 1 { "" } else { "s" }
+        ));
+    }
+    let trials = rec.positions.first().map_or(0, |p| p.trials);
+    if trials == 0 {
+        out.push(
+            "no step drafted a token: every estimate is the prior's, not data; the advice is a guess"
+                .into(),
+        );
+    } else if trials < FEW_TRIALS {
+        out.push(format!(
+            "only {} step{} drafted a token (fewer than {}): the intervals are wide and the advice may change with more data",
+            group_digits(trials),
+            if trials == 1 { "" } else { "s" },
+            group_digits(FEW_TRIALS)
+        ));
+    }
+    let k = rec.draft_len;
+    if let Some(first) = rec.positions[..k].iter().find(|p| p.from_prior) {
+        let prior = rec.prior;
+        out.push(format!(
+            "the recommended draft length {k} leans on the prior: no step tried position {} (reached it with every earlier draft accepted){}, so the estimate there is the prior Beta({}, {}), not data; draft {k} tokens now and then to measure it",
+            first.position,
+            if first.position < k {
+                format!(" or any above it up to {k}")
+            } else {
+                String::new()
+            },
+            prior.alpha,
+            prior.beta
+        ));
+    }
+    let compared = rec
+        .candidates
+        .iter()
+        .filter(|c| c.row_distance.is_some())
+        .count();
+    for c in rec.candidates.iter().filter(|c| c.row_disagrees) {
+        let distance = match c.row_distance {
+            Some(d) if d.is_finite() => format!("{d:.1}"),
+            _ => "infinitely many".to_owned(),
+        };
+        out.push(format!(
+            "k = {}: the row's own mean accepted {:.3} ({} steps) is {distance} standard deviations from the chain's {:.3} (the bound for {} row{} compared is {:.2}): acceptance seems to depend on the draft length; trust the rows with data over the chain",
+            c.draft_len,
+            c.row_mean_accepted.unwrap_or(0.0),
+            group_digits(c.row_steps),
+            c.expected_accepted,
+            compared,
+            if compared == 1 { "" } else { "s" },
+            rec.row_distance_bound,
+        ));
+    }
+    out
+}
+
+/// The tables for people, ending in a newline.
+fn render_table(rec: &Recommendation, cost: &StepCost) -> String {
+    let mut out = String::new();
+    let level = level_percent(rec.credible_level);
+    let max = rec.candidates.len() - 1;
+    let _ = writeln!(
+        out,
+        "Draft length advice (K = num_spec_tokens = {max}, {} verify steps)",
+        group_digits(rec.num_spec_steps)
+    );
+    let _ = writeln!(
+        out,
+        "step cost: {cost}; prior Beta({}, {}) on every continuation rate; {level} credible intervals",
+        rec.prior.alpha, rec.prior.beta
+    );
+    out.push('\n');
+
+    let header = [
+        "",
+        "k",
+        "E[accepted]",
+        &format!("{level} interval"),
+        "tokens/step",
+        "cost",
+        "goodput",
+        "speedup",
+        "P(beats)",
+        "row steps",
+        "row mean",
+        "notes",
+    ];
+    let mut any_prior = false;
+    let rows = rec
+        .candidates
+        .iter()
+        .map(|c| {
+            let chosen = c.draft_len == rec.draft_len;
+            let mut notes = Vec::new();
+            if c.uses_prior {
+                notes.push("prior");
+                any_prior = true;
+            }
+            if c.row_disagrees {
+                notes.push("row differs");
+            }
+            vec![
+                if chosen { "*" } else { "" }.to_owned(),
+                c.draft_len.to_string(),
+                format!("{:.3}", c.expected_accepted),
+                format!(
+                    "[{:.3}, {:.3}]",
+                    c.accepted_interval[0], c.accepted_interval[1]
+                ),
+                format!("{:.3}", c.tokens_per_step),
+                trimmed(significant(c.cost, 6)),
+                significant(c.goodput, 4),
+                format!("{:.3}x", c.speedup),
+                if chosen {
+                    "-".to_owned()
+                } else {
+                    percent(c.prob_beats_choice)
+                },
+                group_digits(c.row_steps),
+                c.row_mean_accepted
+                    .map_or("-".to_owned(), |m| format!("{m:.3}")),
+                notes.join(", "),
+            ]
+        })
+        .collect::<Vec<_>>();
+    grid(&mut out, &header, &rows);
+    out.push_str(
+        "* the recommendation. P(beats): posterior probability that k has a higher goodput than it.\n",
+    );
+    if any_prior {
+        let _ = writeln!(
+            out,
+            "prior: a position up to k has no trials; E[accepted] leans on the prior there, not on data."
+        );
+    }
+    if rec.candidates.iter().any(|c| c.row_disagrees) {
+        out.push_str(
+            "row differs: the row's own mean is further from E[accepted] than chance allows (see the warning).\n",
+        );
+    }
+    out.push('\n');
+
+    match rec.draft_len {
+        0 => out.push_str(
+            "Recommendation: do not speculate (k = 0): no draft length is expected to beat a step without drafts.\n",
+        ),
+        k => {
+            let _ = writeln!(
+                out,
+                "Recommendation: draft {k} token{} per step: expected speedup {:.2}x over not speculating.",
+                if k == 1 { "" } else { "s" },
+                rec.expected_speedup
+            );
+        }
+    }
+    out.push('\n');
+
+    out.push_str(
+        "Continuation by position i (trials: steps that reached i with every earlier draft accepted)\n",
+    );
+    let header = [
+        "",
+        "i",
+        "accepted",
+        "trials",
+        "rate",
+        "posterior",
+        &format!("{level} interval"),
+        "notes",
+    ];
+    let rows = rec
+        .positions
+        .iter()
+        .map(|p| {
+            vec![
+                String::new(),
+                p.position.to_string(),
+                group_digits(p.successes),
+                group_digits(p.trials),
+                p.rate.map_or("-".to_owned(), percent),
+                percent(p.posterior_mean),
+                format!("[{}, {}]", percent(p.interval[0]), percent(p.interval[1])),
+                if p.from_prior { "prior" } else { "" }.to_owned(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    grid(&mut out, &header, &rows);
+    out
+}
+
+/// Writes `rows` under `header` in columns two spaces apart, every column
+/// right-aligned but the last (notes), no space at the end of a line.
+fn grid(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain(std::iter::once(header[i].chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let last = header.len() - 1;
+    let header: Vec<String> = header.iter().map(|&s| s.to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            if i == last {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:>w$}", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// `v` with `digits` significant digits (at least none after the point):
+/// `2.400`, `0.01235`, `1235`. Whatever the unit of the cost, a goodput
+/// keeps its precision.
+fn significant(v: f64, digits: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).clamp(0, 15) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// A number without its trailing zeros: `1.450` as `1.45`, `20.0` as `20`.
+fn trimmed(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// A probability as a percentage without needless decimals: `90%`,
+/// `99.9%`.
+fn level_percent(p: f64) -> String {
+    format!("{}%", trimmed(significant(p * 100.0, 6)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn significant_digits_drop_trailing_zeros() {
+        assert_eq!(trimmed(significant(1.0 + 0.15 * 3.0, 6)), "1.45");
+        assert_eq!(trimmed(significant(20.0, 6)), "20");
+        assert_eq!(significant(2.4, 4), "2.400");
+        assert_eq!(significant(0.012_345_6, 4), "0.01235");
+        assert_eq!(significant(1234.56, 4), "1235");
+        assert_eq!(significant(0.0, 4), "0");
+        assert_eq!(level_percent(0.9), "90%");
+        assert_eq!(level_percent(0.999), "99.9%");
+    }
+
+    #[test]
+    fn numbers_are_parsed_with_messages() {
+        assert_eq!(parse_pair(" 1 , 0.1", "X").unwrap(), (1.0, 0.1));
+        assert_eq!(
+            parse_pair("1,2,3", "X").unwrap_err(),
+            "3 values given; expected X"
+        );
+        assert_eq!(
+            parse_pair("1", "X").unwrap_err(),
+            "1 value given; expected X"
+        );
+        assert_eq!(
+            parse_pair("1,abc", "X").unwrap_err(),
+            "\"abc\" is not a number; expected X"
+        );
+        assert_eq!(
+            parse_pair("1,", "X").unwrap_err(),
+            "value 2 is empty; expected X"
+        );
+        assert_eq!(parse_pair(" ", "X").unwrap_err(), "it is empty; expected X");
+        assert!(parse_pair("NaN,1", "X").unwrap().0.is_nan());
+    }
+}
