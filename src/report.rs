@@ -1,4 +1,5 @@
-//! The report of SPEC §4: `AcceptanceHistogram` through serde.
+//! The report (`docs/reference.md`, "The report"): `AcceptanceHistogram`
+//! through serde.
 //!
 //! Writing emits vLLM's per-request `speculative_decoding` keys in vLLM's
 //! order, `acceptance_histogram_by_draft_length` right after

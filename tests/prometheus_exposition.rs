@@ -1,5 +1,6 @@
-//! The Prometheus exposition (SPEC §8): promtool accepts it, its numbers are
-//! the snapshot's, every bucket is always there, names and labels are exact.
+//! The Prometheus exposition (the reference's "Prometheus families"):
+//! promtool accepts it, its numbers are the snapshot's, every bucket is
+//! always there, names and labels are exact.
 //!
 //! `promtool` (Debian package `prometheus`; `.ci/install-prometheus.sh`) must
 //! be on PATH: without it the promtool tests fail, unless
@@ -289,7 +290,8 @@ fn assert_samples_match(samples: &[Sample], prefix: &str, h: &AcceptanceHistogra
 }
 
 /// Checks that every family of one scrape equals what its buckets imply
-/// (SPEC §3 arithmetic, done here independently of the library).
+/// (the arithmetic of the reference's "Derived figures", done here
+/// independently of the library).
 fn assert_families_agree(samples: &[Sample], max_draft_len: usize) {
     let mut steps = 0u64;
     let mut drafted = 0u64;

@@ -1,12 +1,13 @@
-//! Reading a report back (SPEC §4): malformed or inconsistent reports are
-//! rejected with an error that says why; valid ones rebuild the histogram.
+//! Reading a report back (the reference's "Reading a report back"):
+//! malformed or inconsistent reports are rejected with an error that says
+//! why; valid ones rebuild the histogram.
 
 use serde_json::{Value, json};
 use specdec_metrics::{AcceptanceHistogram, REPORT_KEYS};
 
-/// The SPEC §4 example, verbatim: K = 3 and the steps
+/// The reference's example report, pretty-printed: K = 3 and the steps
 /// (3,0),(3,3),(3,2),(3,3),(3,1).
-const SPEC_EXAMPLE: &str = r#"{
+const EXAMPLE_REPORT: &str = r#"{
   "mean_acceptance_length": 2.8,
   "draft_acceptance_rate": 0.6,
   "acceptance_histogram": [1, 1, 1, 2],
@@ -22,7 +23,7 @@ const SPEC_EXAMPLE: &str = r#"{
 }"#;
 
 fn base() -> Value {
-    serde_json::from_str(SPEC_EXAMPLE).unwrap()
+    serde_json::from_str(EXAMPLE_REPORT).unwrap()
 }
 
 /// `base()` with `key` set to `value`.
@@ -52,10 +53,10 @@ fn rejects_value(v: &Value, fragment: &str) {
     rejects(&v.to_string(), fragment);
 }
 
-/// The SPEC §4 example with its rows object replaced by `rows` (raw text).
+/// The example report with its rows object replaced by `rows` (raw text).
 fn with_rows_text(rows: &str) -> String {
-    let text = SPEC_EXAMPLE.replace(r#"{"3": [1, 1, 1, 2]}"#, rows);
-    assert_ne!(text, SPEC_EXAMPLE);
+    let text = EXAMPLE_REPORT.replace(r#"{"3": [1, 1, 1, 2]}"#, rows);
+    assert_ne!(text, EXAMPLE_REPORT);
     text
 }
 
@@ -73,7 +74,7 @@ fn spec_example_histogram() -> AcceptanceHistogram {
 
 #[test]
 fn spec_example_parses_to_the_histogram_that_wrote_it() {
-    let h: AcceptanceHistogram = serde_json::from_str(SPEC_EXAMPLE).unwrap();
+    let h: AcceptanceHistogram = serde_json::from_str(EXAMPLE_REPORT).unwrap();
     assert_eq!(h, spec_example_histogram());
     assert_eq!(h.max_draft_len(), 3);
     assert_eq!(h.row(3), Some(&[1, 1, 1, 2][..]));
@@ -428,7 +429,7 @@ fn count_above_u64_max_is_rejected() {
         "expected u64",
     );
     rejects(
-        &SPEC_EXAMPLE.replace(
+        &EXAMPLE_REPORT.replace(
             r#""num_undrafted_steps": 0"#,
             r#""num_undrafted_steps": 18446744073709551616"#,
         ),
@@ -460,7 +461,7 @@ fn every_missing_key_is_rejected_by_name() {
 #[test]
 fn duplicate_key_is_rejected() {
     rejects(
-        &SPEC_EXAMPLE.replace(
+        &EXAMPLE_REPORT.replace(
             r#""num_spec_steps": 5,"#,
             r#""num_spec_steps": 5, "num_spec_steps": 5,"#,
         ),

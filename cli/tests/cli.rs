@@ -1,4 +1,4 @@
-//! Integration tests of the `specdec-metrics` binary: `replay` (SPEC §7),
+//! Integration tests of the `specdec-metrics` binary: `replay` (the reference's "Command line"),
 //! its output formats and plot, `merge`, and every kind of bad input.
 
 use std::fmt::Write as _;
@@ -37,15 +37,15 @@ fn report(h: &AcceptanceHistogram) -> String {
     serde_json::to_string(h).unwrap() + "\n"
 }
 
-const SPEC_EXAMPLE: &str = r#"{"drafted":3,"accepted":0}
+const EXAMPLE_TRACE: &str = r#"{"drafted":3,"accepted":0}
 {"drafted":3,"accepted":3}
 {"drafted":3,"accepted":2}
 {"drafted":3,"accepted":3}
 {"drafted":3,"accepted":1}
 "#;
 
-/// The report of SPEC §4, byte for byte.
-const SPEC_REPORT: &str = r#"{"mean_acceptance_length":2.8,"draft_acceptance_rate":0.6,"acceptance_histogram":[1,1,1,2],"acceptance_histogram_by_draft_length":{"3":[1,1,1,2]},"num_spec_steps":5,"num_accepted_draft_tokens":9,"num_draft_tokens":15,"num_spec_tokens":3,"num_accepted_tokens_per_pos":[4,3,2],"num_draft_tokens_per_pos":[5,5,5],"num_undrafted_steps":0,"num_rejected_observations":0}
+/// The report of the reference's example, byte for byte.
+const EXAMPLE_REPORT: &str = r#"{"mean_acceptance_length":2.8,"draft_acceptance_rate":0.6,"acceptance_histogram":[1,1,1,2],"acceptance_histogram_by_draft_length":{"3":[1,1,1,2]},"num_spec_steps":5,"num_accepted_draft_tokens":9,"num_draft_tokens":15,"num_spec_tokens":3,"num_accepted_tokens_per_pos":[4,3,2],"num_draft_tokens_per_pos":[5,5,5],"num_undrafted_steps":0,"num_rejected_observations":0}
 "#;
 
 // ---------------------------------------------------------------------------
@@ -53,29 +53,29 @@ const SPEC_REPORT: &str = r#"{"mean_acceptance_length":2.8,"draft_acceptance_rat
 
 #[test]
 fn replay_spec_example_from_stdin_gives_the_spec_report() {
-    replay_stdin(3, SPEC_EXAMPLE)
+    replay_stdin(3, EXAMPLE_TRACE)
         .assert()
         .success()
-        .stdout(SPEC_REPORT)
+        .stdout(EXAMPLE_REPORT)
         .stderr("");
 }
 
 #[test]
 fn replay_from_a_file_and_from_dash() {
     let dir = TempDir::new().unwrap();
-    let path = write(&dir, "trace.jsonl", SPEC_EXAMPLE);
+    let path = write(&dir, "trace.jsonl", EXAMPLE_TRACE);
     bin()
         .args(["replay", "--max-draft-len", "3"])
         .arg(&path)
         .assert()
         .success()
-        .stdout(SPEC_REPORT);
+        .stdout(EXAMPLE_REPORT);
     bin()
         .args(["replay", "--max-draft-len", "3", "-"])
-        .write_stdin(SPEC_EXAMPLE)
+        .write_stdin(EXAMPLE_TRACE)
         .assert()
         .success()
-        .stdout(SPEC_REPORT);
+        .stdout(EXAMPLE_REPORT);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn replay_accepts_crlf_and_a_last_line_without_newline() {
     replay_stdin(3, input)
         .assert()
         .success()
-        .stdout(SPEC_REPORT);
+        .stdout(EXAMPLE_REPORT);
 }
 
 // ---------------------------------------------------------------------------
@@ -253,9 +253,9 @@ fn replay_workers_output_is_byte_for_byte_the_one_thread_output() {
 
 #[test]
 fn replay_workers_stop_on_malformed_lines_too() {
-    let mut input = SPEC_EXAMPLE.repeat(3000);
+    let mut input = EXAMPLE_TRACE.repeat(3000);
     input.push_str("{\"drafted\":3}\n");
-    input.push_str(SPEC_EXAMPLE);
+    input.push_str(EXAMPLE_TRACE);
     for n in ["1", "2", "3"] {
         bin()
             .args(["replay", "--max-draft-len", "3", "--workers", n])
@@ -332,7 +332,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         ),
     ];
     for (bad, message) in cases {
-        let input = format!("{SPEC_EXAMPLE}\n{bad}\n{SPEC_EXAMPLE}");
+        let input = format!("{EXAMPLE_TRACE}\n{bad}\n{EXAMPLE_TRACE}");
         replay_stdin(3, &input)
             .assert()
             .code(2)
@@ -455,7 +455,7 @@ fn replay_messages_say_what_is_wrong_with_a_number() {
 #[test]
 fn replay_names_a_byte_order_mark() {
     let dir = TempDir::new().unwrap();
-    let path = write(&dir, "bom.jsonl", &format!("\u{feff}{SPEC_EXAMPLE}"));
+    let path = write(&dir, "bom.jsonl", &format!("\u{feff}{EXAMPLE_TRACE}"));
     bin()
         .args(["replay", "--max-draft-len", "3"])
         .arg(&path)
@@ -519,7 +519,7 @@ fn padded_step(len: usize) -> String {
 
 #[test]
 fn replay_line_longer_than_the_limit_stops_the_run_and_names_the_line() {
-    let ok = SPEC_EXAMPLE.lines().next().unwrap();
+    let ok = EXAMPLE_TRACE.lines().next().unwrap();
     for workers in [None, Some("2")] {
         let run = |input: String| {
             let mut cmd = replay_stdin(3, &input);
@@ -655,11 +655,11 @@ fn replay_strict_stops_at_the_first_invalid_step() {
             "line 1 (detailed report, step index 1): rejected observation (drafted=9, accepted=0): drafted exceeds max_draft_len=3 (--strict)",
         ));
     // Valid input passes --strict.
-    replay_stdin(3, SPEC_EXAMPLE)
+    replay_stdin(3, EXAMPLE_TRACE)
         .arg("--strict")
         .assert()
         .success()
-        .stdout(SPEC_REPORT);
+        .stdout(EXAMPLE_REPORT);
 }
 
 #[test]
@@ -825,7 +825,7 @@ fn bad_flag_values_are_errors_with_status_2() {
     for (args, message) in cases {
         bin()
             .args(*args)
-            .write_stdin(SPEC_EXAMPLE)
+            .write_stdin(EXAMPLE_TRACE)
             .assert()
             .code(2)
             .stdout("")
@@ -920,7 +920,8 @@ fn replay_shows_progress_when_stderr_is_a_terminal() {
 
 #[test]
 fn replay_table_format() {
-    let input = format!("{SPEC_EXAMPLE}{{\"drafted\":1,\"accepted\":1}}\n{{\"undrafted\":true}}\n");
+    let input =
+        format!("{EXAMPLE_TRACE}{{\"drafted\":1,\"accepted\":1}}\n{{\"undrafted\":true}}\n");
     let out = stdout_of(replay_stdin(3, &input).args(["--format", "table"]));
     let expected_rows = "\
 Acceptance histogram by draft length (K = num_spec_tokens = 3)
@@ -947,7 +948,7 @@ Acceptance histogram by draft length (K = num_spec_tokens = 3)
 fn replay_plot_writes_an_svg_heatmap() {
     let dir = TempDir::new().unwrap();
     let svg = dir.path().join("hist.svg");
-    let input = format!("{SPEC_EXAMPLE}{{\"drafted\":0,\"accepted\":0}}\n");
+    let input = format!("{EXAMPLE_TRACE}{{\"drafted\":0,\"accepted\":0}}\n");
     replay_stdin(3, &input)
         .arg("--plot")
         .arg(&svg)
@@ -972,23 +973,23 @@ fn replay_plot_writes_an_svg_heatmap() {
 fn replay_plot_to_an_unwritable_path_is_an_error_after_the_report() {
     let dir = TempDir::new().unwrap();
     let svg = dir.path().join("no-such-dir").join("hist.svg");
-    replay_stdin(3, SPEC_EXAMPLE)
+    replay_stdin(3, EXAMPLE_TRACE)
         .arg("--plot")
         .arg(&svg)
         .assert()
         .code(2)
-        .stdout(SPEC_REPORT)
+        .stdout(EXAMPLE_REPORT)
         .stderr(predicate::str::contains("cannot write the plot to"));
 }
 
 // ---------------------------------------------------------------------------
 // Standard output that cannot take the report
 
-/// Runs `replay --max-draft-len 3 ARGS` on SPEC_EXAMPLE through `sh`, with
+/// Runs `replay --max-draft-len 3 ARGS` on EXAMPLE_TRACE through `sh`, with
 /// `redirect` applied to its standard output.
 fn replay_redirected(args: &str, redirect: &str) -> std::process::Output {
     let dir = TempDir::new().unwrap();
-    let input = write(&dir, "in.jsonl", SPEC_EXAMPLE);
+    let input = write(&dir, "in.jsonl", EXAMPLE_TRACE);
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
     let sh = format!(
         "exec {} replay --max-draft-len 3 {args} {} {redirect}",
@@ -1021,7 +1022,7 @@ fn replay_with_standard_output_closed_is_an_error_and_still_plots() {
     // Neither is the same through Command (write-only /dev/null).
     let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("specdec-metrics"))
         .args(["replay", "--max-draft-len", "3"])
-        .stdin(fs::File::open(write(&dir, "in.jsonl", SPEC_EXAMPLE)).unwrap())
+        .stdin(fs::File::open(write(&dir, "in.jsonl", EXAMPLE_TRACE)).unwrap())
         .stdout(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -1032,7 +1033,7 @@ fn replay_with_standard_output_closed_is_an_error_and_still_plots() {
 #[test]
 fn merge_with_standard_output_closed_is_an_error() {
     let dir = TempDir::new().unwrap();
-    let r = write(&dir, "r.json", SPEC_REPORT);
+    let r = write(&dir, "r.json", EXAMPLE_REPORT);
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
     let out = std::process::Command::new("sh")
         .args([
@@ -1101,7 +1102,7 @@ fn replay_to_a_reader_that_left_still_plots_and_stays_quiet() {
         // whole input is read, so it meets a pipe without a reader (EPIPE).
         drop(child.stdout.take());
         let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(SPEC_EXAMPLE.as_bytes()).unwrap();
+        stdin.write_all(EXAMPLE_TRACE.as_bytes()).unwrap();
         drop(stdin);
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{out:?}");
@@ -1153,7 +1154,7 @@ fn merge_equals_replay_of_all_the_input() {
 #[test]
 fn merge_spec_report_with_itself_doubles_the_counts() {
     let dir = TempDir::new().unwrap();
-    let r = write(&dir, "r.json", SPEC_REPORT);
+    let r = write(&dir, "r.json", EXAMPLE_REPORT);
     let out = stdout_of(bin().arg("merge").arg(&r).arg(&r));
     assert!(
         out.contains(r#""acceptance_histogram_by_draft_length":{"3":[2,2,2,4]}"#),
@@ -1175,7 +1176,7 @@ fn assert_merge_error(files: &[&Path], message: &str) {
 #[test]
 fn merge_errors_name_the_file() {
     let dir = TempDir::new().unwrap();
-    let k3 = write(&dir, "k3.json", SPEC_REPORT);
+    let k3 = write(&dir, "k3.json", EXAMPLE_REPORT);
     let k4 = write(
         &dir,
         "k4.json",
@@ -1192,7 +1193,7 @@ fn merge_errors_name_the_file() {
     let inconsistent = write(
         &dir,
         "inconsistent.json",
-        &SPEC_REPORT.replace(r#""num_spec_steps":5"#, r#""num_spec_steps":6"#),
+        &EXAMPLE_REPORT.replace(r#""num_spec_steps":5"#, r#""num_spec_steps":6"#),
     );
     assert_merge_error(
         &[&k3, &inconsistent],
@@ -1204,7 +1205,7 @@ fn merge_errors_name_the_file() {
     let bad_row = write(
         &dir,
         "bad-row.json",
-        &SPEC_REPORT.replace(r#"{"3":[1,1,1,2]}"#, r#"{"3":[1,1,1,2,0]}"#),
+        &EXAMPLE_REPORT.replace(r#"{"3":[1,1,1,2]}"#, r#"{"3":[1,1,1,2,0]}"#),
     );
     assert_merge_error(
         &[&bad_row],
@@ -1229,7 +1230,7 @@ fn merge_messages_escape_and_cut_what_the_report_holds() {
     let bad = write(
         &dir,
         "bad.json",
-        &SPEC_REPORT.replace(
+        &EXAMPLE_REPORT.replace(
             "\"num_spec_steps\"",
             &format!("\"{key}\":1,\"num_spec_steps\""),
         ),
@@ -1261,7 +1262,7 @@ fn merge_messages_escape_and_cut_what_the_report_holds() {
 #[test]
 fn merge_plot() {
     let dir = TempDir::new().unwrap();
-    let r = write(&dir, "r.json", SPEC_REPORT);
+    let r = write(&dir, "r.json", EXAMPLE_REPORT);
     let svg = dir.path().join("merged.svg");
     bin()
         .arg("merge")
@@ -1270,6 +1271,6 @@ fn merge_plot() {
         .arg(&svg)
         .assert()
         .success()
-        .stdout(SPEC_REPORT);
+        .stdout(EXAMPLE_REPORT);
     assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
 }

@@ -1,7 +1,7 @@
 //! One line of a replay trace (JSON Lines), parsed without building a
 //! `serde_json::Value`.
 //!
-//! A line is one of (SPEC §7):
+//! A line is one of (the reference's "Replay input lines"):
 //!
 //! - a verify step, `{"drafted": k, "accepted": a}` (exactly these two keys);
 //! - an undrafted step, `{"undrafted": true}` (exactly this key);
