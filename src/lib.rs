@@ -110,6 +110,7 @@
 //! - `prometheus`: a `prometheus-client` collector for the counter families
 //!   of SPEC §8.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod error;
