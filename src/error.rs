@@ -104,9 +104,10 @@ impl ObserveError {
     /// ```
     #[inline]
     pub fn check(max_draft_len: usize, drafted: usize, accepted: usize) -> Result<(), Self> {
-        match crate::layout::checked_bucket_index(max_draft_len, drafted, accepted) {
-            Some(_) => Ok(()),
-            None => Err(Self::new(max_draft_len, drafted, accepted)),
+        if crate::layout::in_triangle(max_draft_len, drafted, accepted) {
+            Ok(())
+        } else {
+            Err(Self::new(max_draft_len, drafted, accepted))
         }
     }
 

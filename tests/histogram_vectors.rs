@@ -499,6 +499,40 @@ fn drafted_above_max_takes_precedence_when_both_are_wrong() {
 }
 
 #[test]
+fn observe_error_check_is_exact_for_every_input() {
+    // Only comparisons decide validity: a `K` or `k` near `usize::MAX` (or
+    // 2^32, where `k (k + 1) / 2` no longer fits) gives the exact answer,
+    // never an overflow.
+    let m = usize::MAX;
+    assert_eq!(ObserveError::check(m, 1 << 32, 0), Ok(()));
+    assert_eq!(ObserveError::check(m, 1 << 32, 1 << 32), Ok(()));
+    assert_eq!(ObserveError::check(m, m, m), Ok(()));
+    assert_eq!(
+        ObserveError::check(m, m - 1, m),
+        Err(ObserveError::AcceptedExceedsDrafted {
+            drafted: m - 1,
+            accepted: m
+        })
+    );
+    assert_eq!(
+        ObserveError::check(m - 1, m, 0),
+        Err(ObserveError::DraftedExceedsMax {
+            drafted: m,
+            accepted: 0,
+            max_draft_len: m - 1
+        })
+    );
+    assert_eq!(
+        ObserveError::check(0, 1 << 32, 0),
+        Err(ObserveError::DraftedExceedsMax {
+            drafted: 1 << 32,
+            accepted: 0,
+            max_draft_len: 0
+        })
+    );
+}
+
+#[test]
 fn rejected_observations_are_counted_and_change_no_bucket() {
     let mut h = hist(3, &[(3, 2)]);
     let before: Vec<Vec<u64>> = (0..=3).map(|k| h.row(k).unwrap().to_vec()).collect();
