@@ -851,6 +851,75 @@ fn merge_overflowing_side_counters_fails_and_leaves_self_unchanged() {
 }
 
 #[test]
+fn merge_whose_step_total_would_overflow_fails_and_leaves_self_unchanged() {
+    // H[1][1] = MAX plus one step (0,0): no bucket overflows (MAX and 1),
+    // but num_spec_steps would be MAX + 1.
+    let mut big = near_full(u64::MAX, 0, 0);
+    let before = big.clone();
+    let err = big.merge(&hist(1, &[(0, 0)])).unwrap_err();
+    assert_eq!(
+        err,
+        MergeError::TotalOverflow {
+            field: "num_spec_steps"
+        }
+    );
+    assert!(err.to_string().contains("num_spec_steps"), "{err}");
+    assert_eq!(big, before);
+    assert_eq!(big.count(0, 0), 0);
+}
+
+/// A K = 2 histogram with `c` steps `(2, 0)`, from a report: steps c,
+/// drafted 2c, nothing accepted (mean 1.0, rate 0.0), both draft positions
+/// reached c times.
+fn k2_undrafted_row(c: u64) -> AcceptanceHistogram {
+    let report = json!({
+        "mean_acceptance_length": 1.0,
+        "draft_acceptance_rate": 0.0,
+        "acceptance_histogram": [c, 0, 0],
+        "acceptance_histogram_by_draft_length": {"2": [c, 0, 0]},
+        "num_spec_steps": c,
+        "num_accepted_draft_tokens": 0,
+        "num_draft_tokens": 2 * c,
+        "num_spec_tokens": 2,
+        "num_accepted_tokens_per_pos": [0, 0],
+        "num_draft_tokens_per_pos": [c, c],
+        "num_undrafted_steps": 0,
+        "num_rejected_observations": 0
+    });
+    serde_json::from_str(&report.to_string()).expect("consistent report")
+}
+
+#[test]
+fn merge_whose_draft_token_total_would_overflow_fails_and_leaves_self_unchanged() {
+    // 2^62 + 2^62 = 2^63 steps (2, 0) fit, and so does every bucket; but
+    // num_draft_tokens = 2 * 2^63 = 2^64 does not.
+    let half = 1u64 << 62;
+    let mut a = k2_undrafted_row(half);
+    assert_eq!(a.num_draft_tokens(), 1 << 63);
+    let before = a.clone();
+    assert_eq!(
+        a.merge(&k2_undrafted_row(half)),
+        Err(MergeError::TotalOverflow {
+            field: "num_draft_tokens"
+        })
+    );
+    assert_eq!(a, before);
+    // One step fewer fits exactly: 2 * (2^63 - 1) = 2^64 - 2.
+    a.merge(&k2_undrafted_row(half - 1)).unwrap();
+    assert_eq!(a.num_draft_tokens(), u64::MAX - 1);
+}
+
+#[test]
+fn a_merged_histogram_always_reads_back() {
+    // The largest histogram merge lets through is still a readable report.
+    let mut a = k2_undrafted_row(1 << 62);
+    a.merge(&k2_undrafted_row((1 << 62) - 1)).unwrap();
+    let text = serde_json::to_string(&a).unwrap();
+    let back: AcceptanceHistogram = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, a);
+}
+
+#[test]
 fn merge_up_to_exactly_u64_max_succeeds() {
     // MAX - 1 + 1 = MAX fits.
     let mut big = near_full(u64::MAX - 1, 0, 0);
