@@ -581,6 +581,24 @@ fn max_draft_len_bounds_1_and_64_are_accepted() {
 }
 
 #[test]
+fn debug_shows_k_the_observed_rows_and_the_side_counters() {
+    // K = 3; rows 1 and 3 observed (row 1: one (1,1); row 3: two (3,0)),
+    // rows 0 and 2 left out; one undrafted step, one rejected (2,3).
+    let mut h = hist(3, &[(1, 1), (3, 0), (3, 0)]);
+    h.observe_undrafted();
+    assert!(h.observe(2, 3).is_err());
+    assert_eq!(
+        format!("{h:?}"),
+        "AcceptanceHistogram { max_draft_len: 3, rows: {1: [0, 1], 3: [2, 0, 0, 0]}, \
+         undrafted: 1, rejected: 1 }"
+    );
+    assert_eq!(
+        format!("{:?}", AcceptanceHistogram::new(1).unwrap()),
+        "AcceptanceHistogram { max_draft_len: 1, rows: {}, undrafted: 0, rejected: 0 }"
+    );
+}
+
+#[test]
 fn count_is_zero_outside_the_triangle() {
     let mut h = hist(3, &[(2, 2), (3, 3), (0, 0)]);
     h.observe_undrafted();
