@@ -8,11 +8,17 @@
 //! - a metrics thread snapshots the recorder every interval and logs a
 //!   vLLM-style line computed from [`AcceptanceHistogram::delta_since`],
 //!   plus the by-draft-length table vLLM cannot print;
-//! - `/metrics` is served over HTTP (axum) from a [`SpecDecodeCollector`],
-//!   OpenMetrics for Prometheus, the classic text format for `curl` and
-//!   `promtool`;
+//! - `/metrics` is served over HTTP (an axum router on hyper's HTTP/1
+//!   connection builder, so that a client slow to send its request headers
+//!   is timed out) from a [`SpecDecodeCollector`], OpenMetrics for
+//!   Prometheus, the classic text format for `curl` and `promtool`;
 //! - at the end (time limit, Ctrl-C or SIGTERM) the engine-wide report is
 //!   printed on standard output as JSON; the logs go to standard error.
+//!
+//! Exit status, as for the `specdec-metrics` command line: 0 on success,
+//! also when the reader of standard output or standard error goes away
+//! (`| head`), which ends the run quietly; 2 on any error (bad flag value,
+//! metric name prefix, address in use), with a message on standard error.
 //!
 //! The drafting policy is deliberately variable: budgets shrink as the batch
 //! grows, some steps draft nothing at all (`observe_undrafted`), structured
@@ -27,6 +33,8 @@
 //! ```
 
 use std::f64::consts::TAU;
+use std::fmt;
+use std::io::{self, Write as _};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +48,9 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use clap::Parser;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder, Worker};
 
@@ -56,7 +67,7 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = default_workers(), value_parser = at_least_one)]
     workers: usize,
     /// num_spec_tokens, the largest draft (1..=64).
-    #[arg(long, value_name = "K", default_value_t = 5)]
+    #[arg(long, value_name = "K", default_value_t = 5, value_parser = max_draft_len)]
     max_draft_len: usize,
     /// Requests per engine thread at most.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = at_least_one)]
@@ -64,9 +75,14 @@ struct Args {
     /// Metrics log interval, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     interval_ms: u64,
-    /// Where /metrics is served.
+    /// Where /metrics is served (port 0: any free port, printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: SocketAddr,
+    /// Close an HTTP connection whose client has not sent a whole request
+    /// head (request line and headers) within N milliseconds, idle
+    /// keep-alive connections included.
+    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_ms: u64,
     /// Metric name prefix (vllm:spec_decode gives vLLM's names).
     #[arg(long, value_name = "P", default_value = DEFAULT_PREFIX)]
     prefix: String,
@@ -99,10 +115,23 @@ impl Args {
     fn linger(&self) -> Duration {
         Duration::from_secs(self.linger_seconds)
     }
+    fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
+    }
 }
 
 fn default_workers() -> usize {
     thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// `--max-draft-len`: the library's own check and message.
+fn max_draft_len(v: &str) -> Result<usize, String> {
+    let k = v
+        .parse::<usize>()
+        .map_err(|_| format!("{v:?} is not a whole number"))?;
+    AcceptanceHistogram::new(k)
+        .map(|_| k)
+        .map_err(|e| e.to_string())
 }
 
 fn at_least_one(v: &str) -> Result<usize, String> {
@@ -112,14 +141,92 @@ fn at_least_one(v: &str) -> Result<usize, String> {
     }
 }
 
+/// Writes one line on standard error through an [`Output`], like
+/// `eprintln!` but without ever panicking.
+macro_rules! log {
+    ($output:expr, $($arg:tt)*) => {
+        $output.log(format_args!($($arg)*))
+    };
+}
+
 fn main() -> ExitCode {
     // A bad flag exits with status 2 (clap's usage error).
     let args = Args::parse();
-    match run(&args) {
+    let output = Arc::new(Output::new());
+    match run(&args, &output) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("serving_engine: {msg}");
-            ExitCode::FAILURE
+            log!(output, "serving_engine: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Standard error (the logs) and standard output (the final report),
+/// written without ever panicking.
+///
+/// `eprintln!` and `println!` panic when a write fails, as it does once the
+/// reader of a pipe has gone away (`serving_engine 2>&1 | head -1`). Here
+/// the first failed write to standard error marks the output closed and
+/// wakes the main thread, which stops the engine, skips every later log
+/// line and exits with status 0, as the command line does: nobody is left
+/// to read the logs. (A closed descriptor, `>&-` or `2>&-`, is already
+/// harmless: Rust's runtime reopens it on `/dev/null`.)
+struct Output {
+    closed: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl Output {
+    fn new() -> Self {
+        Self {
+            closed: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Writes one line on standard error, unless the output is closed.
+    fn log(&self, line: fmt::Arguments<'_>) {
+        if self.is_closed() {
+            return;
+        }
+        let mut stderr = io::stderr().lock();
+        if writeln!(stderr, "{line}").is_err() {
+            self.close();
+        }
+    }
+
+    /// Writes the report on standard output. A reader that went away closes
+    /// the output quietly; any other failure is an error to report.
+    fn report(&self, text: &str) -> Result<(), String> {
+        let mut stdout = io::stdout().lock();
+        match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.close();
+                Ok(())
+            }
+            Err(e) => Err(format!("cannot write the report to standard output: {e}")),
+        }
+    }
+
+    fn close(&self) {
+        // Relaxed: the flag only lets later writes skip the stream; the
+        // main thread is woken through `Notify`, which orders what it needs.
+        self.closed.store(true, Ordering::Relaxed);
+        // Stores a permit if nobody waits yet, so `closed()` still returns.
+        self.wake.notify_one();
+    }
+
+    fn is_closed(&self) -> bool {
+        // Relaxed: see `close`.
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the output is closed.
+    async fn closed(&self) {
+        if !self.is_closed() {
+            self.wake.notified().await;
         }
     }
 }
@@ -132,9 +239,11 @@ enum Stop {
     Interrupted,
     /// SIGTERM.
     Terminated,
+    /// The reader of standard error (or standard output) went away.
+    OutputClosed,
 }
 
-fn run(args: &Args) -> Result<(), String> {
+fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape).
     let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
@@ -156,24 +265,25 @@ fn run(args: &Args) -> Result<(), String> {
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind(args.metrics_addr))
         .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_addr))?;
+    // The address actually bound (port 0 picks a free one).
+    let metrics_addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_addr))?;
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
         .with_state(Arc::new(collector));
-    runtime.spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            eprintln!("serving_engine: HTTP server failed: {e}");
-        }
-    });
+    runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
 
-    eprintln!(
+    log!(
+        output,
         "serving_engine: {} engine threads, num_spec_tokens K = {}, max batch {}, \
          step {} us; metrics on http://{}/metrics (prefix {}); {}",
         args.workers,
         args.max_draft_len,
         args.max_batch,
         args.step().as_micros(),
-        args.metrics_addr,
+        metrics_addr,
         args.prefix,
         if args.seconds == 0 {
             "running until Ctrl-C".to_owned()
@@ -187,18 +297,19 @@ fn run(args: &Args) -> Result<(), String> {
     let finished = Arc::new(AtomicU64::new(0));
     let engines: Vec<_> = (0..args.workers)
         .map(|index| {
-            let (recorder, stop, finished, args) = (
+            let (recorder, stop, finished, args, output) = (
                 recorder.clone(),
                 Arc::clone(&stop),
                 Arc::clone(&finished),
                 args.clone(),
+                Arc::clone(output),
             );
             thread::Builder::new()
                 .name(format!("engine-{index}"))
                 .spawn(move || {
                     // The one `Worker` of this thread, taken once.
                     let worker = recorder.worker();
-                    Engine::new(index, &args, &worker).run(&stop, &finished);
+                    Engine::new(index, &args, &worker, &output).run(&stop, &finished);
                 })
                 .map_err(|e| format!("cannot start an engine thread: {e}"))
         })
@@ -206,14 +317,14 @@ fn run(args: &Args) -> Result<(), String> {
 
     let (stop_metrics, stop_metrics_rx) = mpsc::channel::<()>();
     let metrics_thread = {
-        let (recorder, interval) = (recorder.clone(), args.interval());
+        let (recorder, interval, output) = (recorder.clone(), args.interval(), Arc::clone(output));
         thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || log_metrics(&recorder, interval, &stop_metrics_rx, started))
+            .spawn(move || log_metrics(&recorder, interval, &stop_metrics_rx, started, &output))
             .map_err(|e| format!("cannot start the metrics thread: {e}"))?
     };
 
-    let why = runtime.block_on(wait_for_stop(args.seconds));
+    let why = runtime.block_on(wait_for_stop(args.seconds, output));
 
     stop.store(true, Ordering::Relaxed);
     for engine in engines {
@@ -229,7 +340,8 @@ fn run(args: &Args) -> Result<(), String> {
     // Every step has been recorded and every Worker dropped: this snapshot
     // is the whole run.
     let report = recorder.snapshot();
-    eprintln!(
+    log!(
+        output,
         "serving_engine: stopped ({}) after {:.1} s: {} requests finished, {} verify steps, \
          {} undrafted steps, mean acceptance length {:.3}, draft acceptance rate {:.4}; \
          engine report (JSON) on standard output",
@@ -237,6 +349,7 @@ fn run(args: &Args) -> Result<(), String> {
             Stop::TimeLimit => "time limit",
             Stop::Interrupted => "Ctrl-C",
             Stop::Terminated => "SIGTERM",
+            Stop::OutputClosed => "output closed",
         },
         started.elapsed().as_secs_f64(),
         finished.load(Ordering::Relaxed),
@@ -246,23 +359,25 @@ fn run(args: &Args) -> Result<(), String> {
         report.draft_acceptance_rate(),
     );
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    println!("{json}");
+    output.report(&json)?;
 
-    if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) {
-        eprintln!(
+    if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) && !output.is_closed() {
+        log!(
+            output,
             "serving_engine: serving the final counters on http://{}/metrics for {} s",
-            args.metrics_addr,
+            metrics_addr,
             args.linger().as_secs()
         );
-        runtime.block_on(wait_for_stop(args.linger().as_secs()));
+        runtime.block_on(wait_for_stop(args.linger().as_secs(), output));
     }
     // Dropping the runtime stops the HTTP server.
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
 }
 
-/// Resolves after `seconds` (never when 0), or at Ctrl-C / SIGTERM.
-async fn wait_for_stop(seconds: u64) -> Stop {
+/// Resolves after `seconds` (never when 0), at Ctrl-C / SIGTERM, or when the
+/// output is closed.
+async fn wait_for_stop(seconds: u64, output: &Output) -> Stop {
     let time_limit = async {
         if seconds == 0 {
             std::future::pending::<()>().await;
@@ -285,6 +400,40 @@ async fn wait_for_stop(seconds: u64) -> Stop {
         () = time_limit => Stop::TimeLimit,
         _ = tokio::signal::ctrl_c() => Stop::Interrupted,
         () = terminate => Stop::Terminated,
+        () = output.closed() => Stop::OutputClosed,
+    }
+}
+
+/// Serves `app` on every connection `listener` accepts, over HTTP/1.
+///
+/// `axum::serve` would do the same but gives hyper no timer, and without
+/// one hyper cannot time out anything: a client that sends a request line
+/// and then one header byte every few seconds would hold its connection
+/// (and a task) for ever. hyper's own connection builder takes the timer
+/// and closes a connection whose request head has not arrived in full
+/// within `header_read_timeout` of the start of its reading, however slowly
+/// the bytes trickle in (the deadline is not reset by each byte). The same
+/// deadline applies to a keep-alive connection waiting for its next
+/// request; a scraper simply reconnects.
+async fn serve_http(
+    mut listener: tokio::net::TcpListener,
+    app: Router,
+    header_read_timeout: Duration,
+) {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    loop {
+        // axum's `accept` retries failed accepts (backing off when out of
+        // file descriptors), as `axum::serve` does.
+        let (stream, _peer) = axum::serve::Listener::accept(&mut listener).await;
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        tokio::spawn(async move {
+            // A client's error (malformed request, header timeout, reset)
+            // ends that client's connection only; nothing to log.
+            let _ = connection.await;
+        });
     }
 }
 
@@ -357,6 +506,7 @@ struct Request {
 struct Engine<'w> {
     index: usize,
     worker: &'w Worker,
+    output: &'w Output,
     rng: Rng,
     batch: Vec<Request>,
     next_request: u64,
@@ -375,7 +525,7 @@ const LOAD_PERIOD_SECS: f64 = 12.0;
 const POSITION_DECAY: f64 = 0.9;
 
 impl<'w> Engine<'w> {
-    fn new(index: usize, args: &Args, worker: &'w Worker) -> Self {
+    fn new(index: usize, args: &Args, worker: &'w Worker, output: &'w Output) -> Self {
         let mut rng = Rng::new(
             args.seed
                 .wrapping_mul(0x2545_F491_4F6C_DD1D)
@@ -385,6 +535,7 @@ impl<'w> Engine<'w> {
         Self {
             index,
             worker,
+            output,
             rng,
             batch: Vec::with_capacity(args.max_batch),
             next_request: 0,
@@ -516,7 +667,8 @@ impl<'w> Engine<'w> {
             if self.print_requests {
                 let report = serde_json::to_string(&request.metrics)
                     .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-                eprintln!(
+                log!(
+                    self.output,
                     "request {} finished: {} tokens in {:.2} s{}, speculative_decoding {report}",
                     request.id,
                     request.generated,
@@ -542,6 +694,7 @@ fn log_metrics(
     interval: Duration,
     stop: &mpsc::Receiver<()>,
     started: Instant,
+    output: &Output,
 ) {
     let mut previous = recorder.snapshot();
     let mut previous_at = Instant::now();
@@ -560,7 +713,12 @@ fn log_metrics(
         // The last, partial interval is logged only when it recorded
         // something (stopping right after a tick leaves it empty).
         if !last || !interval_figures.is_empty() {
-            log_interval(&interval_figures, now_at - previous_at, now_at - started);
+            log_interval(
+                output,
+                &interval_figures,
+                now_at - previous_at,
+                now_at - started,
+            );
         }
         if last {
             return;
@@ -577,12 +735,13 @@ fn log_metrics(
 
 /// vLLM's `SpecDecoding metrics` line, then the conditional per-position
 /// rates and the by-draft-length table.
-fn log_interval(delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration) {
+fn log_interval(output: &Output, delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration) {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let stamp = format!("[{:7.1}s]", uptime.as_secs_f64());
     let steps = delta.num_spec_steps();
     if steps == 0 {
-        eprintln!(
+        log!(
+            output,
             "{stamp} SpecDecoding metrics: no verify steps in the last {:.2} s \
              (undrafted steps: {}, rejected observations: {})",
             secs,
@@ -613,7 +772,8 @@ fn log_interval(delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration
     } else {
         format!("{:.1}%", 100.0 * delta.draft_acceptance_rate())
     };
-    eprintln!(
+    log!(
+        output,
         "{stamp} SpecDecoding metrics: Mean acceptance length: {:.2}, \
          Accepted throughput: {:.2} tokens/s, Drafted throughput: {:.2} tokens/s, \
          Accepted: {accepted} tokens, Drafted: {drafted} tokens, \
@@ -622,7 +782,8 @@ fn log_interval(delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration
         accepted as f64 / secs,
         drafted as f64 / secs,
     );
-    eprintln!(
+    log!(
+        output,
         "{:10} Conditional per-position acceptance rate (of steps that drafted the position): \
          {conditional}; Drafts: {steps}, Undrafted steps: {}, Rejected observations: {}",
         "",
@@ -641,5 +802,5 @@ fn log_interval(delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration
             None => format!("{:>8}", "-"),
         });
     }
-    eprintln!("{lengths}\n{row_steps}\n{full}");
+    log!(output, "{lengths}\n{row_steps}\n{full}");
 }

@@ -142,9 +142,10 @@ impl ObserveError {
     /// ```
     #[inline]
     pub fn check(max_draft_len: usize, drafted: usize, accepted: usize) -> Result<(), Self> {
-        match crate::layout::checked_bucket_index(max_draft_len, drafted, accepted) {
-            Some(_) => Ok(()),
-            None => Err(Self::new(max_draft_len, drafted, accepted)),
+        if crate::layout::in_triangle(max_draft_len, drafted, accepted) {
+            Ok(())
+        } else {
+            Err(Self::new(max_draft_len, drafted, accepted))
         }
     }
 
@@ -247,6 +248,35 @@ pub enum MergeError {
         /// The counter that overflowed.
         counter: Counter,
     },
+    /// `merge`: every counter fits, but a total derived from the merged
+    /// buckets would exceed `u64::MAX`, so the merged histogram could not
+    /// report it (nor be read back from its report).
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, MergeError};
+    /// # use serde_json::json;
+    /// // A report with u64::MAX steps (0, 0): a total of its own that fits.
+    /// let full: AcceptanceHistogram = serde_json::from_value(json!({
+    ///     "mean_acceptance_length": 1.0, "draft_acceptance_rate": 0.0,
+    ///     "acceptance_histogram": [u64::MAX, 0],
+    ///     "acceptance_histogram_by_draft_length": {"0": [u64::MAX]},
+    ///     "num_spec_steps": u64::MAX, "num_accepted_draft_tokens": 0, "num_draft_tokens": 0,
+    ///     "num_spec_tokens": 1, "num_accepted_tokens_per_pos": [0], "num_draft_tokens_per_pos": [0],
+    ///     "num_undrafted_steps": 0, "num_rejected_observations": 0
+    /// }))?;
+    /// let mut merged = full.clone();
+    /// let mut one = AcceptanceHistogram::new(1)?;
+    /// one.observe(1, 0)?; // a bucket of its own, but one step more in total
+    /// assert_eq!(merged.merge(&one), Err(MergeError::TotalOverflow { field: "num_spec_steps" }));
+    /// assert_eq!(merged, full);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    TotalOverflow {
+        /// The report key of the total: `num_spec_steps` or
+        /// `num_draft_tokens` (every other derived figure is at most one of
+        /// these two).
+        field: &'static str,
+    },
 }
 
 impl fmt::Display for MergeError {
@@ -265,6 +295,10 @@ impl fmt::Display for MergeError {
                 "not an earlier snapshot: {counter} is {earlier} in the earlier histogram but {later} in the later one"
             ),
             Self::Overflow { counter } => write!(f, "merge overflows {counter}"),
+            Self::TotalOverflow { field } => write!(
+                f,
+                "merge overflows {field}: the merged histogram's {field} would exceed u64::MAX"
+            ),
         }
     }
 }

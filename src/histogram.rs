@@ -397,12 +397,15 @@ impl AcceptanceHistogram {
     }
 
     /// Adds `other`'s counts to these (for example the reports of several
-    /// replicas). On error nothing is changed.
+    /// replicas). On error nothing is changed, so a merged histogram always
+    /// has a report that reads back.
     ///
     /// # Errors
     ///
     /// [`MergeError::MaxDraftLenMismatch`] when the two `K` differ;
-    /// [`MergeError::Overflow`] when a counter would pass `u64::MAX`.
+    /// [`MergeError::Overflow`] when a counter would pass `u64::MAX`;
+    /// [`MergeError::TotalOverflow`] when a total derived from the merged
+    /// buckets would.
     ///
     /// ```
     /// use specdec_metrics::AcceptanceHistogram;
@@ -417,12 +420,20 @@ impl AcceptanceHistogram {
     /// ```
     pub fn merge(&mut self, other: &AcceptanceHistogram) -> Result<(), MergeError> {
         self.check_same_max(other)?;
-        // Check everything first so an error leaves `self` untouched.
+        // Check everything first so an error leaves `self` untouched: every
+        // counter of the sum, then every total derived from its buckets.
         self.zip_counters(other, |counter, mine, theirs| {
             mine.checked_add(theirs)
                 .map(drop)
                 .ok_or(MergeError::Overflow { counter })
         })?;
+        let sums = self
+            .counts
+            .iter()
+            .zip(other.counts.iter())
+            .map(|(&m, &t)| m + t);
+        check_derived_totals(self.max_draft_len, sums)
+            .map_err(|field| MergeError::TotalOverflow { field })?;
         for (mine, &theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
             *mine += theirs;
         }
@@ -517,6 +528,42 @@ impl AcceptanceHistogram {
     }
 }
 
+impl AcceptanceHistogram {
+    /// Whether every figure derived from this histogram fits in `u64`; else
+    /// the report key of a total that does not. A histogram that fails this
+    /// has no faithful report: its derived getters saturate.
+    pub(crate) fn check_derived_totals(&self) -> Result<(), &'static str> {
+        check_derived_totals(self.max_draft_len, self.counts.iter().copied())
+    }
+}
+
+/// The one check that every figure derived from the bucket `counts` (in
+/// layout order, `bucket_count(max_draft_len)` of them) fits in `u64`: the
+/// report reader, the report writer and `merge` all use it. On failure,
+/// the report key of the first total that does not fit.
+///
+/// Two totals bound all the others: `num_spec_steps` (the sum of the
+/// buckets) bounds every entry of `acceptance_histogram`, every row and
+/// both per-position lists; `num_draft_tokens` (the sum of `k * H[k][a]`)
+/// bounds `num_accepted_draft_tokens`, since `a <= k`. Where both fit, no
+/// derived figure saturates.
+fn check_derived_totals(
+    max_draft_len: usize,
+    counts: impl IntoIterator<Item = u64>,
+) -> Result<(), &'static str> {
+    let draft_lengths = (0..=max_draft_len).flat_map(|k| core::iter::repeat_n(k as u64, k + 1));
+    let mut steps = 0u64;
+    let mut draft_tokens = 0u64;
+    for (k, c) in draft_lengths.zip(counts) {
+        steps = steps.checked_add(c).ok_or("num_spec_steps")?;
+        draft_tokens = c
+            .checked_mul(k)
+            .and_then(|tokens| draft_tokens.checked_add(tokens))
+            .ok_or("num_draft_tokens")?;
+    }
+    Ok(())
+}
+
 /// `out[i] = sum of v[j] for j > i`, for `i` in `0..v.len() - 1`.
 fn suffix_sums_after(v: &[u64]) -> Vec<u64> {
     let mut out = vec![0u64; v.len().saturating_sub(1)];
@@ -542,5 +589,65 @@ impl fmt::Debug for AcceptanceHistogram {
             .field("undrafted", &self.undrafted)
             .field("rejected", &self.rejected)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A K = 2 histogram from raw buckets, which only the crate can build
+    /// (in principle a snapshot summing many shards could get there too).
+    fn raw_k2(bucket: (usize, usize), count: u64, plus_one_at_0_0: bool) -> AcceptanceHistogram {
+        let mut counts = vec![0u64; bucket_count(2)].into_boxed_slice();
+        counts[row_start(bucket.0) + bucket.1] = count;
+        if plus_one_at_0_0 {
+            counts[0] += 1;
+        }
+        AcceptanceHistogram::from_parts(2, counts, 0, 0)
+    }
+
+    #[test]
+    fn derived_totals_that_do_not_fit_are_named() {
+        // 2^63 steps (2, 0): 2^63 steps fit, 2^64 draft tokens do not.
+        assert_eq!(
+            raw_k2((2, 0), 1 << 63, false).check_derived_totals(),
+            Err("num_draft_tokens")
+        );
+        // (2^63 - 1) * 2 = 2^64 - 2 fits.
+        assert_eq!(
+            raw_k2((2, 0), (1 << 63) - 1, false).check_derived_totals(),
+            Ok(())
+        );
+        // u64::MAX steps (2, 2) overflow the draft tokens at once (2 * MAX).
+        assert_eq!(
+            raw_k2((2, 2), u64::MAX, false).check_derived_totals(),
+            Err("num_draft_tokens")
+        );
+        // u64::MAX steps (1, 1) plus one (0, 0): MAX + 1 steps.
+        assert_eq!(
+            raw_k2((1, 1), u64::MAX, true).check_derived_totals(),
+            Err("num_spec_steps")
+        );
+        assert_eq!(
+            raw_k2((1, 1), u64::MAX - 1, true).check_derived_totals(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_histogram_whose_totals_do_not_fit_is_never_written() {
+        for h in [
+            raw_k2((2, 0), 1 << 63, false),
+            raw_k2((1, 1), u64::MAX, true),
+        ] {
+            let err = serde_json::to_string(&h).unwrap_err();
+            assert!(err.to_string().contains("exceeds u64::MAX"), "{err}");
+        }
+        // Just below the limit it is written, and reads back.
+        let h = raw_k2((2, 0), (1 << 63) - 1, false);
+        let back: AcceptanceHistogram =
+            serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!(back, h);
     }
 }

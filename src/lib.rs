@@ -122,6 +122,7 @@
 //!   collector for the eight counter families listed in the reference
 //!   (`docs/reference.md`, section "Prometheus families").
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 pub mod advisor;

@@ -101,6 +101,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+
 use core::fmt::{self, Write as _};
 use std::sync::Arc;
 

@@ -17,7 +17,7 @@ use core::fmt;
 use std::collections::BTreeMap;
 
 use serde::de::{self, MapAccess, Visitor};
-use serde::ser::{SerializeMap, SerializeStruct};
+use serde::ser::{self, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{ConfigError, ReportError};
@@ -56,6 +56,10 @@ impl Serialize for RowsByDraftLength<'_> {
 
 impl Serialize for AcceptanceHistogram {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // A total that does not fit would be written saturated, in a report
+        // the reader rejects: refuse to write it instead.
+        self.check_derived_totals()
+            .map_err(|_| ser::Error::custom(ReportError::Overflow))?;
         let [
             mean,
             rate,
@@ -187,13 +191,14 @@ impl AcceptanceHistogram {
             }
             counts[row_start(k)..row_start(k + 1)].copy_from_slice(row);
         }
-        check_totals_fit(max, &counts)?;
         let h = Self::from_parts(
             max,
             counts,
             raw.num_undrafted_steps,
             raw.num_rejected_observations,
         );
+        h.check_derived_totals()
+            .map_err(|_| ReportError::Overflow)?;
 
         check_list(
             "acceptance_histogram",
@@ -233,21 +238,6 @@ impl AcceptanceHistogram {
         )?;
         Ok(h)
     }
-}
-
-/// Rejects counts whose derived totals (`sum k * H[k][a]` is the largest)
-/// would not fit in `u64`, where the derived figures would saturate.
-fn check_totals_fit(max: usize, counts: &[u64]) -> Result<(), ReportError> {
-    let mut steps = 0u64;
-    let mut weighted = 0u64;
-    for k in 0..=max {
-        for &c in &counts[row_start(k)..row_start(k + 1)] {
-            steps = steps.checked_add(c).ok_or(ReportError::Overflow)?;
-            let w = c.checked_mul(k as u64).ok_or(ReportError::Overflow)?;
-            weighted = weighted.checked_add(w).ok_or(ReportError::Overflow)?;
-        }
-    }
-    Ok(())
 }
 
 fn check_count(field: &'static str, reported: u64, derived: u64) -> Result<(), ReportError> {

@@ -385,3 +385,135 @@ proptest! {
         prop_assert_eq!(a.delta_since(&b), Err(mismatch));
     }
 }
+
+// ---------------------------------------------------------------------------
+// Merging histograms with counts near u64::MAX (no observation list can
+// build them: they come from reports).
+
+/// Counts that make sums and `k`-weighted sums straddle `u64::MAX`.
+fn big_count() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(1 << 61),
+        Just(1 << 62),
+        Just(1 << 63),
+        Just(u64::MAX / 3),
+        Just(u64::MAX - 1),
+        Just(u64::MAX),
+        any::<u64>(),
+    ]
+}
+
+/// Bucket counts of a `K = max` triangle, row by row, that make a readable
+/// report (every derived figure fits in `u64`): drawn with `big_count`,
+/// then the largest count halved until the report fits, so that the totals
+/// often end up just below `u64::MAX`.
+fn readable_triangle(max: usize) -> impl Strategy<Value = Vec<Vec<u64>>> {
+    (0..=max)
+        .map(|k| prop::collection::vec(big_count(), k + 1))
+        .collect::<Vec<_>>()
+        .prop_map(move |mut rows| {
+            while report_of_rows(max, &widen(&rows)).is_none() {
+                let largest = rows.iter_mut().flatten().max().unwrap();
+                *largest /= 2;
+            }
+            rows
+        })
+}
+
+/// `K` in `1..=3` and two readable triangles.
+fn big_pair() -> impl Strategy<Value = (usize, Vec<Vec<u64>>, Vec<Vec<u64>>)> {
+    (1usize..=3).prop_flat_map(|max| (Just(max), readable_triangle(max), readable_triangle(max)))
+}
+
+/// The report of the bucket counts `rows`, every figure computed in `u128`
+/// by naive loops; `None` when a figure does not fit in `u64` (no such
+/// report can be written or read).
+fn report_of_rows(max: usize, rows: &[Vec<u128>]) -> Option<Value> {
+    let fit = |x: u128| u64::try_from(x).ok();
+    let mut steps = 0u128;
+    let mut drafted = 0u128;
+    let mut accepted = 0u128;
+    let mut by_accepted = vec![0u128; max + 1];
+    let mut acc_pos = vec![0u128; max];
+    let mut draft_pos = vec![0u128; max];
+    let mut by_k = serde_json::Map::new();
+    for (k, row) in rows.iter().enumerate() {
+        for (a, &c) in row.iter().enumerate() {
+            steps += c;
+            drafted += k as u128 * c;
+            accepted += a as u128 * c;
+            by_accepted[a] += c;
+            for i in 0..max {
+                if a > i {
+                    acc_pos[i] += c;
+                }
+                if k > i {
+                    draft_pos[i] += c;
+                }
+            }
+        }
+        if row.iter().any(|&c| c != 0) {
+            let row: Option<Vec<u64>> = row.iter().map(|&c| fit(c)).collect();
+            by_k.insert(k.to_string(), json!(row?));
+        }
+    }
+    let list = |v: &[u128]| v.iter().map(|&x| fit(x)).collect::<Option<Vec<u64>>>();
+    let (steps, drafted, accepted) = (fit(steps)?, fit(drafted)?, fit(accepted)?);
+    Some(json!({
+        "mean_acceptance_length": if steps == 0 { 1.0 } else { 1.0 + (accepted as f64 / steps as f64) },
+        "draft_acceptance_rate": if drafted == 0 { 0.0 } else { accepted as f64 / drafted as f64 },
+        "acceptance_histogram": list(&by_accepted)?,
+        "acceptance_histogram_by_draft_length": by_k,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": max,
+        "num_accepted_tokens_per_pos": list(&acc_pos)?,
+        "num_draft_tokens_per_pos": list(&draft_pos)?,
+        "num_undrafted_steps": 0,
+        "num_rejected_observations": 0,
+    }))
+}
+
+fn widen(rows: &[Vec<u64>]) -> Vec<Vec<u128>> {
+    rows.iter()
+        .map(|r| r.iter().map(|&c| u128::from(c)).collect())
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn merge_never_makes_a_histogram_that_cannot_be_written_and_read_back(
+        (max, xs, ys) in big_pair(),
+    ) {
+        let rx = report_of_rows(max, &widen(&xs)).unwrap();
+        let ry = report_of_rows(max, &widen(&ys)).unwrap();
+        let mut a: AcceptanceHistogram = serde_json::from_value(rx).unwrap();
+        let b: AcceptanceHistogram = serde_json::from_value(ry).unwrap();
+        let before = a.clone();
+        let sum: Vec<Vec<u128>> = widen(&xs)
+            .iter()
+            .zip(widen(&ys))
+            .map(|(r, s)| r.iter().zip(s).map(|(x, y)| x + y).collect())
+            .collect();
+        match (a.merge(&b), report_of_rows(max, &sum)) {
+            (Ok(()), Some(want)) => {
+                // Written, it is the report of the summed rows; read back
+                // from its text, the same histogram. (The report is compared
+                // as a value: serde_json's default float parser may be one
+                // ulp off, which the reader's rate tolerance absorbs.)
+                prop_assert_eq!(serde_json::to_value(&a).unwrap(), want);
+                let text = serde_json::to_string(&a).unwrap();
+                prop_assert_eq!(serde_json::from_str::<AcceptanceHistogram>(&text).unwrap(), a);
+            }
+            (Err(e), None) => {
+                let is_overflow = matches!(e, MergeError::Overflow { .. } | MergeError::TotalOverflow { .. });
+                prop_assert!(is_overflow, "{:?}", e);
+                prop_assert_eq!(a, before);
+            }
+            (got, want) => prop_assert!(false, "merge gave {:?}, the summed rows' report {:?}", got, want),
+        }
+    }
+}

@@ -499,6 +499,40 @@ fn drafted_above_max_takes_precedence_when_both_are_wrong() {
 }
 
 #[test]
+fn observe_error_check_is_exact_for_every_input() {
+    // Only comparisons decide validity: a `K` or `k` near `usize::MAX` (or
+    // 2^32, where `k (k + 1) / 2` no longer fits) gives the exact answer,
+    // never an overflow.
+    let m = usize::MAX;
+    assert_eq!(ObserveError::check(m, 1 << 32, 0), Ok(()));
+    assert_eq!(ObserveError::check(m, 1 << 32, 1 << 32), Ok(()));
+    assert_eq!(ObserveError::check(m, m, m), Ok(()));
+    assert_eq!(
+        ObserveError::check(m, m - 1, m),
+        Err(ObserveError::AcceptedExceedsDrafted {
+            drafted: m - 1,
+            accepted: m
+        })
+    );
+    assert_eq!(
+        ObserveError::check(m - 1, m, 0),
+        Err(ObserveError::DraftedExceedsMax {
+            drafted: m,
+            accepted: 0,
+            max_draft_len: m - 1
+        })
+    );
+    assert_eq!(
+        ObserveError::check(0, 1 << 32, 0),
+        Err(ObserveError::DraftedExceedsMax {
+            drafted: 1 << 32,
+            accepted: 0,
+            max_draft_len: 0
+        })
+    );
+}
+
+#[test]
 fn rejected_observations_are_counted_and_change_no_bucket() {
     let mut h = hist(3, &[(3, 2)]);
     let before: Vec<Vec<u64>> = (0..=3).map(|k| h.row(k).unwrap().to_vec()).collect();
@@ -544,6 +578,24 @@ fn max_draft_len_bounds_1_and_64_are_accepted() {
     assert_eq!(sixty_four.max_draft_len(), 64);
     assert_eq!(sixty_four.acceptance_histogram().len(), 65);
     assert_eq!(sixty_four.num_draft_tokens_per_pos().len(), 64);
+}
+
+#[test]
+fn debug_shows_k_the_observed_rows_and_the_side_counters() {
+    // K = 3; rows 1 and 3 observed (row 1: one (1,1); row 3: two (3,0)),
+    // rows 0 and 2 left out; one undrafted step, one rejected (2,3).
+    let mut h = hist(3, &[(1, 1), (3, 0), (3, 0)]);
+    h.observe_undrafted();
+    assert!(h.observe(2, 3).is_err());
+    assert_eq!(
+        format!("{h:?}"),
+        "AcceptanceHistogram { max_draft_len: 3, rows: {1: [0, 1], 3: [2, 0, 0, 0]}, \
+         undrafted: 1, rejected: 1 }"
+    );
+    assert_eq!(
+        format!("{:?}", AcceptanceHistogram::new(1).unwrap()),
+        "AcceptanceHistogram { max_draft_len: 1, rows: {}, undrafted: 0, rejected: 0 }"
+    );
 }
 
 #[test]
@@ -814,6 +866,75 @@ fn merge_overflowing_side_counters_fails_and_leaves_self_unchanged() {
         "{err}"
     );
     assert_eq!(big, before);
+}
+
+#[test]
+fn merge_whose_step_total_would_overflow_fails_and_leaves_self_unchanged() {
+    // H[1][1] = MAX plus one step (0,0): no bucket overflows (MAX and 1),
+    // but num_spec_steps would be MAX + 1.
+    let mut big = near_full(u64::MAX, 0, 0);
+    let before = big.clone();
+    let err = big.merge(&hist(1, &[(0, 0)])).unwrap_err();
+    assert_eq!(
+        err,
+        MergeError::TotalOverflow {
+            field: "num_spec_steps"
+        }
+    );
+    assert!(err.to_string().contains("num_spec_steps"), "{err}");
+    assert_eq!(big, before);
+    assert_eq!(big.count(0, 0), 0);
+}
+
+/// A K = 2 histogram with `c` steps `(2, 0)`, from a report: steps c,
+/// drafted 2c, nothing accepted (mean 1.0, rate 0.0), both draft positions
+/// reached c times.
+fn k2_undrafted_row(c: u64) -> AcceptanceHistogram {
+    let report = json!({
+        "mean_acceptance_length": 1.0,
+        "draft_acceptance_rate": 0.0,
+        "acceptance_histogram": [c, 0, 0],
+        "acceptance_histogram_by_draft_length": {"2": [c, 0, 0]},
+        "num_spec_steps": c,
+        "num_accepted_draft_tokens": 0,
+        "num_draft_tokens": 2 * c,
+        "num_spec_tokens": 2,
+        "num_accepted_tokens_per_pos": [0, 0],
+        "num_draft_tokens_per_pos": [c, c],
+        "num_undrafted_steps": 0,
+        "num_rejected_observations": 0
+    });
+    serde_json::from_str(&report.to_string()).expect("consistent report")
+}
+
+#[test]
+fn merge_whose_draft_token_total_would_overflow_fails_and_leaves_self_unchanged() {
+    // 2^62 + 2^62 = 2^63 steps (2, 0) fit, and so does every bucket; but
+    // num_draft_tokens = 2 * 2^63 = 2^64 does not.
+    let half = 1u64 << 62;
+    let mut a = k2_undrafted_row(half);
+    assert_eq!(a.num_draft_tokens(), 1 << 63);
+    let before = a.clone();
+    assert_eq!(
+        a.merge(&k2_undrafted_row(half)),
+        Err(MergeError::TotalOverflow {
+            field: "num_draft_tokens"
+        })
+    );
+    assert_eq!(a, before);
+    // One step fewer fits exactly: 2 * (2^63 - 1) = 2^64 - 2.
+    a.merge(&k2_undrafted_row(half - 1)).unwrap();
+    assert_eq!(a.num_draft_tokens(), u64::MAX - 1);
+}
+
+#[test]
+fn a_merged_histogram_always_reads_back() {
+    // The largest histogram merge lets through is still a readable report.
+    let mut a = k2_undrafted_row(1 << 62);
+    a.merge(&k2_undrafted_row((1 << 62) - 1)).unwrap();
+    let text = serde_json::to_string(&a).unwrap();
+    let back: AcceptanceHistogram = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, a);
 }
 
 #[test]
