@@ -164,6 +164,41 @@ fn recommendation_by_hand() {
     assert_close!(r.positions[0].posterior_mean, 2.0 / 3.0);
     assert_close!(r.positions[1].posterior_mean, 0.5);
     assert!(r.positions.iter().all(|p| !p.from_prior));
+    assert_eq!((r.positions[0].position, r.positions[1].position), (1, 2));
+    // 90% intervals: Beta(4, 2) has sd sqrt(4 * 2 / (36 * 7)) = sqrt(2/63);
+    // Beta(2, 2) has sd sqrt(4 / (16 * 5)) = sqrt(1/20).
+    let sd_h1 = (2.0f64 / 63.0).sqrt();
+    let sd_h2 = (1.0f64 / 20.0).sqrt();
+    for (p, mean, sd) in [
+        (&r.positions[0], 2.0 / 3.0, sd_h1),
+        (&r.positions[1], 0.5, sd_h2),
+    ] {
+        assert!(
+            (p.interval[0] - (mean - z * sd)).abs() < 1e-8,
+            "{:?}",
+            p.interval
+        );
+        assert!(
+            (p.interval[1] - (mean + z * sd)).abs() < 1e-8,
+            "{:?}",
+            p.interval
+        );
+    }
+}
+
+/// A position's interval is clipped to [0, 1]: Beta(1 + 3, 1) has mean 0.8
+/// and sd sqrt(4 / (25 * 6)) = 0.1633, so mean + 1.645 sd = 1.07 > 1.
+#[test]
+fn position_intervals_are_clipped_to_the_unit_interval() {
+    let h = histogram(1, &[(1, 1), (1, 1), (1, 1)]);
+    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let p = &r.positions[0];
+    assert_close!(p.posterior_mean, 0.8);
+    let sd = (4.0f64 / 150.0).sqrt();
+    assert!((p.interval[0] - (0.8 - 1.644_853_627 * sd)).abs() < 1e-8);
+    assert_eq!(p.interval[1], 1.0);
+    // The same clipping for E[a | 1] at [0, k = 1].
+    assert_eq!(r.candidates[1].accepted_interval[1], 1.0);
 }
 
 #[test]
@@ -244,6 +279,15 @@ fn credible_level_sets_the_interval_width() {
     let lower = 2.0 / 3.0 - 2.575_829_304 * sd;
     assert!((width(&wide) - (upper - lower)).abs() < 1e-8);
     assert_eq!(wide.credible_level, 0.99);
+    assert_eq!(Advisor::default().credible_level(), 0.9);
+    assert_eq!(
+        Advisor::default()
+            .with_credible_level(0.5)
+            .unwrap()
+            .credible_level(),
+        0.5
+    );
+    assert!(Advisor::default().with_credible_level(1.0).is_err());
     assert!(Advisor::default().with_credible_level(0.0).is_err());
     assert!(Advisor::default().with_credible_level(f64::NAN).is_err());
     assert!(Advisor::default().with_prior(1.0, f64::INFINITY).is_err());

@@ -59,7 +59,12 @@ fn follows_a_change_of_regime_within_the_memory_and_then_holds() {
     let phases = [0.6, 0.9, 0.6];
     let mut c = controller();
     let memory = c.memory();
+    let first = c.draft_len();
     let choices = run(&mut c, PHASE * phases.len(), 11, |i, _| phases[i / PHASE]);
+    let all: Vec<usize> = std::iter::once(first)
+        .chain(choices.iter().copied())
+        .collect();
+    assert_eq!(c.switches(), switches(&all) as u64);
     for (p, &alpha) in phases.iter().enumerate() {
         let choices = &choices[p * PHASE..(p + 1) * PHASE];
         let (k_opt, s_opt) = optimum(alpha, COST_PER_TOKEN, MAX);
@@ -273,4 +278,174 @@ fn windows_of_any_k_are_accepted() {
     let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
     c.update(&narrow);
     assert_eq!(c.remembered(), &[(0, 1), (0, 0), (0, 0), (0, 0)]);
+}
+
+/// Beta(1, 1) posterior moments of a rate with `s` successes in `n`
+/// trials: (mean, E[h^2]).
+fn beta_moments(s: u64, n: u64) -> (f64, f64) {
+    let (a, b) = (1.0 + s as f64, 1.0 + (n - s) as f64);
+    let m = a / (a + b);
+    (m, m * (a + 1.0) / (a + b + 1.0))
+}
+
+/// A window of K = 2 with the given bucket counts of (1,0), (1,1), (2,0),
+/// (2,1), (2,2).
+fn window_k2(counts: [u64; 5]) -> AcceptanceHistogram {
+    let mut h = AcceptanceHistogram::new(2).unwrap();
+    for (&(k, a), &n) in [(1, 0), (1, 1), (2, 0), (2, 1), (2, 2)].iter().zip(&counts) {
+        for _ in 0..n {
+            h.observe(k, a).unwrap();
+        }
+    }
+    h
+}
+
+/// The switching rule against an independent computation for K = 2, from
+/// the current choice 1: `E[S_1] = m1`, `E[S_2] = m1 (1 + m2)`,
+/// `Var(S_1) = q1 - m1^2`, `Var(S_2) = q1 (1 + 2 m2 + q2) - E[S_2]^2`,
+/// `Cov(S_1, S_2) = q1 (1 + m2) - m1 E[S_2]`; switch to the best mean
+/// goodput among the `k` with `E[D] > 0` and `E[D]^2 >= z^2 Var(D)`,
+/// `D = g(k) - g(1)`, `z = 2.3263` (evidence 0.99).
+#[test]
+fn the_switching_rule_is_the_evidence_test() {
+    let z = 2.326_347_874_040_841;
+    let cost = |k: usize| 1.0 + 0.3 * k as f64;
+    let mut rng = Rng::new(3);
+    let (mut held, mut to_zero, mut to_two) = (0, 0, 0);
+    for _ in 0..3000 {
+        // Each bucket up to 5, 40 or 200 steps: windows from nearly all
+        // rejected to nearly all accepted, small and large.
+        let counts: [u64; 5] =
+            std::array::from_fn(|_| rng.next_u64() % [5, 40, 200][(rng.next_u64() % 3) as usize]);
+        let mut c = DraftController::new(2, StepCost::linear(1.0, 0.3).unwrap()).unwrap();
+        assert_eq!(c.draft_len(), 1, "prior goodputs 1, 1.5/1.3, 1.75/1.6");
+        c.update(&window_k2(counts));
+
+        let [k10, k11, k20, k21, k22] = counts;
+        let (m1, q1) = beta_moments(k11 + k21 + k22, k10 + k11 + k20 + k21 + k22);
+        let (m2, q2) = beta_moments(k22, k21 + k22);
+        let mean = [0.0, m1, m1 * (1.0 + m2)];
+        let var = [
+            0.0,
+            q1 - m1 * m1,
+            q1 * (1.0 + 2.0 * m2 + q2) - mean[2] * mean[2],
+        ];
+        let cov_with_1 = [0.0, var[1], q1 * (1.0 + m2) - m1 * mean[2]];
+        let g = |k: usize| (1.0 + mean[k]) / cost(k);
+        let mut expected = 1;
+        for k in [0, 2] {
+            let diff = g(k) - g(1);
+            let var_d = var[k] / (cost(k) * cost(k)) + var[1] / (cost(1) * cost(1))
+                - 2.0 * cov_with_1[k] / (cost(k) * cost(1));
+            let passes = diff > 0.0 && diff * diff >= z * z * var_d;
+            if passes && (expected == 1 || g(k) > g(expected)) {
+                expected = k;
+            }
+        }
+        assert_eq!(c.draft_len(), expected, "counts {counts:?}");
+        assert_eq!(c.switches(), u64::from(expected != 1));
+        match expected {
+            0 => to_zero += 1,
+            2 => to_two += 1,
+            _ => held += 1,
+        }
+    }
+    // Every outcome occurred, so the test saw both sides of the threshold.
+    assert!(
+        held > 100 && to_zero > 100 && to_two > 100,
+        "{held} {to_zero} {to_two}"
+    );
+}
+
+/// The change-of-regime statistic and the dispersion against an independent
+/// computation for K = 1 (exploration length 1): `d^2 / (v_w + v_m)` with
+/// Beta(1, 1) posteriors of the window and of the memory; the dispersion is
+/// the median of the last 9 statistics over 0.45494 (the median of
+/// chi-square with one degree of freedom), at least 1; the memory is
+/// forgotten when the statistic over the dispersion before it passes
+/// 6.6349 (the chi-square quantile at 0.99).
+#[test]
+fn change_statistic_and_dispersion_by_hand() {
+    let windows: [(u64, u64); 14] = [
+        (50, 100),
+        (55, 100),
+        (45, 100),
+        (70, 100),
+        (52, 100),
+        (48, 100),
+        (60, 100),
+        (40, 100),
+        (51, 100),
+        (90, 100),
+        (10, 100),
+        (50, 100),
+        (49, 100),
+        (53, 100),
+    ];
+    let mut c = DraftController::new(1, StepCost::linear(1.0, 0.01).unwrap())
+        .unwrap()
+        .with_memory(4)
+        .unwrap();
+    let mut memory: Vec<(u64, u64)> = Vec::new();
+    let mut history: Vec<f64> = Vec::new();
+    let mut dispersion = 1.0;
+    let mut changes = 0;
+    for &(s, n) in &windows {
+        let (s_m, n_m) = memory.iter().fold((0, 0), |t, w| (t.0 + w.0, t.1 + w.1));
+        if n_m > 0 {
+            let (mw, qw) = beta_moments(s, n);
+            let (mm, qm) = beta_moments(s_m, n_m);
+            let z2 = (mw - mm).powi(2) / ((qw - mw * mw) + (qm - mm * mm));
+            if z2 / dispersion > 6.634_896_601 {
+                memory.clear();
+                changes += 1;
+            }
+            history.push(z2 / 0.454_936_423);
+            let mut last: Vec<f64> = history.iter().rev().take(9).copied().collect();
+            last.sort_by(f64::total_cmp);
+            let mid = last.len() / 2;
+            let median = if last.len() % 2 == 1 {
+                last[mid]
+            } else {
+                (last[mid - 1] + last[mid]) / 2.0
+            };
+            dispersion = median.max(1.0);
+        }
+        memory.push((s, n));
+        if memory.len() > 4 {
+            memory.remove(0);
+        }
+        let mut window = AcceptanceHistogram::new(1).unwrap();
+        for i in 0..n {
+            window.observe(1, usize::from(i < s)).unwrap();
+        }
+        c.update(&window);
+        let remembered = memory.iter().fold((0, 0), |t, w| (t.0 + w.0, t.1 + w.1));
+        assert_eq!(c.remembered(), &[remembered]);
+        assert!(
+            (c.dispersion() - dispersion).abs() <= 1e-9 * dispersion,
+            "{} vs {dispersion}",
+            c.dispersion()
+        );
+        assert_eq!(c.regime_changes(), changes);
+    }
+    // The example exercises what it is about: the dispersion rose above 1
+    // and the jumps to 90% and 10% were changes of regime.
+    assert!(
+        dispersion > 1.0 && changes >= 2,
+        "dispersion {dispersion}, {changes} changes"
+    );
+}
+
+/// With a memory of one interval, an interval is compared with the one
+/// before it; with steady acceptance that rarely looks like a change.
+#[test]
+fn steady_acceptance_is_rarely_a_change_of_regime() {
+    let mut c = controller().with_memory(1).unwrap();
+    run(&mut c, 200, 21, |_, _| 0.7);
+    assert!(
+        c.regime_changes() <= 8,
+        "{} changes in 200 steady intervals",
+        c.regime_changes()
+    );
 }
