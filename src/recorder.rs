@@ -83,7 +83,7 @@ use crossbeam_utils::CachePadded;
 use crate::error::{ConfigError, ObserveError};
 use crate::histogram::AcceptanceHistogram;
 use crate::layout::is_valid_max_draft_len;
-use crate::shard::{CounterBlock, Shard, Shards, Slots};
+use crate::shard::{CounterBlock, Shard, Shards, Slots, Stripes};
 use crate::sync::{self, Arc, AtomicUsize, Ordering};
 
 /// Stripe count cap for the any-thread path: beyond 16 stripes the memory
@@ -123,6 +123,11 @@ const MAX_STRIPES: usize = 16;
 #[derive(Clone)]
 pub struct Recorder {
     inner: Arc<Inner>,
+    /// The any-thread counters, held by value (they are shared, an `Arc`
+    /// inside) with `slots`, so `observe` reaches a counter through one
+    /// pointer.
+    stripes: Stripes,
+    slots: Slots,
 }
 
 struct Inner {
@@ -132,8 +137,6 @@ struct Inner {
     /// Workers alive or being created; see "Memory bound". Padded: every
     /// `worker()` and drop writes it.
     live: CachePadded<AtomicUsize>,
-    /// Any-thread counters; a power-of-two count.
-    stripes: Box<[CounterBlock]>,
 }
 
 impl Recorder {
@@ -160,14 +163,15 @@ impl Recorder {
                 slots,
                 shards: Shards::new(slots),
                 live: CachePadded::new(AtomicUsize::new(0)),
-                stripes: (0..stripes).map(|_| CounterBlock::new(slots)).collect(),
             }),
+            stripes: Stripes::new(slots, stripes),
+            slots,
         })
     }
 
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
-        self.inner.slots.max_draft_len
+        self.slots.max_draft_len
     }
 
     /// A recording handle for the calling thread (movable to another).
@@ -236,8 +240,8 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
-        self.inner.slots.observe_with(drafted, accepted, |index| {
-            self.stripe().increment_shared(index);
+        self.slots.observe_with(drafted, accepted, |index| {
+            self.stripes.increment(sync::thread_hint(), index);
         })
     }
 
@@ -253,13 +257,8 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.stripe().increment_shared(self.inner.slots.undrafted);
-    }
-
-    #[inline]
-    fn stripe(&self) -> &CounterBlock {
-        let stripes = &self.inner.stripes;
-        &stripes[sync::thread_hint() & (stripes.len() - 1)]
+        self.stripes
+            .increment(sync::thread_hint(), self.slots.undrafted);
     }
 
     /// The engine-wide histogram now: the sum of every shard and stripe.
@@ -291,9 +290,7 @@ impl Recorder {
         for shard in inner.shards.iter() {
             shard.counters().add_to(&mut totals);
         }
-        for stripe in inner.stripes.iter() {
-            stripe.add_to(&mut totals);
-        }
+        self.stripes.add_to(&mut totals);
         let rejected = totals.pop().unwrap_or(0);
         let undrafted = totals.pop().unwrap_or(0);
         AcceptanceHistogram::from_parts(
@@ -345,9 +342,9 @@ impl Inner {
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Recorder")
-            .field("max_draft_len", &self.inner.slots.max_draft_len)
+            .field("max_draft_len", &self.slots.max_draft_len)
             .field("shards", &self.shard_count())
-            .field("stripes", &self.inner.stripes.len())
+            .field("stripes", &self.stripes.count())
             .finish()
     }
 }

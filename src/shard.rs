@@ -191,14 +191,6 @@ impl CounterBlock {
         counter.store(value.wrapping_add(1), Ordering::Relaxed);
     }
 
-    /// Adds one to counter `index` from any thread.
-    #[inline]
-    pub(crate) fn increment_shared(&self, index: usize) {
-        // Relaxed RMW: atomicity makes concurrent increments add up; nothing
-        // else is ordered by a counter.
-        self.counter(index).fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Adds every counter's current value to `totals` (saturating).
     pub(crate) fn add_to(&self, totals: &mut [u64]) {
         debug_assert_eq!(totals.len(), self.live().len());
@@ -206,6 +198,68 @@ impl CounterBlock {
             // Relaxed: see the module docs; coherence alone makes sure no
             // bucket is smaller than in a snapshot that happened-before.
             *total = total.saturating_add(counter.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// The any-thread counters: `count` blocks of `slots.len()` counters in one
+/// flat array, `PAD` spare counters before, between and after them, so no
+/// two stripes share a line.
+///
+/// A thread always uses stripe `hint & (count - 1)` for its
+/// [`thread_hint`](crate::sync::thread_hint): threads that started apart
+/// get different stripes until there are more threads than stripes. Held by
+/// value in the [`Recorder`](crate::Recorder) (one pointer, two numbers),
+/// so `Recorder::observe` reaches a counter through one pointer, like
+/// `Worker::observe`.
+#[derive(Clone)]
+pub(crate) struct Stripes {
+    /// `PAD`, then per stripe its live counters and `PAD` spare ones.
+    counters: Arc<[AtomicU64]>,
+    /// `count - 1`, `count` a power of two.
+    mask: usize,
+    /// Live counters of a stripe plus the `PAD` after them.
+    stride: usize,
+}
+
+impl Stripes {
+    /// `count` zeroed stripes of `slots.len()` counters; `count` must be a
+    /// power of two.
+    pub(crate) fn new(slots: Slots, count: usize) -> Self {
+        debug_assert!(count.is_power_of_two());
+        let stride = slots.len() + PAD;
+        Self {
+            counters: (0..PAD + count * stride)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            mask: count - 1,
+            stride,
+        }
+    }
+
+    /// Number of stripes.
+    pub(crate) fn count(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Adds one to counter `index` of the calling thread's stripe.
+    #[inline]
+    pub(crate) fn increment(&self, hint: usize, index: usize) {
+        let at = PAD + (hint & self.mask) * self.stride + index;
+        // Relaxed RMW: atomicity makes concurrent increments add up; nothing
+        // else is ordered by a counter.
+        self.counters[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds every stripe's counters to `totals` (saturating).
+    pub(crate) fn add_to(&self, totals: &mut [u64]) {
+        for stripe in 0..self.count() {
+            let start = PAD + stripe * self.stride;
+            let live = &self.counters[start..start + totals.len()];
+            for (counter, total) in live.iter().zip(totals.iter_mut()) {
+                // Relaxed: as in `CounterBlock::add_to`.
+                *total = total.saturating_add(counter.load(Ordering::Relaxed));
+            }
         }
     }
 }
@@ -466,6 +520,43 @@ mod tests {
         let order: Vec<_> = (0..3).map(|_| shards.claim().unwrap().index()).collect();
         assert_eq!(order, [2, 1, 0]);
         assert!(shards.claim().is_none());
+    }
+
+    #[test]
+    fn each_hint_below_the_stripe_count_gets_a_stripe_of_its_own() {
+        let slots = Slots::new(2);
+        let stripes = Stripes::new(slots, 4);
+        assert_eq!(stripes.count(), 4);
+        // Hint h adds h % 4 + 1 to counter h % 4 + 1: stripe s (from hints s
+        // and s + 4) ends with 2 (s + 1) in counter s + 1, nothing else.
+        for hint in 0..8 {
+            for _ in 0..=hint % 4 {
+                stripes.increment(hint, hint % 4 + 1);
+            }
+        }
+        for stripe in 0..4 {
+            let start = PAD + stripe * stripes.stride;
+            let live: Vec<u64> = stripes.counters[start..start + slots.len()]
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let mut expected = vec![0; slots.len()];
+            expected[stripe + 1] = 2 * (stripe as u64 + 1);
+            assert_eq!(live, expected, "stripe {stripe}");
+        }
+        let padding = stripes
+            .counters
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i < PAD || (i - PAD) % stripes.stride >= slots.len());
+        assert!(
+            padding
+                .into_iter()
+                .all(|(_, c)| c.load(Ordering::Relaxed) == 0)
+        );
+        let mut totals = vec![0; slots.len()];
+        stripes.add_to(&mut totals);
+        assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0]);
     }
 
     /// The ABA case: a claimer reads top `a` with `b` below it; meanwhile
