@@ -344,6 +344,7 @@ impl fmt::Debug for Recorder {
         f.debug_struct("Recorder")
             .field("max_draft_len", &self.slots.max_draft_len)
             .field("shards", &self.shard_count())
+            .field("live_workers", &self.live_workers())
             .field("stripes", &self.stripes.count())
             .finish()
     }
@@ -455,6 +456,7 @@ impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Worker")
             .field("max_draft_len", &self.slots.max_draft_len)
+            .field("shard", &self.shard_index())
             .finish_non_exhaustive()
     }
 }
