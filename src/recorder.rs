@@ -120,6 +120,109 @@ const MAX_STRIPES: usize = 16;
 /// assert_eq!(snapshot.num_undrafted_steps(), 2);
 /// # Ok::<(), specdec_metrics::ConfigError>(())
 /// ```
+///
+/// # Async runtimes
+///
+/// A Tokio-style runtime moves tasks between its threads, and a task may
+/// live much longer than one step. Do not give each task a [`Worker`]: a
+/// `Worker` is `Send`, so the compiler lets a task hold one across an
+/// `.await`, but each live task then holds a shard of its own (10,000
+/// concurrent requests, 10,000 shards). Two ways are right:
+///
+/// **A `Worker` per runtime thread**, kept in a thread-local, created when
+/// the runtime starts the thread and dropped when it stops it. Tasks
+/// record through whatever thread they run on at that moment; a thread
+/// without a worker (such as the one inside `block_on`) falls back on
+/// [`observe`](Self::observe). Shards: one per runtime thread.
+///
+/// ```
+/// use std::cell::RefCell;
+/// use specdec_metrics::{Recorder, Worker};
+///
+/// thread_local! {
+///     /// This thread's worker, while it is a runtime thread.
+///     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+/// }
+///
+/// /// Records through this thread's worker if it has one.
+/// fn observe(recorder: &Recorder, drafted: usize, accepted: usize) {
+///     let result = WORKER.with_borrow(|worker| match worker {
+///         Some(worker) => worker.observe(drafted, accepted),
+///         None => recorder.observe(drafted, accepted),
+///     });
+///     if let Err(e) = result {
+///         eprintln!("engine bug: {e}"); // also counted in the snapshot
+///     }
+/// }
+///
+/// let recorder = Recorder::new(4)?;
+/// let runtime = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .on_thread_start({
+///         let recorder = recorder.clone();
+///         move || WORKER.set(Some(recorder.worker()))
+///     })
+///     .on_thread_stop(|| drop(WORKER.take()))
+///     .build()?;
+/// runtime.block_on(async {
+///     let requests: Vec<_> = (0..100)
+///         .map(|i| {
+///             let recorder = recorder.clone();
+///             tokio::spawn(async move {
+///                 observe(&recorder, 4, i % 5);
+///                 tokio::task::yield_now().await; // may resume on another thread
+///                 observe(&recorder, 4, 4);
+///             })
+///         })
+///         .collect();
+///     for request in requests {
+///         request.await.unwrap();
+///     }
+/// });
+/// drop(runtime); // stops the runtime threads: each drops its worker
+/// let snapshot = recorder.snapshot();
+/// assert_eq!(snapshot.num_spec_steps(), 200);
+/// assert_eq!(snapshot.count(4, 4), 120);
+/// assert!((1..=2).contains(&recorder.shard_count()), "a shard per runtime thread");
+/// assert_eq!(recorder.live_workers(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// **[`Recorder::observe`] from tasks**: no handle to manage, one relaxed
+/// `fetch_add` on the calling thread's stripe (threads get different
+/// stripes, up to the number of CPUs, so runtime threads do not contend).
+/// It costs about as much as an uncontended shared `fetch_add`, against a
+/// plain load and store for a `Worker`; see `benches/README.md`. No shard
+/// is created at all.
+///
+/// ```
+/// use specdec_metrics::Recorder;
+///
+/// let recorder = Recorder::new(4)?;
+/// let runtime = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .build()?;
+/// runtime.block_on(async {
+///     let requests: Vec<_> = (0..100)
+///         .map(|i| {
+///             let recorder = recorder.clone();
+///             tokio::spawn(async move {
+///                 recorder.observe(4, i % 5).unwrap();
+///                 tokio::task::yield_now().await;
+///                 recorder.observe_undrafted();
+///             })
+///         })
+///         .collect();
+///     for request in requests {
+///         request.await.unwrap();
+///     }
+/// });
+/// let snapshot = recorder.snapshot();
+/// assert_eq!((snapshot.num_spec_steps(), snapshot.num_undrafted_steps()), (100, 100));
+/// assert_eq!(snapshot.count(4, 4), 20);
+/// assert_eq!(recorder.shard_count(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Recorder {
     inner: Arc<Inner>,
