@@ -569,21 +569,27 @@ mod tests {
     use super::*;
 
     /// A claim can miss a release it does not see yet. `register` must then
-    /// leave shard creation to the count: no new shard while the count says
-    /// a shard is free, a new one as soon as more workers are counted than
-    /// there are shards. Here the claim's miss is simulated by calling
-    /// `register` directly after `worker()`'s first step.
+    /// leave shard creation to the count: a new shard only when more
+    /// workers are counted than there are shards. Driven by hand (no
+    /// `worker()`), each step as `worker()` and `Worker::drop` do it.
     #[test]
     fn register_creates_a_shard_only_when_more_workers_are_counted_than_shards() {
         let recorder = Recorder::new(1).unwrap();
-        drop(recorder.worker());
         let inner = &*recorder.inner;
+        assert!(inner.register().is_none(), "a shard with no worker counted");
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        let first = inner.register().expect("one worker counted, no shard");
+        assert_eq!((first.index(), recorder.shard_count()), (0, 1));
+        // That worker is dropped: shard released, then uncounted.
+        inner.shards.release(&first);
+        inner.live.fetch_sub(1, Ordering::Relaxed);
+        // A new worker counts itself; say its claim missed the release.
         inner.live.fetch_add(1, Ordering::Relaxed);
         assert!(inner.register().is_none(), "a second shard for one worker");
         assert_eq!(recorder.shard_count(), 1);
+        // Two counted, one shard: the second worker needs a new one.
         inner.live.fetch_add(1, Ordering::Relaxed);
-        let shard = inner.register().expect("two workers counted, one shard");
-        assert_eq!((shard.index(), recorder.shard_count()), (1, 2));
-        inner.live.fetch_sub(2, Ordering::Relaxed);
+        let second = inner.register().expect("two workers counted, one shard");
+        assert_eq!((second.index(), recorder.shard_count()), (1, 2));
     }
 }
