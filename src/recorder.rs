@@ -6,10 +6,13 @@
 //! | memory | written by | how |
 //! | --- | --- | --- |
 //! | a shard's counters | the one `Worker` holding it | relaxed load + relaxed store |
-//! | a shard's `claimed` flag | `worker()` (claim), `Worker::drop` (release) | Acquire CAS / Release store |
+//! | the free list (head, links) | `worker()` (claim), `Worker::drop` (release) | compare-exchange: Acquire load + Relaxed CAS / Release CAS |
 //! | the stripes | any thread, through `Recorder::observe` | relaxed `fetch_add` |
-//! | the shard list | `worker()` when no shard is free, under the registry mutex | publish a new immutable list |
+//! | the shard list | `worker()` when no shard is free, under the registry mutex | set one slot (Release, in `OnceLock`) |
 //! | `live` (workers alive) | `worker()` and `Worker::drop` | Relaxed `fetch_add` / Release `fetch_sub` |
+//!
+//! How shards are stored and handed over (a segmented, append-only list and
+//! a tagged Treiber stack of free shards) is described in `shard.rs`.
 //!
 //! # Why one counter per observation
 //!
@@ -21,51 +24,67 @@
 //! it happened to read. There is no pair of counters that could be seen
 //! half-updated, so no seqlock and no retry.
 //!
+//! # What `worker()` costs
+//!
+//! The same whatever the number of shards or live workers. A claim is one
+//! Acquire load and one compare-exchange on the free list's head, where a
+//! scan of the shards for a free one would cost 20 µs per claim at 20,000
+//! live workers. A new shard sets one slot of an append-only list, where
+//! republishing a copied list would cost `n` `Arc` clones per new shard
+//! and make creating `n` workers `O(n²)`. The claim takes no lock; only
+//! creating a shard takes the registry mutex, and it allocates the shard's
+//! counters anyway. Figures: `benches/README.md`, group `worker`.
+//!
 //! # Happens-before edges
 //!
-//! - Shard list: `register` builds the new shard, then publishes the new
-//!   list (Release, inside arc-swap); `snapshot` and `worker` load it
-//!   (Acquire). A shard is therefore fully initialised before anyone reads
-//!   or claims it through the list, and once a `Worker` exists its shard is
-//!   in the list that every later snapshot loads (list loads read the
-//!   latest published list at least as new as any list that happened-before).
-//! - Shard hand-over: `Worker::drop` releases `claimed` (Release); the next
-//!   `worker()` claims it (Acquire CAS). The new owner continues from the
-//!   exact counts the old one left: nothing is lost or counted twice, and
-//!   the counts are never moved anywhere.
+//! - Shard publication: a new shard is initialised, then its slot is set
+//!   (Release); `snapshot` and claims reach it through `get` (Acquire). A
+//!   shard is therefore fully initialised before anyone reads or claims it,
+//!   and once a `Worker` exists its shard is in every later walk of the
+//!   list.
+//! - Shard hand-over: `Worker::drop` pushes its shard on the free list
+//!   (Release compare-exchange); the next `worker()` reads the head
+//!   (Acquire) before it pops it. The new owner continues from the exact
+//!   counts the old one left: nothing is lost or counted twice, and the
+//!   counts are never moved anywhere.
 //! - Observations → snapshot: none needed beyond coherence. An observation
 //!   that happened-before `snapshot()` started is seen because a load can
-//!   never read a value older than one that happens-before it; successive
-//!   snapshots never decrease because a later load of the same counter
-//!   never reads an older value, and counters only grow.
+//!   never read a value older than one that happens-before it; and no
+//!   bucket is ever smaller than in a snapshot that happened-before it,
+//!   because a later load of the same counter never reads an older value
+//!   and counters only grow.
 //!
 //! # Memory bound
 //!
 //! Shards are never freed while the recorder lives. `live` counts workers
 //! alive or being created, from the start of `worker()` to the end of
 //! `Worker::drop`. A new shard is created, under the registry mutex, only
-//! when the list still has the `n` shards the caller scanned and `live`
-//! reads more than `n`: every value `live` takes is a real count (one
-//! modification order), so at that moment more than `n` workers existed and
-//! the shard count never exceeds the peak of `live`.
+//! when the free list was empty and `live` reads more than the `n` shards
+//! there are: every value `live` takes is a real count (one modification
+//! order), so at that moment more than `n` workers existed and the shard
+//! count never exceeds the peak of `live`.
 //!
-//! When `live` reads `n` or less, every claimed shard belongs to a counted
-//! worker, so some shard is free or being released and `worker()` scans
-//! again instead of allocating. It cannot spin for long: `Worker::drop`
-//! releases its shard before its Release decrement of `live`, and
-//! `register` reads `live` with Acquire, so a count that no longer includes
-//! a dropped worker comes with that worker's shard visibly free; a scan that
-//! still fails means another worker claimed a shard in the meantime.
+//! When `live` reads `n` or less, the caller is counted and holds no shard,
+//! so at most `n - 1` shards are held and some shard is free or being
+//! released: `worker()` tries the free list again instead of allocating. It
+//! retries at most once for that release: `Worker::drop` pushes its shard
+//! before its Release decrement of `live`, and `register` reads `live` with
+//! Acquire (the caller's own increment continues the decrement's release
+//! sequence), so a count that no longer includes a dropped worker comes
+//! with that worker's shard visibly free. A claim that still fails means
+//! another worker took a shard in the meantime.
 
 use core::cell::Cell;
 use core::fmt;
 use core::marker::PhantomData;
 
+use crossbeam_utils::CachePadded;
+
 use crate::error::{ConfigError, ObserveError};
 use crate::histogram::AcceptanceHistogram;
 use crate::layout::is_valid_max_draft_len;
-use crate::shard::{CounterBlock, Shard, Slots};
-use crate::sync::{self, Arc, AtomicUsize, Mutex, Ordering, Published};
+use crate::shard::{CounterBlock, Shard, Shards, Slots, Stripes};
+use crate::sync::{self, Arc, AtomicUsize, Ordering};
 
 /// Stripe count cap for the any-thread path: beyond 16 stripes the memory
 /// (16 × ~17 KiB at K = 64) buys little for a path meant to be rare.
@@ -101,21 +120,126 @@ const MAX_STRIPES: usize = 16;
 /// assert_eq!(snapshot.num_undrafted_steps(), 2);
 /// # Ok::<(), specdec_metrics::ConfigError>(())
 /// ```
+///
+/// # Async runtimes
+///
+/// A Tokio-style runtime moves tasks between its threads, and a task may
+/// live much longer than one step. Do not give each task a [`Worker`]: a
+/// `Worker` is `Send`, so the compiler lets a task hold one across an
+/// `.await`, but each live task then holds a shard of its own (10,000
+/// concurrent requests, 10,000 shards). Two ways are right:
+///
+/// **A `Worker` per runtime thread**, kept in a thread-local, created when
+/// the runtime starts the thread and dropped when it stops it. Tasks
+/// record through whatever thread they run on at that moment; a thread
+/// without a worker (such as the one inside `block_on`) falls back on
+/// [`observe`](Self::observe). Shards: one per runtime thread.
+///
+/// ```
+/// use std::cell::RefCell;
+/// use specdec_metrics::{Recorder, Worker};
+///
+/// thread_local! {
+///     /// This thread's worker, while it is a runtime thread.
+///     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+/// }
+///
+/// /// Records through this thread's worker if it has one.
+/// fn observe(recorder: &Recorder, drafted: usize, accepted: usize) {
+///     let result = WORKER.with_borrow(|worker| match worker {
+///         Some(worker) => worker.observe(drafted, accepted),
+///         None => recorder.observe(drafted, accepted),
+///     });
+///     if let Err(e) = result {
+///         eprintln!("engine bug: {e}"); // also counted in the snapshot
+///     }
+/// }
+///
+/// let recorder = Recorder::new(4)?;
+/// let runtime = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .on_thread_start({
+///         let recorder = recorder.clone();
+///         move || WORKER.set(Some(recorder.worker()))
+///     })
+///     .on_thread_stop(|| drop(WORKER.take()))
+///     .build()?;
+/// runtime.block_on(async {
+///     let requests: Vec<_> = (0..100)
+///         .map(|i| {
+///             let recorder = recorder.clone();
+///             tokio::spawn(async move {
+///                 observe(&recorder, 4, i % 5);
+///                 tokio::task::yield_now().await; // may resume on another thread
+///                 observe(&recorder, 4, 4);
+///             })
+///         })
+///         .collect();
+///     for request in requests {
+///         request.await.unwrap();
+///     }
+/// });
+/// drop(runtime); // stops the runtime threads: each drops its worker
+/// let snapshot = recorder.snapshot();
+/// assert_eq!(snapshot.num_spec_steps(), 200);
+/// assert_eq!(snapshot.count(4, 4), 120);
+/// assert!((1..=2).contains(&recorder.shard_count()), "a shard per runtime thread");
+/// assert_eq!(recorder.live_workers(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// **[`Recorder::observe`] from tasks**: no handle to manage, one relaxed
+/// `fetch_add` on the calling thread's stripe (threads get different
+/// stripes, up to the number of CPUs, so runtime threads do not contend).
+/// It costs about as much as an uncontended shared `fetch_add`, against a
+/// plain load and store for a `Worker`; see `benches/README.md`. No shard
+/// is created at all.
+///
+/// ```
+/// use specdec_metrics::Recorder;
+///
+/// let recorder = Recorder::new(4)?;
+/// let runtime = tokio::runtime::Builder::new_multi_thread()
+///     .worker_threads(2)
+///     .build()?;
+/// runtime.block_on(async {
+///     let requests: Vec<_> = (0..100)
+///         .map(|i| {
+///             let recorder = recorder.clone();
+///             tokio::spawn(async move {
+///                 recorder.observe(4, i % 5).unwrap();
+///                 tokio::task::yield_now().await;
+///                 recorder.observe_undrafted();
+///             })
+///         })
+///         .collect();
+///     for request in requests {
+///         request.await.unwrap();
+///     }
+/// });
+/// let snapshot = recorder.snapshot();
+/// assert_eq!((snapshot.num_spec_steps(), snapshot.num_undrafted_steps()), (100, 100));
+/// assert_eq!(snapshot.count(4, 4), 20);
+/// assert_eq!(recorder.shard_count(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Recorder {
     inner: Arc<Inner>,
+    /// The any-thread counters, held by value (they are shared, an `Arc`
+    /// inside) with `slots`, so `observe` reaches a counter through one
+    /// pointer.
+    stripes: Stripes,
+    slots: Slots,
 }
 
 struct Inner {
     slots: Slots,
-    /// Every shard ever created; only grows. Readers load it without a lock.
-    shards: Published<Vec<Arc<Shard>>>,
-    /// Serialises the creation of shards (the only slow path).
-    registry: Mutex<()>,
-    /// Workers alive or being created; see "Memory bound".
-    live: AtomicUsize,
-    /// Any-thread counters; a power-of-two count.
-    stripes: Box<[CounterBlock]>,
+    /// Every shard ever created, and the free list.
+    shards: Shards,
+    /// Workers alive or being created; see "Memory bound". Padded: every
+    /// `worker()` and drop writes it.
+    live: CachePadded<AtomicUsize>,
 }
 
 impl Recorder {
@@ -140,24 +264,25 @@ impl Recorder {
         Ok(Self {
             inner: Arc::new(Inner {
                 slots,
-                shards: Published::new(Vec::new()),
-                registry: Mutex::new(()),
-                live: AtomicUsize::new(0),
-                stripes: (0..stripes).map(|_| CounterBlock::new(slots)).collect(),
+                shards: Shards::new(slots),
+                live: CachePadded::new(AtomicUsize::new(0)),
             }),
+            stripes: Stripes::new(slots, stripes),
+            slots,
         })
     }
 
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
-        self.inner.slots.max_draft_len
+        self.slots.max_draft_len
     }
 
     /// A recording handle for the calling thread (movable to another).
     ///
     /// Claims a free shard when there is one, counts and all, without
-    /// allocating. Only when every shard is held by a live worker does it
-    /// create one (its counters, plus a new copy of the shard list, under a
+    /// allocating or locking, in the same time whatever the number of
+    /// shards. Only when every shard is held by a live worker does it
+    /// create one (its counters and one slot of the shard list, under a
     /// mutex that only shard creation takes). Never blocks a snapshot or an
     /// `observe`.
     ///
@@ -179,15 +304,14 @@ impl Recorder {
         // counts (its single modification order); it publishes nothing.
         inner.live.fetch_add(1, Ordering::Relaxed);
         let shard = loop {
-            let shards = inner.shards.load();
-            if let Some(shard) = shards.iter().find(|s| s.try_claim()) {
-                break Arc::clone(shard);
-            }
-            if let Some(shard) = inner.register(shards.len()) {
+            if let Some(shard) = inner.shards.claim() {
                 break shard;
             }
-            // A shard is being released, or another thread grew the list:
-            // look again.
+            if let Some(shard) = inner.register() {
+                break shard;
+            }
+            // A shard is free but its release is not visible to us yet, or
+            // another worker took it: look again.
             sync::yield_now();
         };
         Worker {
@@ -219,8 +343,8 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe(&self, drafted: usize, accepted: usize) -> Result<(), ObserveError> {
-        self.inner.slots.observe_with(drafted, accepted, |index| {
-            self.stripe().increment_shared(index);
+        self.slots.observe_with(drafted, accepted, |index| {
+            self.stripes.increment(sync::thread_hint(), index);
         })
     }
 
@@ -236,13 +360,8 @@ impl Recorder {
     /// ```
     #[inline]
     pub fn observe_undrafted(&self) {
-        self.stripe().increment_shared(self.inner.slots.undrafted);
-    }
-
-    #[inline]
-    fn stripe(&self) -> &CounterBlock {
-        let stripes = &self.inner.stripes;
-        &stripes[sync::thread_hint() & (stripes.len() - 1)]
+        self.stripes
+            .increment(sync::thread_hint(), self.slots.undrafted);
     }
 
     /// The engine-wide histogram now: the sum of every shard and stripe.
@@ -270,13 +389,11 @@ impl Recorder {
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let inner = &*self.inner;
         let mut totals = vec![0u64; inner.slots.len()];
-        // Acquire (inside `load`): pairs with the publication in `register`.
-        for shard in inner.shards.load().iter() {
+        // Acquire (inside `iter`): pairs with the publication of each shard.
+        for shard in inner.shards.iter() {
             shard.counters().add_to(&mut totals);
         }
-        for stripe in inner.stripes.iter() {
-            stripe.add_to(&mut totals);
-        }
+        self.stripes.add_to(&mut totals);
         let rejected = totals.pop().unwrap_or(0);
         let undrafted = totals.pop().unwrap_or(0);
         AcceptanceHistogram::from_parts(
@@ -300,7 +417,7 @@ impl Recorder {
     /// # Ok::<(), specdec_metrics::ConfigError>(())
     /// ```
     pub fn shard_count(&self) -> usize {
-        self.inner.shards.load().len()
+        self.inner.shards.len()
     }
 
     /// Workers currently alive (including ones being created).
@@ -311,37 +428,27 @@ impl Recorder {
 }
 
 impl Inner {
-    /// Creates, claims and publishes a new shard, unless the list changed
-    /// since the caller scanned `seen` shards or a shard is about to be
-    /// free; then `None` and the caller scans again.
-    #[cold]
-    #[inline(never)]
-    fn register(&self, seen: usize) -> Option<Arc<Shard>> {
-        let _registry = self.registry.lock();
-        let shards = self.shards.load();
-        // Acquire: pairs with the Release decrement in `Worker::drop`; if we
-        // read a count without a dropped worker, its shard's release is
-        // visible to the caller's next scan (see "Memory bound").
-        if shards.len() != seen || self.live.load(Ordering::Acquire) <= shards.len() {
-            return None;
-        }
-        let shard = Arc::new(Shard::new_claimed(self.slots, shards.len()));
-        let mut next = Vec::with_capacity(shards.len() + 1);
-        next.extend(shards.iter().cloned());
-        next.push(Arc::clone(&shard));
-        // Release (inside `store`): the new shard is initialised before any
-        // load that returns this list.
-        self.shards.store(Arc::new(next));
-        Some(shard)
+    /// Creates and publishes a new shard, held by the caller, if more
+    /// workers are counted than there are shards; else `None` (a shard is
+    /// free or about to be) and the caller claims again.
+    fn register(&self) -> Option<Arc<Shard>> {
+        self.shards.create_if(|shards| {
+            // Acquire: pairs with the Release decrement in `Worker::drop`;
+            // if we read a count without a dropped worker, its shard's
+            // release is visible to the caller's next claim (see "Memory
+            // bound").
+            self.live.load(Ordering::Acquire) > shards
+        })
     }
 }
 
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Recorder")
-            .field("max_draft_len", &self.inner.slots.max_draft_len)
+            .field("max_draft_len", &self.slots.max_draft_len)
             .field("shards", &self.shard_count())
-            .field("stripes", &self.inner.stripes.len())
+            .field("live_workers", &self.live_workers())
+            .field("stripes", &self.stripes.count())
             .finish()
     }
 }
@@ -441,7 +548,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        self.shard.release();
+        self.recorder.shards.release(&self.shard);
         // Release: pairs with the Acquire load in `Inner::register`; the
         // shard's release above is visible to whoever reads the lower count.
         self.recorder.live.fetch_sub(1, Ordering::Release);
@@ -452,6 +559,37 @@ impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Worker")
             .field("max_draft_len", &self.slots.max_draft_len)
+            .field("shard", &self.shard_index())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A claim can miss a release it does not see yet. `register` must then
+    /// leave shard creation to the count: a new shard only when more
+    /// workers are counted than there are shards. Driven by hand (no
+    /// `worker()`), each step as `worker()` and `Worker::drop` do it.
+    #[test]
+    fn register_creates_a_shard_only_when_more_workers_are_counted_than_shards() {
+        let recorder = Recorder::new(1).unwrap();
+        let inner = &*recorder.inner;
+        assert!(inner.register().is_none(), "a shard with no worker counted");
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        let first = inner.register().expect("one worker counted, no shard");
+        assert_eq!((first.index(), recorder.shard_count()), (0, 1));
+        // That worker is dropped: shard released, then uncounted.
+        inner.shards.release(&first);
+        inner.live.fetch_sub(1, Ordering::Relaxed);
+        // A new worker counts itself; say its claim missed the release.
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        assert!(inner.register().is_none(), "a second shard for one worker");
+        assert_eq!(recorder.shard_count(), 1);
+        // Two counted, one shard: the second worker needs a new one.
+        inner.live.fetch_add(1, Ordering::Relaxed);
+        let second = inner.register().expect("two workers counted, one shard");
+        assert_eq!((second.index(), recorder.shard_count()), (1, 2));
     }
 }

@@ -1,5 +1,6 @@
-//! Fixed-size blocks of atomic counters, and the shard: one block owned by
-//! at most one [`Worker`](crate::Worker) at a time.
+//! Counter blocks; the shard, one block owned by at most one
+//! [`Worker`](crate::Worker) at a time; and [`Shards`], where every shard
+//! lives and how a new worker finds a free one.
 //!
 //! # Layout
 //!
@@ -11,35 +12,83 @@
 //! cache line, nor the 128-byte line pairs that x86-64 and aarch64
 //! prefetchers fetch together, is shared with another block or anything else
 //! on the heap: two workers never contend. (This replaces wrapping lines of
-//! counters in [`crossbeam_utils::CachePadded`], which keeps the same
-//! isolation but costs a divide-and-modulo split of every index on the hot
-//! path; `CachePadded` still pads the shard's `claimed` flag.)
+//! counters in [`CachePadded`], which keeps the same isolation but costs a
+//! divide-and-modulo split of every index on the hot path.)
+//!
+//! # Where shards live: a segmented list, append-only
+//!
+//! Shard `i` lives in segment `s = ⌊log2(i + 1)⌋`, at offset
+//! `i + 1 - 2^s`; segment `s` has `2^s` slots. Each segment and each slot
+//! is set once ([`SetOnce`], a `std::sync::OnceLock`) and never changes or
+//! moves, so
+//!
+//! - a new shard costs the same whatever the number of shards: set one slot
+//!   (and, once per doubling, allocate a segment of empty slots); nothing is
+//!   copied;
+//! - readers (`snapshot`, a claim) reach any shard without a lock, through
+//!   two acquire loads;
+//! - the slots never hold more than twice the shards there are, and shards
+//!   themselves are created one at a time, so the memory bound of
+//!   [`Recorder`](crate::Recorder) (shards never outnumber the peak of live
+//!   workers) holds.
+//!
+//! Only shard creation takes a lock (the registry mutex): it allocates a
+//! block of counters anyway. 32 segments hold `2^32 - 1` shards, the most
+//! the free list can name.
+//!
+//! # Who may write a shard: a free list
+//!
+//! A shard is held by the worker that created it or took it from the free
+//! list, until that worker releases it back onto the free list. The free
+//! list is a Treiber stack of shard indices: one `AtomicU64` head holding
+//! the top shard's index + 1 (0: empty) in its low half and a tag in its
+//! high half, and in each free shard the index + 1 of the shard below it.
+//! Taking or returning a shard is one compare-exchange on the head,
+//! whatever the number of shards.
+//!
+//! The tag defeats ABA: between a claimer's read of the head (top `A`, `A`'s
+//! next `B`) and its compare-exchange, others may take `A` and `B` and put
+//! `A` back; the head names `A` again but `B` is held. Every successful
+//! push and pop adds one to the tag, so the stale compare-exchange fails.
+//! (It would succeed again only after exactly `2^32` operations in
+//! between, while the claimer is stalled between two instructions.)
+//! Shards are never freed, so reading a shard named by a stale head is
+//! always memory-safe: there is nothing to reclaim, and no hazard pointers
+//! or epochs are needed.
 //!
 //! # Invariants
 //!
-//! - A shard's counters are written only by the worker that holds its
-//!   `claimed` flag ([`Shard::try_claim`] succeeded and
-//!   [`Shard::release`] has not run yet). Counters only grow.
+//! - A shard's counters are written only by the worker that holds it. A
+//!   shard is on the free list or held, never both; counters only grow.
 //! - Stripes (the any-thread path) are written by any thread, always with a
 //!   read-modify-write.
 //! - Readers only load. Nothing ever resets or moves a count.
 //!
 //! # Happens-before edges
 //!
-//! - `release` (Release store of `claimed = false`) → `try_claim` (Acquire
-//!   compare-exchange that reads it): the next owner's relaxed load of a
-//!   counter sees at least the last value the previous owner stored, so its
-//!   load-plus-one-store continues from there and no count is lost.
+//! - Release (push, Release compare-exchange on the head) → claim (pop:
+//!   the Acquire load of the head that reads that push or a later
+//!   read-modify-write of its release sequence): the next owner's relaxed
+//!   load of a counter sees at least the last value the previous owner
+//!   stored, so its load-plus-one-store continues from there and no count
+//!   is lost; and the claimer reads the link the pusher wrote.
+//! - Publication of a shard (its slot set under the registry mutex, a
+//!   Release inside `OnceLock`) → anyone who reaches it through the list
+//!   (Acquire inside `OnceLock::get`): the shard is fully initialised
+//!   first. Slots are set in index order, so a reader that walks the list
+//!   and stops at the first empty slot still sees every shard whose
+//!   creation happened-before the walk.
 //! - A counter's relaxed store → a reader's relaxed load: no edge needed.
-//!   The reader needs only atomicity (no torn value) and coherence (a later
-//!   load of the same counter never returns an older value), which every
-//!   atomic access has.
+//!   The reader needs only atomicity (no torn value) and coherence (a load
+//!   never returns a value older than one that happened-before it), which
+//!   every atomic access has. So no bucket is ever smaller than in a
+//!   snapshot that happened-before.
 
 use crossbeam_utils::CachePadded;
 
 use crate::error::ObserveError;
 use crate::layout::{bucket_count, checked_bucket_index};
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
 
 /// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
 /// span of a prefetched pair of 64-byte cache lines.
@@ -142,40 +191,95 @@ impl CounterBlock {
         counter.store(value.wrapping_add(1), Ordering::Relaxed);
     }
 
-    /// Adds one to counter `index` from any thread.
-    #[inline]
-    pub(crate) fn increment_shared(&self, index: usize) {
-        // Relaxed RMW: atomicity makes concurrent increments add up; nothing
-        // else is ordered by a counter.
-        self.counter(index).fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Adds every counter's current value to `totals` (saturating).
     pub(crate) fn add_to(&self, totals: &mut [u64]) {
         debug_assert_eq!(totals.len(), self.live().len());
         for (counter, total) in self.live().iter().zip(totals) {
-            // Relaxed: see the module docs; coherence alone keeps successive
-            // snapshots monotonic.
+            // Relaxed: see the module docs; coherence alone makes sure no
+            // bucket is smaller than in a snapshot that happened-before.
             *total = total.saturating_add(counter.load(Ordering::Relaxed));
         }
     }
 }
 
-/// One worker's counters and the flag saying whether a worker holds them.
+/// The any-thread counters: `count` blocks of `slots.len()` counters in one
+/// flat array, `PAD` spare counters before, between and after them, so no
+/// two stripes share a line.
+///
+/// A thread always uses stripe `hint & (count - 1)` for its
+/// [`thread_hint`](crate::sync::thread_hint): threads that started apart
+/// get different stripes until there are more threads than stripes. Held by
+/// value in the [`Recorder`](crate::Recorder) (one pointer, two numbers),
+/// so `Recorder::observe` reaches a counter through one pointer, like
+/// `Worker::observe`.
+#[derive(Clone)]
+pub(crate) struct Stripes {
+    /// `PAD`, then per stripe its live counters and `PAD` spare ones.
+    counters: Arc<[AtomicU64]>,
+    /// `count - 1`, `count` a power of two.
+    mask: usize,
+    /// Live counters of a stripe plus the `PAD` after them.
+    stride: usize,
+}
+
+impl Stripes {
+    /// `count` zeroed stripes of `slots.len()` counters; `count` must be a
+    /// power of two.
+    pub(crate) fn new(slots: Slots, count: usize) -> Self {
+        debug_assert!(count.is_power_of_two());
+        let stride = slots.len() + PAD;
+        Self {
+            counters: (0..PAD + count * stride)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            mask: count - 1,
+            stride,
+        }
+    }
+
+    /// Number of stripes.
+    pub(crate) fn count(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Adds one to counter `index` of the calling thread's stripe.
+    #[inline]
+    pub(crate) fn increment(&self, hint: usize, index: usize) {
+        let at = PAD + (hint & self.mask) * self.stride + index;
+        // Relaxed RMW: atomicity makes concurrent increments add up; nothing
+        // else is ordered by a counter.
+        self.counters[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds every stripe's counters to `totals` (saturating).
+    pub(crate) fn add_to(&self, totals: &mut [u64]) {
+        for stripe in 0..self.count() {
+            let start = PAD + stripe * self.stride;
+            let live = &self.counters[start..start + totals.len()];
+            for (counter, total) in live.iter().zip(totals.iter_mut()) {
+                // Relaxed: as in `CounterBlock::add_to`.
+                *total = total.saturating_add(counter.load(Ordering::Relaxed));
+            }
+        }
+    }
+}
+
+/// One worker's counters, while a worker holds it; on the free list
+/// otherwise.
 pub(crate) struct Shard {
-    claimed: CachePadded<AtomicBool>,
     counters: CounterBlock,
-    /// Position in the recorder's shard list.
+    /// Position in creation order; the shard's name on the free list.
     index: usize,
+    /// While on the free list: index + 1 of the shard below it, 0 if none.
+    next_free: AtomicU64,
 }
 
 impl Shard {
-    /// A new shard, already claimed by the caller.
-    pub(crate) fn new_claimed(slots: Slots, index: usize) -> Self {
+    fn new(slots: Slots, index: usize) -> Self {
         Self {
-            claimed: CachePadded::new(AtomicBool::new(true)),
             counters: CounterBlock::new(slots),
             index,
+            next_free: AtomicU64::new(0),
         }
     }
 
@@ -186,26 +290,294 @@ impl Shard {
     pub(crate) fn counters(&self) -> &CounterBlock {
         &self.counters
     }
+}
 
-    /// Takes the shard if it is free.
-    pub(crate) fn try_claim(&self) -> bool {
-        // Relaxed pre-check: skip shards that are plainly taken without a
-        // locked instruction; the compare-exchange below decides.
-        if self.claimed.load(Ordering::Relaxed) {
-            return false;
+/// Segments in the list: segment `s` holds `2^s` shards.
+const SEGMENTS: usize = 32;
+
+/// Low half of the free list's head: the top shard's index + 1.
+const TOP: u64 = 0xFFFF_FFFF;
+
+/// One in the high half of the free list's head: the tag.
+const TAG_ONE: u64 = 1 << 32;
+
+type Segment = Box<[SetOnce<Arc<Shard>>]>;
+
+/// Every shard of a recorder, in creation order, and the free list.
+pub(crate) struct Shards {
+    slots: Slots,
+    segments: [SetOnce<Segment>; SEGMENTS],
+    /// Shards created so far; written under `registry` only.
+    len: AtomicUsize,
+    /// Serialises shard creation (the one slow path).
+    registry: Mutex<()>,
+    /// The free list's head: tag in the high half, top shard's index + 1
+    /// (0: empty) in the low half. Padded: every claim and release writes
+    /// it, and it must not share a line with the recorder's read-mostly
+    /// fields.
+    free: CachePadded<AtomicU64>,
+}
+
+/// A look at the free list's top: the head word read, the top shard, and
+/// the link below it read after that.
+pub(crate) struct Top<'a> {
+    head: u64,
+    shard: &'a Arc<Shard>,
+    next: u64,
+}
+
+/// Segment and offset of shard `index`.
+fn locate(index: usize) -> (usize, usize) {
+    let n = index + 1;
+    let segment = n.ilog2() as usize;
+    (segment, n - (1 << segment))
+}
+
+/// The head word after one more successful operation on top `top`.
+fn next_head(head: u64, top: u64) -> u64 {
+    (head & !TOP).wrapping_add(TAG_ONE) + top
+}
+
+impl Shards {
+    /// No shard yet; shards of `slots.len()` counters.
+    pub(crate) fn new(slots: Slots) -> Self {
+        Self {
+            slots,
+            segments: core::array::from_fn(|_| SetOnce::new()),
+            len: AtomicUsize::new(0),
+            registry: Mutex::new(()),
+            free: CachePadded::new(AtomicU64::new(0)),
         }
-        // Acquire on success: pairs with the Release in `release`, so the
-        // previous owner's counter stores happen-before ours. Relaxed on
-        // failure: we touch nothing of the shard then.
-        self.claimed
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+    }
+
+    /// Shards created so far.
+    pub(crate) fn len(&self) -> usize {
+        // Relaxed: an informational reading (registry holders read it under
+        // the mutex, which orders them).
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Shard `index`, if it has been published.
+    fn get(&self, index: usize) -> Option<&Arc<Shard>> {
+        let (segment, offset) = locate(index);
+        // Acquire (inside both `get`s): pairs with the Release inside the
+        // `set`s of `create_if`; the shard is initialised before we see it.
+        self.segments.get(segment)?.get()?.get(offset)?.get()
+    }
+
+    /// Every published shard, in creation order. Stops at the first slot
+    /// not yet set (see "Happens-before edges").
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Shard>> {
+        // Acquire (inside `get`): as in `Shards::get`.
+        self.segments
+            .iter()
+            .map_while(SetOnce::get)
+            .flat_map(|segment| segment.iter().map_while(SetOnce::get))
+    }
+
+    /// Creates, publishes and returns a new shard, held by the caller, if
+    /// `allowed(n)` says so for the `n` shards there are. Runs under the
+    /// registry mutex, so no shard is created between the check and the
+    /// creation.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn create_if(&self, allowed: impl FnOnce(usize) -> bool) -> Option<Arc<Shard>> {
+        let _registry = self.registry.lock();
+        let index = self.len();
+        if !allowed(index) {
+            return None;
+        }
+        let (segment, offset) = locate(index);
+        // Release (inside `get_or_init`, when it sets): pairs with the
+        // Acquire in `get` and `iter`; the empty slots are initialised first.
+        let segment = self.segments[segment]
+            .get_or_init(|| (0..1usize << segment).map(|_| SetOnce::new()).collect());
+        let shard = Arc::new(Shard::new(self.slots, index));
+        // Release (inside `set`): pairs with the Acquire in `get` and `iter`.
+        let published = segment[offset].set(Arc::clone(&shard)).is_ok();
+        assert!(published, "shard {index} created twice");
+        // Relaxed: only registry holders write `len`; the mutex orders them.
+        self.len.store(index + 1, Ordering::Relaxed);
+        Some(shard)
+    }
+
+    /// Takes a shard off the free list, if there is one.
+    pub(crate) fn claim(&self) -> Option<Arc<Shard>> {
+        loop {
+            let top = self.peek()?;
+            if self.try_pop(&top) {
+                return Some(Arc::clone(top.shard));
+            }
+        }
+    }
+
+    /// The free list's top shard and its link, or `None` if the list is
+    /// empty.
+    pub(crate) fn peek(&self) -> Option<Top<'_>> {
+        // Acquire: pairs with the Release compare-exchange of the `release`
+        // that wrote this head (or heads the release sequence we read from):
+        // its link below, and every counter store of the shard's previous
+        // owner, happen-before what we do next.
+        let head = self.free.load(Ordering::Acquire);
+        let top = usize::try_from(head & TOP).ok()?.checked_sub(1)?;
+        let shard = self.get(top)?;
+        // Relaxed: ordered after the pusher's store by the Acquire above.
+        let next = shard.next_free.load(Ordering::Relaxed);
+        Some(Top { head, shard, next })
+    }
+
+    /// Pops `top` if the head is still the one `peek` read.
+    pub(crate) fn try_pop(&self, top: &Top<'_>) -> bool {
+        // Relaxed on success: the Acquire load in `peek` read this very head
+        // word (the tag makes it unique), so the pusher's edge is already
+        // ours. Relaxed on failure: we only retry. Strong, not weak: a
+        // failure always means the head moved on.
+        self.free
+            .compare_exchange(
+                top.head,
+                next_head(top.head, top.next),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_ok()
     }
 
-    /// Gives the shard back, counts and all, for the next worker.
-    pub(crate) fn release(&self) {
-        // Release: pairs with the Acquire in `try_claim`; every counter
-        // store of this owner happens-before the next owner's first load.
-        self.claimed.store(false, Ordering::Release);
+    /// Puts `shard`, counts and all, on the free list for the next worker.
+    pub(crate) fn release(&self, shard: &Shard) {
+        // `index < 2^32 - 1`: 32 segments hold no more shards.
+        let top = shard.index as u64 + 1;
+        // Relaxed: a guess of the head; the compare-exchange checks it.
+        let mut head = self.free.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release compare-exchange below.
+            shard.next_free.store(head & TOP, Ordering::Relaxed);
+            // Release on success: pairs with the Acquire load in `peek`; our
+            // counter stores and the link above happen-before the next
+            // owner's loads. Relaxed on failure: we only retry.
+            match self.free.compare_exchange_weak(
+                head,
+                next_head(head, top),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => head = current,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shards(n: usize) -> (Shards, Vec<Arc<Shard>>) {
+        let shards = Shards::new(Slots::new(1));
+        let created = (0..n)
+            .map(|_| shards.create_if(|_| true).unwrap())
+            .collect();
+        (shards, created)
+    }
+
+    #[test]
+    fn shards_fill_segments_of_doubling_size() {
+        let at = [
+            (0, (0, 0)),
+            (1, (1, 0)),
+            (2, (1, 1)),
+            (3, (2, 0)),
+            (6, (2, 3)),
+            (7, (3, 0)),
+            (1_000, (9, 489)),
+            ((1 << 32) - 2, (31, (1 << 31) - 1)),
+        ];
+        for (index, expected) in at {
+            assert_eq!(locate(index), expected, "shard {index}");
+        }
+    }
+
+    #[test]
+    fn created_shards_are_listed_in_order() {
+        let (shards, created) = shards(20);
+        assert_eq!(shards.len(), 20);
+        let listed: Vec<_> = shards.iter().map(|s| s.index()).collect();
+        assert_eq!(listed, (0..20).collect::<Vec<_>>());
+        for (i, shard) in created.iter().enumerate() {
+            assert!(Arc::ptr_eq(shards.get(i).unwrap(), shard));
+        }
+        assert!(shards.get(20).is_none());
+        assert!(shards.create_if(|n| n < 20).is_none());
+        assert_eq!(shards.len(), 20);
+    }
+
+    #[test]
+    fn the_free_list_hands_back_the_most_recently_released_first() {
+        let (shards, created) = shards(3);
+        assert!(shards.claim().is_none());
+        for shard in &created {
+            shards.release(shard);
+        }
+        let order: Vec<_> = (0..3).map(|_| shards.claim().unwrap().index()).collect();
+        assert_eq!(order, [2, 1, 0]);
+        assert!(shards.claim().is_none());
+    }
+
+    #[test]
+    fn each_hint_below_the_stripe_count_gets_a_stripe_of_its_own() {
+        let slots = Slots::new(2);
+        let stripes = Stripes::new(slots, 4);
+        assert_eq!(stripes.count(), 4);
+        // Hint h adds h % 4 + 1 to counter h % 4 + 1: stripe s (from hints s
+        // and s + 4) ends with 2 (s + 1) in counter s + 1, nothing else.
+        for hint in 0..8 {
+            for _ in 0..=hint % 4 {
+                stripes.increment(hint, hint % 4 + 1);
+            }
+        }
+        for stripe in 0..4 {
+            let start = PAD + stripe * stripes.stride;
+            let live: Vec<u64> = stripes.counters[start..start + slots.len()]
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect();
+            let mut expected = vec![0; slots.len()];
+            expected[stripe + 1] = 2 * (stripe as u64 + 1);
+            assert_eq!(live, expected, "stripe {stripe}");
+        }
+        let padding = stripes
+            .counters
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i < PAD || (i - PAD) % stripes.stride >= slots.len());
+        assert!(
+            padding
+                .into_iter()
+                .all(|(_, c)| c.load(Ordering::Relaxed) == 0)
+        );
+        let mut totals = vec![0; slots.len()];
+        stripes.add_to(&mut totals);
+        assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0]);
+    }
+
+    /// The ABA case: a claimer reads top `a` with `b` below it; meanwhile
+    /// others take `a` and `b` and give `a` back. The head names `a` again,
+    /// but the stale pop must fail, or `b` (held) would be handed out twice.
+    #[test]
+    fn a_stale_pop_fails_after_the_top_was_taken_and_given_back() {
+        let (shards, created) = shards(2);
+        let (a, b) = (&created[0], &created[1]);
+        shards.release(b);
+        shards.release(a);
+        let stale = shards.peek().unwrap();
+        assert_eq!((stale.shard.index(), stale.next), (0, 2), "top a, then b");
+
+        let taken_a = shards.claim().unwrap();
+        let taken_b = shards.claim().unwrap();
+        assert_eq!((taken_a.index(), taken_b.index()), (0, 1));
+        shards.release(&taken_a);
+
+        assert!(!shards.try_pop(&stale), "a stale pop succeeded");
+        assert_eq!(shards.claim().unwrap().index(), 0);
+        assert!(shards.claim().is_none(), "b is held, yet on the free list");
     }
 }

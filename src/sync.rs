@@ -1,29 +1,32 @@
-//! The one place that names the concurrency primitives: `std`,
-//! `parking_lot` and `arc-swap` in a normal build, `loom` under `cfg(loom)`,
-//! so the loom models in `loom-tests/` check the code that ships.
+//! The one place that names the concurrency primitives: `std` and
+//! `parking_lot` in a normal build, `loom` under `cfg(loom)`, so the loom
+//! models in `loom-tests/` check the code that ships.
 //!
 //! Stand-ins under loom:
 //!
-//! - [`Published`] is an [`arc_swap::ArcSwap`] normally. Under loom it is a
-//!   `loom::sync::Mutex<Arc<T>>`: loom cannot see inside arc-swap's hazard
-//!   pointers. The mutex gives the one edge we rely on (a `store`
-//!   happens-before every `load` that returns the stored value) and is
-//!   strictly stronger (it also orders loads with each other), so the models
-//!   cannot catch code that would need those extra edges; the recorder uses
-//!   none.
+//! - [`SetOnce`] is a `std::sync::OnceLock` normally. Loom cannot see
+//!   inside `OnceLock`, so under loom the value sits in a `OnceLock` and a
+//!   loom `AtomicBool` says whether it is published: set with Release after
+//!   the value is stored, read with Acquire before the value is returned.
+//!   That is exactly the edge `OnceLock` promises (its initialisation
+//!   happens-before every `get` that returns the value) and nothing more,
+//!   so the models would catch code that needed more. The stand-in does not
+//!   model two racing `set`s; the recorder sets cells under its registry
+//!   mutex only.
 //! - [`Mutex`] is a `parking_lot::Mutex` normally, a `loom::sync::Mutex`
 //!   under loom.
 //! - [`Arc`] is `std::sync::Arc` in both builds. Reference counts only decide
-//!   when memory is freed; what the models check (counts, the `claimed`
-//!   flag, publication of the shard list) all goes through the atomics and
-//!   locks above, which loom does track.
+//!   when memory is freed (and shards are never freed while the recorder
+//!   lives); what the models check (counts, the free list, `live`, the
+//!   publication of shards) all goes through the atomics and locks above,
+//!   which loom does track.
 
 pub(crate) use std::sync::Arc;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A mutex whose `lock` returns the guard directly.
 pub(crate) struct Mutex<T> {
@@ -56,52 +59,84 @@ impl<T> Mutex<T> {
     }
 }
 
-/// An atomically replaceable `Arc<T>`: readers take the current value
-/// without locking, a writer swaps in a new one.
-pub(crate) struct Published<T> {
+/// A cell set at most once, then read without a lock: a
+/// [`std::sync::OnceLock`] normally. `set` is Release and a `get` that
+/// returns the value is Acquire, so whatever was written before the value
+/// was set is visible through it.
+pub(crate) struct SetOnce<T> {
     #[cfg(not(loom))]
-    inner: arc_swap::ArcSwap<T>,
+    inner: std::sync::OnceLock<T>,
+    /// Under loom: whether the value is published, the flag loom tracks.
     #[cfg(loom)]
-    inner: loom::sync::Mutex<Arc<T>>,
+    published: AtomicBool,
+    /// Under loom: the storage, written before `published` is set.
+    #[cfg(loom)]
+    value: std::sync::OnceLock<T>,
 }
 
-impl<T> Published<T> {
-    pub(crate) fn new(value: T) -> Self {
+impl<T> SetOnce<T> {
+    pub(crate) fn new() -> Self {
         Self {
             #[cfg(not(loom))]
-            inner: arc_swap::ArcSwap::from_pointee(value),
+            inner: std::sync::OnceLock::new(),
             #[cfg(loom)]
-            inner: loom::sync::Mutex::new(Arc::new(value)),
+            published: AtomicBool::new(false),
+            #[cfg(loom)]
+            value: std::sync::OnceLock::new(),
         }
     }
 
-    /// The current value. Acquire: pairs with the release in [`store`]
-    /// (arc-swap's load is at least `Acquire`), so everything written before
-    /// the value was stored is visible through it.
-    ///
-    /// [`store`]: Published::store
-    pub(crate) fn load(&self) -> Arc<T> {
+    /// The value, if set (Acquire).
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
         #[cfg(not(loom))]
         {
-            self.inner.load_full()
+            self.inner.get()
         }
         #[cfg(loom)]
         {
-            Arc::clone(&self.inner.lock().expect("loom mutex poisoned"))
+            // Acquire: pairs with the Release store in `set`/`get_or_init`.
+            if self.published.load(Ordering::Acquire) {
+                self.value.get()
+            } else {
+                None
+            }
         }
     }
 
-    /// Replaces the value. Release: pairs with the acquire in [`load`].
-    ///
-    /// [`load`]: Published::load
-    pub(crate) fn store(&self, value: Arc<T>) {
+    /// Sets the value unless already set (Release). Under loom, callers
+    /// must not race two `set`s of one cell (the recorder sets cells under
+    /// its registry mutex only).
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
         #[cfg(not(loom))]
         {
-            self.inner.store(value);
+            self.inner.set(value)
         }
         #[cfg(loom)]
         {
-            *self.inner.lock().expect("loom mutex poisoned") = value;
+            self.value.set(value)?;
+            // Release: pairs with the Acquire load in `get`.
+            self.published.store(true, Ordering::Release);
+            Ok(())
+        }
+    }
+
+    /// The value, set by `init` first if there is none yet. Same caveat as
+    /// [`set`](Self::set) under loom.
+    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
+        #[cfg(not(loom))]
+        {
+            self.inner.get_or_init(init)
+        }
+        #[cfg(loom)]
+        {
+            if let Some(value) = self.get() {
+                return value;
+            }
+            let value = self.value.get_or_init(init);
+            // Release: pairs with the Acquire load in `get`.
+            self.published.store(true, Ordering::Release);
+            value
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use specdec_metrics::Recorder;
+use specdec_metrics::{AcceptanceHistogram, Recorder};
 
 #[test]
 fn shard_count_follows_the_peak_of_live_workers() {
@@ -40,6 +40,100 @@ fn dropped_worker_counts_survive_reuse() {
     assert_eq!(w.shard_index(), index);
     w.observe(2, 1).unwrap();
     assert_eq!(recorder.snapshot().count(2, 1), 8);
+    drop(w);
+    assert_eq!(recorder.live_workers(), 0);
+}
+
+#[test]
+fn live_workers_counts_the_workers_alive() {
+    let recorder = Recorder::new(2).unwrap();
+    assert_eq!(recorder.live_workers(), 0);
+    let a = recorder.worker();
+    let b = recorder.worker();
+    let c = recorder.worker();
+    assert_eq!(recorder.live_workers(), 3);
+    drop(b);
+    assert_eq!(recorder.live_workers(), 2);
+    let clone = recorder.clone();
+    let d = clone.worker();
+    assert_eq!((recorder.live_workers(), clone.live_workers()), (3, 3));
+    drop((a, c, d));
+    assert_eq!(recorder.live_workers(), 0);
+}
+
+/// Many shards over several segments of the shard list: each worker gets a
+/// shard of its own, every count lands in the snapshot once, released
+/// shards are all reused (most recently released first) and the shard count
+/// stays at the peak.
+#[test]
+fn thousands_of_workers_get_distinct_shards_and_all_are_reused() {
+    const WORKERS: usize = 1_500; // shards 0..1500: segments 0 to 10
+    const { assert!(WORKERS % 4 == 0) };
+    let recorder = Recorder::new(3).unwrap();
+    let workers: Vec<_> = (0..WORKERS).map(|_| recorder.worker()).collect();
+    let mut indices: Vec<_> = workers.iter().map(|w| w.shard_index()).collect();
+    indices.sort_unstable();
+    assert_eq!(indices, (0..WORKERS).collect::<Vec<_>>());
+    for (i, w) in workers.iter().enumerate() {
+        // Shard i gets i % 4 steps (3, a), so any shard missed or counted
+        // twice changes the snapshot.
+        for _ in 0..i % 4 {
+            w.observe(3, i % 4).unwrap();
+        }
+    }
+    assert_eq!(recorder.shard_count(), WORKERS);
+    assert_eq!(recorder.live_workers(), WORKERS);
+    // WORKERS / 4 shards per residue a, each with a steps (3, a).
+    let expected =
+        |s: &AcceptanceHistogram| (0..4).all(|a| s.count(3, a) == (a * WORKERS / 4) as u64);
+    let s = recorder.snapshot();
+    assert!(expected(&s), "{s:?}");
+
+    // Release every shard, in creation order; claims come back newest
+    // first, each with its counts.
+    drop(workers);
+    assert_eq!(recorder.live_workers(), 0);
+    let again: Vec<_> = (0..WORKERS).map(|_| recorder.worker()).collect();
+    let order: Vec<_> = again.iter().map(|w| w.shard_index()).collect();
+    assert_eq!(order, (0..WORKERS).rev().collect::<Vec<_>>());
+    assert_eq!(
+        recorder.shard_count(),
+        WORKERS,
+        "a free shard was not reused"
+    );
+    for w in &again {
+        w.observe(1, 1).unwrap();
+    }
+    let s = recorder.snapshot();
+    assert_eq!(s.count(1, 1), WORKERS as u64);
+    assert!(expected(&s), "counts were lost in the hand-over: {s:?}");
+    drop(again);
+    assert_eq!(recorder.live_workers(), 0);
+}
+
+#[test]
+fn getters_report_the_configured_max_draft_len() {
+    for max in [1, 7, 64] {
+        let recorder = Recorder::new(max).unwrap();
+        assert_eq!(recorder.max_draft_len(), max);
+        assert_eq!(recorder.worker().max_draft_len(), max);
+    }
+}
+
+#[test]
+fn debug_shows_what_a_recorder_and_a_worker_hold() {
+    let recorder = Recorder::new(3).unwrap();
+    let _a = recorder.worker();
+    let b = recorder.worker();
+    let text = format!("{recorder:?}");
+    assert!(
+        text.starts_with("Recorder { max_draft_len: 3, shards: 2, live_workers: 2, stripes: "),
+        "{text}"
+    );
+    assert_eq!(
+        format!("{b:?}"),
+        "Worker { max_draft_len: 3, shard: 1, .. }"
+    );
 }
 
 #[test]
@@ -72,6 +166,7 @@ fn concurrent_churn_never_allocates_more_shards_than_threads() {
         recorder.snapshot().num_spec_steps(),
         (THREADS * 5_000) as u64
     );
+    assert_eq!(recorder.live_workers(), 0, "the live count drifted");
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! Many threads, many worker lives (some ending in a panic), and a metrics
-//! thread snapshotting all the time: snapshots never go back, and the final
-//! snapshot is exactly what every thread recorded.
+//! Many threads, many worker lives (some ending in a panic), steps recorded
+//! through each thread's `Worker` and through `Recorder::observe`, and a
+//! metrics thread snapshotting all the time: no bucket is ever smaller than
+//! in a snapshot that happened-before (the metrics thread's previous one),
+//! and the final snapshot is exactly what every thread recorded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -26,8 +28,9 @@ impl Rng {
 }
 
 /// One thread's life: `lives` workers one after another, each recording a
-/// few hundred steps (valid, invalid and undrafted) and mirroring them into
-/// `mine`; every fifth life panics while it holds its worker.
+/// few hundred steps (valid, invalid and undrafted), about one in four
+/// through `Recorder::observe` instead of the worker, and mirroring them
+/// into `mine`; every fifth life panics while it holds its worker.
 fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHistogram {
     let mut rng = Rng(seed);
     let mut mine = AcceptanceHistogram::new(MAX_DRAFT_LEN).unwrap();
@@ -35,7 +38,8 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
         let steps = 50 + rng.below(200);
         let mut batch = Vec::with_capacity(steps);
         for _ in 0..steps {
-            batch.push(match rng.below(20) {
+            let any_thread = rng.below(4) == 0;
+            let step = match rng.below(20) {
                 0 => None,                                        // undrafted
                 1 => Some((MAX_DRAFT_LEN + 1 + rng.below(3), 0)), // k > K
                 2 => Some((1, 2)),                                // a > k
@@ -43,9 +47,10 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
                     let k = rng.below(MAX_DRAFT_LEN as u64 + 1);
                     Some((k, rng.below(k as u64 + 1)))
                 }
-            });
+            };
+            batch.push((any_thread, step));
         }
-        for step in &batch {
+        for (_, step) in &batch {
             match *step {
                 None => mine.observe_undrafted(),
                 Some((k, a)) => {
@@ -56,11 +61,15 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
         let panics = life % 5 == 4;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let worker = recorder.worker();
-            for step in &batch {
-                match *step {
-                    None => worker.observe_undrafted(),
-                    Some((k, a)) => {
+            for &(any_thread, step) in &batch {
+                match (any_thread, step) {
+                    (false, None) => worker.observe_undrafted(),
+                    (false, Some((k, a))) => {
                         let _ = worker.observe(k, a);
+                    }
+                    (true, None) => recorder.observe_undrafted(),
+                    (true, Some((k, a))) => {
+                        let _ = recorder.observe(k, a);
                     }
                 }
             }
@@ -74,7 +83,7 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
 }
 
 #[test]
-fn snapshots_are_monotonic_and_the_final_one_is_exact() {
+fn no_bucket_shrinks_between_snapshots_and_the_final_one_is_exact() {
     // Silence the intentional panics; anything else still reports.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -102,7 +111,7 @@ fn snapshots_are_monotonic_and_the_final_one_is_exact() {
             while !done.load(Ordering::Relaxed) {
                 let next = recorder.snapshot();
                 if let Err(e) = next.delta_since(&previous) {
-                    panic!("snapshot went backwards: {e}");
+                    panic!("a bucket is smaller than in the previous snapshot: {e}");
                 }
                 previous = next;
                 snapshots += 1;
@@ -139,4 +148,49 @@ fn snapshots_are_monotonic_and_the_final_one_is_exact() {
         "{} shards for at most {THREADS} live workers",
         recorder.shard_count()
     );
+    assert_eq!(recorder.live_workers(), 0, "the live count drifted");
+}
+
+/// `Recorder::observe` from four times as many threads as there can be
+/// stripes, all recording at once: every step lands in its own bucket once,
+/// whichever stripe each thread was given.
+#[test]
+fn any_thread_path_from_more_threads_than_stripes_adds_up() {
+    const THREADS: usize = 64; // 4 x the largest stripe count
+    const STEPS: usize = 500;
+    let recorder = Recorder::new(MAX_DRAFT_LEN).unwrap();
+    let start = Arc::new(Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (recorder, start) = (recorder.clone(), Arc::clone(&start));
+            thread::spawn(move || {
+                // Each thread its own bucket (and some undrafted and
+                // rejected steps), so a count landing in the wrong stripe
+                // position shows up as a wrong bucket.
+                let k = t % (MAX_DRAFT_LEN + 1);
+                let a = (t / (MAX_DRAFT_LEN + 1)) % (k + 1);
+                let mut mine = AcceptanceHistogram::new(MAX_DRAFT_LEN).unwrap();
+                start.wait();
+                for i in 0..STEPS {
+                    recorder.observe(k, a).unwrap();
+                    mine.observe(k, a).unwrap();
+                    if i % 7 == t % 7 {
+                        recorder.observe_undrafted();
+                        mine.observe_undrafted();
+                    }
+                    if i % 50 == 0 {
+                        assert!(recorder.observe(k, k + 1).is_err());
+                        assert!(mine.observe(k, k + 1).is_err());
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut expected = AcceptanceHistogram::new(MAX_DRAFT_LEN).unwrap();
+    for t in threads {
+        expected.merge(&t.join().unwrap()).unwrap();
+    }
+    assert_eq!(recorder.snapshot(), expected);
+    assert_eq!(recorder.shard_count(), 0);
 }

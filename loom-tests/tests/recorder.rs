@@ -120,6 +120,7 @@ fn two_workers_observe_while_snapshot_runs() {
         b.join().unwrap();
         reader.join().unwrap();
         assert_eq!(recorder.snapshot(), full);
+        assert_eq!(recorder.live_workers(), 0);
     });
     seen.finish(
         "two_workers_observe_while_snapshot_runs",
@@ -166,6 +167,7 @@ fn dropped_worker_shard_reclaimed_loses_nothing() {
         let index = b.join().unwrap();
         let read = reader.join().unwrap();
         assert_eq!(recorder.snapshot(), full, "a count was lost or doubled");
+        assert_eq!(recorder.live_workers(), 0);
         seen.record(format!("new worker on shard {index}"));
         seen.record(format!("reader saw {read}"));
     });
@@ -177,6 +179,59 @@ fn dropped_worker_shard_reclaimed_loses_nothing() {
             "reader saw 0",
             "reader saw 1",
             "reader saw 2",
+        ],
+    );
+}
+
+/// The memory bound at its tightest: a worker is dropped on one thread, and
+/// another thread that then reads `live_workers() == 0` takes a worker. At
+/// most one worker was ever alive, so it must get shard 0 back, counts and
+/// all, even if its first look at the free list missed the release: a
+/// second shard would break the bound (shards never outnumber the peak of
+/// live workers).
+#[test]
+fn worker_taken_after_live_reads_zero_reuses_shard_zero() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w0 = recorder.worker();
+        w0.observe(1, 1).unwrap();
+
+        let a = thread::spawn(move || drop(w0));
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                if recorder.live_workers() != 0 {
+                    return false;
+                }
+                let w = recorder.worker();
+                w.observe(1, 0).unwrap();
+                assert_eq!(w.shard_index(), 0, "live was 0, yet shard 0 was not reused");
+                assert_eq!(
+                    recorder.shard_count(),
+                    1,
+                    "a second shard for one live worker"
+                );
+                true
+            })
+        };
+        a.join().unwrap();
+        let saw_zero = b.join().unwrap();
+        assert_eq!(recorder.live_workers(), 0);
+        assert_eq!(recorder.shard_count(), 1);
+        let steps: &[(usize, usize)] = if saw_zero {
+            &[(1, 1), (1, 0)]
+        } else {
+            &[(1, 1)]
+        };
+        assert_eq!(recorder.snapshot(), histogram(1, steps, 0));
+        seen.record(format!("saw live_workers() == 0: {saw_zero}"));
+    });
+    seen.finish(
+        "worker_taken_after_live_reads_zero_reuses_shard_zero",
+        &[
+            "saw live_workers() == 0: true",
+            "saw live_workers() == 0: false",
         ],
     );
 }
@@ -215,6 +270,8 @@ fn racing_workers_claim_one_free_shard_once() {
             histogram(1, &[(0, 0), (1, 0), (1, 0)], 0)
         );
         seen.record(format!("first thread got shard {}", wa.shard_index()));
+        drop((wa, wb));
+        assert_eq!(recorder.live_workers(), 0);
     });
     seen.finish(
         "racing_workers_claim_one_free_shard_once",
@@ -255,6 +312,7 @@ fn any_thread_path_adds_up_under_concurrent_snapshot() {
         b.join().unwrap();
         let read = reader.join().unwrap();
         assert_eq!(recorder.snapshot(), full);
+        assert_eq!(recorder.live_workers(), 0);
         seen.record(format!("reader saw {read}"));
     });
     seen.finish(
@@ -264,14 +322,17 @@ fn any_thread_path_adds_up_under_concurrent_snapshot() {
 }
 
 /// A new shard is published while a reader walks the list: the reader sees
-/// the old list or the new one, never a shard before it is initialised, and
-/// a later snapshot never loses what an earlier one saw.
+/// it or not, never before it is initialised (loom fails a model that reads
+/// an atomic whose creation does not happen-before the read), and no bucket
+/// of the second snapshot is smaller than in the first. Shards 0 and 1
+/// exist, so the new shard 2 is the second of its segment: only the
+/// publication of its own slot orders it, not that of the segment.
 #[test]
 fn new_shard_published_while_snapshot_walks_list() {
     let seen = Arc::new(Seen::default());
     model(&seen, |seen| {
         let recorder = Recorder::new(1).unwrap();
-        let w0 = recorder.worker();
+        let (w0, w1) = (recorder.worker(), recorder.worker());
         w0.observe(1, 1).unwrap();
         let before = recorder.snapshot();
         let full = histogram(1, &[(1, 1), (1, 0)], 0);
@@ -279,9 +340,9 @@ fn new_shard_published_while_snapshot_walks_list() {
         let a = {
             let recorder = recorder.clone();
             thread::spawn(move || {
-                let w1 = recorder.worker(); // w0 is alive: a new shard
-                w1.observe(1, 0).unwrap();
-                w1.shard_index()
+                let w2 = recorder.worker(); // w0 and w1 are alive: a new shard
+                w2.observe(1, 0).unwrap();
+                w2.shard_index()
             })
         };
         let reader = {
@@ -296,19 +357,20 @@ fn new_shard_published_while_snapshot_walks_list() {
                 (shards, s2.count(1, 0))
             })
         };
-        assert_eq!(a.join().unwrap(), 1);
+        assert_eq!(a.join().unwrap(), 2);
         let (shards, read) = reader.join().unwrap();
-        assert_eq!(recorder.shard_count(), 2);
+        assert_eq!(recorder.shard_count(), 3);
         assert_eq!(recorder.snapshot(), full);
-        drop(w0);
+        drop((w0, w1));
+        assert_eq!(recorder.live_workers(), 0);
         seen.record(format!("reader saw {shards} shards"));
         seen.record(format!("reader saw {read}"));
     });
     seen.finish(
         "new_shard_published_while_snapshot_walks_list",
         &[
-            "reader saw 1 shards",
             "reader saw 2 shards",
+            "reader saw 3 shards",
             "reader saw 0",
             "reader saw 1",
         ],
@@ -339,8 +401,9 @@ fn concurrent_registrations_create_one_shard_each() {
         assert_eq!(indices, [1, 2]);
         assert_eq!(recorder.shard_count(), 3);
         assert_eq!(recorder.snapshot(), histogram(1, &[(1, 1), (1, 1)], 0));
-        drop(w0);
         seen.record(format!("first thread got shard {}", wa.shard_index()));
+        drop((w0, wa, wb));
+        assert_eq!(recorder.live_workers(), 0);
     });
     seen.finish(
         "concurrent_registrations_create_one_shard_each",
@@ -382,6 +445,7 @@ fn snapshot_contains_what_happened_before_it() {
         };
         writer.join().unwrap();
         let (published, undrafted) = reader.join().unwrap();
+        assert_eq!(recorder.live_workers(), 0);
         seen.record(format!("published={published} undrafted={undrafted}"));
     });
     seen.finish(
