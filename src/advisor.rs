@@ -819,14 +819,13 @@ impl Advisor {
                 let var_diff = chain.variance(k) / (c * c) + chain.variance(best) / (cb * cb)
                     - 2.0 * cov[k] / (c * cb);
                 let diff = g - goodput(best);
+                // Two different lengths always have a positive variance of
+                // their difference; the floor only keeps rounding from
+                // turning it into a NaN.
                 let prob_beats_choice = if k == best {
                     0.5
-                } else if var_diff > 0.0 {
-                    normal_cdf(diff / var_diff.sqrt())
-                } else if diff > 0.0 {
-                    1.0
                 } else {
-                    0.0
+                    normal_cdf(diff / var_diff.max(f64::MIN_POSITIVE).sqrt())
                 };
                 let row = RowCheck::new(h, k, mean, sd);
                 Candidate {
