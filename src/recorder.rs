@@ -436,7 +436,11 @@ impl Inner {
             // Acquire: pairs with the Release decrement in `Worker::drop`;
             // if we read a count without a dropped worker, its shard's
             // release is visible to the caller's next claim (see "Memory
-            // bound").
+            // bound"). Progress only, not the bound: with Relaxed the caller
+            // would retry until the release became visible, which is why no
+            // loom model (loom always lets the release become visible) or
+            // test fails when it is weakened; it makes that one retry
+            // enough.
             self.live.load(Ordering::Acquire) > shards
         })
     }
@@ -550,7 +554,8 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.recorder.shards.release(&self.shard);
         // Release: pairs with the Acquire load in `Inner::register`; the
-        // shard's release above is visible to whoever reads the lower count.
+        // shard's release above is visible to whoever reads the lower count
+        // (progress only, like that Acquire: see its comment).
         self.recorder.live.fetch_sub(1, Ordering::Release);
     }
 }
