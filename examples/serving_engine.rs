@@ -600,7 +600,7 @@ impl<'w> Engine<'w> {
         for request in &mut self.batch {
             let rng = &mut self.rng;
             if rng.chance(p_undrafted) {
-                // Nothing drafted: not a k = 0 row (SPEC §2).
+                // Nothing drafted: not a k = 0 row (an undrafted step).
                 self.worker.observe_undrafted();
                 request.metrics.observe_undrafted();
                 request.generated += 1;

@@ -305,7 +305,7 @@ impl fmt::Display for MergeError {
 
 impl std::error::Error for MergeError {}
 
-/// Why a report could not be read back into a histogram (SPEC §4). Serde
+/// Why a report could not be read back into a histogram. Serde
 /// format errors (wrong JSON types, negative or fractional counts, missing
 /// keys) are reported by the format itself; this type covers reports that
 /// parse but are not a consistent histogram.

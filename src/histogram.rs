@@ -1,5 +1,5 @@
 //! [`AcceptanceHistogram`]: owned counts of one request or one snapshot, and
-//! every figure of SPEC §3 derived from them.
+//! every figure of the reference's "Derived figures" computed from them.
 //!
 //! Only the buckets `H[k][a]` and the two side counters (undrafted steps,
 //! rejected observations) are stored. Totals, per-position counts and rates
@@ -18,7 +18,7 @@ use crate::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, 
 /// It is both the per-request accumulator (allocated once when the request
 /// starts; [`observe`](Self::observe) never allocates) and the snapshot type
 /// returned by [`Recorder::snapshot`](crate::Recorder::snapshot). It
-/// serializes to the vLLM-compatible report of SPEC §4.
+/// serializes to the vLLM-compatible report (see [`REPORT_KEYS`](crate::REPORT_KEYS)).
 ///
 /// ```
 /// use specdec_metrics::AcceptanceHistogram;
@@ -121,7 +121,8 @@ impl AcceptanceHistogram {
     }
 
     /// Records a step where the drafting policy proposed nothing at all (not
-    /// a `k = 0` row; see SPEC §2). Reported as `num_undrafted_steps`.
+    /// a `k = 0` row: a `k = 0` row is a step whose drafts the grammar all
+    /// invalidated). Reported as `num_undrafted_steps`.
     ///
     /// ```
     /// use specdec_metrics::AcceptanceHistogram;

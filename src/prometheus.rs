@@ -1,4 +1,4 @@
-//! Prometheus exposition of the SPEC §8 counter families, through the
+//! Prometheus exposition of the eight counter families, through the
 //! [`prometheus-client`](prometheus_client) crate (cargo feature
 //! `prometheus`).
 //!
@@ -31,9 +31,11 @@
 //!   (`(K + 1)(K + 2) / 2` series) and every position (`K` series) is
 //!   encoded in every scrape, zero or not, so `rate()` and `increase()` see
 //!   a series from the first scrape of the process on.
-//! - **Counters never go down** while the [`Recorder`] lives: successive
-//!   snapshots never decrease in any counter (SPEC §5), and no figure is
-//!   ever reset. A restarted process starts again from zero, which
+//! - **Counters never go down** while the [`Recorder`] lives: every scrape
+//!   takes a snapshot, and no counter of a snapshot is smaller than in a
+//!   snapshot that happened-before it (one scrape's encoding happens-before
+//!   the next one's answer, since the scraper waits for the first before
+//!   sending the second); no figure is ever reset. A restarted process starts again from zero, which
 //!   Prometheus handles as an ordinary counter reset.
 //! - **Fleet aggregation is exact.** Every family is a plain counter, so
 //!   `sum by (draft_length, accepted) (...)` over replicas is the histogram
@@ -125,7 +127,7 @@ pub const DEFAULT_PREFIX: &str = "spec_decode";
 /// query (`vllm:spec_decode_num_drafts_total`, ...).
 pub const VLLM_PREFIX: &str = "vllm:spec_decode";
 
-/// The sample names of the eight counter families of SPEC §8, without the
+/// The sample names of the eight counter families, without the
 /// prefix: the exposed names are `<prefix>_<family>`, in this order.
 ///
 /// ```
@@ -268,7 +270,7 @@ impl TextFormat {
     }
 }
 
-/// A [`Collector`] that encodes the SPEC §8 counter families of a
+/// A [`Collector`] that encodes the eight counter families of a
 /// [`Recorder`] (or of a fixed histogram), one snapshot per scrape.
 ///
 /// Cheap to clone (the recorder and the names are shared).

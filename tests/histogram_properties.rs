@@ -1,7 +1,7 @@
 //! Property tests: `AcceptanceHistogram` against a plain reference model.
 //!
 //! The model keeps the list of observations and computes every figure of
-//! SPEC §3 from it with naive loops, so it shares no code with the crate.
+//! the reference's "Derived figures" from it with naive loops, so it shares no code with the crate.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -175,7 +175,7 @@ impl Model {
             .collect()
     }
 
-    /// The SPEC §4 report of this model.
+    /// The report of this model.
     fn report(&self) -> Value {
         let mut rows = serde_json::Map::new();
         for k in 0..=self.max {

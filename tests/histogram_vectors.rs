@@ -1,4 +1,5 @@
-//! Hand-computed vectors for `AcceptanceHistogram` (SPEC §1-4, §6).
+//! Hand-computed vectors for `AcceptanceHistogram` (the reference's
+//! "The histogram" to "The report", and the public API).
 //!
 //! Every expected value below is worked out by hand in the comments next to
 //! it; none is produced by calling the code under test.
@@ -22,7 +23,7 @@ fn rows_json(h: &AcceptanceHistogram) -> serde_json::Value {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC §1: the motivating pair.
+// The motivating pair of the README.
 // ---------------------------------------------------------------------------
 
 #[test]
@@ -83,7 +84,7 @@ fn motivating_pair_has_different_rows_and_is_unequal() {
 
 #[test]
 fn pair_identical_in_every_vllm_figure_still_differs_by_draft_length() {
-    // A stronger pair than SPEC §1's: (1,1),(2,0) vs (1,0),(2,1), K = 2.
+    // A stronger pair than the README's: (1,1),(2,0) vs (1,0),(2,1), K = 2.
     // steps 2/2, drafted 3/3, accepted 1/1, by accepted [1,1,0]/[1,1,0],
     // accepted per pos (a > i) [1,0]/[1,0], drafted per pos (k > i) [2,1]/[2,1].
     let a = hist(2, &[(1, 1), (2, 0)]);
@@ -157,7 +158,7 @@ fn vllm_k3_vector_report_is_exactly_the_spec_example() {
 #[test]
 fn vllm_k3_vector_report_text_has_spec_key_order() {
     let text = serde_json::to_string(&vllm_k3()).unwrap();
-    // The SPEC §4 example, compact, keys in vLLM's order then our own.
+    // The reference's example report, compact, keys in vLLM's order then our own.
     let expected = concat!(
         r#"{"mean_acceptance_length":2.8,"#,
         r#""draft_acceptance_rate":0.6,"#,
@@ -308,7 +309,7 @@ fn vllm_k4_variable_budget_vector() {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC §3: the rates.
+// Derived figures: the rates.
 // ---------------------------------------------------------------------------
 
 #[test]
@@ -385,7 +386,7 @@ fn draft_acceptance_rate_is_zero_when_only_k0_rows_were_drafted() {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC §2: k = 0 rows versus undrafted steps.
+// k = 0 rows versus undrafted steps.
 // ---------------------------------------------------------------------------
 
 #[test]
@@ -446,7 +447,7 @@ fn k0_row_next_to_drafted_steps_counts_in_steps_but_not_in_positions() {
 }
 
 // ---------------------------------------------------------------------------
-// SPEC §2: invalid input.
+// Invalid input.
 // ---------------------------------------------------------------------------
 
 #[test]
