@@ -488,6 +488,10 @@ fn step_costs_say_what_they_are() {
         StepCost::table(vec![1.5]).unwrap().to_string(),
         "table, cost(0..=0) = 1.5"
     );
+    assert_eq!(
+        StepCost::table(vec![20.0, 22.5, 24.0]).unwrap().to_string(),
+        "table, cost(0..=2) = 20, 22.5, 24"
+    );
     // Beyond its table a cost is the last entry.
     let table = StepCost::table(vec![1.0, 2.0]).unwrap();
     assert_eq!((table.cost(1), table.cost(5)), (2.0, 2.0));
@@ -501,5 +505,10 @@ fn step_costs_say_what_they_are() {
     assert_eq!(
         StepCost::linear(1.5e308, 5e306).unwrap_err(),
         CostError::Overflow { draft_len: 6 }
+    );
+    // 64 * 2.5e306 is finite but 1e308 + 2.5e306 k is not from k = 32.
+    assert_eq!(
+        StepCost::linear(1e308, 2.5e306).unwrap_err(),
+        CostError::Overflow { draft_len: 32 }
     );
 }
