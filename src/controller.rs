@@ -229,8 +229,8 @@ pub struct DraftController {
     /// Between-interval variability over binomial noise (at least 1): the
     /// median of `dispersion_history`.
     dispersion: f64,
-    /// The latest intervals' X^2 against the memory, over its median under
-    /// binomial noise.
+    /// The latest intervals' change statistic (`window_statistic`), each over
+    /// its median under binomial noise.
     dispersion_history: Box<[f64]>,
     /// Intervals recorded in `dispersion_history` so far.
     dispersion_slot: usize,
