@@ -467,6 +467,12 @@ fn rows_that_agree_with_the_chain_are_not_flagged() {
                 .count(),
             16
         );
+        // 16 rows compared: the bound is Phi^-1(1 - 0.01 / 32).
+        assert!(
+            (r.row_distance_bound - 3.420_526_701).abs() < 1e-6,
+            "{}",
+            r.row_distance_bound
+        );
         assert!(
             r.candidates.iter().all(|c| !c.row_disagrees),
             "seed {seed}: {:?}",
