@@ -472,6 +472,16 @@ fn families_of_one_scrape_agree_while_workers_record() {
                 }
             });
         }
+        // Stops the writers however this thread leaves the scope: a failed
+        // assertion below must fail the test, not leave the scope waiting
+        // for writers that never stop.
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
         let mut previous: Option<BTreeMap<SeriesKey, u64>> = None;
         for _ in 0..200 {
             let mut text = String::new();
@@ -490,7 +500,6 @@ fn families_of_one_scrape_agree_while_workers_record() {
             }
             previous = Some(now);
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
 }
 
