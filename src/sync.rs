@@ -190,3 +190,36 @@ pub(crate) fn parallelism() -> usize {
         1
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::thread_hint;
+
+    /// What the stripes rely on for staying uncontended: a thread keeps its
+    /// hint, and threads started one after the other get consecutive hints,
+    /// so they land on different stripes.
+    #[test]
+    fn thread_hints_are_stable_and_consecutive_threads_differ() {
+        let hints: Vec<usize> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    let first = thread_hint();
+                    assert_eq!(thread_hint(), first, "a thread changed its hint");
+                    first
+                })
+                .join()
+                .unwrap()
+            })
+            .collect();
+        assert!(hints.iter().all(|&h| h <= usize::MAX >> 1), "{hints:?}");
+        assert!(hints.windows(2).all(|w| w[0] < w[1]), "{hints:?}");
+        // Other tests may take hints in between, so four different stripes
+        // are certain only when the four hints came out consecutive.
+        if hints.windows(2).all(|w| w[1] == w[0] + 1) {
+            let mut stripes: Vec<usize> = hints.iter().map(|h| h & 3).collect();
+            stripes.sort_unstable();
+            stripes.dedup();
+            assert_eq!(stripes.len(), 4, "{hints:?}");
+        }
+    }
+}

@@ -290,7 +290,12 @@ fn credible_level_sets_the_interval_width() {
     assert!(Advisor::default().with_credible_level(1.0).is_err());
     assert!(Advisor::default().with_credible_level(0.0).is_err());
     assert!(Advisor::default().with_credible_level(f64::NAN).is_err());
-    assert!(Advisor::default().with_prior(1.0, f64::INFINITY).is_err());
+    let err = Advisor::default()
+        .with_prior(1.0, f64::INFINITY)
+        .unwrap_err();
+    assert_eq!((err.name(), err.value()), ("prior beta", f64::INFINITY));
+    let err = Advisor::default().with_credible_level(1.5).unwrap_err();
+    assert_eq!((err.name(), err.value()), ("credible level", 1.5));
     assert!(Advisor::default().with_prior(-1.0, 1.0).is_err());
 }
 

@@ -528,6 +528,26 @@ fn every_bucket_and_position_is_present_even_when_zero() {
 }
 
 #[test]
+fn collector_says_its_prefix_and_constant_labels() {
+    let c = SpecDecodeCollector::from_histogram(random_histogram(2, 10, 1));
+    assert_eq!(c.prefix(), "spec_decode");
+    assert!(c.const_labels().is_empty());
+    let c = c
+        .with_prefix(VLLM_PREFIX)
+        .unwrap()
+        .with_const_labels([("model_name", "m"), ("engine", "0")])
+        .unwrap();
+    assert_eq!(c.prefix(), "vllm:spec_decode");
+    assert_eq!(
+        c.const_labels(),
+        &[
+            ("model_name".to_owned(), "m".to_owned()),
+            ("engine".to_owned(), "0".to_owned())
+        ]
+    );
+}
+
+#[test]
 fn vllm_prefix_gives_vllms_exact_names() {
     let h = random_histogram(3, 300, 8);
     for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {

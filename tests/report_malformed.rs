@@ -367,6 +367,20 @@ fn drafted_per_position_of_wrong_length_or_value_is_rejected() {
     );
 }
 
+/// Rates are compared with a relative tolerance of 1e-12 of the derived
+/// value (a JSON writer that prints fewer digits is fine).
+#[test]
+fn rates_within_a_relative_1e_12_are_accepted() {
+    let close = 2.8 * (1.0 + 0.5e-12);
+    let text = with("mean_acceptance_length", json!(close)).to_string();
+    let h: AcceptanceHistogram = serde_json::from_str(&text).unwrap();
+    assert_eq!(h.mean_acceptance_length(), 2.8);
+    rejects_value(
+        &with("mean_acceptance_length", json!(2.8 * (1.0 + 2e-12))),
+        "mean_acceptance_length is 2.8000000000056",
+    );
+}
+
 #[test]
 fn mean_acceptance_length_disagreeing_with_rows_is_rejected() {
     rejects_value(
