@@ -82,20 +82,10 @@ impl AcceptanceHistogram {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn continuation(&self, position: usize) -> (u64, u64) {
-        if position == 0 || position > self.max_draft_len() {
-            return (0, 0);
+        match position.checked_sub(1) {
+            Some(i) if position <= self.max_draft_len() => self.continuation_counts()[i],
+            _ => (0, 0),
         }
-        let (mut successes, mut trials) = (0u64, 0u64);
-        for k in position..=self.max_draft_len() {
-            let row = self.row(k).unwrap_or(&[]);
-            for (a, &count) in row.iter().enumerate().skip(position - 1) {
-                trials = trials.saturating_add(count);
-                if a >= position {
-                    successes = successes.saturating_add(count);
-                }
-            }
-        }
-        (successes, trials)
     }
 
     /// `(s_i, n_i)` for every position `i = 1..=K` at once (entry `i - 1`),
