@@ -95,6 +95,7 @@ use crate::advisor::{
 use crate::error::{ConfigError, ParameterError};
 use crate::histogram::AcceptanceHistogram;
 use crate::layout::is_valid_max_draft_len;
+use crate::sync::{AtomicU64, Ordering};
 
 /// One engine step in this many drafts the exploration length.
 pub const EXPLORATION_PERIOD: u64 = 32;
@@ -184,6 +185,82 @@ impl DraftPlan {
             && plan.explore_len <= 64
             && plan.explore_len >= plan.draft_len;
         valid.then_some(plan)
+    }
+}
+
+/// A [`DraftPlan`] published by one thread (the metrics thread) and read by
+/// every engine thread at each step, in one atomic word: no lock, no
+/// allocation, one load per read.
+///
+/// A plan is two lengths (the draft and the exploration length); packed
+/// together by [`DraftPlan::to_bits`], a reader always gets both from the
+/// same [`publish`](Self::publish), never the draft length of one plan with
+/// the exploration length of another. Share it with an `Arc` (or a
+/// `static`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use specdec_metrics::{DraftController, SharedPlan, StepCost};
+///
+/// let mut controller = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?;
+/// let plan = Arc::new(SharedPlan::new(controller.plan()));
+///
+/// // An engine thread, at every step:
+/// let engine_plan = Arc::clone(&plan);
+/// let k = std::thread::spawn(move || engine_plan.draft_len_for(0)).join().unwrap();
+/// assert_eq!(k, controller.draft_len());
+///
+/// // The metrics thread, after every update:
+/// # let window = specdec_metrics::AcceptanceHistogram::new(8)?;
+/// controller.update(&window);
+/// plan.publish(controller.plan());
+/// assert_eq!(plan.load(), controller.plan());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SharedPlan {
+    bits: AtomicU64,
+}
+
+impl SharedPlan {
+    /// A cell holding `plan`.
+    pub fn new(plan: DraftPlan) -> Self {
+        Self {
+            bits: AtomicU64::new(plan.to_bits()),
+        }
+    }
+
+    /// Replaces the plan; readers see the new one from their next load on.
+    #[inline]
+    pub fn publish(&self, plan: DraftPlan) {
+        // Relaxed: the plan is the whole message. Nothing else is published
+        // with it (a reader needs no other write to be visible when it sees
+        // this word), and both lengths travel in this one word, so no
+        // ordering is needed for a reader to see them together. Coherence
+        // alone guarantees that a reader never sees an older plan after a
+        // newer one. (The loom model `shared_plan_is_never_mixed` checks both.)
+        self.bits.store(plan.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The plan last published (or an earlier one, for a reader that has
+    /// not yet seen the latest store).
+    #[inline]
+    pub fn load(&self) -> DraftPlan {
+        // Relaxed: see `publish`.
+        let bits = self.bits.load(Ordering::Relaxed);
+        // Every word stored came from `DraftPlan::to_bits`, so unpacking
+        // needs no check (and costs no branch).
+        DraftPlan {
+            draft_len: bits as u8,
+            explore_len: (bits >> 8) as u8,
+        }
+    }
+
+    /// The draft length for engine step `step` under the current plan (see
+    /// [`DraftPlan::draft_len_for`]): one atomic load.
+    #[inline]
+    pub fn draft_len_for(&self, step: u64) -> usize {
+        self.load().draft_len_for(step)
     }
 }
 

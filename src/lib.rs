@@ -140,7 +140,7 @@ mod sync;
 pub use advisor::{
     Advisor, BetaPrior, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation, StepCost,
 };
-pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD};
+pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD, SharedPlan};
 pub use error::{
     ConfigError, CostError, CostTerm, Counter, MergeError, ObserveError, ParameterError,
     ReportError,
