@@ -51,8 +51,12 @@ use clap::Parser;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::registry::Registry;
 use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder, Worker};
+
+mod engine_metrics;
+use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
 
 /// Simulates a speculative-decoding serving engine that records every verify
 /// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
@@ -253,6 +257,11 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             c.with_const_labels([("model_name", args.model_name.as_str()), ("engine", "0")])
         })
         .map_err(|e| e.to_string())?;
+    // vLLM's engine metrics, under the same prefix, in the same registry.
+    let engine_metrics = EngineMetrics::new(&namespace_for(&args.prefix), &args.model_name, "0");
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    engine_metrics.register(&mut registry);
 
     // HTTP first, so a bind error stops us before any work, and a scraper
     // sees every series from the first step on.
@@ -272,7 +281,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
-        .with_state(Arc::new(collector));
+        .with_state(Arc::new(registry));
     runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
 
     log!(
@@ -297,8 +306,9 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let finished = Arc::new(AtomicU64::new(0));
     let engines: Vec<_> = (0..args.workers)
         .map(|index| {
-            let (recorder, stop, finished, args, output) = (
+            let (recorder, engine_metrics, stop, finished, args, output) = (
                 recorder.clone(),
+                engine_metrics.clone(),
                 Arc::clone(&stop),
                 Arc::clone(&finished),
                 args.clone(),
@@ -309,7 +319,8 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
                 .spawn(move || {
                     // The one `Worker` of this thread, taken once.
                     let worker = recorder.worker();
-                    Engine::new(index, &args, &worker, &output).run(&stop, &finished);
+                    Engine::new(index, &args, &worker, &output, engine_metrics)
+                        .run(&stop, &finished);
                 })
                 .map_err(|e| format!("cannot start an engine thread: {e}"))
         })
@@ -438,16 +449,13 @@ async fn serve_http(
 }
 
 /// `GET /metrics`: one snapshot, in the format the scraper asked for.
-async fn metrics(
-    State(collector): State<Arc<SpecDecodeCollector>>,
-    headers: HeaderMap,
-) -> impl IntoResponse {
+async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> impl IntoResponse {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let format = TextFormat::from_accept(accept);
-    let body = collector.encode_text(format);
+    let body = encode_registry(&registry, format);
     ([(header::CONTENT_TYPE, format.content_type())], body)
 }
 
@@ -507,6 +515,8 @@ struct Engine<'w> {
     index: usize,
     worker: &'w Worker,
     output: &'w Output,
+    /// vLLM's engine metrics, shared by every engine thread.
+    metrics: EngineMetrics,
     rng: Rng,
     batch: Vec<Request>,
     next_request: u64,
@@ -525,7 +535,13 @@ const LOAD_PERIOD_SECS: f64 = 12.0;
 const POSITION_DECAY: f64 = 0.9;
 
 impl<'w> Engine<'w> {
-    fn new(index: usize, args: &Args, worker: &'w Worker, output: &'w Output) -> Self {
+    fn new(
+        index: usize,
+        args: &Args,
+        worker: &'w Worker,
+        output: &'w Output,
+        metrics: EngineMetrics,
+    ) -> Self {
         let mut rng = Rng::new(
             args.seed
                 .wrapping_mul(0x2545_F491_4F6C_DD1D)
@@ -536,6 +552,7 @@ impl<'w> Engine<'w> {
             index,
             worker,
             output,
+            metrics,
             rng,
             batch: Vec::with_capacity(args.max_batch),
             next_request: 0,
@@ -584,6 +601,7 @@ impl<'w> Engine<'w> {
                 .expect("K was validated by Recorder::new"),
         });
         self.next_request += 1;
+        self.metrics.inc_running();
     }
 
     /// One verify step for every request in the batch; returns the tokens
@@ -597,6 +615,7 @@ impl<'w> Engine<'w> {
         let fill = b as f64 / self.max_batch as f64;
         let p_undrafted = 0.04 + 0.3 * fill * fill;
         let mut scheduled = 0;
+        let mut generated = 0;
         for request in &mut self.batch {
             let rng = &mut self.rng;
             if rng.chance(p_undrafted) {
@@ -604,6 +623,7 @@ impl<'w> Engine<'w> {
                 self.worker.observe_undrafted();
                 request.metrics.observe_undrafted();
                 request.generated += 1;
+                generated += 1;
                 scheduled += 1;
                 continue;
             }
@@ -641,18 +661,24 @@ impl<'w> Engine<'w> {
             let _ = self.worker.observe(drafted, reported);
             let _ = request.metrics.observe(drafted, reported);
             request.generated += accepted + 1; // the bonus token
+            generated += accepted + 1;
             scheduled += drafted + 1;
         }
+        self.metrics.add_generation_tokens(generated as u64);
         scheduled
     }
 
     /// Simulated model time: a fixed cost plus a share per scheduled token.
+    /// Every request of the batch gets its next output after it: one
+    /// inter-token latency each.
     fn forward_pass(&self, scheduled_tokens: usize) {
-        if self.step.is_zero() {
-            return;
-        }
         let cost = self.step + self.step * scheduled_tokens.min(1 << 20) as u32 / 256;
-        thread::sleep(cost);
+        for _ in &self.batch {
+            self.metrics.observe_inter_token_latency(cost.as_secs_f64());
+        }
+        if !cost.is_zero() {
+            thread::sleep(cost);
+        }
     }
 
     fn retire(&mut self, finished: &AtomicU64) {
@@ -664,6 +690,7 @@ impl<'w> Engine<'w> {
             }
             let request = self.batch.swap_remove(i);
             finished.fetch_add(1, Ordering::Relaxed);
+            self.metrics.dec_running();
             if self.print_requests {
                 let report = serde_json::to_string(&request.metrics)
                     .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
