@@ -386,6 +386,65 @@ else
   fail "README queries disagree with the report"
 fi
 
+# ------------------------------------------- engine metrics for vLLM's dashboards
+# vLLM's num_requests_running, generation_tokens and inter_token_latency_seconds
+# (examples/serving_engine/engine_metrics.rs), under the namespace of the prefix.
+case "$PREFIX" in *:*) NS="${PREFIX%:*}:" ;; *) NS="${PREFIX}_" ;; esac
+engine_re="${NS}(num_requests_running|generation_tokens_total|inter_token_latency_seconds_(bucket|sum|count))"
+expect "engine metrics: every series labelled model_name and engine (1 gauge, 1 counter, 20 buckets, sum, count)" \
+  "count({__name__=~\"$engine_re\", model_name=\"$MODEL\", engine=\"0\"})" 24
+query "${NS}inter_token_latency_seconds_bucket" >"$work/itl.json"
+if python3 - "$work/itl.json" <<'PY'
+import json, sys
+# vLLM's buckets for vllm:inter_token_latency_seconds (vllm/v1/metrics/loggers.py).
+want = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, float("inf")]
+got = sorted(float(s["metric"]["le"]) for s in json.load(open(sys.argv[1]))["data"]["result"])
+sys.exit(0 if got == want else print("      le bounds:", got) or 1)
+PY
+then
+  pass "engine metrics: inter_token_latency_seconds has vLLM's 19 bucket bounds and +Inf"
+else
+  fail "engine metrics: inter_token_latency_seconds bucket bounds differ from vLLM's"
+fi
+# One inter-token latency per request per engine step: every request step is
+# a verify step (valid or rejected) or an undrafted step.
+expect "engine metrics: inter-token latencies observed == verify + undrafted + rejected request steps (report)" \
+  "sum(${NS}inter_token_latency_seconds_count)" \
+  "$(($(report num_spec_steps) + $(report num_undrafted_steps) + $(report num_rejected_observations)))"
+# Generated tokens: a + 1 per verify step, 1 per undrafted step, and the
+# tokens of the rejected steps (a + 1 <= K + 1 each), which no counter has.
+gen_min=$(($(report num_accepted_draft_tokens) + $(report num_spec_steps) + $(report num_undrafted_steps)))
+gen_max=$((gen_min + (K + 1) * $(report num_rejected_observations)))
+expect "engine metrics: generation_tokens_total within [$gen_min, $gen_max] (report: accepted + verify steps + undrafted steps, + rejected steps' tokens)" \
+  "sum(${NS}generation_tokens_total) >= bool $gen_min and sum(${NS}generation_tokens_total) <= bool $gen_max" 1
+# range_max_abs prints "MAX POINTS": the largest number of running requests,
+# and whether it was ever negative (1) or not (0) at any point of the run.
+set -- $(range_max_abs "max(${NS}num_requests_running)") $(range_max_abs "min(${NS}num_requests_running) < bool 0")
+if [ "${1:-none}" != none ] && ! close "$1" 0 0 && [ "${3:-none}" != none ] && close "$3" 0 0; then
+  pass "engine metrics: num_requests_running never negative, up to $1 during the run"
+else
+  fail "engine metrics: num_requests_running: max ${1:-none}, ever negative ${3:-none}"
+fi
+
+# ---------------------------------------------------------------- dashboards
+# Every panel query and every variable of our dashboard and of vLLM's
+# speculative-decoding dashboard, substituted as Grafana would over the time
+# range of the run, against this Prometheus (.ci/dashboard-queries.py).
+dashboard_checks() {
+  python3 .ci/dashboard-queries.py --prometheus "http://$PROM_ADDR" \
+    --start "$run_start" --end "$EVAL_TIME" --scrape-interval 1 --set "prefix=$PREFIX" "$@" \
+    >"$work/dashboards.txt" 2>&1
+  cat "$work/dashboards.txt"
+  passed=$((passed + $(grep -c '^PASS  ' "$work/dashboards.txt")))
+  failed=$((failed + $(grep -c '^FAIL  ' "$work/dashboards.txt")))
+  grep -q '^[PF]' "$work/dashboards.txt" || fail "dashboard-queries.py printed no check: $(head -c 300 "$work/dashboards.txt")"
+}
+log "dashboard queries: dashboards/specdec-metrics.json, vLLM's vllm_speculative_decoding.json"
+python3 .ci/dashboard-queries.py --self-test >"$work/selftest.txt" 2>&1 &&
+  pass "$(sed -n 's/^PASS  //p' "$work/selftest.txt")" ||
+  fail "dashboard-queries.py --self-test: $(tail -n 3 "$work/selftest.txt")"
+dashboard_checks dashboards/specdec-metrics.json "${E2E_VLLM_DASHBOARD:-tests/fixtures/vllm_speculative_decoding.queries.json}"
+
 # ------------------------------------------------------------------ demo exits
 wait_start=$SECONDS
 while kill -0 "$demo_pid" 2>/dev/null && [ $((SECONDS - wait_start)) -lt $((LINGER_SECONDS + 15)) ]; do sleep 0.2; done
