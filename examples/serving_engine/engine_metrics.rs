@@ -390,7 +390,12 @@ mod tests {
             .iter()
             .map(|(le, _)| le.parse().expect("numeric bound"))
             .collect();
-        assert_eq!(bounds, INTER_TOKEN_LATENCY_BUCKETS);
+        // vLLM's list (vllm/v1/metrics/loggers.py), not our constant.
+        let vllm = [
+            0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0,
+        ];
+        assert_eq!(bounds, vllm);
         assert_eq!(buckets.last().map(|(le, _)| le.as_str()), Some("+Inf"));
         let counts: Vec<u64> = buckets.iter().map(|(_, c)| *c).collect();
         let count_at = |bound: f64| {
