@@ -72,7 +72,7 @@ pub struct Args {
     /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
     /// cost there, the report of the steps taken there). Example:
     /// 1-8:linear:1,0.05:small.json.
-    #[arg(long, value_name = "START-END:COST:REPORT", requires = "batch_table", value_parser = batch::parse_bucket, allow_hyphen_values = true)]
+    #[arg(long, value_name = "START-END:COST:REPORT", value_parser = batch::parse_bucket, allow_hyphen_values = true)]
     bucket: Vec<batch::BucketArg>,
     /// The step cost as cost(k) = BASE + PER_TOKEN * k, in any unit (only
     /// ratios matter): BASE, a step without speculation, above 0;
@@ -195,6 +195,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let advisor = advisor(&args)?;
     if args.batch_table {
         return batch::run(&args, &advisor);
+    }
+    if !args.bucket.is_empty() {
+        // clap's `requires` counts a flag's default `false` as present.
+        return Err(CliError::new(
+            "--bucket gives a bucket of a batch-size table: give --batch-table, and no REPORT, --cost-linear or --cost-table",
+        ));
     }
     if matches!(args.format, Format::Vllm | Format::Trtllm) {
         return Err(schedule_without_table());
