@@ -504,3 +504,30 @@ fn the_shipped_example_reports_give_the_readme_schedule() {
         "{\"num_speculative_tokens\":4,\"num_speculative_tokens_per_batch_size\":[[1,8,4],[9,32,2],[33,256,0]]}\n",
     ));
 }
+
+#[test]
+fn the_example_reports_are_what_generate_sh_makes() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/batch");
+    let dir = TempDir::new().unwrap();
+    fs::copy(root.join("generate.sh"), dir.path().join("generate.sh")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let status = std::process::Command::new("sh")
+        .arg("generate.sh")
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for name in ["bs1-8.json", "bs9-32.json", "bs33-256.json"] {
+        assert_eq!(
+            fs::read_to_string(dir.path().join(name)).unwrap(),
+            fs::read_to_string(root.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
