@@ -65,27 +65,27 @@ fn vllm_lookup(schedule: &[[usize; 3]], num_spec: usize, max_bs: usize) -> Vec<u
         previous_end = r[1];
     }
     assert_eq!(sorted[0][0], 1, "vLLM: the first range must start at 1");
+    // Batch sizes `from..to` (exclusive) take `k`, capped.
+    let fill = |dense: &mut [usize], from: usize, to: usize, k: usize| {
+        for slot in dense.iter_mut().take(to).skip(from) {
+            *slot = num_spec.min(k);
+        }
+    };
     let mut dense = vec![0; max_bs + 1];
     let mut next = 1;
     let mut last: Option<usize> = None;
     for &[start, end, k] in &sorted {
         if let Some(l) = last {
-            for bs in next..start.min(max_bs + 1) {
-                dense[bs] = num_spec.min(l);
-            }
+            fill(&mut dense, next, start.min(max_bs + 1), l);
         }
-        for bs in start.max(next)..=end.min(max_bs) {
-            dense[bs] = num_spec.min(k);
-        }
+        fill(&mut dense, start.max(next), end.min(max_bs) + 1, k);
         next = next.max(end + 1);
         last = Some(k);
         if next > max_bs {
             break;
         }
     }
-    for bs in next..=max_bs {
-        dense[bs] = num_spec.min(last.unwrap());
-    }
+    fill(&mut dense, next, max_bs + 1, last.unwrap());
     dense
 }
 
@@ -129,10 +129,11 @@ fn check_engines_agree_with_table(t: &BatchTable) {
     );
     let trt = t.trtllm_config().unwrap();
     trtllm_validate(&trt.draft_len_schedule, trt.max_draft_len);
-    for bs in 1..=max_bs {
+    assert_eq!(dense.len(), max_bs + 1);
+    for (bs, &vllm_k) in dense.iter().enumerate().skip(1) {
         match t.draft_len_for(bs) {
             Some(k) => {
-                assert_eq!(dense[bs], k, "vLLM at batch size {bs}");
+                assert_eq!(vllm_k, k, "vLLM at batch size {bs}");
                 assert_eq!(
                     trtllm_lookup(&trt.draft_len_schedule, bs),
                     k,
@@ -141,7 +142,7 @@ fn check_engines_agree_with_table(t: &BatchTable) {
             }
             None => {
                 assert!(bs > last.end_bs);
-                assert_eq!(dense[bs], last.draft_len(), "vLLM above the table at {bs}");
+                assert_eq!(vllm_k, last.draft_len(), "vLLM above the table at {bs}");
                 assert_eq!(
                     trtllm_lookup(&trt.draft_len_schedule, bs),
                     0,
@@ -149,6 +150,45 @@ fn check_engines_agree_with_table(t: &BatchTable) {
                 );
             }
         }
+    }
+}
+
+/// The reimplementations against the engines' own examples: vLLM's
+/// regression test of `build_dynamic_sd_schedule_lookup` (schedule
+/// `[(1, 16, 3), (32, 128, 2), (256, 256, 0)]`, 256 batch sizes, K = 3) and
+/// the `draft_len_schedule` example of TensorRT-LLM's docs (`{4: 4, 8: 2,
+/// 32: 1}`: 4 at 1-4, 2 at 5-8, 1 at 9-32, 0 from 33).
+#[test]
+fn the_engine_lookups_match_the_engines_own_examples() {
+    let dense = vllm_lookup(&[[1, 16, 3], [32, 128, 2], [256, 256, 0]], 3, 256);
+    for (bs, k) in [
+        (1, 3),
+        (16, 3),
+        (17, 3),
+        (31, 3),
+        (32, 2),
+        (128, 2),
+        (129, 2),
+        (255, 2),
+        (256, 0),
+    ] {
+        assert_eq!(dense[bs], k, "vLLM at {bs}");
+    }
+    // Capped at num_speculative_tokens.
+    assert_eq!(vllm_lookup(&[[1, 4, 5]], 2, 4)[1..], [2, 2, 2, 2]);
+    let schedule = BTreeMap::from([(4, 4), (8, 2), (32, 1)]);
+    trtllm_validate(&schedule, 4);
+    for (bs, k) in [
+        (1, 4),
+        (4, 4),
+        (5, 2),
+        (8, 2),
+        (9, 1),
+        (32, 1),
+        (33, 0),
+        (1000, 0),
+    ] {
+        assert_eq!(trtllm_lookup(&schedule, bs), k, "TensorRT-LLM at {bs}");
     }
 }
 
