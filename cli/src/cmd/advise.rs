@@ -9,6 +9,10 @@
 //! per draft length `k = 0..=K`, the recommendation in a sentence, one row
 //! per position.
 //!
+//! With `--batch-table`, the same for one report and one step cost per
+//! bucket of batch sizes, printed as vLLM's and TensorRT-LLM's schedules:
+//! see [`batch`].
+//!
 //! Standard error carries a warning, in either format, whenever the advice
 //! should not be trusted as it stands:
 //!
