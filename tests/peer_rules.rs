@@ -1,6 +1,6 @@
 //! The peer rules of the demo (`examples/serving_engine/peers.rs`): SGLang's
-//! EMA tiers, checked against sequences computed by hand from the engine's
-//! published rule.
+//! EMA tiers and vLLM #44336's per-position goodput rule, checked against
+//! sequences computed by hand from the engines' published rules.
 
 #[path = "../examples/serving_engine/peers.rs"]
 mod peers;
@@ -10,7 +10,7 @@ mod policy;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use peers::Sglang;
+use peers::{Sglang, Vllm44336};
 use policy::Policy;
 
 /// Counts, per thread, every allocation and reallocation (as in
@@ -259,6 +259,215 @@ fn sglang_clipped_tiers_move_within_k() {
     assert_eq!(seen, [1, 3, 5]);
 }
 
+// ------------------------------------------------------------ vLLM #44336
+
+#[test]
+fn vllm_starts_at_k_until_a_window_of_ten_requests_closes() {
+    let mut vllm = Vllm44336::new(3, 1.0, 1.0, 7);
+    // Nine rejected drafts: no window yet, the averages stay at the prior.
+    step(&mut vllm, 0, &same(5, 3, 0));
+    step(&mut vllm, 1, &same(4, 3, 0));
+    vllm.budget(2);
+    assert_eq!(vllm.chosen(), 3);
+    assert_eq!(vllm.alpha(1), 0.85);
+    // Requests without a draft do not count toward the window.
+    vllm.after_step(0, &same(50, 0, 0));
+    assert_eq!(vllm.alpha(1), 0.85);
+    // The tenth closes it: position 1 moves to 0.85 + 0.3 (0 - 0.85).
+    vllm.after_step(3, &same(1, 3, 0));
+    assert!(close(vllm.alpha(1), 0.595));
+    assert_eq!(vllm.alpha(2), 0.85, "position 2 was never reached");
+    // The next window starts empty: nine more leave the averages alone,
+    // the tenth moves position 1 to 0.595 + 0.3 (1 - 0.595) = 0.7165.
+    vllm.after_step(3, &same(9, 1, 1));
+    assert!(close(vllm.alpha(1), 0.595));
+    vllm.after_step(3, &same(1, 1, 1));
+    assert!(close(vllm.alpha(1), 0.7165));
+}
+
+#[test]
+fn vllm_averages_are_clamped_to_a_thousandth_in_the_goodput() {
+    // K = 1, cost 1 + 0.1 k. After 40 rejected windows alpha_1 is
+    // 0.85 * 0.7^40 (about 5e-7) but counts as 0.001.
+    let mut vllm = Vllm44336::new(1, 1.0, 0.1, 4);
+    for i in 0..40 {
+        step(&mut vllm, i, &same(10, 1, 0));
+    }
+    assert!(vllm.alpha(1) < 1e-6);
+    assert!(close(vllm.goodput(1), 1.001 / 1.1));
+    // After 100 accepted windows it is within 1e-15 of 1 but counts as
+    // 0.999.
+    for i in 40..140 {
+        step(&mut vllm, i, &same(10, 1, 1));
+    }
+    assert!(vllm.alpha(1) > 0.999_999);
+    assert!(close(vllm.goodput(1), 1.999 / 1.1));
+}
+
+/// The goodput on a hand-computed case: K = 3, cost 1 + 0.5 k.
+#[test]
+fn vllm_goodput_and_choice_hand_computed() {
+    let mut vllm = Vllm44336::new(3, 2.0, 1.0, 1);
+    assert_eq!(vllm.budget(0), 3);
+    // 4 requests accept all 3, 3 accept 1, 3 accept none.
+    // Position 1: reached 10, accepted 7 -> 0.85 + 0.3 (0.7 - 0.85) = 0.805.
+    // Position 2: reached 7, accepted 4 -> 0.85 + 0.3 (4/7 - 0.85) = 0.76642857.
+    // Position 3: reached 4, accepted 4 -> 0.85 + 0.3 (1 - 0.85) = 0.895.
+    let mut outcomes = same(4, 3, 3);
+    outcomes.extend(same(3, 3, 1));
+    outcomes.extend(same(3, 3, 0));
+    vllm.after_step(3, &outcomes);
+    assert!(close(vllm.alpha(1), 0.805));
+    assert!(close(vllm.alpha(2), 0.85 + 0.3 * (4.0 / 7.0 - 0.85)));
+    assert!(close(vllm.alpha(3), 0.895));
+    // E_acc: 1.805, 1.805 + 0.805 * 0.766429 = 2.421975,
+    // 2.421975 + 0.616975 * 0.895 = 2.974168; over 1.5, 2, 2.5.
+    assert!((vllm.goodput(1) - 1.203333).abs() < 1e-6);
+    assert!((vllm.goodput(2) - 1.210987).abs() < 1e-6);
+    assert!((vllm.goodput(3) - 1.189667).abs() < 1e-6);
+    vllm.budget(1);
+    assert_eq!(vllm.chosen(), 2);
+}
+
+#[test]
+fn vllm_unseen_positions_keep_the_prior_in_the_goodput() {
+    // K = 4, cost 1 + 0.1 k; a grammar cuts every draft to 2, all accepted.
+    let mut vllm = Vllm44336::new(4, 10.0, 1.0, 3);
+    step(&mut vllm, 0, &same(10, 2, 2));
+    assert!(close(vllm.alpha(1), 0.895));
+    assert!(close(vllm.alpha(2), 0.895));
+    assert_eq!(vllm.alpha(3), 0.85);
+    assert_eq!(vllm.alpha(4), 0.85);
+    // E_acc(4) = 1 + .895 + .895^2 + .895^2 .85 + .895^2 .85^2
+    //          = 3.9556368125, over 1.4.
+    assert!((vllm.goodput(4) - 2.825454866).abs() < 1e-8);
+    // With positions 3 and 4 at the prior, 4 is best (2.8255 > 2.5976 at
+    // 3); had they counted as failures, 2 would be.
+    vllm.budget(1);
+    assert_eq!(vllm.chosen(), 4);
+}
+
+#[test]
+fn vllm_chooses_no_speculation_when_it_does_not_pay() {
+    // Everything rejected at position 1: alpha_1 = 0.595, others 0.85.
+    // Cost 1 + k: goodput 1.595/2, 2.10075/3, 2.53064/4, all below 1.
+    let mut vllm = Vllm44336::new(3, 1.0, 1.0, 5);
+    step(&mut vllm, 0, &same(10, 3, 0));
+    assert!(vllm.goodput(1) < 1.0 && vllm.goodput(2) < 1.0 && vllm.goodput(3) < 1.0);
+    vllm.budget(1);
+    assert_eq!(vllm.chosen(), 0);
+    // The same data at cost 1 + 0.5 k pays at k = 1 (1.595 / 1.5 = 1.0633,
+    // 2.10075 / 2 = 1.0504, 2.53064 / 2.5 = 1.0123).
+    let mut cheaper = Vllm44336::new(3, 2.0, 1.0, 5);
+    step(&mut cheaper, 0, &same(10, 3, 0));
+    cheaper.budget(1);
+    assert_eq!(cheaper.chosen(), 1);
+    // At cost 1 + alpha_1 k the goodput of k = 1 is exactly 1, that of not
+    // speculating: only a goodput below 1 stops speculation (and 2, 3 are
+    // below 1: 2.10075 / 2.19, 2.53064 / 2.785).
+    let alpha_1 = 0.85 + 0.3 * (0.0 - 0.85);
+    let mut even = Vllm44336::new(3, 1.0, alpha_1, 5);
+    step(&mut even, 0, &same(10, 3, 0));
+    assert_eq!(even.goodput(1), 1.0);
+    even.budget(1);
+    assert_eq!(even.chosen(), 1);
+}
+
+/// Cost 1 + 0.65 k, K = 3. A move of more than one starts a cooldown of
+/// two decisions; a move of one does not.
+#[test]
+fn vllm_cooldown_follows_only_moves_of_more_than_one() {
+    let mut vllm = Vllm44336::new(3, 1.0, 0.65, 11);
+    vllm.budget(0);
+    // All rejected: alpha = (0.595, 0.85, 0.85), goodput 0.967, 0.913, 0.858.
+    vllm.after_step(3, &same(10, 3, 0));
+    vllm.budget(1);
+    assert_eq!(vllm.chosen(), 0, "3 -> 0: a move of 3 starts a cooldown");
+    // All accepted: alpha = (0.7165, 0.895, 0.895), goodput 1.0403, 1.0251,
+    // 0.9938: the best is now 1, but two decisions are skipped.
+    vllm.after_step(3, &same(10, 3, 3));
+    vllm.budget(2);
+    assert_eq!(vllm.chosen(), 0, "first decision of the cooldown");
+    vllm.after_step(0, &[]);
+    vllm.budget(3);
+    assert_eq!(vllm.chosen(), 0, "second decision of the cooldown");
+    vllm.after_step(0, &[]);
+    vllm.budget(4);
+    assert_eq!(vllm.chosen(), 1, "cooldown over");
+    // All rejected again: alpha_1 = 0.50155, goodput 0.910, 0.848, 0.797:
+    // 1 -> 0 is a move of one, so the very next decision makes it.
+    vllm.after_step(3, &same(10, 3, 0));
+    vllm.budget(5);
+    assert_eq!(vllm.chosen(), 0, "a move of one needs no cooldown");
+
+    // A move of exactly two starts a cooldown too.
+    let mut vllm = Vllm44336::new(3, 1.0, 0.65, 11);
+    vllm.budget(0);
+    // 7 accept 1, 3 accept none: alpha = (0.805, 0.595, 0.85), goodput
+    // 1.0939, 0.9930, 0.9122: best 1, a move of 2 from 3.
+    let mut outcomes = same(7, 3, 1);
+    outcomes.extend(same(3, 3, 0));
+    vllm.after_step(3, &outcomes);
+    vllm.budget(1);
+    assert_eq!(vllm.chosen(), 1);
+    // All rejected: alpha_1 = 0.5635, every goodput below 1: best 0.
+    vllm.after_step(1, &same(10, 3, 0));
+    vllm.budget(2);
+    assert_eq!(vllm.chosen(), 1, "cooldown after the move of 2");
+    vllm.budget(3);
+    assert_eq!(vllm.chosen(), 1, "cooldown after the move of 2");
+    vllm.budget(4);
+    assert_eq!(vllm.chosen(), 0);
+}
+
+#[test]
+fn vllm_probes_draft_k_on_about_a_tenth_of_the_steps() {
+    // Cost 1 + k and everything rejected: the choice is 0 and stays 0.
+    let mut vllm = Vllm44336::new(3, 1.0, 1.0, 2026);
+    step(&mut vllm, 0, &same(10, 3, 0));
+    let steps = 20_000;
+    let mut probes = 0;
+    for i in 1..=steps {
+        let budget = vllm.budget(i);
+        assert_eq!(vllm.chosen(), 0, "a probe is not a switch");
+        match budget {
+            0 => {}
+            3 => probes += 1,
+            other => panic!("budget {other} is neither the choice nor K"),
+        }
+    }
+    let share = probes as f64 / steps as f64;
+    assert!((0.09..=0.11).contains(&share), "probe share {share}");
+}
+
+#[test]
+fn vllm_probes_are_deterministic_for_a_seed() {
+    let run = |seed| {
+        let mut vllm = Vllm44336::new(4, 1.0, 1.0, seed);
+        step(&mut vllm, 0, &same(10, 4, 0));
+        (1..500).map(|i| vllm.budget(i)).collect::<Vec<_>>()
+    };
+    assert_eq!(run(42), run(42));
+    assert_ne!(run(42), run(43));
+}
+
+#[test]
+fn vllm_probe_data_lets_the_choice_grow_again() {
+    // Acceptance collapses, the rule stops speculating, then acceptance
+    // recovers: only probes can show it. Drafts follow each step's budget.
+    let mut vllm = Vllm44336::new(4, 1.0, 0.2, 9);
+    for i in 0..200 {
+        let budget = vllm.budget(i);
+        vllm.after_step(budget, &same(4, budget, 0));
+    }
+    assert_eq!(vllm.chosen(), 0);
+    for i in 200..600 {
+        let budget = vllm.budget(i);
+        vllm.after_step(budget, &same(4, budget, budget));
+    }
+    assert_eq!(vllm.chosen(), 4);
+}
+
 // ----------------------------------------------------------------- both
 
 /// Random outcomes that follow each budget; neither rule ever asks for more
@@ -275,7 +484,10 @@ fn budgets_never_exceed_k() {
         ((z ^ (z >> 31)) % n as u64) as usize
     };
     for k in 0..=9 {
-        let mut policies: Vec<Box<dyn Policy>> = vec![Box::new(Sglang::new(k))];
+        let mut policies: Vec<Box<dyn Policy>> = vec![
+            Box::new(Sglang::new(k)),
+            Box::new(Vllm44336::new(k, 1.0, 0.1, k as u64)),
+        ];
         for policy in &mut policies {
             let mut outcomes = Vec::new();
             for i in 0..3_000 {
@@ -309,11 +521,14 @@ fn steps_never_allocate() {
         .map(|b| (0..=b).map(|a| (b, a)).chain([(b / 2, 0)]).collect())
         .collect();
     let mut sglang = Sglang::new(7);
+    let mut vllm = Vllm44336::new(7, 1.0, 0.1, 8);
     let n = allocations_during(|| {
         for i in 0..2_000 {
-            let budget = sglang.budget(i);
-            sglang.after_step(budget, &outcomes[budget]);
-            std::hint::black_box(sglang.chosen());
+            for policy in [&mut sglang as &mut dyn Policy, &mut vllm] {
+                let budget = policy.budget(i);
+                policy.after_step(budget, &outcomes[budget]);
+                std::hint::black_box(policy.chosen());
+            }
         }
     });
     assert_eq!(n, 0, "{n} allocations in 2,000 steps");
