@@ -183,7 +183,8 @@ fn table_shows_one_row_per_bucket_and_both_schedules() {
     assert!(out.starts_with(
         "Draft length by batch size (K = num_spec_tokens = 2; prior Beta(1, 1); 90% credible intervals)\n"
     ));
-    // k = 2 at 1-4: E[accepted] 1.1375, tokens 2.1375, cost 1.2, speedup
+    // k = 2 at 1-4: E[accepted] 1.1375 (on the rounding boundary of three
+    // decimals in binary: either neighbour is right), tokens 2.1375, cost 1.2, speedup
     // 2.1375 / 1.2 = 1.781; k = 1 at 5-8: 0.7, 1.7, 1.5, 1.133.
     let row = |bs: &str, rest: &str| {
         out.lines()
