@@ -119,8 +119,9 @@
 //! # Cargo features
 //!
 //! - `prometheus`: `prometheus::SpecDecodeCollector`, a `prometheus-client`
-//!   collector for the eight counter families listed in the reference
-//!   (`docs/reference.md`, section "Prometheus families").
+//!   collector for the nine counter families listed in the reference
+//!   (`docs/reference.md`, section "Prometheus families"), and optionally
+//!   the gauge of a [`SharedPlan`]'s draft length.
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
