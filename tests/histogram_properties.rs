@@ -468,7 +468,11 @@ fn readable_triangle(max: usize) -> impl Strategy<Value = Vec<Vec<u64>>> {
 /// `readable_triangle`'s.
 fn readable_budgets(max: usize) -> impl Strategy<Value = Vec<u64>> {
     prop::collection::vec(big_count(), max + 1).prop_map(|mut budgets| {
-        while budgets.iter().try_fold(0u64, |s, &c| s.checked_add(c)).is_none() {
+        while budgets
+            .iter()
+            .try_fold(0u64, |s, &c| s.checked_add(c))
+            .is_none()
+        {
             *budgets.iter_mut().max().unwrap() /= 2;
         }
         budgets

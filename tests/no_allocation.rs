@@ -97,7 +97,10 @@ fn worker_observe_never_allocates() {
             worker.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "Worker::observe or observe_scheduled allocated {n} times");
+    assert_eq!(
+        n, 0,
+        "Worker::observe or observe_scheduled allocated {n} times"
+    );
     assert_eq!(rejected, 700);
     let s = recorder.snapshot();
     assert_eq!(s.num_spec_steps(), 4500);
@@ -121,7 +124,10 @@ fn recorder_observe_never_allocates() {
             recorder.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "Recorder::observe or observe_scheduled allocated {n} times");
+    assert_eq!(
+        n, 0,
+        "Recorder::observe or observe_scheduled allocated {n} times"
+    );
     let s = recorder.snapshot();
     assert_eq!(
         (
@@ -149,7 +155,10 @@ fn histogram_observe_never_allocates() {
             h.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "AcceptanceHistogram::observe or observe_scheduled allocated {n} times");
+    assert_eq!(
+        n, 0,
+        "AcceptanceHistogram::observe or observe_scheduled allocated {n} times"
+    );
     assert_eq!(
         (
             h.num_spec_steps(),

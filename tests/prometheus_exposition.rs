@@ -551,7 +551,11 @@ fn every_bucket_and_position_is_present_even_when_zero() {
         }
         // Every budget 0..=K, from the first scrape on.
         assert_eq!(
-            by_label(&samples, "spec_decode_scheduled_steps_total", "num_spec_tokens"),
+            by_label(
+                &samples,
+                "spec_decode_scheduled_steps_total",
+                "num_spec_tokens"
+            ),
             vec![0; k_max + 1]
         );
         assert_eq!(
@@ -800,7 +804,12 @@ fn plan_gauge_shows_the_published_draft_length_at_each_scrape() {
         .cloned()
         .collect();
     assert_eq!(without_gauge.len() + 1, samples.len());
-    assert_samples_match(&without_gauge, DEFAULT_PREFIX, &recorder.snapshot(), "with plan");
+    assert_samples_match(
+        &without_gauge,
+        DEFAULT_PREFIX,
+        &recorder.snapshot(),
+        "with plan",
+    );
 }
 
 #[test]

@@ -167,10 +167,7 @@ fn no_bucket_shrinks_between_snapshots_and_the_final_one_is_exact() {
     );
     assert!(expected.num_rejected_observations() > 0 && expected.num_undrafted_steps() > 0);
     assert!(
-        expected
-            .scheduled_steps_by_budget()
-            .iter()
-            .all(|&c| c > 0),
+        expected.scheduled_steps_by_budget().iter().all(|&c| c > 0),
         "every budget recorded: {:?}",
         expected.scheduled_steps_by_budget()
     );

@@ -171,7 +171,11 @@ fn scheduled_budgets_round_trip() {
 
 #[test]
 fn scheduled_budgets_of_wrong_length_are_rejected() {
-    for (list, found) in [(json!([]), 0), (json!([1, 2, 3]), 3), (json!([0, 0, 0, 0, 0]), 5)] {
+    for (list, found) in [
+        (json!([]), 0),
+        (json!([1, 2, 3]), 3),
+        (json!([0, 0, 0, 0, 0]), 5),
+    ] {
         rejects_value(
             &with("scheduled_steps_by_budget", list),
             &format!("scheduled_steps_by_budget has {found} entries, expected 4"),
@@ -185,9 +189,18 @@ fn scheduled_budgets_that_are_not_a_list_of_counts_are_rejected() {
         (json!(null), "invalid type: null, expected a sequence"),
         (json!(4), "invalid type: integer `4`, expected a sequence"),
         (json!({"0": 1}), "invalid type: map, expected a sequence"),
-        (json!([0, -1, 0, 0]), "invalid value: integer `-1`, expected u64"),
-        (json!([0, 0.5, 0, 0]), "invalid type: floating point `0.5`, expected u64"),
-        (json!([0, "1", 0, 0]), "invalid type: string \"1\", expected u64"),
+        (
+            json!([0, -1, 0, 0]),
+            "invalid value: integer `-1`, expected u64",
+        ),
+        (
+            json!([0, 0.5, 0, 0]),
+            "invalid type: floating point `0.5`, expected u64",
+        ),
+        (
+            json!([0, "1", 0, 0]),
+            "invalid type: string \"1\", expected u64",
+        ),
     ] {
         rejects_value(&with("scheduled_steps_by_budget", value), fragment);
     }
@@ -206,8 +219,7 @@ fn scheduled_budgets_whose_total_overflows_are_rejected() {
     );
     // Up to the limit they are accepted.
     let h: AcceptanceHistogram =
-        serde_json::from_value(with("scheduled_steps_by_budget", json!([m - 1, 0, 0, 1])))
-            .unwrap();
+        serde_json::from_value(with("scheduled_steps_by_budget", json!([m - 1, 0, 0, 1]))).unwrap();
     assert_eq!(h.num_scheduled_steps(), m);
 }
 

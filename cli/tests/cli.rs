@@ -219,7 +219,10 @@ fn random_trace(lines: usize, max: usize, seed: u64) -> (String, AcceptanceHisto
                 } else {
                     u64::MAX - next(3)
                 };
-                assert!(h.observe_scheduled(usize::try_from(b).unwrap_or(usize::MAX)).is_err());
+                assert!(
+                    h.observe_scheduled(usize::try_from(b).unwrap_or(usize::MAX))
+                        .is_err()
+                );
                 let _ = writeln!(s, r#"{{"scheduled":{b}}}"#);
             }
             _ => s.push('\n'),
@@ -689,7 +692,10 @@ fn replay_strict_stops_at_the_first_invalid_step() {
             .stderr(predicate::str::contains("line 3").not());
     }
     for workers in [None, Some("2")] {
-        let mut cmd = replay_stdin(3, "{\"scheduled\":3}\n{\"scheduled\":4}\n{\"scheduled\":0}\n");
+        let mut cmd = replay_stdin(
+            3,
+            "{\"scheduled\":3}\n{\"scheduled\":4}\n{\"scheduled\":0}\n",
+        );
         cmd.arg("--strict");
         if let Some(n) = workers {
             cmd.args(["--workers", n]);
@@ -1360,8 +1366,10 @@ fn replay_scheduled_lines_count_budgets_and_warn_above_k() {
             .clone();
         let out = String::from_utf8(out).unwrap();
         assert!(
-            out.ends_with(r#""num_rejected_observations":2,"scheduled_steps_by_budget":[1,0,0,2]}
-"#),
+            out.ends_with(
+                r#""num_rejected_observations":2,"scheduled_steps_by_budget":[1,0,0,2]}
+"#
+            ),
             "{workers:?}: {out}"
         );
         let mut with_rejected = expected.clone();

@@ -1057,7 +1057,9 @@ mod tests {
             r#"{"accepted":0,"scheduled":0}"#,
         ] {
             assert!(
-                err(together).contains("a line is one verify step, one undrafted step or one scheduler step"),
+                err(together).contains(
+                    "a line is one verify step, one undrafted step or one scheduler step"
+                ),
                 "{}",
                 err(together)
             );

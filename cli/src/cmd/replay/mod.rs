@@ -485,7 +485,14 @@ mod tests {
             }
             assert_eq!(unpack(pack_scheduled(k)), Packed::Scheduled(k as usize));
         }
-        for b in [65, 1 << 31, u64::from(u32::MAX) - 1, u64::from(u32::MAX), 1 << 40, u64::MAX] {
+        for b in [
+            65,
+            1 << 31,
+            u64::from(u32::MAX) - 1,
+            u64::from(u32::MAX),
+            1 << 40,
+            u64::MAX,
+        ] {
             let p = pack_scheduled(b);
             assert_ne!(p, UNDRAFTED, "{b}");
             match unpack(p) {
