@@ -79,7 +79,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// An observation that no bucket can hold. It was counted in
+/// An observation that no counter can hold: a verify step outside the
+/// triangle or a scheduled budget above `K`. It was counted in
 /// `num_rejected_observations`, not in the histogram.
 ///
 /// ```

@@ -143,9 +143,9 @@ impl Slots {
 
     /// Records a scheduler step of draft budget `budget` with `increment`:
     /// on its budget's counter when `budget <= K`, else on the rejected
-    /// counter and returning the error. Exactly one counter is incremented;
-    /// the index is a select, not a branch, and the error is built on a
-    /// cold path.
+    /// counter and returning the error. Either way exactly one counter is
+    /// incremented (one bounds check, no row arithmetic); the error is
+    /// built on a cold path.
     #[inline(always)]
     pub(crate) fn observe_scheduled_with(
         self,
@@ -153,10 +153,8 @@ impl Slots {
         increment: impl FnOnce(usize),
     ) -> Result<(), ObserveError> {
         let valid = budget <= self.max_draft_len;
-        // `wrapping_add`: for an invalid budget the sum is discarded, and
-        // it must not overflow-panic in debug builds first.
         increment(if valid {
-            self.scheduled.wrapping_add(budget)
+            self.scheduled + budget
         } else {
             self.rejected
         });

@@ -277,7 +277,13 @@ proptest! {
                     h.observe_undrafted();
                     m.apply(op).unwrap();
                 }
-                Op::Scheduled(b) => prop_assert_eq!(h.observe_scheduled(b), m.apply(op)),
+                Op::Scheduled(b) => {
+                    // `check_scheduled` gives the very result, recording nothing.
+                    let checked = ObserveError::check_scheduled(max, b);
+                    let recorded = h.observe_scheduled(b);
+                    prop_assert_eq!(recorded, checked);
+                    prop_assert_eq!(recorded, m.apply(op));
+                }
             }
         }
         prop_assert_eq!(h.num_undrafted_steps(), m.undrafted);
