@@ -1084,6 +1084,14 @@ mod tests {
                 .contains("2 entries in \"per_step_drafted\" but 1")
         );
         assert!(err(r#"{"per_step_drafted":[1,2]}"#).contains("without \"per_step_accepted\""));
+        // Either array missing, even when the other is empty.
+        for line in [r#"{"per_step_accepted":[1]}"#, r#"{"per_step_accepted":[]}"#] {
+            assert!(
+                err(line).starts_with("detailed report without \"per_step_drafted\""),
+                "{}",
+                err(line)
+            );
+        }
         assert!(
             err(r#"{"per_step_drafted":[1,-2],"per_step_accepted":[1,1]}"#)
                 .contains("\"per_step_drafted\"[1] must be an integer >= 0")
