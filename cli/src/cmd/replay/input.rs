@@ -1085,7 +1085,10 @@ mod tests {
         );
         assert!(err(r#"{"per_step_drafted":[1,2]}"#).contains("without \"per_step_accepted\""));
         // Either array missing, even when the other is empty.
-        for line in [r#"{"per_step_accepted":[1]}"#, r#"{"per_step_accepted":[]}"#] {
+        for line in [
+            r#"{"per_step_accepted":[1]}"#,
+            r#"{"per_step_accepted":[]}"#,
+        ] {
             assert!(
                 err(line).starts_with("detailed report without \"per_step_drafted\""),
                 "{}",
