@@ -136,20 +136,12 @@ impl EngineMetrics {
         registry.register_collector(Box::new(self.clone()));
     }
 
-    /// One more request in the running batches (admitted).
-    pub fn inc_running(&self) {
-        self.running.inc();
-    }
-
-    /// One request fewer in the running batches (finished).
-    pub fn dec_running(&self) {
-        self.running.dec();
-    }
-
-    /// Sets the number of running requests.
-    #[allow(dead_code)] // part of the API; the demo counts with inc/dec
-    pub fn set_running(&self, running: i64) {
-        self.running.set(running);
+    /// `admitted` requests joined the running batches and `finished` left
+    /// them (engine threads report their own changes; the gauge is their
+    /// sum).
+    pub fn add_running(&self, admitted: usize, finished: usize) {
+        self.running.inc_by(admitted as i64);
+        self.running.dec_by(finished as i64);
     }
 
     /// `tokens` more output tokens generated (accepted draft tokens plus the
@@ -158,11 +150,14 @@ impl EngineMetrics {
         self.generation_tokens.inc_by(tokens);
     }
 
-    /// The time between two consecutive outputs of one request, in seconds
-    /// (one observation per request per engine step: with speculative
-    /// decoding one output can carry several tokens).
-    pub fn observe_inter_token_latency(&self, seconds: f64) {
-        self.inter_token_latency.observe(seconds);
+    /// The time between two consecutive outputs of a request, in seconds,
+    /// for each of `requests` requests: one observation per request per
+    /// engine step, as vLLM observes it (with speculative decoding one
+    /// output can carry several tokens).
+    pub fn observe_inter_token_latency(&self, seconds: f64, requests: usize) {
+        for _ in 0..requests {
+            self.inter_token_latency.observe(seconds);
+        }
     }
 }
 
@@ -369,9 +364,12 @@ mod tests {
     #[test]
     fn histogram_has_vllms_buckets_and_counts_cumulatively() {
         let metrics = EngineMetrics::new("vllm:", "m", "0");
-        for seconds in [0.005, 0.01, 0.012, 0.3, 100.0] {
-            metrics.observe_inter_token_latency(seconds);
-        }
+        metrics.observe_inter_token_latency(0.005, 1);
+        metrics.observe_inter_token_latency(0.01, 1);
+        metrics.observe_inter_token_latency(0.012, 1);
+        metrics.observe_inter_token_latency(0.3, 1);
+        metrics.observe_inter_token_latency(100.0, 1);
+        metrics.observe_inter_token_latency(0.02, 0);
         let text = encode_registry(&registry_with(&metrics), TextFormat::PrometheusText);
         let buckets: Vec<(String, u64)> = samples(&text)
             .into_iter()
@@ -424,10 +422,9 @@ mod tests {
     fn running_gauge_and_token_counter_follow_updates_through_clones() {
         let metrics = EngineMetrics::new("spec_decode_", "m", "0");
         let engine_thread = metrics.clone();
-        engine_thread.inc_running();
-        engine_thread.inc_running();
-        metrics.inc_running();
-        engine_thread.dec_running();
+        engine_thread.add_running(2, 0);
+        metrics.add_running(1, 0);
+        engine_thread.add_running(0, 1);
         engine_thread.add_generation_tokens(7);
         metrics.add_generation_tokens(5);
         let text = encode_registry(&registry_with(&metrics), TextFormat::PrometheusText);
@@ -439,12 +436,34 @@ mod tests {
             value_of(&text, "spec_decode_generation_tokens_total", "").as_deref(),
             Some("12")
         );
-        metrics.set_running(0);
+        metrics.add_running(3, 5);
         let text = encode_registry(&registry_with(&metrics), TextFormat::PrometheusText);
         assert_eq!(
             value_of(&text, "spec_decode_num_requests_running", "").as_deref(),
             Some("0")
         );
+    }
+
+    #[test]
+    fn one_inter_token_latency_per_request() {
+        let metrics = EngineMetrics::new("vllm:", "m", "0");
+        metrics.observe_inter_token_latency(0.04, 32);
+        metrics.observe_inter_token_latency(0.5, 3);
+        let text = encode_registry(&registry_with(&metrics), TextFormat::PrometheusText);
+        let count = |name: &str, le: &str| value_of(&text, name, le);
+        assert_eq!(
+            count("vllm:inter_token_latency_seconds_count", "").as_deref(),
+            Some("35")
+        );
+        assert_eq!(
+            count("vllm:inter_token_latency_seconds_bucket", "le=\"0.05\"").as_deref(),
+            Some("32")
+        );
+        let sum: f64 = count("vllm:inter_token_latency_seconds_sum", "")
+            .expect("sum")
+            .parse()
+            .expect("float");
+        assert!((sum - (32.0 * 0.04 + 1.5)).abs() < 1e-9, "{sum}");
     }
 
     #[test]

@@ -601,7 +601,7 @@ impl<'w> Engine<'w> {
                 .expect("K was validated by Recorder::new"),
         });
         self.next_request += 1;
-        self.metrics.inc_running();
+        self.metrics.add_running(1, 0);
     }
 
     /// One verify step for every request in the batch; returns the tokens
@@ -673,9 +673,8 @@ impl<'w> Engine<'w> {
     /// inter-token latency each.
     fn forward_pass(&self, scheduled_tokens: usize) {
         let cost = self.step + self.step * scheduled_tokens.min(1 << 20) as u32 / 256;
-        for _ in &self.batch {
-            self.metrics.observe_inter_token_latency(cost.as_secs_f64());
-        }
+        self.metrics
+            .observe_inter_token_latency(cost.as_secs_f64(), self.batch.len());
         if !cost.is_zero() {
             thread::sleep(cost);
         }
@@ -690,7 +689,7 @@ impl<'w> Engine<'w> {
             }
             let request = self.batch.swap_remove(i);
             finished.fetch_add(1, Ordering::Relaxed);
-            self.metrics.dec_running();
+            self.metrics.add_running(0, 1);
             if self.print_requests {
                 let report = serde_json::to_string(&request.metrics)
                     .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
