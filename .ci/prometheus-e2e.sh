@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
 # End to end: the serving_engine demo scraped by a real Prometheus server.
 #
-# Builds the demo, starts it on loopback with vLLM's metric names, starts the
-# Debian `prometheus` binary scraping it every second (temporary config and
-# storage), and checks through Prometheus's HTTP API that
+# Builds the demo, starts it on loopback with vLLM's metric names running the
+# adaptive loop on the transition workload (short phases, so the run sees
+# several), starts the Debian `prometheus` binary scraping it every second
+# (temporary config and storage), and checks through Prometheus's HTTP API
+# that
 #   - every family and every series is there, with the constant labels;
 #   - in every scrape the by-draft-length buckets add up to the drafts
 #     counter (and to the position-0 counters);
-#   - the counters grew, never reset, and no series appeared or vanished;
+#   - the counters grew, never reset, and no series appeared or vanished
+#     (every scheduled budget 0..=K included, from the first scrape on);
 #   - the acceptance figures PromQL computes match the demo's final report
 #     (exactly for the last scrape, which the demo serves frozen while it
-#     lingers; within a tolerance for rate()-style queries over the run).
+#     lingers; within a tolerance for rate()-style queries over the run);
+#   - the scheduled budgets match the report and the summary's engine steps,
+#     and the controller's gauge stays within 0..=K and changes;
+#   - vLLM's engine metrics (running requests, generation tokens,
+#     inter-token latency) carry vLLM's labels and buckets and match the
+#     summary;
+#   - every panel query and variable of dashboards/specdec-metrics.json and
+#     of vLLM's speculative-decoding dashboard is accepted and returns data
+#     (.ci/dashboard-queries.py).
 # Everything is bounded in time and cleaned up on exit, pass or fail.
 # Prints "N passed, M failed"; exits 0 only when nothing failed.
 #
 #   bash .ci/prometheus-e2e.sh
 #
 # Environment: E2E_DEMO_PORT (default 19464), E2E_PROM_PORT (19090),
-# E2E_RUN_SECONDS (20), E2E_KEEP=1 to keep the temporary directory.
+# E2E_RUN_SECONDS (20), E2E_KEEP=1 to keep the temporary directory,
+# E2E_VLLM_DASHBOARD=path to check a full copy of vLLM's dashboard instead of
+# tests/fixtures/vllm_speculative_decoding.queries.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
