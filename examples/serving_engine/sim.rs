@@ -156,7 +156,7 @@ pub struct Interval<'a> {
     pub end_s: f64,
     /// The interval's histogram.
     pub delta: &'a AcceptanceHistogram,
-    /// The phase at the end of the interval.
+    /// The phase of the middle of the interval.
     pub phase: usize,
     pub phase_name: &'static str,
     /// Each engine thread's chosen draft length at its latest step.
@@ -585,7 +585,8 @@ impl Coordinator<'_> {
             (end_s - self.config.interval.as_secs_f64()).max(0.0)
         };
         let phases = self.config.phases();
-        let phase = phases.phase_at(end_s.max(start_s) - 1e-9);
+        // The phase the interval is mostly in (its middle's).
+        let phase = phases.phase_at((start_s + end_s) / 2.0);
         self.events.interval(&Interval {
             index: self.index,
             start_s,
