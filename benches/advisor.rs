@@ -7,7 +7,9 @@
 //! - `advisor/controller_update`: `DraftController::update` with one
 //!   interval's histogram, K = 8 and K = 64.
 //! - `advisor/draft_len_for`: what an engine thread pays per step to ask
-//!   the controller what to draft.
+//!   the controller what to draft, and `advisor/shared_plan_draft_len_for`
+//!   the same through the `SharedPlan` the metrics thread publishes to (one
+//!   relaxed atomic load more).
 //!
 //! See `benches/README.md` for results.
 
@@ -15,7 +17,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use specdec_metrics::{AcceptanceHistogram, Advisor, DraftController, StepCost};
+use specdec_metrics::{AcceptanceHistogram, Advisor, DraftController, SharedPlan, StepCost};
 
 /// Every bucket `(k, a)` observed `1 + (k + a) % 7` times.
 fn full_histogram(max: usize) -> AcceptanceHistogram {
@@ -58,6 +60,17 @@ fn advisor(c: &mut Criterion) {
                 controller.draft_len_for(black_box(step))
             });
         });
+        let plan = SharedPlan::new(controller.plan());
+        group.bench_function(
+            BenchmarkId::new("shared_plan_draft_len_for", format!("K={max}")),
+            |b| {
+                let mut step = 0u64;
+                b.iter(|| {
+                    step = step.wrapping_add(1);
+                    black_box(&plan).draft_len_for(black_box(step))
+                });
+            },
+        );
     }
     group.finish();
 }
