@@ -23,6 +23,8 @@
 //! a shared plan counts once per change).
 
 #[allow(dead_code)] // shared with the demo, which uses other parts
+#[path = "serving_engine/peers.rs"]
+mod peers;
 #[path = "serving_engine/policy.rs"]
 mod policy;
 #[allow(dead_code)]

@@ -385,7 +385,7 @@ fn change_threshold_099(n: usize) -> f64 {
     const M0: f64 = 0.454_936_423;
     match n {
         0 => return 6.634_896_601,
-        1 | 2 => return M0 * 4052.180_695,
+        1 | 2 => return M0 * 4_052.180_695,
         _ => {}
     }
     let r = ((n - 1) / 2) as i32;

@@ -198,7 +198,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 19] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -211,8 +211,7 @@ fn invalid_values_exit_2_with_a_message() {
             &["--policy", "static:9", "--max-draft-len", "8"],
             "above --max-draft-len 8",
         ),
-        (&["--policy", "sglang"], "not built yet"),
-        (&["--policy", "vllm-44336"], "not built yet"),
+        (&["--policy", "vllm-44337"], "not a policy"),
         (&["--workload", "bursty"], "not a workload"),
         (&["--phase-seconds", "0"], "above 0"),
         (&["--phase-seconds", "inf"], "above 0"),

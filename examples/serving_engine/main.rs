@@ -64,6 +64,7 @@
 // The simulation's modules, shared with `examples/policy_table.rs` (which
 // includes them by path and uses other parts of them).
 #[allow(dead_code)]
+mod peers;
 mod policy;
 #[allow(dead_code)]
 mod sim;

@@ -48,6 +48,7 @@ use specdec_metrics::{
     AcceptanceHistogram, DraftController, Recorder, SharedPlan, StepCost, Worker,
 };
 
+use crate::peers::{Sglang, Vllm44336};
 use crate::policy::{Adaptive, Policy, PolicySpec, Static};
 use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
 use crate::workload::{Phases, RequestTraits, Rng, UNDRAFTED_SHARE, Workload, verify};
@@ -99,9 +100,6 @@ impl Config {
         AcceptanceHistogram::new(self.max_draft_len).map_err(|e| e.to_string())?;
         self.policy.check(self.max_draft_len)?;
         self.step_cost()?;
-        if matches!(self.policy, PolicySpec::Sglang | PolicySpec::Vllm44336) {
-            return Err(format!("--policy {}: not built yet", self.policy));
-        }
         if !(self.phase_secs.is_finite() && self.phase_secs > 0.0) {
             return Err(format!(
                 "--phase-seconds {}: must be a number of seconds above 0",
@@ -326,10 +324,12 @@ pub fn run(
     })
 }
 
-/// The policy of engine thread `index`.
+/// The policy of engine thread `index`: each thread has its own (a peer
+/// rule learns from its own steps, as in its engine), except that every
+/// `Adaptive` reads the one shared plan.
 fn make_policy(
     config: &Config,
-    _index: usize,
+    index: usize,
     plan: Option<&Arc<SharedPlan>>,
 ) -> Result<Box<dyn Policy>, String> {
     match config.policy {
@@ -337,9 +337,14 @@ fn make_policy(
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
             plan.ok_or("adaptive needs a plan")?,
         )))),
-        PolicySpec::Sglang | PolicySpec::Vllm44336 => {
-            Err(format!("--policy {}: not built yet", config.policy))
-        }
+        PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
+        // `new` panics on a cost that `validate` has already rejected.
+        PolicySpec::Vllm44336 => Ok(Box::new(Vllm44336::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ))),
     }
 }
 
