@@ -11,7 +11,7 @@
 //!
 //! The simulation is the demo's own (`serving_engine/sim.rs`, included
 //! here by path): two engine threads with a batch of 32 requests each,
-//! `K = 8`, step cost `1 + 0.1 b` cost units, 1-second intervals. Two
+//! `K = 8`, step cost `1 + 0.1 b` cost units, 1-second intervals (`--interval-ms`). Two
 //! simulations run at a time.
 //!
 //! The table, per workload and policy: the goodput (tokens per cost unit,
@@ -56,13 +56,20 @@ use workload::Workload;
 #[derive(Debug, Parser)]
 #[command(name = "policy_table")]
 struct Args {
-    /// Random seed (the same for every run).
+    /// Random seed of the table (the same for every run in it).
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
+    /// Seeds the targets are also checked on: SEED, SEED + 1, ... (the
+    /// table shows the first).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    seeds: u64,
     /// Length of each phase of the transition workload, seconds of virtual
     /// time; steady and mixed run as long as the four transition phases.
     #[arg(long, value_name = "N", default_value_t = 20)]
     phase_seconds: u64,
+    /// The metrics interval (the controller's update period), milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    interval_ms: u64,
     /// Simulations run at once.
     #[arg(long, value_name = "N", default_value_t = 2)]
     jobs: usize,
@@ -87,7 +94,7 @@ fn policies() -> Vec<PolicySpec> {
     all
 }
 
-fn config(args: &Args, workload: Workload, policy: PolicySpec) -> sim::Config {
+fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> sim::Config {
     sim::Config {
         policy,
         workload,
@@ -95,7 +102,7 @@ fn config(args: &Args, workload: Workload, policy: PolicySpec) -> sim::Config {
         workers: 2,
         max_draft_len: MAX_DRAFT_LEN,
         max_batch: 32,
-        interval: Duration::from_secs(1),
+        interval: Duration::from_millis(args.interval_ms),
         step_us: 8000,
         cost: CostLinear {
             base: 1.0,
@@ -103,7 +110,7 @@ fn config(args: &Args, workload: Workload, policy: PolicySpec) -> sim::Config {
         },
         seconds: args.phase_seconds * TRANSITION_PHASES,
         virtual_time: true,
-        seed: args.seed,
+        seed,
         settle_intervals: sim::SETTLE_INTERVALS,
     }
 }
@@ -113,13 +120,22 @@ type Run = Result<Summary, String>;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.phase_seconds == 0 || args.jobs == 0 {
-        eprintln!("policy_table: --phase-seconds and --jobs must be at least 1");
+    if args.phase_seconds == 0 || args.jobs == 0 || args.seeds == 0 || args.interval_ms == 0 {
+        eprintln!(
+            "policy_table: --phase-seconds, --seeds, --interval-ms and --jobs must be at least 1"
+        );
         return ExitCode::from(2);
     }
-    let jobs: Vec<(Workload, PolicySpec)> = Workload::ALL
-        .iter()
-        .flat_map(|&w| policies().into_iter().map(move |p| (w, p)))
+    let Some(last_seed) = args.seed.checked_add(args.seeds - 1) else {
+        eprintln!("policy_table: --seed + --seeds overflows");
+        return ExitCode::from(2);
+    };
+    let jobs: Vec<(u64, Workload, PolicySpec)> = (args.seed..=last_seed)
+        .flat_map(|seed| {
+            Workload::ALL
+                .iter()
+                .flat_map(move |&w| policies().into_iter().map(move |p| (seed, w, p)))
+        })
         .collect();
     let started = Instant::now();
     let results: Vec<Mutex<Option<Run>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
@@ -132,12 +148,12 @@ fn main() -> ExitCode {
                     // Relaxed: a work counter; the scope's join orders the
                     // results.
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(workload, policy)) = jobs.get(i) else {
+                    let Some(&(seed, workload, policy)) = jobs.get(i) else {
                         return;
                     };
-                    let run = run_one(&config(&args, workload, policy), &stop);
+                    let run = run_one(&config(&args, seed, workload, policy), &stop);
                     eprintln!(
-                        "policy_table: {workload} {policy}: {}",
+                        "policy_table: seed {seed} {workload} {policy}: {}",
                         match &run {
                             Ok(s) => format!("goodput {:.3}", s.overall.goodput.unwrap_or(0.0)),
                             Err(e) => e.clone(),
@@ -152,8 +168,19 @@ fn main() -> ExitCode {
         .into_iter()
         .map(|r| r.into_inner().unwrap().expect("every job ran"))
         .collect();
-    let table = Table::new(&args, &jobs, &results);
-    println!("{}", table.render(started.elapsed()));
+    let tables: Vec<Table> = (args.seed..=last_seed)
+        .map(|seed| Table::new(&args, seed, &jobs, &results))
+        .collect();
+    let mut out = tables[0].render();
+    out.push_str(&robustness(&tables));
+    let _ = write!(
+        out,
+        "\n({} simulations in {:.1} s, {} at a time.)",
+        jobs.len(),
+        started.elapsed().as_secs_f64(),
+        args.jobs
+    );
+    println!("{out}");
     ExitCode::SUCCESS
 }
 
@@ -162,10 +189,21 @@ fn run_one(config: &sim::Config, stop: &AtomicBool) -> Run {
     sim::run(config, &recorder, stop, &sim::NoEvents).map(|o| o.summary)
 }
 
-/// Every run, by workload.
+/// Every run of one seed, by workload.
 struct Table<'a> {
     args: &'a Args,
+    seed: u64,
     rows: Vec<(Workload, Vec<(PolicySpec, &'a Run)>)>,
+}
+
+/// One target on one seed: met or not, the figure it is judged on, and
+/// the sentence that says so.
+struct Target {
+    name: String,
+    met: bool,
+    figure: f64,
+    unit: &'static str,
+    text: String,
 }
 
 /// Per phase, the best static run's goodput (all steps, settled steps).
@@ -180,20 +218,25 @@ fn goodput(s: &Summary) -> f64 {
 }
 
 impl<'a> Table<'a> {
-    fn new(args: &'a Args, jobs: &[(Workload, PolicySpec)], results: &'a [Run]) -> Self {
+    fn new(
+        args: &'a Args,
+        seed: u64,
+        jobs: &[(u64, Workload, PolicySpec)],
+        results: &'a [Run],
+    ) -> Self {
         let rows = Workload::ALL
             .iter()
             .map(|&w| {
                 let runs = jobs
                     .iter()
                     .zip(results)
-                    .filter(|((jw, _), _)| *jw == w)
-                    .map(|((_, p), r)| (*p, r))
+                    .filter(|((js, jw, _), _)| *js == seed && *jw == w)
+                    .map(|((_, _, p), r)| (*p, r))
                     .collect();
                 (w, runs)
             })
             .collect();
-        Self { args, rows }
+        Self { args, seed, rows }
     }
 
     fn oracle(runs: &[(PolicySpec, &Run)]) -> Oracle {
@@ -226,18 +269,19 @@ impl<'a> Table<'a> {
         }
     }
 
-    fn render(&self, took: Duration) -> String {
+    fn render(&self) -> String {
         let mut out = String::new();
         let phases = TRANSITION_PHASES as usize;
         let _ = writeln!(
             out,
             "Policies side by side: K = {MAX_DRAFT_LEN}, step cost 1 + 0.1 b, 2 engine threads \
-             x 32 requests, 1 s intervals, virtual time, seed {}; transition: phases of {} s \
+             x 32 requests, {} ms intervals, virtual time, seed {}; transition: phases of {} s \
              (low alpha 0.5, high 0.9), steady (alpha 0.8) and mixed (half 0.9, half 0.5) run \
              {} s. Goodput in tokens per cost unit. Per phase: goodput / the phase's best static \
              k, over the whole phase and (in brackets) once settled, i.e. without its first {} \
              intervals. Switches: changes of the chosen k per engine thread, per phase.\n",
-            self.args.seed,
+            self.args.interval_ms,
+            self.seed,
             self.args.phase_seconds,
             self.args.phase_seconds * TRANSITION_PHASES,
             sim::SETTLE_INTERVALS,
@@ -312,24 +356,22 @@ impl<'a> Table<'a> {
                 out.push_str(&line);
             }
         }
-        out.push('\n');
-        out.push_str(&self.targets());
-        let _ = write!(
-            out,
-            "\n({} simulations in {:.1} s, {} at a time.)",
-            self.rows.iter().map(|(_, r)| r.len()).sum::<usize>(),
-            took.as_secs_f64(),
-            self.args.jobs
-        );
+        let _ = writeln!(out, "\nTargets (seed {}):\n", self.seed);
+        for t in self.targets() {
+            let _ = writeln!(
+                out,
+                "- **{}**: {}: {}",
+                if t.met { "met" } else { "not met" },
+                t.name,
+                t.text
+            );
+        }
         out
     }
 
     /// The targets, each met or not, with the figures.
-    fn targets(&self) -> String {
-        let mut out = String::from("Targets:\n\n");
-        let mut mark = |met: bool, text: String| {
-            let _ = writeln!(out, "- **{}**: {text}", if met { "met" } else { "not met" });
-        };
+    fn targets(&self) -> Vec<Target> {
+        let mut out = Vec::new();
         for (workload, runs) in &self.rows {
             let oracle = Self::oracle(runs);
             let adaptive = runs
@@ -337,21 +379,30 @@ impl<'a> Table<'a> {
                 .find(|(p, _)| *p == PolicySpec::Adaptive)
                 .and_then(|(_, r)| r.as_ref().ok());
             let Some(adaptive) = adaptive else {
-                mark(false, format!("{workload}: adaptive did not run"));
+                out.push(Target {
+                    name: format!("{workload}: adaptive ran"),
+                    met: false,
+                    figure: 0.0,
+                    unit: "",
+                    text: "it did not".into(),
+                });
                 continue;
             };
             let g = goodput(adaptive);
             if *workload == Workload::Transition {
-                mark(
-                    g > oracle.overall.1,
-                    format!(
-                        "{workload}: adaptive beats every static k overall: {g:.2} vs best \
-                         static k = {} at {:.2} ({:+.1}%)",
+                let ratio = g / oracle.overall.1;
+                out.push(Target {
+                    name: format!("{workload}: adaptive beats every static k overall"),
+                    met: ratio > 1.0,
+                    figure: 100.0 * (ratio - 1.0),
+                    unit: "% over the best static k",
+                    text: format!(
+                        "{g:.2} vs best static k = {} at {:.2} ({:+.1}%)",
                         oracle.overall.0,
                         oracle.overall.1,
-                        100.0 * (g / oracle.overall.1 - 1.0)
+                        100.0 * (ratio - 1.0)
                     ),
-                );
+                });
             }
             let settled: Vec<_> = adaptive
                 .phases
@@ -360,60 +411,111 @@ impl<'a> Table<'a> {
                 .map(|(p, o)| p.settled.goodput.unwrap_or(0.0) / o.1)
                 .collect();
             let worst = settled.iter().copied().fold(f64::INFINITY, f64::min);
-            mark(
-                worst >= SETTLED_SHARE,
-                format!(
-                    "{workload}: adaptive reaches at least {:.0}% of each phase's best static k \
-                     once settled: {}",
-                    100.0 * SETTLED_SHARE,
-                    settled
-                        .iter()
-                        .map(|r| format!("{:.1}%", 100.0 * r))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+            out.push(Target {
+                name: format!(
+                    "{workload}: adaptive reaches {:.0}% of each phase's best static k once settled",
+                    100.0 * SETTLED_SHARE
                 ),
-            );
+                met: worst >= SETTLED_SHARE,
+                figure: 100.0 * worst,
+                unit: "% in its worst phase",
+                text: settled
+                    .iter()
+                    .map(|r| format!("{:.1}%", 100.0 * r))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
             let most = adaptive
                 .phases
                 .iter()
                 .map(|p| p.figures.switches)
                 .fold(0.0, f64::max);
-            mark(
-                most <= FEW_SWITCHES,
-                format!(
-                    "{workload}: adaptive switches at most {FEW_SWITCHES} times per phase: \
-                     at most {most} (in all {})",
-                    adaptive.overall.switches
+            out.push(Target {
+                name: format!(
+                    "{workload}: adaptive switches at most {FEW_SWITCHES} times per phase"
                 ),
-            );
+                met: most <= FEW_SWITCHES,
+                figure: most,
+                unit: "switches in its busiest phase",
+                text: format!("at most {most} (in all {})", adaptive.overall.switches),
+            });
             let peers: Vec<(PolicySpec, &Summary)> = runs
                 .iter()
                 .filter(|(p, _)| matches!(p, PolicySpec::Sglang | PolicySpec::Vllm44336))
                 .filter_map(|(p, r)| r.as_ref().ok().map(|s| (*p, s)))
                 .collect();
+            let name = format!(
+                "{workload}: adaptive at least as good as the best peer rule, switching less"
+            );
             match peers
                 .iter()
                 .max_by(|a, b| goodput(a.1).total_cmp(&goodput(b.1)))
             {
-                None => mark(
-                    false,
-                    format!(
-                        "{workload}: adaptive at least as good as the best peer rule: no peer rule ran"
-                    ),
-                ),
-                Some((peer, ps)) => mark(
-                    g >= goodput(ps) && adaptive.overall.switches < ps.overall.switches,
-                    format!(
-                        "{workload}: adaptive at least as good as the best peer rule ({peer}) while \
-                         switching less: goodput {g:.2} vs {:.2} ({:+.1}%), switches {} vs {}",
-                        goodput(ps),
-                        100.0 * (g / goodput(ps) - 1.0),
-                        adaptive.overall.switches,
-                        ps.overall.switches
-                    ),
-                ),
+                None => out.push(Target {
+                    name,
+                    met: false,
+                    figure: 0.0,
+                    unit: "",
+                    text: "no peer rule ran".into(),
+                }),
+                Some((peer, ps)) => {
+                    let ratio = g / goodput(ps);
+                    out.push(Target {
+                        name,
+                        met: ratio >= 1.0 && adaptive.overall.switches < ps.overall.switches,
+                        figure: 100.0 * (ratio - 1.0),
+                        unit: "% over the best peer",
+                        text: format!(
+                            "best peer {peer}: goodput {g:.2} vs {:.2} ({:+.1}%), switches {} vs {}",
+                            goodput(ps),
+                            100.0 * (ratio - 1.0),
+                            adaptive.overall.switches,
+                            ps.overall.switches
+                        ),
+                    });
+                }
             }
         }
         out
     }
+}
+
+/// Each target across every seed: on how many it is met, and the range of
+/// its figure.
+fn robustness(tables: &[Table]) -> String {
+    let Some(first) = tables.first() else {
+        return String::new();
+    };
+    let mut out = format!(
+        "\nThe same targets on seeds {} to {} (the same settings):\n\n",
+        first.seed,
+        first.seed + tables.len() as u64 - 1
+    );
+    let all: Vec<Vec<Target>> = tables.iter().map(Table::targets).collect();
+    for (i, target) in all[0].iter().enumerate() {
+        let figures: Vec<f64> = all
+            .iter()
+            .filter_map(|t| t.get(i))
+            .map(|t| t.figure)
+            .collect();
+        let met = all
+            .iter()
+            .filter_map(|t| t.get(i))
+            .filter(|t| t.met)
+            .count();
+        let (lo, hi) = figures
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &f| {
+                (lo.min(f), hi.max(f))
+            });
+        let mean = figures.iter().sum::<f64>() / figures.len() as f64;
+        let _ = writeln!(
+            out,
+            "- {}: met on {met} of {} seeds; {} from {lo:.1} to {hi:.1} (mean {mean:.1})",
+            target.name,
+            tables.len(),
+            target.unit,
+        );
+    }
+    out
 }

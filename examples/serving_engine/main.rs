@@ -656,7 +656,7 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
                 what.push("regime change detected".to_owned());
             }
             format!(
-                "k = {}{}, exploring {} on 1 step in {}",
+                "k = {}{}, exploring {} on 1 step in {}, dispersion {:.1}",
                 c.draft_len,
                 if what.is_empty() {
                     String::new()
@@ -665,6 +665,7 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
                 },
                 c.explore_len,
                 specdec_metrics::EXPLORATION_PERIOD,
+                c.dispersion,
             )
         }
         None => {
