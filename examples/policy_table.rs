@@ -186,7 +186,7 @@ fn main() -> ExitCode {
 
 fn run_one(config: &sim::Config, stop: &AtomicBool) -> Run {
     let recorder = Recorder::new(config.max_draft_len).map_err(|e| e.to_string())?;
-    sim::run(config, &recorder, stop, &sim::NoEvents).map(|o| o.summary)
+    sim::run(config, &recorder, None, stop, &sim::NoEvents).map(|o| o.summary)
 }
 
 /// Every run of one seed, by workload.

@@ -367,6 +367,9 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     // built, --virtual-time with --step-us 0) stop us before any work.
     let config = args.sim_config();
     config.validate()?;
+    // The policy's plan (the controller's, for adaptive), shared by the
+    // simulation and the /metrics gauge.
+    let plan = sim::shared_plan(&config)?;
 
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape).
@@ -443,7 +446,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
-                let outcome = sim::run(&config, &recorder, &stop, &events);
+                let outcome = sim::run(&config, &recorder, plan.as_ref(), &stop, &events);
                 // The main thread may have stopped waiting already.
                 let _ = sim_done.send(());
                 outcome

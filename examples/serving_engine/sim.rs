@@ -45,7 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, Recorder, SharedPlan, StepCost, Worker,
+    AcceptanceHistogram, DraftController, DraftPlan, Recorder, SharedPlan, StepCost, Worker,
 };
 
 use crate::peers::{Sglang, Vllm44336};
@@ -226,11 +226,40 @@ fn record_scheduled(worker: &Worker, budget: usize) {
     let _ = (worker, budget);
 }
 
+/// The controller of `adaptive` (`None` for the other policies).
+fn controller(config: &Config) -> Result<Option<DraftController>, String> {
+    match config.policy {
+        PolicySpec::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        _ => Ok(None),
+    }
+}
+
+/// The plan that holds the policy's choice, for a `/metrics` gauge: for
+/// `adaptive`, the cell the controller publishes in and every engine thread
+/// reads (to pass to [`run`]), holding the controller's first plan; for
+/// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
+/// which choose per engine thread.
+pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
+    config.validate()?;
+    Ok(match config.policy {
+        PolicySpec::Adaptive => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
+        PolicySpec::Static(k) => {
+            DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
+        }
+        PolicySpec::Sglang | PolicySpec::Vllm44336 => None,
+    })
+}
+
 /// Runs a simulation on `recorder` (whose `K` must be the config's) until
-/// `config.seconds` have passed or `stop` is set.
+/// `config.seconds` have passed or `stop` is set. For `adaptive`, the
+/// controller publishes in `plan` when given (see [`shared_plan`]), in a
+/// cell of its own otherwise; other policies ignore it.
 pub fn run(
     config: &Config,
     recorder: &Recorder,
+    plan: Option<&Arc<SharedPlan>>,
     stop: &AtomicBool,
     events: &dyn Events,
 ) -> Result<Outcome, String> {
@@ -238,16 +267,12 @@ pub fn run(
     if recorder.max_draft_len() != config.max_draft_len {
         return Err("the recorder's K is not the config's".into());
     }
-    let mut controller = match config.policy {
-        PolicySpec::Adaptive => Some(
-            DraftController::new(config.max_draft_len, config.step_cost()?)
-                .map_err(|e| e.to_string())?,
-        ),
-        _ => None,
-    };
-    let plan = controller
-        .as_ref()
-        .map(|c| Arc::new(SharedPlan::new(c.plan())));
+    let mut controller = controller(config)?;
+    let plan = controller.as_ref().map(|c| {
+        let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
+        plan.publish(c.plan());
+        plan
+    });
     let policies = (0..config.workers)
         .map(|index| make_policy(config, index, plan.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
@@ -825,5 +850,86 @@ impl<'a> Engine<'a> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(policy: PolicySpec) -> Config {
+        Config {
+            policy,
+            workload: Workload::Transition,
+            phase_secs: 4.0,
+            workers: 2,
+            max_draft_len: 8,
+            max_batch: 8,
+            interval: Duration::from_millis(500),
+            step_us: 8000,
+            cost: CostLinear {
+                base: 1.0,
+                per_token: 0.1,
+            },
+            seconds: 8,
+            virtual_time: true,
+            seed: 5,
+            settle_intervals: SETTLE_INTERVALS,
+        }
+    }
+
+    fn run_virtual(config: &Config, plan: Option<&Arc<SharedPlan>>) -> Outcome {
+        let recorder = Recorder::new(config.max_draft_len).unwrap();
+        run(config, &recorder, plan, &AtomicBool::new(false), &NoEvents).unwrap()
+    }
+
+    #[test]
+    fn the_shared_plan_holds_the_policys_choice() {
+        let adaptive = shared_plan(&config(PolicySpec::Adaptive)).unwrap().unwrap();
+        // The controller's first choice under its uniform prior.
+        assert_eq!(adaptive.load().draft_len(), 2);
+        let fixed = shared_plan(&config(PolicySpec::Static(3)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(fixed.load().draft_len(), 3);
+        assert!(shared_plan(&config(PolicySpec::Sglang)).unwrap().is_none());
+        assert!(shared_plan(&config(PolicySpec::Static(9))).is_err());
+    }
+
+    #[test]
+    fn the_controller_publishes_in_the_plan_it_is_given() {
+        let config = config(PolicySpec::Adaptive);
+        let plan = shared_plan(&config).unwrap().unwrap();
+        let outcome = run_virtual(&config, Some(&plan));
+        let controller = outcome.summary.controller.unwrap();
+        // 4 s low, 4 s high: the run ends on a long draft, in the plan.
+        assert!(controller.draft_len >= 5, "{controller:?}");
+        assert_eq!(plan.load().draft_len(), controller.draft_len);
+        assert_eq!(controller.updates, 16);
+        assert!(outcome.ran_to_the_end);
+    }
+
+    #[test]
+    fn a_virtual_run_is_a_function_of_its_config() {
+        let config = config(PolicySpec::Adaptive);
+        let (a, b) = (run_virtual(&config, None), run_virtual(&config, None));
+        assert_eq!(a.summary, b.summary);
+        assert_eq!(a.requests_finished, b.requests_finished);
+        let other = run_virtual(&Config { seed: 6, ..config }, None);
+        assert_ne!(a.summary, other.summary);
+    }
+
+    #[test]
+    fn every_engine_thread_runs_to_the_end_of_every_interval() {
+        let config = config(PolicySpec::Static(4));
+        let outcome = run_virtual(&config, None);
+        let s = &outcome.summary;
+        assert_eq!(s.seconds, 8.0);
+        assert_eq!(s.phases.len(), 2);
+        // Each thread runs until its clock passes 8 s, a step costing
+        // (1 + 0.4) * 8 ms: 715 steps of 11.2 ms reach 8.008 s.
+        assert_eq!(s.overall.steps, 2 * 715);
+        assert_eq!(s.overall.mean_draft_len, Some(4.0));
+        assert_eq!(s.overall.switches, 0.0);
     }
 }
