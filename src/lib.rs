@@ -126,6 +126,7 @@
 #![forbid(unsafe_code)]
 
 pub mod advisor;
+pub mod batch_table;
 pub mod controller;
 mod error;
 mod histogram;
@@ -139,6 +140,9 @@ mod sync;
 
 pub use advisor::{
     Advisor, BetaPrior, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation, StepCost,
+};
+pub use batch_table::{
+    BatchBucket, BatchEntry, BatchTable, BatchTableError, TrtllmSchedule, VllmSchedule,
 };
 pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD, SharedPlan};
 pub use error::{

@@ -94,6 +94,20 @@ fn readme_console_examples_print_what_the_readme_shows() {
         dir.path().join("examples/trace.jsonl"),
     )
     .unwrap();
+    // The per-bucket reports of the `advise --batch-table` example.
+    fs::create_dir(dir.path().join("examples/batch")).unwrap();
+    for entry in fs::read_dir(repo_root().join("examples/batch")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            fs::copy(
+                &path,
+                dir.path()
+                    .join("examples/batch")
+                    .join(path.file_name().unwrap()),
+            )
+            .unwrap();
+        }
+    }
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
     let path = format!(
         "{}:{}",

@@ -9,6 +9,10 @@
 //! per draft length `k = 0..=K`, the recommendation in a sentence, one row
 //! per position.
 //!
+//! With `--batch-table`, the same for one report and one step cost per
+//! bucket of batch sizes, printed as vLLM's and TensorRT-LLM's schedules:
+//! see [`batch`].
+//!
 //! Standard error carries a warning, in either format, whenever the advice
 //! should not be trusted as it stands:
 //!
@@ -45,6 +49,8 @@ use crate::format::{excerpt, group_digits, percent};
 use crate::output::write_stdout;
 use crate::report_io::read_report;
 
+mod batch;
+
 /// Below this many trials at position 1 (steps that drafted at least one
 /// token) the advice comes with a warning.
 pub const FEW_TRIALS: u64 = 1000;
@@ -53,11 +59,25 @@ pub const FEW_TRIALS: u64 = 1000;
 /// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
 /// parser, says what is wrong with a negative number.
 #[derive(clap::Args, Debug)]
-#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table"])))]
+// One step cost, or a batch table (whose buckets carry their own costs).
+#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table", "batch_table"])))]
 pub struct Args {
     /// The report's maximum draft length K (its num_spec_tokens), 1..=64.
     #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
     max_draft_len: usize,
+    /// Advise one draft length per batch-size bucket (each --bucket: its
+    /// batch sizes, its step cost, its report) and print them as vLLM's
+    /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
+    /// draft_len_schedule. Takes no REPORT, --cost-linear or --cost-table.
+    #[arg(long, requires = "bucket", conflicts_with = "report")]
+    batch_table: bool,
+    /// With --batch-table, one bucket, repeated in order of batch size from
+    /// 1 without gaps: START-END:linear:BASE,PER_TOKEN:REPORT or
+    /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
+    /// cost there, the report of the steps taken there). Example:
+    /// 1-8:linear:1,0.05:small.json.
+    #[arg(long, value_name = "START-END:COST:REPORT", value_parser = batch::parse_bucket, allow_hyphen_values = true)]
+    bucket: Vec<batch::BucketArg>,
     /// The step cost as cost(k) = BASE + PER_TOKEN * k, in any unit (only
     /// ratios matter): BASE, a step without speculation, above 0;
     /// PER_TOKEN 0 or more. Example: 1,0.1.
@@ -87,11 +107,20 @@ pub struct Args {
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
     /// The recommendation with every estimate behind it, as one JSON object
-    /// on one line.
+    /// on one line (with --batch-table: every bucket's, and both engines'
+    /// schedules).
     Json,
     /// Tables for people: one row per draft length, the recommendation,
-    /// one row per position.
+    /// one row per position (with --batch-table: one row per bucket and
+    /// both engines' schedules).
     Table,
+    /// With --batch-table: vLLM's speculative_config keys
+    /// num_speculative_tokens and num_speculative_tokens_per_batch_size, as
+    /// one JSON object on one line.
+    Vllm,
+    /// With --batch-table: TensorRT-LLM's speculative config keys
+    /// max_draft_len and draft_len_schedule, as one JSON object on one line.
+    Trtllm,
 }
 
 /// The `--prior` flag, already checked.
@@ -167,6 +196,19 @@ fn parse_credible_level(s: &str) -> Result<f64, String> {
 
 /// Runs `advise`.
 pub fn run(args: Args) -> Result<(), CliError> {
+    let advisor = advisor(&args)?;
+    if args.batch_table {
+        return batch::run(&args, &advisor);
+    }
+    if !args.bucket.is_empty() {
+        // clap's `requires` counts a flag's default `false` as present.
+        return Err(CliError::new(
+            "--bucket gives a bucket of a batch-size table: give --batch-table, and no REPORT, --cost-linear or --cost-table",
+        ));
+    }
+    if matches!(args.format, Format::Vllm | Format::Trtllm) {
+        return Err(schedule_without_table());
+    }
     let Some(cost) = args.cost_linear.or(args.cost_table) else {
         // The argument group makes one of them required.
         return Err(CliError::new(
@@ -177,14 +219,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
     // Checked before the report is read: a wrong table is known already.
     cost.check(max)
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
-    let mut advisor = Advisor::default()
-        .with_credible_level(args.credible_level)
-        .map_err(|e| CliError::new(format!("--credible-level: {e}")))?;
-    if let Some(p) = args.prior {
-        advisor = advisor
-            .with_prior(p.alpha, p.beta)
-            .map_err(|e| CliError::new(format!("--prior: {e}")))?;
-    }
 
     let (path, name) = match args.report.as_deref() {
         Some(p) if p != Path::new("-") => (p, p.display().to_string()),
@@ -214,6 +248,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .map(|s| s + "\n")
             .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))?,
         Format::Table => render_table(&rec, &cost),
+        Format::Vllm | Format::Trtllm => return Err(schedule_without_table()),
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
@@ -221,6 +256,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let _ = writeln!(err, "warning: {w}");
     }
     written
+}
+
+/// `--format vllm` or `trtllm` without `--batch-table`.
+fn schedule_without_table() -> CliError {
+    CliError::new(
+        "--format vllm and --format trtllm write batch-size schedules: give --batch-table and one --bucket per batch-size range",
+    )
+}
+
+/// The advisor of `--prior` and `--credible-level`.
+fn advisor(args: &Args) -> Result<Advisor, CliError> {
+    let mut advisor = Advisor::default()
+        .with_credible_level(args.credible_level)
+        .map_err(|e| CliError::new(format!("--credible-level: {e}")))?;
+    if let Some(p) = args.prior {
+        advisor = advisor
+            .with_prior(p.alpha, p.beta)
+            .map_err(|e| CliError::new(format!("--prior: {e}")))?;
+    }
+    Ok(advisor)
 }
 
 /// The warnings of the module docs, in that order of importance: what is

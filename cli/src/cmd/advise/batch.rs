@@ -1,0 +1,267 @@
+//! `advise --batch-table`: one report and one step cost per batch-size
+//! bucket into the library's [`BatchTable`], printed as the schedules vLLM
+//! and TensorRT-LLM read.
+//!
+//! Each `--bucket` is `START-END:linear:BASE,PER_TOKEN:REPORT` or
+//! `START-END:table:C0,...,CK:REPORT`. The report comes last, so that a path
+//! may hold `:` (the batch sizes and the cost cannot). Buckets are given in
+//! order of batch size, from 1, without gaps or overlaps; the library checks
+//! that and names the bucket that is wrong. Every report's `K` must be
+//! `--max-draft-len` and every cost table must have `K + 1` entries, as for
+//! one report.
+//!
+//! Standard output: `--format json` (the default) is one JSON object on one
+//! line: `max_draft_len`, `buckets` (per bucket `start_bs`, `end_bs` and the
+//! [`Recommendation`](specdec_metrics::Recommendation)), `vllm` (the
+//! [`VllmSchedule`] keys) and `trtllm` (the [`TrtllmSchedule`] keys, or
+//! `null` with a warning when TensorRT-LLM cannot hold the table).
+//! `--format vllm` and `--format trtllm` print only that engine's keys (for
+//! TensorRT-LLM, an error when it cannot hold the table); `--format table`
+//! one row per bucket and both engines' keys. The warnings of one report
+//! are given per bucket, naming it.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use serde::Serialize;
+use specdec_metrics::{
+    Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
+};
+
+use super::{Args, Format, grid, level_percent, significant, trimmed, warnings};
+use crate::error::CliError;
+use crate::format::{excerpt, group_digits};
+use crate::output::write_stdout;
+use crate::report_io::read_report;
+
+/// One `--bucket` value, parsed.
+#[derive(Clone, Debug)]
+pub struct BucketArg {
+    start_bs: usize,
+    end_bs: usize,
+    cost: StepCost,
+    report: PathBuf,
+}
+
+const BUCKET_SYNTAX: &str =
+    "START-END:linear:BASE,PER_TOKEN:REPORT or START-END:table:C0,...,CK:REPORT";
+
+/// Parses `START-END:linear:BASE,PER_TOKEN:REPORT` or
+/// `START-END:table:C0,...,CK:REPORT`.
+pub fn parse_bucket(s: &str) -> Result<BucketArg, String> {
+    let parts: Vec<&str> = s.splitn(4, ':').collect();
+    let [range, kind, values, report] = parts[..] else {
+        return Err(format!(
+            "{} has {} part{} separated by ':'; expected {BUCKET_SYNTAX}",
+            excerpt(s),
+            parts.len(),
+            if parts.len() == 1 { "" } else { "s" }
+        ));
+    };
+    let (start, end) = range.split_once('-').ok_or_else(|| {
+        format!(
+            "the batch sizes {} are not START-END (e.g. 1-8); expected {BUCKET_SYNTAX}",
+            excerpt(range)
+        )
+    })?;
+    let batch_size = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{} is not a batch size (a whole number)", excerpt(t)))
+    };
+    let (start_bs, end_bs) = (batch_size(start)?, batch_size(end)?);
+    let cost = match kind.trim() {
+        "linear" => super::parse_cost_linear(values)?,
+        "table" => super::parse_cost_table(values)?,
+        other => {
+            return Err(format!(
+                "the cost kind {} is neither linear nor table; expected {BUCKET_SYNTAX}",
+                excerpt(other)
+            ));
+        }
+    };
+    if report.is_empty() {
+        return Err(format!("no report is given; expected {BUCKET_SYNTAX}"));
+    }
+    Ok(BucketArg {
+        start_bs,
+        end_bs,
+        cost,
+        report: PathBuf::from(report),
+    })
+}
+
+/// What `--format json` prints.
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    table: &'a BatchTable,
+    vllm: VllmSchedule,
+    trtllm: Option<TrtllmSchedule>,
+}
+
+/// Runs `advise --batch-table`.
+pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
+    let max = args.max_draft_len;
+    let with_flag = |msg: &dyn std::fmt::Display, b: &BucketArg| {
+        CliError::new(format!("{msg} (report {})", b.report.display()))
+    };
+    // Costs are checked before any report is read: a wrong table is known
+    // already.
+    for (index, b) in args.bucket.iter().enumerate() {
+        b.cost.check(max).map_err(|error| {
+            let e = BatchTableError::Cost {
+                index,
+                start_bs: b.start_bs,
+                end_bs: b.end_bs,
+                error,
+            };
+            with_flag(&e, b)
+        })?;
+    }
+    let mut buckets = Vec::with_capacity(args.bucket.len());
+    for b in &args.bucket {
+        let name = b.report.display().to_string();
+        let hist = read_report(&b.report, &name)?;
+        if hist.max_draft_len() != max {
+            return Err(CliError::new(format!(
+                "{name} (bucket {}-{}): num_spec_tokens (K) is {} but --max-draft-len is {max}; give the reports' K (and, with a cost table, one cost per draft length 0..=K)",
+                b.start_bs,
+                b.end_bs,
+                hist.max_draft_len()
+            )));
+        }
+        buckets.push(BatchBucket::new(b.start_bs, b.end_bs, hist, b.cost.clone()));
+    }
+    let table = BatchTable::recommend(advisor, &buckets).map_err(|e| match e.index() {
+        Some(i) => with_flag(&e, &args.bucket[i]),
+        None => CliError::new(e),
+    })?;
+    let trtllm = table.trtllm_config();
+
+    let mut notes = Vec::new();
+    let text = match args.format {
+        Format::Json => {
+            if let Err(e) = &trtllm {
+                notes.push(format!("TensorRT-LLM: {e}; \"trtllm\" is null"));
+            }
+            let out = Output {
+                table: &table,
+                vllm: table.vllm_config(),
+                trtllm: trtllm.clone().ok(),
+            };
+            json_line(&out)?
+        }
+        Format::Vllm => json_line(&table.vllm_config())?,
+        Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?)?,
+        Format::Table => render(&table, &args.bucket, &trtllm, advisor)?,
+    };
+    let written = write_stdout(text.as_bytes(), "advice");
+    let mut err = io::stderr().lock();
+    for ((entry, bucket), arg) in table.entries().iter().zip(&buckets).zip(&args.bucket) {
+        for w in warnings(&entry.recommendation, &bucket.histogram) {
+            let _ = writeln!(
+                err,
+                "warning: {}: {w}",
+                bucket_name(entry.start_bs, entry.end_bs, arg)
+            );
+        }
+    }
+    for n in notes {
+        let _ = writeln!(err, "warning: {n}");
+    }
+    written
+}
+
+/// `bucket 1-8 (small.json)`.
+fn bucket_name(start: usize, end: usize, arg: &BucketArg) -> String {
+    format!("bucket {start}-{end} ({})", arg.report.display())
+}
+
+fn json_line(value: &impl Serialize) -> Result<String, CliError> {
+    serde_json::to_string(value)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))
+}
+
+/// The table for people, ending in a newline.
+fn render(
+    table: &BatchTable,
+    args: &[BucketArg],
+    trtllm: &Result<TrtllmSchedule, BatchTableError>,
+    advisor: &Advisor,
+) -> Result<String, CliError> {
+    let mut out = String::new();
+    let prior = advisor.prior();
+    let _ = writeln!(
+        out,
+        "Draft length by batch size (K = num_spec_tokens = {}; prior Beta({}, {}); {} credible intervals)",
+        table.max_draft_len(),
+        prior.alpha,
+        prior.beta,
+        level_percent(advisor.credible_level())
+    );
+    out.push('\n');
+    let header = [
+        "batch sizes",
+        "verify steps",
+        "k",
+        "E[accepted]",
+        "tokens/step",
+        "cost(k)",
+        "speedup",
+        "report",
+    ];
+    let rows = table
+        .entries()
+        .iter()
+        .zip(args)
+        .map(|(e, arg)| {
+            let rec = &e.recommendation;
+            let chosen = &rec.candidates[rec.draft_len];
+            vec![
+                format!("{}-{}", e.start_bs, e.end_bs),
+                group_digits(rec.num_spec_steps),
+                rec.draft_len.to_string(),
+                format!("{:.3}", chosen.expected_accepted),
+                format!("{:.3}", chosen.tokens_per_step),
+                trimmed(significant(chosen.cost, 6)),
+                format!("{:.3}x", rec.expected_speedup),
+                arg.report.display().to_string(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    grid(&mut out, &header, &rows);
+    out.push_str(
+        "k: the recommended draft length of the bucket (0: do not speculate); speedup: expected goodput over not speculating.\n",
+    );
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "vLLM speculative_config: {}",
+        json_line(&table.vllm_config())?.trim_end()
+    );
+    match trtllm {
+        Ok(t) => {
+            let _ = writeln!(
+                out,
+                "TensorRT-LLM speculative config: {}",
+                json_line(t)?.trim_end()
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(out, "TensorRT-LLM: no draft_len_schedule: {e}");
+        }
+    }
+    // `recommend` refuses an empty table.
+    if let Some(last) = table.entries().last() {
+        let _ = writeln!(
+            out,
+            "Above batch size {}, vLLM keeps draft length {} and TensorRT-LLM drafts none: end the last bucket at the engine's largest batch size.",
+            last.end_bs,
+            last.draft_len()
+        );
+    }
+    Ok(out)
+}
