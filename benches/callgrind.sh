@@ -9,6 +9,7 @@
 # count rejections); subtract it to get the recording itself.
 #
 # usage: bash benches/callgrind.sh [K]        (default K = 8)
+#        VARIANTS="noop local worker" bash benches/callgrind.sh   (a subset)
 # needs: valgrind, jq
 set -euo pipefail
 
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 K="${1:-8}"
 N1=102400
 N2=1024000
-VARIANTS=(noop local worker histogram recorder fetch_add parking_lot std_mutex prometheus)
+VARIANTS=(${VARIANTS:-noop local worker histogram recorder worker_scheduled fetch_add parking_lot std_mutex prometheus})
 
 for tool in valgrind jq; do
     command -v "$tool" >/dev/null || { echo "callgrind.sh: $tool not found" >&2; exit 1; }

@@ -7,7 +7,8 @@
 //!
 //! VARIANT is one of `noop` (the loop and the input table alone), `local`
 //! (the non-atomic array, the physical limit), `worker`, `histogram`,
-//! `recorder`, and the baselines `fetch_add` (a `fetch_add` array; on one
+//! `recorder`, `worker_scheduled` (`Worker::observe_scheduled(k)` with the
+//! table's `k` as the budget), and the baselines `fetch_add` (a `fetch_add` array; on one
 //! thread per-worker and shared are the same code), `parking_lot`,
 //! `std_mutex` (these two for K = 8 or 32 only) and `prometheus`. N is
 //! rounded up to whole passes over the 1024-pair table; K defaults to 8.
@@ -28,7 +29,7 @@ use common::{
 };
 use specdec_metrics::{AcceptanceHistogram, Recorder};
 
-const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
+const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|worker_scheduled|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
     (driver for benches/callgrind.sh; does nothing under `cargo bench`)";
 
 fn main() {
@@ -51,6 +52,7 @@ fn main() {
         "worker" => run_worker(table, passes, max),
         "histogram" => run_histogram(table, passes, max),
         "recorder" => run_recorder(table, passes, max),
+        "worker_scheduled" => run_worker_scheduled(table, passes, max),
         "fetch_add" => run_fetch_add(table, passes, max),
         "parking_lot" => run_parking_lot(table, passes, max),
         "std_mutex" => run_std_mutex(table, passes, max),
@@ -103,6 +105,22 @@ fn run_worker(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
     drop(worker);
     assert_eq!(
         recorder.snapshot().num_spec_steps(),
+        (passes * BATCH) as u64
+    );
+    rejected
+}
+
+#[inline(never)]
+fn run_worker_scheduled(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::new(max).unwrap();
+    let worker = recorder.worker();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, _| worker.observe_scheduled(k).is_ok());
+    }
+    drop(worker);
+    assert_eq!(
+        recorder.snapshot().num_scheduled_steps(),
         (passes * BATCH) as u64
     );
     rejected

@@ -79,7 +79,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// An observation that no bucket can hold. It was counted in
+/// An observation that no counter can hold: a verify step outside the
+/// triangle or a scheduled budget above `K`. It was counted in
 /// `num_rejected_observations`, not in the histogram.
 ///
 /// ```
@@ -105,6 +106,27 @@ pub enum ObserveError {
         drafted: usize,
         /// The accepted count `a` given.
         accepted: usize,
+        /// The configured maximum `K`.
+        max_draft_len: usize,
+    },
+    /// A scheduled draft budget above the configured maximum (`budget >
+    /// K`), from [`observe_scheduled`](crate::Worker::observe_scheduled).
+    ///
+    /// ```
+    /// use specdec_metrics::{ObserveError, Recorder};
+    /// let recorder = Recorder::new(4)?;
+    /// let err = recorder.worker().observe_scheduled(5).unwrap_err();
+    /// assert_eq!(err, ObserveError::BudgetExceedsMax { budget: 5, max_draft_len: 4 });
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "rejected observation (scheduled budget=5): budget exceeds max_draft_len=4"
+    /// );
+    /// assert_eq!(recorder.snapshot().num_rejected_observations(), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    BudgetExceedsMax {
+        /// The scheduled budget given.
+        budget: usize,
         /// The configured maximum `K`.
         max_draft_len: usize,
     },
@@ -149,19 +171,68 @@ impl ObserveError {
         }
     }
 
-    /// The draft length `k` of the rejected observation.
+    /// A scheduled budget that no counter can hold: `budget > max_draft_len`.
+    /// Called only on the cold path, after the bounds check failed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn budget(max_draft_len: usize, budget: usize) -> Self {
+        Self::BudgetExceedsMax {
+            budget,
+            max_draft_len,
+        }
+    }
+
+    /// Checks one scheduled budget against a maximum draft length `K`
+    /// without recording it: the error every `observe_scheduled` would
+    /// return for it, or `Ok`.
+    ///
+    /// ```
+    /// use specdec_metrics::ObserveError;
+    /// assert_eq!(ObserveError::check_scheduled(3, 0), Ok(()));
+    /// assert_eq!(ObserveError::check_scheduled(3, 3), Ok(()));
+    /// assert_eq!(
+    ///     ObserveError::check_scheduled(3, 4),
+    ///     Err(ObserveError::BudgetExceedsMax { budget: 4, max_draft_len: 3 })
+    /// );
+    /// ```
+    #[inline]
+    pub fn check_scheduled(max_draft_len: usize, budget: usize) -> Result<(), Self> {
+        if budget <= max_draft_len {
+            Ok(())
+        } else {
+            Err(Self::budget(max_draft_len, budget))
+        }
+    }
+
+    /// The draft length `k` of the rejected observation; for a rejected
+    /// scheduled budget, the budget (the draft length the scheduler chose).
+    ///
+    /// ```
+    /// use specdec_metrics::ObserveError;
+    /// assert_eq!(ObserveError::check(2, 1, 3).unwrap_err().drafted(), 1);
+    /// assert_eq!(ObserveError::check_scheduled(2, 7).unwrap_err().drafted(), 7);
+    /// ```
     pub const fn drafted(&self) -> usize {
         match *self {
             Self::AcceptedExceedsDrafted { drafted, .. }
             | Self::DraftedExceedsMax { drafted, .. } => drafted,
+            Self::BudgetExceedsMax { budget, .. } => budget,
         }
     }
 
-    /// The accepted count `a` of the rejected observation.
+    /// The accepted count `a` of the rejected observation; 0 for a rejected
+    /// scheduled budget (a scheduler step verifies nothing by itself).
+    ///
+    /// ```
+    /// use specdec_metrics::ObserveError;
+    /// assert_eq!(ObserveError::check(2, 1, 3).unwrap_err().accepted(), 3);
+    /// assert_eq!(ObserveError::check_scheduled(2, 7).unwrap_err().accepted(), 0);
+    /// ```
     pub const fn accepted(&self) -> usize {
         match *self {
             Self::AcceptedExceedsDrafted { accepted, .. }
             | Self::DraftedExceedsMax { accepted, .. } => accepted,
+            Self::BudgetExceedsMax { .. } => 0,
         }
     }
 }
@@ -180,6 +251,13 @@ impl fmt::Display for ObserveError {
             } => write!(
                 f,
                 "rejected observation (drafted={drafted}, accepted={accepted}): drafted exceeds max_draft_len={max_draft_len}"
+            ),
+            Self::BudgetExceedsMax {
+                budget,
+                max_draft_len,
+            } => write!(
+                f,
+                "rejected observation (scheduled budget={budget}): budget exceeds max_draft_len={max_draft_len}"
             ),
         }
     }
@@ -201,6 +279,12 @@ pub enum Counter {
     UndraftedSteps,
     /// `num_rejected_observations`.
     RejectedObservations,
+    /// The scheduler steps whose draft budget was `budget`
+    /// (`scheduled_steps_by_budget[budget]`).
+    ScheduledSteps {
+        /// The scheduled budget.
+        budget: usize,
+    },
 }
 
 impl fmt::Display for Counter {
@@ -211,6 +295,7 @@ impl fmt::Display for Counter {
             }
             Self::UndraftedSteps => f.write_str("num_undrafted_steps"),
             Self::RejectedObservations => f.write_str("num_rejected_observations"),
+            Self::ScheduledSteps { budget } => write!(f, "scheduled_steps_by_budget[{budget}]"),
         }
     }
 }
@@ -272,9 +357,10 @@ pub enum MergeError {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     TotalOverflow {
-        /// The report key of the total: `num_spec_steps` or
-        /// `num_draft_tokens` (every other derived figure is at most one of
-        /// these two).
+        /// The name of the total: `num_spec_steps` or `num_draft_tokens`
+        /// (every other figure derived from the buckets is at most one of
+        /// these two), or `num_scheduled_steps` (the sum of
+        /// `scheduled_steps_by_budget`).
         field: &'static str,
     },
 }

@@ -1,8 +1,9 @@
 //! [`AcceptanceHistogram`]: owned counts of one request or one snapshot, and
 //! every figure of the reference's "Derived figures" computed from them.
 //!
-//! Only the buckets `H[k][a]` and the two side counters (undrafted steps,
-//! rejected observations) are stored. Totals, per-position counts and rates
+//! Only the buckets `H[k][a]`, the two side counters (undrafted steps,
+//! rejected observations) and the `K + 1` scheduled-budget counters are
+//! stored. Totals, per-position counts and rates
 //! are computed from the buckets each time they are asked for, so no figure
 //! can disagree with the histogram it comes from.
 
@@ -40,6 +41,8 @@ pub struct AcceptanceHistogram {
     counts: Box<[u64]>,
     undrafted: u64,
     rejected: u64,
+    /// Scheduler steps by draft budget `0..=K`; `K + 1` long.
+    scheduled: Box<[u64]>,
 }
 
 impl AcceptanceHistogram {
@@ -65,24 +68,29 @@ impl AcceptanceHistogram {
             counts: vec![0; bucket_count(max_draft_len)].into_boxed_slice(),
             undrafted: 0,
             rejected: 0,
+            scheduled: vec![0; max_draft_len + 1].into_boxed_slice(),
         })
     }
 
-    /// Builds a histogram from raw bucket counts. `counts` must be
-    /// `bucket_count(max_draft_len)` long and `max_draft_len` valid.
+    /// Builds a histogram from raw counts. `counts` must be
+    /// `bucket_count(max_draft_len)` long, `scheduled` `max_draft_len + 1`
+    /// long, and `max_draft_len` valid.
     pub(crate) fn from_parts(
         max_draft_len: usize,
         counts: Box<[u64]>,
         undrafted: u64,
         rejected: u64,
+        scheduled: Box<[u64]>,
     ) -> Self {
         debug_assert!(is_valid_max_draft_len(max_draft_len));
         debug_assert_eq!(counts.len(), bucket_count(max_draft_len));
+        debug_assert_eq!(scheduled.len(), max_draft_len + 1);
         Self {
             max_draft_len,
             counts,
             undrafted,
             rejected,
+            scheduled,
         }
     }
 
@@ -134,6 +142,93 @@ impl AcceptanceHistogram {
     #[inline]
     pub fn observe_undrafted(&mut self) {
         self.undrafted += 1;
+    }
+
+    /// Records one scheduler step whose draft budget was `budget` (`0`: the
+    /// schedule chose not to speculate). A scheduler step is not a verify
+    /// step: it changes no bucket and no acceptance figure, only
+    /// [`scheduled_steps_by_budget`](Self::scheduled_steps_by_budget).
+    /// Record the steps of the requests it verified with
+    /// [`observe`](Self::observe).
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError::BudgetExceedsMax`] when `budget > max_draft_len`; the
+    /// step is then counted in
+    /// [`num_rejected_observations`](Self::num_rejected_observations) and in
+    /// no budget counter.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, ObserveError};
+    /// let mut h = AcceptanceHistogram::new(2)?;
+    /// h.observe_scheduled(2)?;
+    /// h.observe_scheduled(0)?; // the schedule chose not to speculate
+    /// assert_eq!(
+    ///     h.observe_scheduled(3),
+    ///     Err(ObserveError::BudgetExceedsMax { budget: 3, max_draft_len: 2 })
+    /// );
+    /// assert_eq!(h.scheduled_steps_by_budget(), &[1, 0, 1]);
+    /// assert_eq!((h.num_spec_steps(), h.num_rejected_observations()), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_scheduled(&mut self, budget: usize) -> Result<(), ObserveError> {
+        match self.scheduled.get_mut(budget) {
+            Some(count) => {
+                *count += 1;
+                Ok(())
+            }
+            None => {
+                self.rejected += 1;
+                Err(ObserveError::budget(self.max_draft_len, budget))
+            }
+        }
+    }
+
+    /// Scheduler steps by draft budget: dense, `K + 1` long, entry `b` the
+    /// steps recorded with [`observe_scheduled(b)`](Self::observe_scheduled)
+    /// (the report key `scheduled_steps_by_budget`).
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe_scheduled(1)?;
+    /// h.observe_scheduled(1)?;
+    /// assert_eq!(h.scheduled_steps_by_budget(), &[0, 2, 0, 0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scheduled_steps_by_budget(&self) -> &[u64] {
+        &self.scheduled
+    }
+
+    /// Scheduler steps whose draft budget was `budget`; 0 when `budget > K`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe_scheduled(0)?;
+    /// assert_eq!((h.scheduled_steps(0), h.scheduled_steps(3), h.scheduled_steps(9)), (1, 0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scheduled_steps(&self, budget: usize) -> u64 {
+        self.scheduled.get(budget).copied().unwrap_or(0)
+    }
+
+    /// Scheduler steps recorded, whatever their budget: the sum of
+    /// [`scheduled_steps_by_budget`](Self::scheduled_steps_by_budget)
+    /// (saturating; a histogram built by `merge` or read from a report
+    /// always has a sum that fits).
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// h.observe_scheduled(0)?;
+    /// h.observe_scheduled(3)?;
+    /// assert_eq!(h.num_scheduled_steps(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn num_scheduled_steps(&self) -> u64 {
+        self.scheduled.iter().fold(0, |s, &c| s.saturating_add(c))
     }
 
     /// The count of bucket `(drafted, accepted)`; 0 outside the triangle.
@@ -191,7 +286,7 @@ impl AcceptanceHistogram {
     }
 
     /// Whether nothing at all was recorded: no step, no undrafted step, no
-    /// rejected observation.
+    /// scheduled step, no rejected observation.
     ///
     /// ```
     /// use specdec_metrics::AcceptanceHistogram;
@@ -199,10 +294,16 @@ impl AcceptanceHistogram {
     /// assert!(h.is_empty());
     /// h.observe_undrafted();
     /// assert!(!h.is_empty());
-    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// let mut scheduled = AcceptanceHistogram::new(1)?;
+    /// scheduled.observe_scheduled(0)?;
+    /// assert!(!scheduled.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.undrafted == 0 && self.rejected == 0 && self.counts.iter().all(|&c| c == 0)
+        self.undrafted == 0
+            && self.rejected == 0
+            && self.counts.iter().all(|&c| c == 0)
+            && self.scheduled.iter().all(|&c| c == 0)
     }
 
     /// Verify steps recorded in the histogram: the sum of all buckets
@@ -428,14 +529,20 @@ impl AcceptanceHistogram {
                 .map(drop)
                 .ok_or(MergeError::Overflow { counter })
         })?;
-        let sums = self
-            .counts
-            .iter()
-            .zip(other.counts.iter())
-            .map(|(&m, &t)| m + t);
-        check_derived_totals(self.max_draft_len, sums)
-            .map_err(|field| MergeError::TotalOverflow { field })?;
+        // Each sum fits: checked counter by counter above.
+        fn sums<'a>(mine: &'a [u64], theirs: &'a [u64]) -> impl Iterator<Item = u64> + 'a {
+            mine.iter().zip(theirs).map(|(&m, &t)| m + t)
+        }
+        check_derived_totals(
+            self.max_draft_len,
+            sums(&self.counts, &other.counts),
+            sums(&self.scheduled, &other.scheduled),
+        )
+        .map_err(|field| MergeError::TotalOverflow { field })?;
         for (mine, &theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *mine += theirs;
+        }
+        for (mine, &theirs) in self.scheduled.iter_mut().zip(other.scheduled.iter()) {
             *mine += theirs;
         }
         self.undrafted += other.undrafted;
@@ -485,11 +592,18 @@ impl AcceptanceHistogram {
             .zip(earlier.counts.iter())
             .map(|(&later, &before)| later - before)
             .collect();
+        let scheduled = self
+            .scheduled
+            .iter()
+            .zip(earlier.scheduled.iter())
+            .map(|(&later, &before)| later - before)
+            .collect();
         Ok(Self::from_parts(
             self.max_draft_len,
             counts,
             self.undrafted - earlier.undrafted,
             self.rejected - earlier.rejected,
+            scheduled,
         ))
     }
 
@@ -525,32 +639,43 @@ impl AcceptanceHistogram {
             }
         }
         check(Counter::UndraftedSteps, self.undrafted, other.undrafted)?;
-        check(Counter::RejectedObservations, self.rejected, other.rejected)
+        check(Counter::RejectedObservations, self.rejected, other.rejected)?;
+        for (budget, (&mine, &theirs)) in self.scheduled.iter().zip(&*other.scheduled).enumerate() {
+            check(Counter::ScheduledSteps { budget }, mine, theirs)?;
+        }
+        Ok(())
     }
 }
 
 impl AcceptanceHistogram {
     /// Whether every figure derived from this histogram fits in `u64`; else
-    /// the report key of a total that does not. A histogram that fails this
+    /// the name of a total that does not. A histogram that fails this
     /// has no faithful report: its derived getters saturate.
     pub(crate) fn check_derived_totals(&self) -> Result<(), &'static str> {
-        check_derived_totals(self.max_draft_len, self.counts.iter().copied())
+        check_derived_totals(
+            self.max_draft_len,
+            self.counts.iter().copied(),
+            self.scheduled.iter().copied(),
+        )
     }
 }
 
 /// The one check that every figure derived from the bucket `counts` (in
-/// layout order, `bucket_count(max_draft_len)` of them) fits in `u64`: the
-/// report reader, the report writer and `merge` all use it. On failure,
-/// the report key of the first total that does not fit.
+/// layout order, `bucket_count(max_draft_len)` of them) and from the
+/// `scheduled` budget counters fits in `u64`: the report reader, the report
+/// writer and `merge` all use it. On failure, the name of the first total
+/// that does not fit.
 ///
-/// Two totals bound all the others: `num_spec_steps` (the sum of the
-/// buckets) bounds every entry of `acceptance_histogram`, every row and
-/// both per-position lists; `num_draft_tokens` (the sum of `k * H[k][a]`)
-/// bounds `num_accepted_draft_tokens`, since `a <= k`. Where both fit, no
-/// derived figure saturates.
+/// Two totals bound all the figures of the buckets: `num_spec_steps` (the
+/// sum of the buckets) bounds every entry of `acceptance_histogram`, every
+/// row and both per-position lists; `num_draft_tokens` (the sum of
+/// `k * H[k][a]`) bounds `num_accepted_draft_tokens`, since `a <= k`. The
+/// scheduled budgets have one total, `num_scheduled_steps`. Where all three
+/// fit, no derived figure saturates.
 fn check_derived_totals(
     max_draft_len: usize,
     counts: impl IntoIterator<Item = u64>,
+    scheduled: impl IntoIterator<Item = u64>,
 ) -> Result<(), &'static str> {
     let draft_lengths = (0..=max_draft_len).flat_map(|k| core::iter::repeat_n(k as u64, k + 1));
     let mut steps = 0u64;
@@ -562,6 +687,10 @@ fn check_derived_totals(
             .and_then(|tokens| draft_tokens.checked_add(tokens))
             .ok_or("num_draft_tokens")?;
     }
+    scheduled
+        .into_iter()
+        .try_fold(0u64, u64::checked_add)
+        .ok_or("num_scheduled_steps")?;
     Ok(())
 }
 
@@ -589,6 +718,7 @@ impl fmt::Debug for AcceptanceHistogram {
             .field("rows", &Rows(self))
             .field("undrafted", &self.undrafted)
             .field("rejected", &self.rejected)
+            .field("scheduled", &self.scheduled)
             .finish()
     }
 }
@@ -605,7 +735,7 @@ mod tests {
         if plus_one_at_0_0 {
             counts[0] += 1;
         }
-        AcceptanceHistogram::from_parts(2, counts, 0, 0)
+        AcceptanceHistogram::from_parts(2, counts, 0, 0, Box::new([0; 3]))
     }
 
     #[test]

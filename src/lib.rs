@@ -14,7 +14,8 @@
 //! What every number means is specified in the reference, the file
 //! `docs/reference.md` of the source repository (and of the published
 //! crate): what one observation means (grammar-adjusted `k`, `k = 0` rows,
-//! undrafted steps, rejected observations), every derived figure and its
+//! undrafted steps, the scheduler's draft budgets
+//! ([`Worker::observe_scheduled`]), rejected observations), every derived figure and its
 //! value when empty, every report key, the concurrency guarantees, the
 //! Prometheus families and the command line's input and output formats.
 //!
@@ -81,9 +82,9 @@
 //!   flushed or reset. Shards never outnumber the peak number of live
 //!   workers, so memory is bounded by that peak times the shard size (plus a
 //!   fixed set of stripes for [`Recorder::observe`]).
-//! - **Bad input is counted, not dropped.** `a > k` or `k > K` returns an
-//!   [`ObserveError`] naming the values and increments
-//!   `num_rejected_observations`; nothing panics.
+//! - **Bad input is counted, not dropped.** `a > k`, `k > K` or a
+//!   scheduled budget above `K` returns an [`ObserveError`] naming the
+//!   values and increments `num_rejected_observations`; nothing panics.
 //! - **Reports are strict.** Reading a report back rebuilds the histogram
 //!   and rejects any report whose figures disagree with its rows
 //!   ([`ReportError`]), so reports of several replicas can be merged
@@ -119,8 +120,9 @@
 //! # Cargo features
 //!
 //! - `prometheus`: `prometheus::SpecDecodeCollector`, a `prometheus-client`
-//!   collector for the eight counter families listed in the reference
-//!   (`docs/reference.md`, section "Prometheus families").
+//!   collector for the nine counter families listed in the reference
+//!   (`docs/reference.md`, section "Prometheus families"), and optionally
+//!   the gauge of a [`SharedPlan`]'s draft length.
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

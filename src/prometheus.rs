@@ -1,4 +1,5 @@
-//! Prometheus exposition of the eight counter families, through the
+//! Prometheus exposition of the nine counter families (and, with a
+//! published plan, the controller's choice as a gauge), through the
 //! [`prometheus-client`](prometheus_client) crate (cargo feature
 //! `prometheus`).
 //!
@@ -17,9 +18,17 @@
 //! | `<prefix>_acceptance_by_draft_length_total` | `draft_length` = `k`, `accepted` = `a` | the bucket `H[k][a]` |
 //! | `<prefix>_num_undrafted_steps_total` | | steps that drafted nothing |
 //! | `<prefix>_num_rejected_observations_total` | | invalid observations |
+//! | `<prefix>_scheduled_steps_total` | `num_spec_tokens` = `0..=K` | scheduler steps by draft budget (`scheduled_steps_by_budget`) |
 //!
 //! plus the engine's constant labels on every sample (vLLM uses
-//! `model_name` and `engine`).
+//! `model_name` and `engine`). With the prefix [`VLLM_PREFIX`] the last
+//! family is `vllm:spec_decode_scheduled_steps_total{num_spec_tokens}`, the
+//! family of vLLM pull request #54748.
+//!
+//! A collector given the engine's [`SharedPlan`] with
+//! [`with_plan`](SpecDecodeCollector::with_plan) also exports the gauge
+//! `<prefix>_controller_draft_length`: the draft length the plan holds at
+//! the moment of the scrape.
 //!
 //! # Guarantees
 //!
@@ -28,8 +37,9 @@
 //!   equals `<prefix>_num_drafts_total` in every scrape, and likewise for
 //!   tokens and per-position counts.
 //! - **Series never appear or vanish.** Every bucket of the triangle
-//!   (`(K + 1)(K + 2) / 2` series) and every position (`K` series) is
-//!   encoded in every scrape, zero or not, so `rate()` and `increase()` see
+//!   (`(K + 1)(K + 2) / 2` series), every position (`K` series) and every
+//!   scheduled budget (`K + 1` series) is encoded in every scrape, zero or
+//!   not, so `rate()` and `increase()` see
 //!   a series from the first scrape of the process on.
 //! - **Counters never go down** while the [`Recorder`] lives: every scrape
 //!   takes a snapshot, and no counter of a snapshot is smaller than in a
@@ -64,6 +74,9 @@
 //! `promtool check metrics` without findings for the default prefix; with
 //! `vllm:spec_decode` the only findings are promtool's lint "metric names
 //! should not contain ':'", which vLLM's own names draw as well.
+//!
+//! The gauge is the one family that is not a counter: its sample has no
+//! `_total`, in either format.
 //!
 //! Constant label values are escaped for the text formats (`\`, `"` and
 //! newline), which `prometheus-client` 0.24 does not do by itself.
@@ -114,8 +127,10 @@ use prometheus_client::encoding::{
 };
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::controller::SharedPlan;
 use crate::histogram::AcceptanceHistogram;
 use crate::recorder::Recorder;
 
@@ -127,15 +142,16 @@ pub const DEFAULT_PREFIX: &str = "spec_decode";
 /// query (`vllm:spec_decode_num_drafts_total`, ...).
 pub const VLLM_PREFIX: &str = "vllm:spec_decode";
 
-/// The sample names of the eight counter families, without the
+/// The sample names of the nine counter families, without the
 /// prefix: the exposed names are `<prefix>_<family>`, in this order.
 ///
 /// ```
 /// use specdec_metrics::prometheus::FAMILIES;
 /// assert_eq!(FAMILIES[0], "num_drafts_total");
+/// assert_eq!(FAMILIES[8], "scheduled_steps_total");
 /// assert!(FAMILIES.iter().all(|f| f.ends_with("_total")));
 /// ```
-pub const FAMILIES: [&str; 8] = [
+pub const FAMILIES: [&str; 9] = [
     "num_drafts_total",
     "num_draft_tokens_total",
     "num_accepted_tokens_total",
@@ -144,14 +160,27 @@ pub const FAMILIES: [&str; 8] = [
     "acceptance_by_draft_length_total",
     "num_undrafted_steps_total",
     "num_rejected_observations_total",
+    "scheduled_steps_total",
 ];
+
+/// The sample name of the gauge a collector exports
+/// [`with_plan`](SpecDecodeCollector::with_plan), without the prefix.
+///
+/// ```
+/// use specdec_metrics::prometheus::PLAN_GAUGE;
+/// assert_eq!(PLAN_GAUGE, "controller_draft_length");
+/// ```
+pub const PLAN_GAUGE: &str = "controller_draft_length";
 
 /// The labels the families set themselves; constant labels may not reuse
 /// them.
-pub const FAMILY_LABELS: [&str; 3] = ["position", "draft_length", "accepted"];
+pub const FAMILY_LABELS: [&str; 4] = ["position", "draft_length", "accepted", "num_spec_tokens"];
+
+/// `# HELP` text of the gauge.
+const PLAN_GAUGE_HELP: &str = "The draft length the drafting controller chose for ordinary engine steps, read from its published plan at scrape time.";
 
 /// `# HELP` text of each family, in [`FAMILIES`] order.
-const HELP: [&str; 8] = [
+const HELP: [&str; 9] = [
     "Speculative decoding verify steps (drafts), over all draft lengths including 0.",
     "Draft tokens sent to verification, after structured-output adjustment.",
     "Draft tokens accepted by the verifier (bonus token excluded).",
@@ -159,7 +188,8 @@ const HELP: [&str; 8] = [
     "Verify steps whose draft reached this position.",
     "Verify steps by draft length and accepted draft tokens; every bucket with accepted <= draft_length is present.",
     "Decode steps where the drafting policy proposed no draft (not counted as drafts).",
-    "Observations rejected as invalid (accepted > drafted or drafted > num_spec_tokens); nonzero means an engine bug.",
+    "Observations rejected as invalid (accepted > drafted, drafted > num_spec_tokens, or a scheduled budget > num_spec_tokens); nonzero means an engine bug.",
+    "Scheduler steps by the draft budget the schedule gave them (num_spec_tokens = 0: chose not to speculate); every budget 0..=K is present.",
 ];
 
 const NUM_DRAFTS: usize = 0;
@@ -170,6 +200,7 @@ const DRAFT_TOKENS_PER_POS: usize = 4;
 const BY_DRAFT_LENGTH: usize = 5;
 const UNDRAFTED_STEPS: usize = 6;
 const REJECTED_OBSERVATIONS: usize = 7;
+const SCHEDULED_STEPS: usize = 8;
 
 /// An invalid prefix or constant label given to [`SpecDecodeCollector`].
 ///
@@ -207,7 +238,7 @@ impl fmt::Display for NameError {
             ),
             Self::ReservedLabelName(n) => write!(
                 f,
-                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted; or starting with __)"
+                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens; or starting with __)"
             ),
             Self::DuplicateLabelName(n) => write!(f, "label name {n:?} given twice"),
         }
@@ -270,10 +301,12 @@ impl TextFormat {
     }
 }
 
-/// A [`Collector`] that encodes the eight counter families of a
-/// [`Recorder`] (or of a fixed histogram), one snapshot per scrape.
+/// A [`Collector`] that encodes the nine counter families of a
+/// [`Recorder`] (or of a fixed histogram), one snapshot per scrape, and,
+/// given a [`SharedPlan`] ([`with_plan`](Self::with_plan)), the gauge of
+/// the controller's current draft length.
 ///
-/// Cheap to clone (the recorder and the names are shared).
+/// Cheap to clone (the recorder, the plan and the names are shared).
 ///
 /// ```
 /// use specdec_metrics::Recorder;
@@ -293,6 +326,8 @@ impl TextFormat {
 pub struct SpecDecodeCollector {
     source: Source,
     naming: Arc<Naming>,
+    /// The plan whose draft length is exported as a gauge, if any.
+    plan: Option<Arc<SharedPlan>>,
 }
 
 #[derive(Clone, Debug)]
@@ -308,7 +343,9 @@ struct Naming {
     prefix: String,
     /// `<prefix>_<family>` without `_total` (the OpenMetrics family name),
     /// in [`FAMILIES`] order.
-    family_names: [String; 8],
+    family_names: [String; 9],
+    /// `<prefix>_controller_draft_length`.
+    gauge_name: String,
     const_labels: Vec<(String, String)>,
 }
 
@@ -319,6 +356,7 @@ impl Naming {
             format!("{prefix}_{base}")
         });
         Self {
+            gauge_name: format!("{prefix}_{PLAN_GAUGE}"),
             prefix,
             family_names,
             const_labels,
@@ -356,7 +394,51 @@ impl SpecDecodeCollector {
         Self {
             source,
             naming: Arc::new(Naming::new(DEFAULT_PREFIX.to_owned(), Vec::new())),
+            plan: None,
         }
+    }
+
+    /// Also exports the gauge `<prefix>_controller_draft_length`: the draft
+    /// length of the plan in `plan` (see [`DraftPlan::draft_len`]), read with
+    /// one relaxed atomic load at each scrape, so the dashboard shows the
+    /// choice the engine threads follow from then on. Replaces any plan set
+    /// before. The plan's exploration length is not exported: it follows
+    /// from the draft length and `K` ([`DraftPlan::explore_len`]).
+    ///
+    /// The gauge carries the constant labels and no label of its own.
+    ///
+    /// [`DraftPlan::draft_len`]: crate::DraftPlan::draft_len
+    /// [`DraftPlan::explore_len`]: crate::DraftPlan::explore_len
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat};
+    /// use specdec_metrics::{DraftPlan, Recorder, SharedPlan};
+    ///
+    /// let recorder = Recorder::new(8)?;
+    /// let plan = Arc::new(SharedPlan::new(DraftPlan::new(3, 8).unwrap()));
+    /// let collector = SpecDecodeCollector::new(recorder).with_plan(Arc::clone(&plan));
+    /// let text = collector.encode_text(TextFormat::PrometheusText);
+    /// assert!(text.contains("# TYPE spec_decode_controller_draft_length gauge\n"));
+    /// assert!(text.contains("\nspec_decode_controller_draft_length 3\n"));
+    ///
+    /// // The metrics thread publishes a new choice; the next scrape shows it.
+    /// plan.publish(DraftPlan::new(5, 8).unwrap());
+    /// let text = collector.encode_text(TextFormat::OpenMetrics);
+    /// assert!(text.contains("\nspec_decode_controller_draft_length 5\n"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_plan(self, plan: Arc<SharedPlan>) -> Self {
+        Self {
+            plan: Some(plan),
+            ..self
+        }
+    }
+
+    /// The plan whose draft length is exported as a gauge, if one was set
+    /// with [`with_plan`](Self::with_plan).
+    pub fn plan(&self) -> Option<&Arc<SharedPlan>> {
+        self.plan.as_ref()
     }
 
     /// Sets the name prefix: samples are named `<prefix>_num_drafts_total`
@@ -383,8 +465,8 @@ impl SpecDecodeCollector {
         }
         let naming = Naming::new(prefix, self.naming.const_labels.clone());
         Ok(Self {
-            source: self.source,
             naming: Arc::new(naming),
+            ..self
         })
     }
 
@@ -429,8 +511,8 @@ impl SpecDecodeCollector {
         }
         let naming = Naming::new(self.naming.prefix.clone(), const_labels);
         Ok(Self {
-            source: self.source,
             naming: Arc::new(naming),
+            ..self
         })
     }
 
@@ -469,15 +551,16 @@ impl SpecDecodeCollector {
     /// let classic = collector.encode_text(TextFormat::PrometheusText);
     /// assert!(open.starts_with("# HELP spec_decode_num_drafts Speculative"));
     /// assert!(classic.starts_with("# HELP spec_decode_num_drafts_total Speculative"));
-    /// // K = 1: five unlabelled families, one position in each of two, and
-    /// // the three buckets of the triangle.
-    /// assert_eq!(classic.lines().filter(|l| !l.starts_with('#')).count(), 5 + 2 + 3);
+    /// // K = 1: five unlabelled families, one position in each of two, the
+    /// // three buckets of the triangle and the two scheduled budgets.
+    /// assert_eq!(classic.lines().filter(|l| !l.starts_with('#')).count(), 5 + 2 + 3 + 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn encode_text(&self, format: TextFormat) -> String {
         let frozen = Self {
             source: Source::Fixed(self.snapshot()),
             naming: Arc::clone(&self.naming),
+            plan: self.plan.clone(),
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(frozen));
@@ -488,20 +571,48 @@ impl SpecDecodeCollector {
             .expect("encoding into a String never fails");
         match format {
             TextFormat::OpenMetrics => open_metrics,
-            TextFormat::PrometheusText => classic_from_open_metrics(&open_metrics),
+            TextFormat::PrometheusText => {
+                classic_from_open_metrics(&open_metrics, &self.naming.gauge_name)
+            }
         }
     }
 }
 
 impl Collector for SpecDecodeCollector {
-    /// Encodes every family from one snapshot.
+    /// Encodes every counter family from one snapshot, then the plan's
+    /// gauge if there is a plan.
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let snapshot = self.snapshot();
-        encode_families(&snapshot, &self.naming, &mut encoder)
+        encode_families(&snapshot, &self.naming, &mut encoder)?;
+        match &self.plan {
+            Some(plan) => encode_plan_gauge(plan, &self.naming, &mut encoder),
+            None => Ok(()),
+        }
     }
 }
 
-/// Writes the eight families of `h`, in [`FAMILIES`] order.
+/// Writes the gauge of the plan's current draft length.
+fn encode_plan_gauge(
+    plan: &SharedPlan,
+    naming: &Naming,
+    encoder: &mut DescriptorEncoder,
+) -> fmt::Result {
+    let mut metric =
+        encoder.encode_descriptor(&naming.gauge_name, PLAN_GAUGE_HELP, None, MetricType::Gauge)?;
+    // At most 64, so exact in `i64`.
+    let gauge = ConstGauge::new(plan.load().draft_len() as i64);
+    if naming.const_labels.is_empty() {
+        gauge.encode(metric)
+    } else {
+        let labels = Labels {
+            consts: &naming.const_labels,
+            own: Own::None,
+        };
+        gauge.encode(metric.encode_family(&labels)?)
+    }
+}
+
+/// Writes the nine families of `h`, in [`FAMILIES`] order.
 fn encode_families(
     h: &AcceptanceHistogram,
     naming: &Naming,
@@ -548,7 +659,14 @@ fn encode_families(
         naming,
         REJECTED_OBSERVATIONS,
         h.num_rejected_observations(),
-    )
+    )?;
+    // Every budget `0..=K`, observed or not.
+    let budgets = h
+        .scheduled_steps_by_budget()
+        .iter()
+        .enumerate()
+        .map(|(b, &v)| (Own::Budget(b), v));
+    encode_labelled(encoder, naming, SCHEDULED_STEPS, budgets)
 }
 
 fn encode_scalar(
@@ -604,6 +722,8 @@ enum Own {
     Position(usize),
     /// `(draft_length, accepted)`.
     Bucket(usize, usize),
+    /// A scheduled budget, labelled `num_spec_tokens` as in vLLM.
+    Budget(usize),
 }
 
 /// The constant labels, then the family's own.
@@ -624,6 +744,7 @@ impl EncodeLabelSet for Labels<'_> {
                 write_label(encoder, "draft_length", k)?;
                 write_label(encoder, "accepted", a)
             }
+            Own::Budget(b) => write_label(encoder, "num_spec_tokens", b),
         }
     }
 }
@@ -658,10 +779,12 @@ impl fmt::Display for EscapedLabelValue<'_> {
 }
 
 /// Rewrites this module's OpenMetrics output as Prometheus text format
-/// 0.0.4: the `# HELP` and `# TYPE` lines name the `_total` sample, and the
-/// `# EOF` line goes. Exact for this output because every family is a
-/// counter without unit or exemplars; not a general converter.
-fn classic_from_open_metrics(open_metrics: &str) -> String {
+/// 0.0.4: the `# HELP` and `# TYPE` lines of a counter name the `_total`
+/// sample, and the `# EOF` line goes. Exact for this output because every
+/// family is a counter without unit or exemplars, except `gauge`, whose
+/// lines stay as they are (a gauge's sample is its family's name); not a
+/// general converter.
+fn classic_from_open_metrics(open_metrics: &str, gauge: &str) -> String {
     let mut out = String::with_capacity(open_metrics.len() + 2 * 6 * FAMILIES.len());
     for line in open_metrics.lines() {
         if line == "# EOF" {
@@ -675,7 +798,10 @@ fn classic_from_open_metrics(open_metrics: &str) -> String {
                 let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
                 out.push_str(tag);
                 out.push_str(name);
-                out.push_str("_total ");
+                if name != gauge {
+                    out.push_str("_total");
+                }
+                out.push(' ');
                 out.push_str(tail);
             }
             None => out.push_str(line),
@@ -727,10 +853,12 @@ mod tests {
 
     #[test]
     fn classic_text_renames_descriptors_only() {
-        let open = "# HELP x_a Help text.\n# TYPE x_a counter\nx_a_total{l=\"# HELP \"} 1\n# EOF\n";
+        let open = "# HELP x_a Help text.\n# TYPE x_a counter\nx_a_total{l=\"# HELP \"} 1\n\
+                    # HELP x_g Gauge.\n# TYPE x_g gauge\nx_g 2\n# EOF\n";
         assert_eq!(
-            classic_from_open_metrics(open),
-            "# HELP x_a_total Help text.\n# TYPE x_a_total counter\nx_a_total{l=\"# HELP \"} 1\n"
+            classic_from_open_metrics(open, "x_g"),
+            "# HELP x_a_total Help text.\n# TYPE x_a_total counter\nx_a_total{l=\"# HELP \"} 1\n\
+             # HELP x_g Gauge.\n# TYPE x_g gauge\nx_g 2\n"
         );
     }
 }

@@ -17,8 +17,8 @@
 //! # Why one counter per observation
 //!
 //! Every figure of a report (steps, tokens, per-position counts, rates) is
-//! derived from the buckets when read; invalid input and undrafted steps
-//! have counters of their own in the same block. So an observation changes
+//! derived from the buckets when read; invalid input, undrafted steps and
+//! scheduled budgets have counters of their own in the same block. So an observation changes
 //! exactly one counter, and a snapshot, which reads every counter once, is
 //! the histogram of *some* set of observations: the ones whose single store
 //! it happened to read. There is no pair of counters that could be seen
@@ -348,6 +348,35 @@ impl Recorder {
         })
     }
 
+    /// Records one scheduler step whose draft budget was `budget` (`0`: the
+    /// schedule chose not to speculate), from any thread: one relaxed
+    /// `fetch_add` on a stripe picked per thread. Prefer a `Worker` on hot
+    /// threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`AcceptanceHistogram::observe_scheduled`]: `budget > K` is
+    /// counted in `num_rejected_observations` and returned as an
+    /// [`ObserveError`].
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(3)?;
+    /// recorder.observe_scheduled(0)?;
+    /// recorder.observe_scheduled(3)?;
+    /// assert!(recorder.observe_scheduled(4).is_err());
+    /// let s = recorder.snapshot();
+    /// assert_eq!(s.scheduled_steps_by_budget(), &[1, 0, 0, 1]);
+    /// assert_eq!(s.num_rejected_observations(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_scheduled(&self, budget: usize) -> Result<(), ObserveError> {
+        self.slots.observe_scheduled_with(budget, |index| {
+            self.stripes.increment(sync::thread_hint(), index);
+        })
+    }
+
     /// Records a step whose drafting policy proposed nothing, from any
     /// thread.
     ///
@@ -394,13 +423,17 @@ impl Recorder {
             shard.counters().add_to(&mut totals);
         }
         self.stripes.add_to(&mut totals);
-        let rejected = totals.pop().unwrap_or(0);
-        let undrafted = totals.pop().unwrap_or(0);
+        let slots = inner.slots;
+        let scheduled = totals.split_off(slots.scheduled);
+        let rejected = totals[slots.rejected];
+        let undrafted = totals[slots.undrafted];
+        totals.truncate(slots.undrafted);
         AcceptanceHistogram::from_parts(
-            inner.slots.max_draft_len,
+            slots.max_draft_len,
             totals.into_boxed_slice(),
             undrafted,
             rejected,
+            scheduled.into_boxed_slice(),
         )
     }
 
@@ -524,6 +557,39 @@ impl Worker {
     #[inline]
     pub fn observe_undrafted(&self) {
         self.counters.increment_exclusive(self.slots.undrafted);
+    }
+
+    /// Records one scheduler step whose draft budget was `budget`: the
+    /// draft length the schedule gave the step before any grammar
+    /// adjustment, `0` when it chose not to speculate. One per scheduler
+    /// step (a batch step counts once, however many requests it holds);
+    /// the verify steps of its requests are recorded apart with
+    /// [`observe`](Self::observe). Like `observe`: one relaxed load and
+    /// store of one counter of this worker's shard, no lock, no allocation.
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError::BudgetExceedsMax`] when `budget > K`; the step is
+    /// then counted in `num_rejected_observations` (still one counter).
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::new(4)?;
+    /// let worker = recorder.worker();
+    /// worker.observe_scheduled(4)?; // the schedule gave this step 4 drafts
+    /// worker.observe(4, 2)?; // ...and a request of the batch accepted 2
+    /// worker.observe_scheduled(0)?; // the schedule chose not to speculate
+    /// assert!(worker.observe_scheduled(5).is_err());
+    /// let s = recorder.snapshot();
+    /// assert_eq!(s.scheduled_steps_by_budget(), &[1, 0, 0, 0, 1]);
+    /// assert_eq!((s.num_spec_steps(), s.num_rejected_observations()), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_scheduled(&self, budget: usize) -> Result<(), ObserveError> {
+        self.slots.observe_scheduled_with(budget, |index| {
+            self.counters.increment_exclusive(index);
+        })
     }
 
     /// The configured maximum draft length `K`.

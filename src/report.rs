@@ -3,12 +3,15 @@
 //!
 //! Writing emits vLLM's per-request `speculative_decoding` keys in vLLM's
 //! order, `acceptance_histogram_by_draft_length` right after
-//! `acceptance_histogram`, then our own four keys. Every figure is derived
-//! from the buckets at the moment of writing.
+//! `acceptance_histogram`, then our own keys: the two side counters, then
+//! `scheduled_steps_by_budget`. Every figure is derived from the buckets at
+//! the moment of writing.
 //!
 //! Reading is strict: the histogram is rebuilt from `num_spec_tokens`, the
-//! rows and our two side counters, and every other figure in the report must
-//! equal the one derived from those rows. A report that parses but does not
+//! rows, our two side counters and the scheduled budgets, and every other
+//! figure in the report must equal the one derived from those rows. A
+//! report without `scheduled_steps_by_budget` (every report written before
+//! the key existed) reads as all zero budgets. A report that parses but does not
 //! describe one consistent histogram is rejected with a [`ReportError`]
 //! message; unknown keys are rejected too, so a misspelt key is never
 //! silently ignored.
@@ -25,7 +28,7 @@ use crate::histogram::AcceptanceHistogram;
 use crate::layout::{bucket_count, is_valid_max_draft_len, row_start};
 
 /// The keys of the report, in the order they are written.
-pub const REPORT_KEYS: [&str; 12] = [
+pub const REPORT_KEYS: [&str; 13] = [
     "mean_acceptance_length",
     "draft_acceptance_rate",
     "acceptance_histogram",
@@ -38,6 +41,7 @@ pub const REPORT_KEYS: [&str; 12] = [
     "num_draft_tokens_per_pos",
     "num_undrafted_steps",
     "num_rejected_observations",
+    "scheduled_steps_by_budget",
 ];
 
 /// `acceptance_histogram_by_draft_length`: observed rows only, keyed by the
@@ -73,6 +77,7 @@ impl Serialize for AcceptanceHistogram {
             draft_pos,
             undrafted,
             rejected,
+            scheduled,
         ] = REPORT_KEYS;
         let mut s = serializer.serialize_struct("AcceptanceHistogram", REPORT_KEYS.len())?;
         s.serialize_field(mean, &self.mean_acceptance_length())?;
@@ -87,6 +92,7 @@ impl Serialize for AcceptanceHistogram {
         s.serialize_field(draft_pos, &self.num_draft_tokens_per_pos())?;
         s.serialize_field(undrafted, &self.num_undrafted_steps())?;
         s.serialize_field(rejected, &self.num_rejected_observations())?;
+        s.serialize_field(scheduled, self.scheduled_steps_by_budget())?;
         s.end()
     }
 }
@@ -107,6 +113,15 @@ struct RawReport {
     num_draft_tokens_per_pos: Vec<u64>,
     num_undrafted_steps: u64,
     num_rejected_observations: u64,
+    /// Absent in reports written before the key existed: all zero then.
+    /// Present, it must be a list (`null` is malformed, not absent).
+    #[serde(default, deserialize_with = "present_list")]
+    scheduled_steps_by_budget: Option<Vec<u64>>,
+}
+
+/// A key that may be absent but, when present, must hold a list of counts.
+fn present_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<u64>>, D::Error> {
+    Vec::deserialize(deserializer).map(Some)
 }
 
 /// Rows keyed by canonical decimal draft lengths, each key at most once.
@@ -153,7 +168,7 @@ fn parse_draft_length(key: &str) -> Option<usize> {
 impl<'de> Deserialize<'de> for AcceptanceHistogram {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // Only a map (a JSON object) is a report: the derived struct
-        // deserializer alone would also take a bare 12-element array.
+        // deserializer alone would also take a bare array of the values.
         struct ReportVisitor;
         impl<'de> Visitor<'de> for ReportVisitor {
             type Value = RawReport;
@@ -191,11 +206,23 @@ impl AcceptanceHistogram {
             }
             counts[row_start(k)..row_start(k + 1)].copy_from_slice(row);
         }
+        let scheduled = match raw.scheduled_steps_by_budget {
+            None => vec![0; max + 1],
+            Some(list) if list.len() == max + 1 => list,
+            Some(list) => {
+                return Err(ReportError::ListLength {
+                    field: "scheduled_steps_by_budget",
+                    expected: max + 1,
+                    found: list.len(),
+                });
+            }
+        };
         let h = Self::from_parts(
             max,
             counts,
             raw.num_undrafted_steps,
             raw.num_rejected_observations,
+            scheduled.into_boxed_slice(),
         );
         h.check_derived_totals()
             .map_err(|_| ReportError::Overflow)?;

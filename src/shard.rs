@@ -4,8 +4,11 @@
 //!
 //! # Layout
 //!
-//! A [`CounterBlock`] holds `bucket_count(K) + 2` counters: the triangle of
-//! buckets, then `num_undrafted_steps`, then `num_rejected_observations`.
+//! A [`CounterBlock`] holds `bucket_count(K) + 2 + (K + 1)` counters: the
+//! triangle of buckets, then `num_undrafted_steps`, then
+//! `num_rejected_observations`, then the `K + 1` scheduled-budget counters
+//! (`scheduled_steps_by_budget`, budget `0..=K`). Every observation, of
+//! any kind, adds one to exactly one of them.
 //! The block is one flat `Arc<[AtomicU64]>` with 16 spare counters (128
 //! bytes) before and after the live ones. Whatever the allocation's
 //! alignment, no other data lies within 128 bytes of a live counter, so no
@@ -116,8 +119,11 @@ pub(crate) struct Slots {
     pub(crate) max_draft_len: usize,
     /// Index of the `num_undrafted_steps` counter.
     pub(crate) undrafted: usize,
-    /// Index of the `num_rejected_observations` counter; the last one.
+    /// Index of the `num_rejected_observations` counter.
     pub(crate) rejected: usize,
+    /// Index of the counter of scheduled budget 0; budget `b` is at
+    /// `scheduled + b`, up to `K`, the last counter of the block.
+    pub(crate) scheduled: usize,
 }
 
 impl Slots {
@@ -126,12 +132,37 @@ impl Slots {
             max_draft_len,
             undrafted: bucket_count(max_draft_len),
             rejected: bucket_count(max_draft_len) + 1,
+            scheduled: bucket_count(max_draft_len) + 2,
         }
     }
 
     /// Counters in a block.
     pub(crate) const fn len(self) -> usize {
-        self.rejected + 1
+        self.scheduled + self.max_draft_len + 1
+    }
+
+    /// Records a scheduler step of draft budget `budget` with `increment`:
+    /// on its budget's counter when `budget <= K`, else on the rejected
+    /// counter and returning the error. Either way exactly one counter is
+    /// incremented (one bounds check, no row arithmetic); the error is
+    /// built on a cold path.
+    #[inline(always)]
+    pub(crate) fn observe_scheduled_with(
+        self,
+        budget: usize,
+        increment: impl FnOnce(usize),
+    ) -> Result<(), ObserveError> {
+        let valid = budget <= self.max_draft_len;
+        increment(if valid {
+            self.scheduled + budget
+        } else {
+            self.rejected
+        });
+        if valid {
+            Ok(())
+        } else {
+            Err(ObserveError::budget(self.max_draft_len, budget))
+        }
     }
 
     /// Records `(drafted, accepted)` with `increment`: on its bucket when
@@ -556,7 +587,7 @@ mod tests {
         );
         let mut totals = vec![0; slots.len()];
         stripes.add_to(&mut totals);
-        assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0]);
+        assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0, 0, 0, 0]);
     }
 
     /// The ABA case: a claimer reads top `a` with `b` below it; meanwhile

@@ -13,13 +13,17 @@ enum Op {
     Step(usize, usize),
     /// `observe_undrafted()`.
     Undrafted,
+    /// `observe_scheduled(b)`, valid or not.
+    Scheduled(usize),
 }
 
-/// The reference model: the valid steps as a list, plus two counters.
+/// The reference model: the valid steps and the valid scheduled budgets as
+/// lists, plus two counters.
 #[derive(Clone, Debug)]
 struct Model {
     max: usize,
     steps: Vec<(usize, usize)>,
+    budgets: Vec<usize>,
     undrafted: u64,
     rejected: u64,
 }
@@ -29,6 +33,7 @@ impl Model {
         Model {
             max,
             steps: Vec::new(),
+            budgets: Vec::new(),
             undrafted: 0,
             rejected: 0,
         }
@@ -39,6 +44,17 @@ impl Model {
         match op {
             Op::Undrafted => {
                 self.undrafted += 1;
+                Ok(())
+            }
+            Op::Scheduled(b) if b > self.max => {
+                self.rejected += 1;
+                Err(ObserveError::BudgetExceedsMax {
+                    budget: b,
+                    max_draft_len: self.max,
+                })
+            }
+            Op::Scheduled(b) => {
+                self.budgets.push(b);
                 Ok(())
             }
             Op::Step(k, a) if k > self.max => {
@@ -88,6 +104,12 @@ impl Model {
 
     fn num_spec_steps(&self) -> u64 {
         self.steps.len() as u64
+    }
+
+    fn scheduled_steps_by_budget(&self) -> Vec<u64> {
+        (0..=self.max)
+            .map(|b| self.budgets.iter().filter(|&&x| x == b).count() as u64)
+            .collect()
     }
 
     fn num_draft_tokens(&self) -> u64 {
@@ -196,6 +218,7 @@ impl Model {
             "num_draft_tokens_per_pos": self.drafted_per_pos(),
             "num_undrafted_steps": self.undrafted,
             "num_rejected_observations": self.rejected,
+            "scheduled_steps_by_budget": self.scheduled_steps_by_budget(),
         })
     }
 }
@@ -209,18 +232,22 @@ fn build(max: usize, ops: &[Op]) -> AcceptanceHistogram {
                 let _ = h.observe(k, a);
             }
             Op::Undrafted => h.observe_undrafted(),
+            Op::Scheduled(b) => {
+                let _ = h.observe_scheduled(b);
+            }
         }
     }
     h
 }
 
-/// Mostly valid steps, some invalid ones (`a > k`, `k > K`) and some
-/// undrafted steps.
+/// Mostly valid steps, some invalid ones (`a > k`, `k > K`), some
+/// undrafted steps and some scheduled budgets (a few above `K`).
 fn op(max: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..=max).prop_flat_map(|k| (Just(k), 0..=k)).prop_map(|(k, a)| Op::Step(k, a)),
         2 => (0..=max + 2, 0..=max + 3).prop_map(|(k, a)| Op::Step(k, a)),
         1 => Just(Op::Undrafted),
+        2 => (0..=max + 1).prop_map(Op::Scheduled),
     ]
 }
 
@@ -249,6 +276,13 @@ proptest! {
                 Op::Undrafted => {
                     h.observe_undrafted();
                     m.apply(op).unwrap();
+                }
+                Op::Scheduled(b) => {
+                    // `check_scheduled` gives the very result, recording nothing.
+                    let checked = ObserveError::check_scheduled(max, b);
+                    let recorded = h.observe_scheduled(b);
+                    prop_assert_eq!(recorded, checked);
+                    prop_assert_eq!(recorded, m.apply(op));
                 }
             }
         }
@@ -280,6 +314,14 @@ proptest! {
         prop_assert_eq!(h.draft_acceptance_rate(), m.draft_acceptance_rate());
         prop_assert_eq!(h.conditional_acceptance_rate_per_pos(), m.conditional_per_pos());
         prop_assert_eq!(h.acceptance_rate_per_pos(), m.all_steps_per_pos());
+        let by_budget = m.scheduled_steps_by_budget();
+        prop_assert_eq!(h.scheduled_steps_by_budget(), &by_budget[..]);
+        for b in 0..=max + 2 {
+            prop_assert_eq!(h.scheduled_steps(b), by_budget.get(b).copied().unwrap_or(0));
+        }
+        prop_assert_eq!(h.num_scheduled_steps(), m.budgets.len() as u64);
+        let recorded = m.steps.len() + m.budgets.len() + (m.undrafted + m.rejected) as usize;
+        prop_assert_eq!(h.is_empty(), recorded == 0);
     }
 
     #[test]
@@ -353,7 +395,13 @@ proptest! {
     #[test]
     fn delta_since_a_strictly_later_histogram_fails(
         (max, xs, ys, _zs) in case3(),
-        extra in prop_oneof![Just(Op::Step(0, 0)), Just(Op::Undrafted), Just(Op::Step(0, 1))],
+        extra in prop_oneof![
+            Just(Op::Step(0, 0)),
+            Just(Op::Undrafted),
+            Just(Op::Step(0, 1)),
+            Just(Op::Scheduled(0)),
+            Just(Op::Scheduled(9)),
+        ],
     ) {
         // `earlier` has everything `h` has plus one more observation.
         let h = build(max, &xs);
@@ -414,7 +462,7 @@ fn readable_triangle(max: usize) -> impl Strategy<Value = Vec<Vec<u64>>> {
         .map(|k| prop::collection::vec(big_count(), k + 1))
         .collect::<Vec<_>>()
         .prop_map(move |mut rows| {
-            while report_of_rows(max, &widen(&rows)).is_none() {
+            while report_of_rows(max, &widen(&rows), &[]).is_none() {
                 let largest = rows.iter_mut().flatten().max().unwrap();
                 *largest /= 2;
             }
@@ -422,15 +470,37 @@ fn readable_triangle(max: usize) -> impl Strategy<Value = Vec<Vec<u64>>> {
         })
 }
 
-/// `K` in `1..=3` and two readable triangles.
-fn big_pair() -> impl Strategy<Value = (usize, Vec<Vec<u64>>, Vec<Vec<u64>>)> {
-    (1usize..=3).prop_flat_map(|max| (Just(max), readable_triangle(max), readable_triangle(max)))
+/// `K + 1` scheduled-budget counts whose sum fits in `u64`, drawn like
+/// `readable_triangle`'s.
+fn readable_budgets(max: usize) -> impl Strategy<Value = Vec<u64>> {
+    prop::collection::vec(big_count(), max + 1).prop_map(|mut budgets| {
+        while budgets
+            .iter()
+            .try_fold(0u64, |s, &c| s.checked_add(c))
+            .is_none()
+        {
+            *budgets.iter_mut().max().unwrap() /= 2;
+        }
+        budgets
+    })
 }
 
-/// The report of the bucket counts `rows`, every figure computed in `u128`
-/// by naive loops; `None` when a figure does not fit in `u64` (no such
-/// report can be written or read).
-fn report_of_rows(max: usize, rows: &[Vec<u128>]) -> Option<Value> {
+/// A readable triangle and readable scheduled budgets.
+type Counts = (Vec<Vec<u64>>, Vec<u64>);
+
+/// `K` in `1..=3` and two readable sets of counts.
+fn big_pair() -> impl Strategy<Value = (usize, Counts, Counts)> {
+    (1usize..=3).prop_flat_map(|max| {
+        let counts = move || (readable_triangle(max), readable_budgets(max));
+        (Just(max), counts(), counts())
+    })
+}
+
+/// The report of the bucket counts `rows` and the scheduled-budget counts
+/// `budgets` (none: all zero), every figure computed in `u128` by naive
+/// loops; `None` when a figure does not fit in `u64` (no such report can be
+/// written or read).
+fn report_of_rows(max: usize, rows: &[Vec<u128>], budgets: &[u128]) -> Option<Value> {
     let fit = |x: u128| u64::try_from(x).ok();
     let mut steps = 0u128;
     let mut drafted = 0u128;
@@ -461,6 +531,9 @@ fn report_of_rows(max: usize, rows: &[Vec<u128>]) -> Option<Value> {
     }
     let list = |v: &[u128]| v.iter().map(|&x| fit(x)).collect::<Option<Vec<u64>>>();
     let (steps, drafted, accepted) = (fit(steps)?, fit(drafted)?, fit(accepted)?);
+    fit(budgets.iter().sum())?;
+    let mut scheduled = list(budgets)?;
+    scheduled.resize(max + 1, 0);
     Some(json!({
         "mean_acceptance_length": if steps == 0 { 1.0 } else { 1.0 + (accepted as f64 / steps as f64) },
         "draft_acceptance_rate": if drafted == 0 { 0.0 } else { accepted as f64 / drafted as f64 },
@@ -474,22 +547,25 @@ fn report_of_rows(max: usize, rows: &[Vec<u128>]) -> Option<Value> {
         "num_draft_tokens_per_pos": list(&draft_pos)?,
         "num_undrafted_steps": 0,
         "num_rejected_observations": 0,
+        "scheduled_steps_by_budget": scheduled,
     }))
 }
 
 fn widen(rows: &[Vec<u64>]) -> Vec<Vec<u128>> {
-    rows.iter()
-        .map(|r| r.iter().map(|&c| u128::from(c)).collect())
-        .collect()
+    rows.iter().map(|r| widen1(r)).collect()
+}
+
+fn widen1(counts: &[u64]) -> Vec<u128> {
+    counts.iter().map(|&c| u128::from(c)).collect()
 }
 
 proptest! {
     #[test]
     fn merge_never_makes_a_histogram_that_cannot_be_written_and_read_back(
-        (max, xs, ys) in big_pair(),
+        (max, (xs, xb), (ys, yb)) in big_pair(),
     ) {
-        let rx = report_of_rows(max, &widen(&xs)).unwrap();
-        let ry = report_of_rows(max, &widen(&ys)).unwrap();
+        let rx = report_of_rows(max, &widen(&xs), &widen1(&xb)).unwrap();
+        let ry = report_of_rows(max, &widen(&ys), &widen1(&yb)).unwrap();
         let mut a: AcceptanceHistogram = serde_json::from_value(rx).unwrap();
         let b: AcceptanceHistogram = serde_json::from_value(ry).unwrap();
         let before = a.clone();
@@ -498,7 +574,8 @@ proptest! {
             .zip(widen(&ys))
             .map(|(r, s)| r.iter().zip(s).map(|(x, y)| x + y).collect())
             .collect();
-        match (a.merge(&b), report_of_rows(max, &sum)) {
+        let budget_sum: Vec<u128> = widen1(&xb).iter().zip(widen1(&yb)).map(|(x, y)| x + y).collect();
+        match (a.merge(&b), report_of_rows(max, &sum, &budget_sum)) {
             (Ok(()), Some(want)) => {
                 // Written, it is the report of the summed rows; read back
                 // from its text, the same histogram. (The report is compared

@@ -150,7 +150,8 @@ fn vllm_k3_vector_report_is_exactly_the_spec_example() {
       "num_accepted_tokens_per_pos": [4, 3, 2],
       "num_draft_tokens_per_pos": [5, 5, 5],
       "num_undrafted_steps": 0,
-      "num_rejected_observations": 0
+      "num_rejected_observations": 0,
+      "scheduled_steps_by_budget": [0, 0, 0, 0]
     });
     assert_eq!(serde_json::to_value(&h).unwrap(), expected);
 }
@@ -171,7 +172,8 @@ fn vllm_k3_vector_report_text_has_spec_key_order() {
         r#""num_accepted_tokens_per_pos":[4,3,2],"#,
         r#""num_draft_tokens_per_pos":[5,5,5],"#,
         r#""num_undrafted_steps":0,"#,
-        r#""num_rejected_observations":0}"#,
+        r#""num_rejected_observations":0,"#,
+        r#""scheduled_steps_by_budget":[0,0,0,0]}"#,
     );
     assert_eq!(text, expected);
 
@@ -189,6 +191,7 @@ fn vllm_k3_vector_report_text_has_spec_key_order() {
         "num_draft_tokens_per_pos",
         "num_undrafted_steps",
         "num_rejected_observations",
+        "scheduled_steps_by_budget",
     ];
     let positions: Vec<usize> = keys
         .iter()
@@ -247,7 +250,8 @@ fn vllm_empty_vector_uses_empty_values() {
             "num_accepted_tokens_per_pos": [0, 0, 0],
             "num_draft_tokens_per_pos": [0, 0, 0],
             "num_undrafted_steps": 0,
-            "num_rejected_observations": 0
+            "num_rejected_observations": 0,
+            "scheduled_steps_by_budget": [0, 0, 0, 0]
         })
     );
 }
@@ -584,18 +588,20 @@ fn max_draft_len_bounds_1_and_64_are_accepted() {
 #[test]
 fn debug_shows_k_the_observed_rows_and_the_side_counters() {
     // K = 3; rows 1 and 3 observed (row 1: one (1,1); row 3: two (3,0)),
-    // rows 0 and 2 left out; one undrafted step, one rejected (2,3).
+    // rows 0 and 2 left out; one undrafted step, one rejected (2,3); one
+    // scheduler step of budget 2.
     let mut h = hist(3, &[(1, 1), (3, 0), (3, 0)]);
     h.observe_undrafted();
     assert!(h.observe(2, 3).is_err());
+    h.observe_scheduled(2).unwrap();
     assert_eq!(
         format!("{h:?}"),
         "AcceptanceHistogram { max_draft_len: 3, rows: {1: [0, 1], 3: [2, 0, 0, 0]}, \
-         undrafted: 1, rejected: 1 }"
+         undrafted: 1, rejected: 1, scheduled: [0, 0, 1, 0] }"
     );
     assert_eq!(
         format!("{:?}", AcceptanceHistogram::new(1).unwrap()),
-        "AcceptanceHistogram { max_draft_len: 1, rows: {}, undrafted: 0, rejected: 0 }"
+        "AcceptanceHistogram { max_draft_len: 1, rows: {}, undrafted: 0, rejected: 0, scheduled: [0, 0] }"
     );
 }
 

@@ -62,6 +62,9 @@ fn inputs() -> Vec<(usize, usize)> {
     v
 }
 
+/// Every valid scheduled budget of K = 8, then three invalid ones.
+const BUDGETS: [usize; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1 << 40, usize::MAX];
+
 #[test]
 fn the_counting_allocator_sees_allocations() {
     // Without this, a broken counter would make every test below pass.
@@ -85,15 +88,25 @@ fn worker_observe_never_allocates() {
                     rejected += 1;
                 }
             }
+            for &b in &BUDGETS {
+                if let Err(e) = std::hint::black_box(worker.observe_scheduled(b)) {
+                    std::hint::black_box(e.drafted());
+                    rejected += 1;
+                }
+            }
             worker.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "Worker::observe allocated {n} times");
-    assert_eq!(rejected, 400);
+    assert_eq!(
+        n, 0,
+        "Worker::observe or observe_scheduled allocated {n} times"
+    );
+    assert_eq!(rejected, 700);
     let s = recorder.snapshot();
     assert_eq!(s.num_spec_steps(), 4500);
-    assert_eq!(s.num_rejected_observations(), 400);
+    assert_eq!(s.num_rejected_observations(), 700);
     assert_eq!(s.num_undrafted_steps(), 100);
+    assert_eq!(s.scheduled_steps_by_budget(), &[100; 9]);
 }
 
 #[test]
@@ -105,10 +118,16 @@ fn recorder_observe_never_allocates() {
             for &(k, a) in &inputs {
                 let _ = std::hint::black_box(recorder.observe(k, a));
             }
+            for &b in &BUDGETS {
+                let _ = std::hint::black_box(recorder.observe_scheduled(b));
+            }
             recorder.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "Recorder::observe allocated {n} times");
+    assert_eq!(
+        n, 0,
+        "Recorder::observe or observe_scheduled allocated {n} times"
+    );
     let s = recorder.snapshot();
     assert_eq!(
         (
@@ -116,8 +135,9 @@ fn recorder_observe_never_allocates() {
             s.num_rejected_observations(),
             s.num_undrafted_steps()
         ),
-        (4500, 400, 100)
+        (4500, 700, 100)
     );
+    assert_eq!(s.scheduled_steps_by_budget(), &[100; 9]);
 }
 
 #[test]
@@ -129,18 +149,25 @@ fn histogram_observe_never_allocates() {
             for &(k, a) in &inputs {
                 let _ = std::hint::black_box(h.observe(k, a));
             }
+            for &b in &BUDGETS {
+                let _ = std::hint::black_box(h.observe_scheduled(b));
+            }
             h.observe_undrafted();
         }
     });
-    assert_eq!(n, 0, "AcceptanceHistogram::observe allocated {n} times");
+    assert_eq!(
+        n, 0,
+        "AcceptanceHistogram::observe or observe_scheduled allocated {n} times"
+    );
     assert_eq!(
         (
             h.num_spec_steps(),
             h.num_rejected_observations(),
             h.num_undrafted_steps()
         ),
-        (4500, 400, 100)
+        (4500, 700, 100)
     );
+    assert_eq!(h.scheduled_steps_by_budget(), &[100; 9]);
 }
 
 #[test]

@@ -13,10 +13,12 @@ use std::process::{Command, Stdio};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
 use specdec_metrics::prometheus::{
-    DEFAULT_PREFIX, FAMILIES, NameError, SpecDecodeCollector, TextFormat, VLLM_PREFIX,
+    DEFAULT_PREFIX, FAMILIES, NameError, PLAN_GAUGE, SpecDecodeCollector, TextFormat, VLLM_PREFIX,
 };
-use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_metrics::{AcceptanceHistogram, DraftPlan, Recorder, SharedPlan};
 
 // ---------------------------------------------------------------------------
 // helpers
@@ -37,7 +39,8 @@ impl Rng {
     }
 }
 
-/// A histogram of `steps` random valid steps, some undrafted and rejected.
+/// A histogram of `steps` random valid steps, some undrafted and rejected,
+/// and scheduled budgets (a few rejected).
 fn random_histogram(max_draft_len: usize, steps: usize, seed: u64) -> AcceptanceHistogram {
     let mut rng = Rng(seed);
     let mut h = AcceptanceHistogram::new(max_draft_len).unwrap();
@@ -45,6 +48,10 @@ fn random_histogram(max_draft_len: usize, steps: usize, seed: u64) -> Acceptance
         match rng.below(20) {
             0 => h.observe_undrafted(),
             1 => assert!(h.observe(max_draft_len + 1, 0).is_err()),
+            2..=4 => {
+                let b = rng.below(max_draft_len + 2);
+                assert_eq!(h.observe_scheduled(b).is_ok(), b <= max_draft_len);
+            }
             _ => {
                 let k = rng.below(max_draft_len + 1);
                 let a = rng.below(k + 1);
@@ -218,10 +225,16 @@ fn scalar(samples: &[Sample], name: &str) -> u64 {
 }
 
 fn per_pos(samples: &[Sample], name: &str) -> Vec<u64> {
+    by_label(samples, name, "position")
+}
+
+/// The values of a family with one label of its own, which must take the
+/// values `0..n` once each: the values in that order.
+fn by_label(samples: &[Sample], name: &str, label: &str) -> Vec<u64> {
     let f = family(samples, name);
     let mut by_pos: BTreeMap<usize, u64> = BTreeMap::new();
     for s in &f {
-        assert!(by_pos.insert(s.label_usize("position"), s.value).is_none());
+        assert!(by_pos.insert(s.label_usize(label), s.value).is_none());
     }
     assert_eq!(
         by_pos.keys().copied().collect::<Vec<_>>(),
@@ -279,6 +292,11 @@ fn assert_samples_match(samples: &[Sample], prefix: &str, h: &AcceptanceHistogra
         .flat_map(|k| (0..=k).map(move |a| (k, a)))
         .collect();
     assert_eq!(seen, triangle, "{what}: every bucket of the triangle, once");
+    assert_eq!(
+        by_label(samples, &n("scheduled_steps_total"), "num_spec_tokens"),
+        h.scheduled_steps_by_budget(),
+        "{what}: every scheduled budget 0..=K, once"
+    );
     // Nothing else is exposed.
     let names: BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
     let expected: BTreeSet<String> = FAMILIES.iter().map(|f| n(f)).collect();
@@ -435,17 +453,22 @@ fn live_collector_encodes_the_recorders_snapshot() {
                 for _ in 0..5_000 {
                     let k = rng.below(6);
                     worker.observe(k, rng.below(k + 1)).unwrap();
+                    worker.observe_scheduled(k).unwrap();
                 }
                 worker.observe_undrafted();
             });
         }
     });
     recorder.observe(2, 1).unwrap();
+    recorder.observe_scheduled(0).unwrap();
     let _ = recorder.observe(rng.below(3), 4); // rejected, counted
+    let _ = recorder.observe_scheduled(6 + rng.below(3)); // rejected, counted
     let snapshot = recorder.snapshot();
     let text = collector.encode_text(TextFormat::PrometheusText);
     assert_samples_match(&parse_samples(&text), DEFAULT_PREFIX, &snapshot, "live");
     assert_eq!(snapshot.num_spec_steps(), 15_001);
+    assert_eq!(snapshot.num_scheduled_steps(), 15_001);
+    assert_eq!(snapshot.num_rejected_observations(), 2);
 }
 
 #[test]
@@ -468,6 +491,9 @@ fn families_of_one_scrape_agree_while_workers_record() {
                     worker.observe(k, rng.below(k + 1)).unwrap();
                     if rng.below(10) == 0 {
                         worker.observe_undrafted();
+                    }
+                    if rng.below(4) == 0 {
+                        worker.observe_scheduled(rng.below(5)).unwrap();
                     }
                 }
             });
@@ -523,7 +549,19 @@ fn every_bucket_and_position_is_present_even_when_zero() {
         ] {
             assert_eq!(family(&samples, f).len(), k_max, "{f}");
         }
-        assert_eq!(samples.len(), 5 + 2 * k_max + (k_max + 1) * (k_max + 2) / 2);
+        // Every budget 0..=K, from the first scrape on.
+        assert_eq!(
+            by_label(
+                &samples,
+                "spec_decode_scheduled_steps_total",
+                "num_spec_tokens"
+            ),
+            vec![0; k_max + 1]
+        );
+        assert_eq!(
+            samples.len(),
+            5 + 2 * k_max + (k_max + 1) * (k_max + 2) / 2 + (k_max + 1)
+        );
     }
 }
 
@@ -566,6 +604,7 @@ fn vllm_prefix_gives_vllms_exact_names() {
             "vllm:spec_decode_acceptance_by_draft_length_total",
             "vllm:spec_decode_num_undrafted_steps_total",
             "vllm:spec_decode_num_rejected_observations_total",
+            "vllm:spec_decode_scheduled_steps_total",
         ]
         .into();
         assert_eq!(names, expected, "{format:?}");
@@ -619,7 +658,7 @@ fn const_labels_appear_on_every_sample_before_the_familys_own() {
             .unwrap()
             .encode_text(format);
         let samples = parse_samples(&text);
-        assert_eq!(samples.len(), 5 + 2 * 4 + 15);
+        assert_eq!(samples.len(), 5 + 2 * 4 + 15 + 5);
         for s in &samples {
             let head: Vec<(&str, &str)> = s.labels[..3]
                 .iter()
@@ -669,7 +708,13 @@ fn invalid_prefix_and_labels_are_rejected_with_clear_errors() {
         c().with_const_labels([("a:b", "x")]).unwrap_err(),
         NameError::LabelName("a:b".into())
     );
-    for reserved in ["position", "draft_length", "accepted", "__name__"] {
+    for reserved in [
+        "position",
+        "draft_length",
+        "accepted",
+        "num_spec_tokens",
+        "__name__",
+    ] {
         assert_eq!(
             c().with_const_labels([(reserved, "x")]).unwrap_err(),
             NameError::ReservedLabelName(reserved.into())
@@ -708,4 +753,135 @@ fn content_negotiation_follows_the_accept_header() {
         TextFormat::OpenMetrics.content_type(),
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
     );
+}
+
+// ---------------------------------------------------------------------------
+// the plan's gauge
+
+fn plan(draft_len: usize, max_draft_len: usize) -> Arc<SharedPlan> {
+    Arc::new(SharedPlan::new(
+        DraftPlan::new(draft_len, max_draft_len).unwrap(),
+    ))
+}
+
+/// The one sample of the gauge, and its `# TYPE` line, in `text`.
+fn gauge_in(text: &str, prefix: &str) -> (Sample, bool) {
+    let name = format!("{prefix}_{PLAN_GAUGE}");
+    let samples = parse_samples(text);
+    let gauge = family(&samples, &name);
+    assert_eq!(gauge.len(), 1, "{gauge:?}\n{text}");
+    let typed = text.contains(&format!("# TYPE {name} gauge\n"));
+    (gauge[0].clone(), typed)
+}
+
+#[test]
+fn plan_gauge_shows_the_published_draft_length_at_each_scrape() {
+    let recorder = Recorder::new(8).unwrap();
+    let shared = plan(2, 8);
+    let collector = SpecDecodeCollector::new(recorder.clone()).with_plan(Arc::clone(&shared));
+    assert!(Arc::ptr_eq(collector.plan().unwrap(), &shared));
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector.clone()));
+    for k in [2, 7, 0, 8] {
+        shared.publish(DraftPlan::new(k, 8).unwrap());
+        for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
+            let (gauge, typed) = gauge_in(&collector.encode_text(format), DEFAULT_PREFIX);
+            assert_eq!(gauge.value, k as u64, "{format:?}");
+            assert!(gauge.labels.is_empty());
+            assert!(typed, "{format:?}: not typed as a gauge");
+        }
+        // Through a registry, as a scrape gets it.
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert_eq!(gauge_in(&text, DEFAULT_PREFIX).0.value, k as u64);
+    }
+    // The counter families are all there too, and nothing else.
+    let text = collector.encode_text(TextFormat::PrometheusText);
+    let samples = parse_samples(&text);
+    let without_gauge: Vec<Sample> = samples
+        .iter()
+        .filter(|s| !s.name.ends_with(PLAN_GAUGE))
+        .cloned()
+        .collect();
+    assert_eq!(without_gauge.len() + 1, samples.len());
+    assert_samples_match(
+        &without_gauge,
+        DEFAULT_PREFIX,
+        &recorder.snapshot(),
+        "with plan",
+    );
+}
+
+#[test]
+fn without_a_plan_there_is_no_gauge() {
+    let collector = SpecDecodeCollector::from_histogram(random_histogram(3, 100, 13));
+    assert!(collector.plan().is_none());
+    for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
+        assert!(!collector.encode_text(format).contains(PLAN_GAUGE));
+    }
+}
+
+#[test]
+fn plan_gauge_keeps_its_name_and_labels_through_prefix_and_const_labels() {
+    // `with_plan` first or last: the prefix and labels apply to the gauge too.
+    let shared = plan(3, 5);
+    let h = random_histogram(5, 500, 14);
+    let labels = [("model_name", "m"), ("engine", "0")];
+    let first = SpecDecodeCollector::from_histogram(h.clone())
+        .with_plan(Arc::clone(&shared))
+        .with_prefix(VLLM_PREFIX)
+        .unwrap()
+        .with_const_labels(labels)
+        .unwrap();
+    let last = SpecDecodeCollector::from_histogram(h)
+        .with_prefix(VLLM_PREFIX)
+        .unwrap()
+        .with_const_labels(labels)
+        .unwrap()
+        .with_plan(shared);
+    for collector in [first, last] {
+        for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
+            let text = collector.encode_text(format);
+            let (gauge, typed) = gauge_in(&text, VLLM_PREFIX);
+            assert!(typed, "{format:?}");
+            assert_eq!(gauge.value, 3);
+            let labels_seen: Vec<(&str, &str)> = gauge
+                .labels
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(labels_seen, labels);
+            assert!(!text.contains("controller_draft_length_total"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn promtool_accepts_the_plan_gauge() {
+    for labels in [vec![], vec![("model_name", "m"), ("engine", "0")]] {
+        let text = SpecDecodeCollector::from_histogram(random_histogram(4, 300, 15))
+            .with_const_labels(labels.clone())
+            .unwrap()
+            .with_plan(plan(4, 4))
+            .encode_text(TextFormat::PrometheusText);
+        assert!(text.contains("# TYPE spec_decode_controller_draft_length gauge\n"));
+        if let Some(findings) = promtool_findings(&text) {
+            assert!(findings.is_empty(), "{labels:?}: {findings:?}\n{text}");
+        }
+    }
+    // With vLLM's prefix, only the colon lint, once per family.
+    let text = SpecDecodeCollector::from_histogram(random_histogram(4, 300, 16))
+        .with_prefix(VLLM_PREFIX)
+        .unwrap()
+        .with_plan(plan(1, 4))
+        .encode_text(TextFormat::PrometheusText);
+    if let Some(findings) = promtool_findings(&text) {
+        assert_eq!(findings.len(), FAMILIES.len() + 1, "{findings:?}");
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.ends_with("metric names should not contain ':'")),
+            "{findings:?}"
+        );
+    }
 }

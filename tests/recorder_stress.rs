@@ -1,8 +1,10 @@
-//! Many threads, many worker lives (some ending in a panic), steps recorded
-//! through each thread's `Worker` and through `Recorder::observe`, and a
-//! metrics thread snapshotting all the time: no bucket is ever smaller than
-//! in a snapshot that happened-before (the metrics thread's previous one),
-//! and the final snapshot is exactly what every thread recorded.
+//! Many threads, many worker lives (some ending in a panic), steps and
+//! scheduled budgets recorded through each thread's `Worker` and through
+//! `Recorder::observe`/`observe_scheduled`, and a metrics thread
+//! snapshotting all the time: no bucket and no budget counter is ever
+//! smaller than in a snapshot that happened-before (the metrics thread's
+//! previous one), and the final snapshot is exactly what every thread
+//! recorded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -27,10 +29,19 @@ impl Rng {
     }
 }
 
+/// One step of a worker's life.
+#[derive(Clone, Copy)]
+enum Step {
+    Verify(usize, usize),
+    Undrafted,
+    Scheduled(usize),
+}
+
 /// One thread's life: `lives` workers one after another, each recording a
-/// few hundred steps (valid, invalid and undrafted), about one in four
-/// through `Recorder::observe` instead of the worker, and mirroring them
-/// into `mine`; every fifth life panics while it holds its worker.
+/// few hundred steps (valid, invalid, undrafted, and scheduled budgets valid
+/// and not), about one in four through the `Recorder` instead of the
+/// worker, and mirroring them into `mine`; every fifth life panics while it
+/// holds its worker.
 fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHistogram {
     let mut rng = Rng(seed);
     let mut mine = AcceptanceHistogram::new(MAX_DRAFT_LEN).unwrap();
@@ -40,21 +51,26 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
         for _ in 0..steps {
             let any_thread = rng.below(4) == 0;
             let step = match rng.below(20) {
-                0 => None,                                        // undrafted
-                1 => Some((MAX_DRAFT_LEN + 1 + rng.below(3), 0)), // k > K
-                2 => Some((1, 2)),                                // a > k
+                0 => Step::Undrafted,
+                1 => Step::Verify(MAX_DRAFT_LEN + 1 + rng.below(3), 0), // k > K
+                2 => Step::Verify(1, 2),                                // a > k
+                3..=6 => Step::Scheduled(rng.below(MAX_DRAFT_LEN as u64 + 1)),
+                7 => Step::Scheduled(MAX_DRAFT_LEN + 1 + rng.below(3)), // b > K
                 _ => {
                     let k = rng.below(MAX_DRAFT_LEN as u64 + 1);
-                    Some((k, rng.below(k as u64 + 1)))
+                    Step::Verify(k, rng.below(k as u64 + 1))
                 }
             };
             batch.push((any_thread, step));
         }
         for (_, step) in &batch {
             match *step {
-                None => mine.observe_undrafted(),
-                Some((k, a)) => {
+                Step::Undrafted => mine.observe_undrafted(),
+                Step::Verify(k, a) => {
                     let _ = mine.observe(k, a);
+                }
+                Step::Scheduled(b) => {
+                    let _ = mine.observe_scheduled(b);
                 }
             }
         }
@@ -63,13 +79,19 @@ fn worker_thread(recorder: &Recorder, seed: u64, lives: usize) -> AcceptanceHist
             let worker = recorder.worker();
             for &(any_thread, step) in &batch {
                 match (any_thread, step) {
-                    (false, None) => worker.observe_undrafted(),
-                    (false, Some((k, a))) => {
+                    (false, Step::Undrafted) => worker.observe_undrafted(),
+                    (false, Step::Verify(k, a)) => {
                         let _ = worker.observe(k, a);
                     }
-                    (true, None) => recorder.observe_undrafted(),
-                    (true, Some((k, a))) => {
+                    (false, Step::Scheduled(b)) => {
+                        let _ = worker.observe_scheduled(b);
+                    }
+                    (true, Step::Undrafted) => recorder.observe_undrafted(),
+                    (true, Step::Verify(k, a)) => {
                         let _ = recorder.observe(k, a);
+                    }
+                    (true, Step::Scheduled(b)) => {
+                        let _ = recorder.observe_scheduled(b);
                     }
                 }
             }
@@ -110,8 +132,10 @@ fn no_bucket_shrinks_between_snapshots_and_the_final_one_is_exact() {
             // Relaxed: only a stop signal; the joins below order the rest.
             while !done.load(Ordering::Relaxed) {
                 let next = recorder.snapshot();
+                // `delta_since` checks every counter: buckets, side counters
+                // and scheduled budgets.
                 if let Err(e) = next.delta_since(&previous) {
-                    panic!("a bucket is smaller than in the previous snapshot: {e}");
+                    panic!("a counter is smaller than in the previous snapshot: {e}");
                 }
                 previous = next;
                 snapshots += 1;
@@ -142,6 +166,11 @@ fn no_bucket_shrinks_between_snapshots_and_the_final_one_is_exact() {
         "final snapshot differs from what the threads recorded"
     );
     assert!(expected.num_rejected_observations() > 0 && expected.num_undrafted_steps() > 0);
+    assert!(
+        expected.scheduled_steps_by_budget().iter().all(|&c| c > 0),
+        "every budget recorded: {:?}",
+        expected.scheduled_steps_by_budget()
+    );
     assert!(snapshots > 0, "the metrics thread never took a snapshot");
     assert!(
         recorder.shard_count() <= THREADS,
@@ -169,11 +198,20 @@ fn any_thread_path_from_more_threads_than_stripes_adds_up() {
                 // position shows up as a wrong bucket.
                 let k = t % (MAX_DRAFT_LEN + 1);
                 let a = (t / (MAX_DRAFT_LEN + 1)) % (k + 1);
+                let b = (t / 3) % (MAX_DRAFT_LEN + 1);
                 let mut mine = AcceptanceHistogram::new(MAX_DRAFT_LEN).unwrap();
                 start.wait();
                 for i in 0..STEPS {
                     recorder.observe(k, a).unwrap();
                     mine.observe(k, a).unwrap();
+                    if i % 3 == t % 3 {
+                        recorder.observe_scheduled(b).unwrap();
+                        mine.observe_scheduled(b).unwrap();
+                    }
+                    if i % 100 == 0 {
+                        assert!(recorder.observe_scheduled(MAX_DRAFT_LEN + 1).is_err());
+                        assert!(mine.observe_scheduled(MAX_DRAFT_LEN + 1).is_err());
+                    }
                     if i % 7 == t % 7 {
                         recorder.observe_undrafted();
                         mine.observe_undrafted();

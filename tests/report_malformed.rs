@@ -19,7 +19,8 @@ const EXAMPLE_REPORT: &str = r#"{
   "num_accepted_tokens_per_pos": [4, 3, 2],
   "num_draft_tokens_per_pos": [5, 5, 5],
   "num_undrafted_steps": 0,
-  "num_rejected_observations": 0
+  "num_rejected_observations": 0,
+  "scheduled_steps_by_budget": [0, 0, 0, 0]
 }"#;
 
 fn base() -> Value {
@@ -81,7 +82,8 @@ fn spec_example_parses_to_the_histogram_that_wrote_it() {
 }
 
 /// K = 4, steps (0,0), (2,1), (2,2), (4,4), two undrafted steps and one
-/// rejected observation, with an explicit all-zero row for k = 1.
+/// rejected observation, with an explicit all-zero row for k = 1; written
+/// before `scheduled_steps_by_budget` existed (no such key).
 ///
 /// By hand: steps 4; drafted 0+2+2+4 = 8; accepted 0+1+2+4 = 7;
 /// mean 1 + 7/4 = 2.75; rate 7/8 = 0.875; by accepted [1,1,1,0,1];
@@ -135,7 +137,90 @@ fn all_zero_row_is_not_written_back() {
         .as_object_mut()
         .unwrap()
         .remove("1");
+    // Written now, the report has the budgets, all zero.
+    expected["scheduled_steps_by_budget"] = json!([0, 0, 0, 0, 0]);
     assert_eq!(serde_json::to_value(&parsed).unwrap(), expected);
+}
+
+#[test]
+fn report_without_scheduled_budgets_reads_as_all_zero() {
+    // The example report as written before the key existed.
+    let mut earlier = base();
+    earlier
+        .as_object_mut()
+        .unwrap()
+        .remove("scheduled_steps_by_budget");
+    let h: AcceptanceHistogram = serde_json::from_value(earlier).unwrap();
+    assert_eq!(h, spec_example_histogram());
+    assert_eq!(h.scheduled_steps_by_budget(), &[0, 0, 0, 0]);
+    assert_eq!(serde_json::to_value(&h).unwrap(), base());
+}
+
+#[test]
+fn scheduled_budgets_round_trip() {
+    let mut h = spec_example_histogram();
+    for b in [0, 3, 3, 1] {
+        h.observe_scheduled(b).unwrap();
+    }
+    let v = serde_json::to_value(&h).unwrap();
+    assert_eq!(v, with("scheduled_steps_by_budget", json!([1, 1, 0, 2])));
+    let back: AcceptanceHistogram = serde_json::from_value(v).unwrap();
+    assert_eq!(back, h);
+    assert_eq!(back.scheduled_steps_by_budget(), &[1, 1, 0, 2]);
+}
+
+#[test]
+fn scheduled_budgets_of_wrong_length_are_rejected() {
+    for (list, found) in [
+        (json!([]), 0),
+        (json!([1, 2, 3]), 3),
+        (json!([0, 0, 0, 0, 0]), 5),
+    ] {
+        rejects_value(
+            &with("scheduled_steps_by_budget", list),
+            &format!("scheduled_steps_by_budget has {found} entries, expected 4"),
+        );
+    }
+}
+
+#[test]
+fn scheduled_budgets_that_are_not_a_list_of_counts_are_rejected() {
+    for (value, fragment) in [
+        (json!(null), "invalid type: null, expected a sequence"),
+        (json!(4), "invalid type: integer `4`, expected a sequence"),
+        (json!({"0": 1}), "invalid type: map, expected a sequence"),
+        (
+            json!([0, -1, 0, 0]),
+            "invalid value: integer `-1`, expected u64",
+        ),
+        (
+            json!([0, 0.5, 0, 0]),
+            "invalid type: floating point `0.5`, expected u64",
+        ),
+        (
+            json!([0, "1", 0, 0]),
+            "invalid type: string \"1\", expected u64",
+        ),
+    ] {
+        rejects_value(&with("scheduled_steps_by_budget", value), fragment);
+    }
+    rejects(
+        &EXAMPLE_REPORT.replace("[0, 0, 0, 0]", "[0, 18446744073709551616, 0, 0]"),
+        "expected u64",
+    );
+}
+
+#[test]
+fn scheduled_budgets_whose_total_overflows_are_rejected() {
+    let m = u64::MAX;
+    rejects_value(
+        &with("scheduled_steps_by_budget", json!([m, 0, 0, 1])),
+        "counts too large",
+    );
+    // Up to the limit they are accepted.
+    let h: AcceptanceHistogram =
+        serde_json::from_value(with("scheduled_steps_by_budget", json!([m - 1, 0, 0, 1]))).unwrap();
+    assert_eq!(h.num_scheduled_steps(), m);
 }
 
 #[test]
@@ -465,7 +550,10 @@ fn rate_of_the_wrong_type_is_rejected() {
 
 #[test]
 fn every_missing_key_is_rejected_by_name() {
-    for key in REPORT_KEYS {
+    // All but the last: reports older than it lack it (see
+    // `report_without_scheduled_budgets_reads_as_all_zero`).
+    assert_eq!(REPORT_KEYS[12], "scheduled_steps_by_budget");
+    for &key in &REPORT_KEYS[..12] {
         let mut v = base();
         assert!(v.as_object_mut().unwrap().remove(key).is_some(), "{key}");
         rejects_value(&v, &format!("missing field `{key}`"));
@@ -563,7 +651,8 @@ fn largest_counts_whose_totals_fit_are_accepted() {
         "num_accepted_tokens_per_pos": [m],
         "num_draft_tokens_per_pos": [m],
         "num_undrafted_steps": m,
-        "num_rejected_observations": m
+        "num_rejected_observations": m,
+        "scheduled_steps_by_budget": [m, 0]
     });
     let h: AcceptanceHistogram = serde_json::from_str(&v.to_string()).unwrap();
     assert_eq!(h.count(1, 1), m);

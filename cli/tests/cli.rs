@@ -45,7 +45,7 @@ const EXAMPLE_TRACE: &str = r#"{"drafted":3,"accepted":0}
 "#;
 
 /// The report of the reference's example, byte for byte.
-const EXAMPLE_REPORT: &str = r#"{"mean_acceptance_length":2.8,"draft_acceptance_rate":0.6,"acceptance_histogram":[1,1,1,2],"acceptance_histogram_by_draft_length":{"3":[1,1,1,2]},"num_spec_steps":5,"num_accepted_draft_tokens":9,"num_draft_tokens":15,"num_spec_tokens":3,"num_accepted_tokens_per_pos":[4,3,2],"num_draft_tokens_per_pos":[5,5,5],"num_undrafted_steps":0,"num_rejected_observations":0}
+const EXAMPLE_REPORT: &str = r#"{"mean_acceptance_length":2.8,"draft_acceptance_rate":0.6,"acceptance_histogram":[1,1,1,2],"acceptance_histogram_by_draft_length":{"3":[1,1,1,2]},"num_spec_steps":5,"num_accepted_draft_tokens":9,"num_draft_tokens":15,"num_spec_tokens":3,"num_accepted_tokens_per_pos":[4,3,2],"num_draft_tokens_per_pos":[5,5,5],"num_undrafted_steps":0,"num_rejected_observations":0,"scheduled_steps_by_budget":[0,0,0,0]}
 "#;
 
 // ---------------------------------------------------------------------------
@@ -144,7 +144,8 @@ fn replay_accepts_crlf_and_a_last_line_without_newline() {
 
 /// A deterministic mix of every kind of line: valid steps (k = 0 included),
 /// invalid steps (a > k, k > K), undrafted steps, detailed reports (some
-/// with invalid steps), blank lines. Returns the input and the expected
+/// with invalid steps), scheduler steps (some with a budget above K), blank
+/// lines. Returns the input and the expected
 /// histogram.
 fn random_trace(lines: usize, max: usize, seed: u64) -> (String, AcceptanceHistogram) {
     let mut state = seed;
@@ -202,6 +203,28 @@ fn random_trace(lines: usize, max: usize, seed: u64) -> (String, AcceptanceHisto
                     r#"{{"num_spec_tokens":{max},"per_step_drafted":{ks:?},"per_step_accepted":{acc:?},"mean_acceptance_length":1.0}}"#
                 );
             }
+            95..=96 => {
+                let b = next(k_max + 1);
+                h.observe_scheduled(b as usize).unwrap();
+                let _ = if next(2) == 0 {
+                    writeln!(s, r#"{{"scheduled":{b}}}"#)
+                } else {
+                    writeln!(s, r#" {{ "scheduled" : {b} }}"#)
+                };
+            }
+            97 => {
+                // Invalid: above K (some far above, where packing saturates).
+                let b = if next(2) == 0 {
+                    k_max + 1 + next(3)
+                } else {
+                    u64::MAX - next(3)
+                };
+                assert!(
+                    h.observe_scheduled(usize::try_from(b).unwrap_or(usize::MAX))
+                        .is_err()
+                );
+                let _ = writeln!(s, r#"{{"scheduled":{b}}}"#);
+            }
             _ => s.push('\n'),
         }
     }
@@ -215,6 +238,7 @@ fn replay_workers_output_is_byte_for_byte_the_one_thread_output() {
         let (input, expected) = random_trace(4000, max, seed);
         assert!(expected.num_spec_steps() > 8192, "several batches per run");
         assert!(expected.num_rejected_observations() > 0);
+        assert!(expected.num_scheduled_steps() > 0);
         let path = write(&dir, &format!("trace-{seed}.jsonl"), &input);
         let run = |workers: Option<&str>| {
             let mut cmd = bin();
@@ -299,6 +323,26 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
             "\"drafted\" is too large",
         ),
         (
+            r#"{"scheduled":-2}"#,
+            "\"scheduled\" must be an integer >= 0, got the negative integer -2",
+        ),
+        (
+            r#"{"scheduled":0.5}"#,
+            "\"scheduled\" must be an integer >= 0, got the fraction 0.5",
+        ),
+        (
+            r#"{"scheduled":"3"}"#,
+            "\"scheduled\" must be an integer >= 0, got a string",
+        ),
+        (
+            r#"{"scheduled":18446744073709551616}"#,
+            "\"scheduled\" is too large",
+        ),
+        (
+            r#"{"scheduled":1,"drafted":1,"accepted":0}"#,
+            "a line is one verify step, one undrafted step or one scheduler step",
+        ),
+        (
             r#"{"drafted":2,"accepted":1,"request":"r1"}"#,
             "unexpected key \"request\"",
         ),
@@ -346,7 +390,7 @@ fn replay_malformed_lines_name_the_line_and_what_was_expected() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            r#"expected {"drafted": k, "accepted": a}, {"undrafted": true}, or a vLLM detailed report"#,
+            r#"expected {"drafted": k, "accepted": a}, {"undrafted": true}, {"scheduled": b}, or a vLLM detailed report"#,
         ));
 }
 
@@ -646,6 +690,22 @@ fn replay_strict_stops_at_the_first_invalid_step() {
                 "error: <stdin>: line 2: rejected observation (drafted=2, accepted=3): accepted exceeds drafted (--strict)",
             ))
             .stderr(predicate::str::contains("line 3").not());
+    }
+    for workers in [None, Some("2")] {
+        let mut cmd = replay_stdin(
+            3,
+            "{\"scheduled\":3}\n{\"scheduled\":4}\n{\"scheduled\":0}\n",
+        );
+        cmd.arg("--strict");
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        cmd.assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(
+                "error: <stdin>: line 2: rejected observation (scheduled budget=4): budget exceeds max_draft_len=3 (--strict)",
+            ));
     }
     replay_stdin(3, r#"{"per_step_drafted":[1,9],"per_step_accepted":[0,0]}"#)
         .arg("--strict")
@@ -1273,4 +1333,48 @@ fn merge_plot() {
         .success()
         .stdout(EXAMPLE_REPORT);
     assert!(fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+// ---------------------------------------------------------------------------
+// scheduler steps
+
+#[test]
+fn replay_scheduled_lines_count_budgets_and_warn_above_k() {
+    let input = "{\"scheduled\":0}\n{\"scheduled\":3}\n{\"drafted\":3,\"accepted\":2}\n\
+                 {\"scheduled\":4}\n{ \"scheduled\" : 3 }\n{\"scheduled\":18446744073709551615}\n";
+    let mut expected = AcceptanceHistogram::new(3).unwrap();
+    expected.observe(3, 2).unwrap();
+    for b in [0, 3, 3] {
+        expected.observe_scheduled(b).unwrap();
+    }
+    for workers in [None, Some("1"), Some("3")] {
+        let mut cmd = replay_stdin(3, input);
+        if let Some(n) = workers {
+            cmd.args(["--workers", n]);
+        }
+        let out = cmd
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(
+                "warning: <stdin>: line 4: rejected observation (scheduled budget=4): budget exceeds max_draft_len=3; counted in num_rejected_observations",
+            ))
+            .stderr(predicate::str::contains(
+                "warning: <stdin>: line 6: rejected observation (scheduled budget=18446744073709551615): budget exceeds max_draft_len=3",
+            ))
+            .get_output()
+            .stdout
+            .clone();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.ends_with(
+                r#""num_rejected_observations":2,"scheduled_steps_by_budget":[1,0,0,2]}
+"#
+            ),
+            "{workers:?}: {out}"
+        );
+        let mut with_rejected = expected.clone();
+        assert!(with_rejected.observe_scheduled(4).is_err());
+        assert!(with_rejected.observe_scheduled(usize::MAX).is_err());
+        assert_eq!(out, report(&with_rejected), "{workers:?}");
+    }
 }

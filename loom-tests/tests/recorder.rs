@@ -457,3 +457,130 @@ fn snapshot_contains_what_happened_before_it() {
         ],
     );
 }
+
+fn with_budgets(mut h: AcceptanceHistogram, budgets: &[usize]) -> AcceptanceHistogram {
+    for &b in budgets {
+        h.observe_scheduled(b).unwrap();
+    }
+    h
+}
+
+/// Scheduled budgets live in the same block as the buckets: a worker
+/// records a budget and a step, another thread a budget through the
+/// any-thread path, while a reader takes two snapshots. Every snapshot lies
+/// between the empty and the final state in every counter (budgets
+/// included), the second never below the first, and the final counts are
+/// exact.
+#[test]
+fn scheduled_budgets_snapshot_lies_between_two_states() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w1 = recorder.worker();
+        let empty = recorder.snapshot();
+        let full = with_budgets(histogram(1, &[(1, 0)], 0), &[1, 0]);
+
+        let a = thread::spawn(move || {
+            w1.observe_scheduled(1).unwrap();
+            w1.observe(1, 0).unwrap();
+        });
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || recorder.observe_scheduled(0).unwrap())
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            thread::spawn(move || {
+                let s1 = recorder.snapshot();
+                let s2 = recorder.snapshot();
+                assert_between(&empty, &s1, &full);
+                assert_between(&s1, &s2, &full);
+                // A set of observations, not a prefix in time: the step may
+                // be seen without the budget its worker recorded first
+                // (relaxed counters; the reference's "Snapshots", point 1).
+                (
+                    s1.num_scheduled_steps(),
+                    s1.scheduled_steps(1),
+                    s1.num_spec_steps(),
+                )
+            })
+        };
+        a.join().unwrap();
+        b.join().unwrap();
+        let (scheduled, budget_1, steps) = reader.join().unwrap();
+        assert_eq!(recorder.snapshot(), full);
+        assert_eq!(recorder.live_workers(), 0);
+        seen.record(format!("scheduled={scheduled}"));
+        seen.record(format!("budget 1={budget_1} steps={steps}"));
+    });
+    seen.finish(
+        "scheduled_budgets_snapshot_lies_between_two_states",
+        &[
+            "scheduled=0",
+            "scheduled=1",
+            "scheduled=2",
+            "budget 1=0 steps=0",
+            "budget 1=1 steps=0",
+            "budget 1=0 steps=1",
+            "budget 1=1 steps=1",
+        ],
+    );
+}
+
+/// A worker records a scheduled budget and exits while another thread takes
+/// a worker (reusing the released shard or not) and records the same
+/// budget: no scheduled count is lost or counted twice.
+#[test]
+fn exiting_worker_loses_no_scheduled_count() {
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::new(1).unwrap();
+        let w1 = recorder.worker();
+        let full = with_budgets(AcceptanceHistogram::new(1).unwrap(), &[1, 1]);
+        let empty = recorder.snapshot();
+
+        let a = thread::spawn(move || {
+            w1.observe_scheduled(1).unwrap();
+            drop(w1);
+        });
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w2 = recorder.worker();
+                w2.observe_scheduled(1).unwrap();
+                w2.shard_index()
+            })
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            thread::spawn(move || {
+                let s = recorder.snapshot();
+                assert_between(&empty, &s, &full);
+                s.scheduled_steps(1)
+            })
+        };
+        a.join().unwrap();
+        let index = b.join().unwrap();
+        let read = reader.join().unwrap();
+        assert_eq!(
+            recorder.snapshot(),
+            full,
+            "a scheduled count was lost or doubled"
+        );
+        assert_eq!(recorder.live_workers(), 0);
+        seen.record(format!("new worker on shard {index}"));
+        seen.record(format!("reader saw {read}"));
+    });
+    seen.finish(
+        "exiting_worker_loses_no_scheduled_count",
+        &[
+            "new worker on shard 0",
+            "new worker on shard 1",
+            "reader saw 0",
+            "reader saw 1",
+            "reader saw 2",
+        ],
+    );
+}

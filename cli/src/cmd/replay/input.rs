@@ -5,6 +5,8 @@
 //!
 //! - a verify step, `{"drafted": k, "accepted": a}` (exactly these two keys);
 //! - an undrafted step, `{"undrafted": true}` (exactly this key);
+//! - a scheduler step and its draft budget, `{"scheduled": b}` (exactly this
+//!   key; `0` when the schedule chose not to speculate);
 //! - one request's detailed vLLM report: an object carrying the arrays
 //!   `per_step_drafted` and `per_step_accepted` (equal lengths), expanded
 //!   into its steps; its `num_spec_tokens`, when it is an integer, is handed
@@ -15,7 +17,8 @@
 //! Counts are JSON integers `>= 0` that fit in `u64`; anything else (a
 //! negative number, a fraction, `1.0`, a number above `u64::MAX`, a string)
 //! makes the line malformed, and the message says which. Whether a
-//! well-formed step is *valid* (`a <= k <= K`) is not decided here.
+//! well-formed step is *valid* (`a <= k <= K`, `b <= K`) is not decided
+//! here.
 //!
 //! **Text.** A line is UTF-8 text throughout, as JSON requires (RFC 8259):
 //! invalid UTF-8, or a `\u` escape that is a lone surrogate, makes the line
@@ -26,8 +29,9 @@
 //! **Messages.** Input quoted in a message goes through
 //! [`crate::format::excerpt`]: control characters escaped, cut short.
 //!
-//! Parsing has two paths. The fast path reads the two common shapes, a plain
-//! step and an undrafted step, straight from the bytes; whatever it does not
+//! Parsing has two paths. The fast path reads the three common shapes, a
+//! plain step, an undrafted step and a scheduler step, straight from the
+//! bytes; whatever it does not
 //! recognise at once (escapes, other keys, odd numbers, a byte-order mark,
 //! errors) goes to the serde path, which is the authority: the fast path
 //! only ever accepts lines that the serde path reads the same way (checked
@@ -46,7 +50,7 @@ use crate::format::excerpt;
 
 /// What every line must be, quoted in the error messages.
 pub const EXPECTED_SHAPES: &str = "expected {\"drafted\": k, \"accepted\": a}, {\"undrafted\": true}, \
-     or a vLLM detailed report with arrays \"per_step_drafted\" and \"per_step_accepted\"";
+     {\"scheduled\": b}, or a vLLM detailed report with arrays \"per_step_drafted\" and \"per_step_accepted\"";
 
 /// One parsed line. The arrays of a detailed report borrow the parser's
 /// reusable buffers.
@@ -58,6 +62,8 @@ pub enum Record<'p> {
     Step { drafted: u64, accepted: u64 },
     /// A step where the drafting policy proposed nothing.
     Undrafted,
+    /// A scheduler step whose draft budget was `budget`.
+    Scheduled { budget: u64 },
     /// A vLLM detailed report: step `i` drafted `drafted[i]` and accepted
     /// `accepted[i]`; `num_spec_tokens` is the report's own `K`, when it
     /// carries one as an integer.
@@ -205,7 +211,8 @@ fn json_error(e: serde_json::Error) -> ParseError {
 // Fast path
 
 /// Reads `{"drafted":k,"accepted":a}` (either key order),
-/// `{"undrafted":true}`, and blank lines, with any JSON whitespace. Returns
+/// `{"undrafted":true}`, `{"scheduled":b}`, and blank lines, with any JSON
+/// whitespace. Returns
 /// `None` for anything else, including every malformed line, so that the
 /// serde path gives the answer and the message.
 #[inline]
@@ -226,6 +233,7 @@ fn fast_path(line: &[u8]) -> Option<Record<'static>> {
             c.literal(b"true")?;
             Record::Undrafted
         }
+        b"scheduled" => Record::Scheduled { budget: c.uint()? },
         b"drafted" | b"accepted" => {
             let v1 = c.uint()?;
             c.ws();
@@ -348,6 +356,7 @@ enum Key<'de> {
     Drafted,
     Accepted,
     Undrafted,
+    Scheduled,
     PerStepDrafted,
     PerStepAccepted,
     NumSpecTokens,
@@ -381,6 +390,7 @@ impl Key<'_> {
             "drafted" => Key::Drafted,
             "accepted" => Key::Accepted,
             "undrafted" => Key::Undrafted,
+            "scheduled" => Key::Scheduled,
             "per_step_drafted" => Key::PerStepDrafted,
             "per_step_accepted" => Key::PerStepAccepted,
             "num_spec_tokens" => Key::NumSpecTokens,
@@ -604,6 +614,7 @@ struct Fields {
     drafted: Option<Scalar>,
     accepted: Option<Scalar>,
     undrafted: Option<Scalar>,
+    scheduled: Option<Scalar>,
     num_spec_tokens: Option<Scalar>,
     has_per_step_drafted: bool,
     has_per_step_accepted: bool,
@@ -639,6 +650,7 @@ impl<'de> Visitor<'de> for LineVisitor<'_> {
                 Key::Drafted => set_once(&mut f.drafted, map.next_value()?, "drafted")?,
                 Key::Accepted => set_once(&mut f.accepted, map.next_value()?, "accepted")?,
                 Key::Undrafted => set_once(&mut f.undrafted, map.next_value()?, "undrafted")?,
+                Key::Scheduled => set_once(&mut f.scheduled, map.next_value()?, "scheduled")?,
                 Key::NumSpecTokens => {
                     set_once(&mut f.num_spec_tokens, map.next_value()?, "num_spec_tokens")?;
                     f.other_key
@@ -749,11 +761,17 @@ impl Fields {
         }
         let shape = if self.undrafted.is_some() {
             "an undrafted step {\"undrafted\": true}"
+        } else if self.scheduled.is_some() {
+            "a scheduler step {\"scheduled\": b}"
         } else {
             "a step {\"drafted\": k, \"accepted\": a}"
         };
         if let Some(key) = &self.other_key {
-            if self.undrafted.is_none() && self.drafted.is_none() && self.accepted.is_none() {
+            if self.undrafted.is_none()
+                && self.scheduled.is_none()
+                && self.drafted.is_none()
+                && self.accepted.is_none()
+            {
                 return Err(ParseError::new(format!(
                     "unknown key {key} and none of the expected ones; {EXPECTED_SHAPES}"
                 )));
@@ -761,6 +779,16 @@ impl Fields {
             return Err(ParseError::new(format!(
                 "unexpected key {key} in {shape} (only a vLLM detailed report may carry other keys)"
             )));
+        }
+        if let Some(b) = self.scheduled {
+            if self.undrafted.is_some() || self.drafted.is_some() || self.accepted.is_some() {
+                return Err(ParseError::new(
+                    "\"scheduled\" together with \"drafted\"/\"accepted\"/\"undrafted\": a line is one verify step, one undrafted step or one scheduler step",
+                ));
+            }
+            return Ok(Record::Scheduled {
+                budget: count("scheduled", b)?,
+            });
         }
         if let Some(u) = self.undrafted {
             if self.drafted.is_some() || self.accepted.is_some() {
@@ -830,6 +858,18 @@ mod tests {
             LineParser::new().parse(br#"{"undrafted":true}"#),
             Ok(Record::Undrafted)
         );
+        assert_eq!(
+            LineParser::new().parse(br#"{"scheduled":3}"#),
+            Ok(Record::Scheduled { budget: 3 })
+        );
+        assert_eq!(
+            LineParser::new().parse(b" { \"scheduled\" :\t0 }\r\n"),
+            Ok(Record::Scheduled { budget: 0 })
+        );
+        assert_eq!(
+            LineParser::new().parse(br#"{"sch\u0065duled":18446744073709551615}"#),
+            Ok(Record::Scheduled { budget: u64::MAX })
+        );
         assert_eq!(LineParser::new().parse(b"  \t\r\n"), Ok(Record::Blank));
         assert_eq!(LineParser::new().parse(b""), Ok(Record::Blank));
         let mut p = LineParser::new();
@@ -883,6 +923,27 @@ mod tests {
             r#"{"drafted":1}"#,
             r#"{"drafted":1,"accepted":1,"x":2}"#,
             "\u{feff}{\"drafted\":1,\"accepted\":1}",
+            r#"{"scheduled":3}"#,
+            r#" { "scheduled" : 0 } "#,
+            r#"{"scheduled":18446744073709551615}"#,
+            r#"{"scheduled":18446744073709551616}"#,
+            r#"{"scheduled":01}"#,
+            r#"{"scheduled":-1}"#,
+            r#"{"scheduled":1.0}"#,
+            r#"{"scheduled":1.5}"#,
+            r#"{"scheduled":1e1}"#,
+            r#"{"scheduled":"2"}"#,
+            r#"{"scheduled":true}"#,
+            r#"{"scheduled":null}"#,
+            r#"{"scheduled":[1]}"#,
+            r#"{"scheduled":1,"scheduled":2}"#,
+            r#"{"scheduled":1,"drafted":1}"#,
+            r#"{"drafted":1,"accepted":1,"scheduled":1}"#,
+            r#"{"scheduled":1,"undrafted":true}"#,
+            r#"{"scheduled":1,"x":1}"#,
+            r#"{"scheduled":1}x"#,
+            r#"{"sch\u0065duled":2}"#,
+            r#"{"per_step_drafted":[1],"per_step_accepted":[1],"scheduled":1}"#,
         ];
         for line in lines {
             let fast = fast_path(line.as_bytes()).map(|r| format!("{r:?}"));
@@ -898,13 +959,15 @@ mod tests {
     /// the serde path answers the same.
     #[test]
     fn fast_path_agrees_with_serde_path_on_mutated_lines() {
-        let seeds: [&[u8]; 4] = [
+        let seeds: [&[u8]; 6] = [
             br#"{"drafted":12,"accepted":3}"#,
             br#" { "accepted" : 0 , "drafted" : 7 } "#,
             br#"{"undrafted":true}"#,
             br#"{"drafted":0,"accepted":0}"#,
+            br#"{"scheduled":12}"#,
+            br#" { "scheduled" : 0 } "#,
         ];
-        let alphabet = b"{}[]\":,. -+eE0123456789tru\\\tadcepdfnx";
+        let alphabet = b"{}[]\":,. -+eE0123456789tru\\\tadcepdfnxshl";
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut rand = |n: usize| {
             state ^= state << 13;
@@ -968,6 +1031,47 @@ mod tests {
         assert!(err(r#"{"drafted":1}"#).contains("without \"accepted\""));
         assert!(err(r#"{"accepted":1}"#).contains("without \"drafted\""));
         assert!(err(r#"{"undrafted":false}"#).contains("must be true"));
+        assert_eq!(
+            err(r#"{"scheduled":-1}"#),
+            "\"scheduled\" must be an integer >= 0, got the negative integer -1"
+        );
+        assert_eq!(
+            err(r#"{"scheduled":2.5}"#),
+            "\"scheduled\" must be an integer >= 0, got the fraction 2.5"
+        );
+        assert_eq!(
+            err(r#"{"scheduled":"2"}"#),
+            "\"scheduled\" must be an integer >= 0, got a string"
+        );
+        assert_eq!(
+            err(r#"{"scheduled":18446744073709551616}"#),
+            "\"scheduled\" is too large: a count is at most 18446744073709551615"
+        );
+        assert_eq!(
+            err(r#"{"scheduled":2.0}"#),
+            "\"scheduled\" must be an integer >= 0, got 2.0, a whole number written with a decimal point or an exponent (write it as 2)"
+        );
+        for together in [
+            r#"{"scheduled":1,"drafted":1,"accepted":1}"#,
+            r#"{"undrafted":true,"scheduled":1}"#,
+            r#"{"accepted":0,"scheduled":0}"#,
+        ] {
+            assert!(
+                err(together).contains(
+                    "a line is one verify step, one undrafted step or one scheduler step"
+                ),
+                "{}",
+                err(together)
+            );
+        }
+        assert!(
+            err(r#"{"scheduled":1,"id":"r1"}"#)
+                .contains("unexpected key \"id\" in a scheduler step {\"scheduled\": b}"),
+            "{}",
+            err(r#"{"scheduled":1,"id":"r1"}"#)
+        );
+        assert!(err(r#"{"scheduled":1,"scheduled":1}"#).contains("duplicate key \"scheduled\""));
+        assert!(err("{}").contains("{\"scheduled\": b}"), "{}", err("{}"));
         assert!(
             err(r#"{"undrafted":true,"accepted":0}"#)
                 .contains("either a step or an undrafted step")
@@ -980,6 +1084,17 @@ mod tests {
                 .contains("2 entries in \"per_step_drafted\" but 1")
         );
         assert!(err(r#"{"per_step_drafted":[1,2]}"#).contains("without \"per_step_accepted\""));
+        // Either array missing, even when the other is empty.
+        for line in [
+            r#"{"per_step_accepted":[1]}"#,
+            r#"{"per_step_accepted":[]}"#,
+        ] {
+            assert!(
+                err(line).starts_with("detailed report without \"per_step_drafted\""),
+                "{}",
+                err(line)
+            );
+        }
         assert!(
             err(r#"{"per_step_drafted":[1,-2],"per_step_accepted":[1,1]}"#)
                 .contains("\"per_step_drafted\"[1] must be an integer >= 0")

@@ -236,8 +236,9 @@ fn record_batches(worker: &Worker, full: &Receiver<Vec<u64>>, empty: &Sender<Vec
                 // Rejected steps were already reported by the reading thread
                 // with their line number; here they are only counted, in
                 // `num_rejected_observations`, as the library does.
-                Some((k, a)) => drop(worker.observe(k, a)),
-                None => worker.observe_undrafted(),
+                Packed::Step(k, a) => drop(worker.observe(k, a)),
+                Packed::Undrafted => worker.observe_undrafted(),
+                Packed::Scheduled(b) => drop(worker.observe_scheduled(b)),
             }
         }
         batch.clear();
@@ -248,11 +249,15 @@ fn record_batches(worker: &Worker, full: &Receiver<Vec<u64>>, empty: &Sender<Vec
 /// An undrafted step in a batch.
 const UNDRAFTED: u64 = u64::MAX;
 
+/// The high half of a packed scheduler step (and of [`UNDRAFTED`]): no
+/// verify step packs to it.
+const NOT_A_STEP: u64 = (u32::MAX as u64) << 32;
+
 /// Packs a step into one word: `k` in the high half, `a` in the low half.
 /// Values too large for 32 bits saturate, which keeps every valid step
 /// exact (`k <= 64`) and every invalid one invalid (`k > K` stays above `K`,
 /// `a > k` stays above `k`); `k` stops one short of `u32::MAX` so that no
-/// step packs to [`UNDRAFTED`].
+/// step packs to [`UNDRAFTED`] or a scheduler step.
 #[inline]
 fn pack(drafted: u64, accepted: u64) -> u64 {
     let k = drafted.min(u64::from(u32::MAX - 1));
@@ -260,9 +265,31 @@ fn pack(drafted: u64, accepted: u64) -> u64 {
     (k << 32) | a
 }
 
+/// Packs a scheduler step: [`NOT_A_STEP`] in the high half, the budget in
+/// the low half, saturating one short of `u32::MAX` (so never
+/// [`UNDRAFTED`]), which keeps every valid budget (`<= 64`) exact and every
+/// invalid one invalid.
 #[inline]
-fn unpack(packed: u64) -> Option<(usize, usize)> {
-    (packed != UNDRAFTED).then_some(((packed >> 32) as usize, (packed & 0xffff_ffff) as usize))
+fn pack_scheduled(budget: u64) -> u64 {
+    NOT_A_STEP | budget.min(u64::from(u32::MAX - 1))
+}
+
+/// One entry of a batch, unpacked.
+#[derive(Debug, PartialEq, Eq)]
+enum Packed {
+    Step(usize, usize),
+    Undrafted,
+    Scheduled(usize),
+}
+
+#[inline]
+fn unpack(packed: u64) -> Packed {
+    let low = (packed & 0xffff_ffff) as usize;
+    match packed {
+        UNDRAFTED => Packed::Undrafted,
+        _ if packed & NOT_A_STEP == NOT_A_STEP => Packed::Scheduled(low),
+        _ => Packed::Step((packed >> 32) as usize, low),
+    }
 }
 
 /// `u64` from the input to the library's `usize`, saturating (which keeps an
@@ -277,6 +304,9 @@ trait Sink {
     /// Records one step; an invalid one is counted as rejected and returned.
     fn step(&mut self, drafted: u64, accepted: u64) -> Result<(), ObserveError>;
     fn undrafted(&mut self);
+    /// Records one scheduler step; a budget above `K` is counted as
+    /// rejected and returned.
+    fn scheduled(&mut self, budget: u64) -> Result<(), ObserveError>;
 }
 
 impl Sink for AcceptanceHistogram {
@@ -287,6 +317,10 @@ impl Sink for AcceptanceHistogram {
     #[inline]
     fn undrafted(&mut self) {
         self.observe_undrafted();
+    }
+    #[inline]
+    fn scheduled(&mut self, budget: u64) -> Result<(), ObserveError> {
+        self.observe_scheduled(to_usize(budget))
     }
 }
 
@@ -331,6 +365,11 @@ impl Sink for BatchSink {
     #[inline]
     fn undrafted(&mut self) {
         self.push(UNDRAFTED);
+    }
+    #[inline]
+    fn scheduled(&mut self, budget: u64) -> Result<(), ObserveError> {
+        self.push(pack_scheduled(budget));
+        ObserveError::check_scheduled(self.max_draft_len, to_usize(budget))
     }
 }
 
@@ -384,6 +423,12 @@ fn read_all<R: BufRead, S: Sink>(
                 diag.steps += 1;
                 sink.undrafted();
             }
+            Ok(Record::Scheduled { budget }) => {
+                diag.steps += 1;
+                if let Err(e) = sink.scheduled(budget) {
+                    diag.rejected(line_no, None, e)?;
+                }
+            }
             Ok(Record::Detailed {
                 drafted,
                 accepted,
@@ -436,10 +481,29 @@ mod tests {
     fn packing_keeps_valid_steps_and_invalidity() {
         for k in 0..=64u64 {
             for a in 0..=k {
-                assert_eq!(unpack(pack(k, a)), Some((k as usize, a as usize)));
+                assert_eq!(unpack(pack(k, a)), Packed::Step(k as usize, a as usize));
+            }
+            assert_eq!(unpack(pack_scheduled(k)), Packed::Scheduled(k as usize));
+        }
+        for b in [
+            65,
+            1 << 31,
+            u64::from(u32::MAX) - 1,
+            u64::from(u32::MAX),
+            1 << 40,
+            u64::MAX,
+        ] {
+            let p = pack_scheduled(b);
+            assert_ne!(p, UNDRAFTED, "{b}");
+            match unpack(p) {
+                Packed::Scheduled(packed) => assert!(packed > 64, "{b} packed to {packed}"),
+                other => panic!("{b} unpacked as {other:?}"),
             }
         }
-        let valid = |(k, a): (usize, usize)| a <= k && k <= 64;
+        let valid = |p: Packed| match p {
+            Packed::Step(k, a) => a <= k && k <= 64,
+            other => panic!("a step unpacked as {other:?}"),
+        };
         for (k, a) in [
             (u64::MAX, 0),
             (u64::MAX, u64::MAX),
@@ -451,8 +515,8 @@ mod tests {
         ] {
             let p = pack(k, a);
             assert_ne!(p, UNDRAFTED);
-            assert!(!valid(unpack(p).unwrap()), "({k}, {a})");
+            assert!(!valid(unpack(p)), "({k}, {a})");
         }
-        assert_eq!(unpack(UNDRAFTED), None);
+        assert_eq!(unpack(UNDRAFTED), Packed::Undrafted);
     }
 }
