@@ -441,6 +441,24 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
         phases[2]["settled"]["mean_draft_len"],
         serde_json::Value::Null
     );
+    // The scheduled budgets of the report are the summary's steps and
+    // budgets.
+    let scheduled: Vec<u64> = report["scheduled_steps_by_budget"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(scheduled.len(), 7);
+    let engine_steps: u64 = scheduled.iter().sum();
+    assert_eq!(summary["overall"]["steps"].as_u64(), Some(engine_steps));
+    let budget_sum: u64 = scheduled
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| b as u64 * n)
+        .sum();
+    let mean = f64_of(&summary["overall"]["mean_draft_len"]);
+    assert!((mean - budget_sum as f64 / engine_steps as f64).abs() < 1e-12);
     // The tokens are the report's: one per request-step plus the accepted
     // drafts, except for rejected observations (a > k), whose step produced
     // at most K + 1 = 7 tokens the report cannot see.
@@ -492,6 +510,13 @@ fn a_static_policy_schedules_only_its_draft_length() {
         .sum();
     assert!(steps("3") > 10 * shorter, "{rows:?}");
     assert!(log.contains("Draft length: k = 3;"), "{log}");
+    // The scheduler's own record: every engine step had the budget 3.
+    let engine_steps = summary["overall"]["steps"].as_u64().unwrap();
+    assert!(engine_steps > 0);
+    assert_eq!(
+        report["scheduled_steps_by_budget"],
+        serde_json::json!([0, 0, 0, engine_steps, 0, 0])
+    );
 }
 
 #[test]
@@ -573,6 +598,18 @@ fn a_client_trickling_header_bytes_is_disconnected_after_the_header_read_timeout
         response.contains("spec_decode_num_drafts_total"),
         "{response}"
     );
+    // The schedule: budgets, and the controller's choice (adaptive by
+    // default, K = 5: its first choice is 2).
+    assert!(
+        response.contains("spec_decode_scheduled_steps_total{"),
+        "{response}"
+    );
+    let gauge = response
+        .lines()
+        .find_map(|l| l.strip_prefix("spec_decode_controller_draft_length"))
+        .expect("the controller's gauge");
+    let k: usize = gauge.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(k <= 5, "{gauge}");
 
     // One header byte every 100 ms never completes the head: the server
     // closes the connection once 500 ms have passed since the request line,

@@ -372,14 +372,18 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let plan = sim::shared_plan(&config)?;
 
     // The engine's recorder, and the collector the /metrics endpoint encodes
-    // (one snapshot per scrape).
+    // (one snapshot per scrape), with the gauge of the chosen draft length
+    // when the policy has one plan (adaptive, static:K).
     let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
-    let collector = SpecDecodeCollector::new(recorder.clone())
+    let mut collector = SpecDecodeCollector::new(recorder.clone())
         .with_prefix(args.prefix.as_str())
         .and_then(|c| {
             c.with_const_labels([("model_name", args.model_name.as_str()), ("engine", "0")])
         })
         .map_err(|e| e.to_string())?;
+    if let Some(plan) = &plan {
+        collector = collector.with_plan(Arc::clone(plan));
+    }
 
     // HTTP first, so a bind error stops us before any work, and a scraper
     // sees every series from the first step on.

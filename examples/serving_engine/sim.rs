@@ -221,11 +221,6 @@ pub struct Outcome {
     pub ran_to_the_end: bool,
 }
 
-/// Records one engine step's scheduled budget.
-fn record_scheduled(worker: &Worker, budget: usize) {
-    let _ = (worker, budget);
-}
-
 /// The controller of `adaptive` (`None` for the other policies).
 fn controller(config: &Config) -> Result<Option<DraftController>, String> {
     match config.policy {
@@ -759,7 +754,9 @@ impl<'a> Engine<'a> {
         let chosen = self.policy.chosen();
         let switched = chosen != self.chosen;
         self.chosen = chosen;
-        record_scheduled(&self.worker, budget);
+        // The scheduler's own choice, 0 included; never above K (clamped
+        // above), so never an error.
+        let _ = self.worker.observe_scheduled(budget);
 
         self.outcomes.clear();
         let mut tokens = 0u64;
