@@ -168,6 +168,44 @@ fn closed_stdout_pipe_at_the_report_exits_0_without_a_panic() {
     assert!(log.contains("stopped (time limit)"), "{log}");
 }
 
+#[test]
+fn lingering_serves_the_final_counters_then_exits_0() {
+    let mut demo = spawn(&["--seconds", "1", "--linger-seconds", "1"]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let mut stdout = demo.0.stdout.take().unwrap();
+    let report = thread::spawn(move || {
+        let mut report = String::new();
+        stdout.read_to_string(&mut report).map(|_| report)
+    });
+    // Once the demo says it lingers, the run is over and the report
+    // printed: the counters served now are the report's.
+    let mut log = String::new();
+    while !log.contains("serving the final counters") {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "log ended:\n{log}"
+        );
+        log.push_str(&line);
+    }
+    let metrics = get_metrics(addr);
+    let rest = drain(stderr);
+    let status = demo
+        .wait_at_most(Duration::from_secs(30))
+        .expect("the demo ends after lingering");
+    log.push_str(&rest.join().unwrap());
+    assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let (report, _) = report_and_summary(&report.join().unwrap().unwrap());
+    let drafts = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("spec_decode_num_drafts_total{"))
+        .and_then(|l| l.split_whitespace().last())
+        .expect("num_drafts in /metrics");
+    assert_eq!(drafts, report["num_spec_steps"].to_string());
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn a_report_that_cannot_be_written_is_an_error_exit_2() {

@@ -515,7 +515,13 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             metrics_addr,
             args.linger().as_secs()
         );
-        runtime.block_on(wait_for_stop(tokio::time::sleep(args.linger()), output));
+        // The timer is created inside the runtime: an `async` block runs
+        // only once `block_on` polls it (`tokio::time::sleep` called out
+        // here, outside the runtime, would panic).
+        let linger = args.linger();
+        runtime.block_on(async {
+            wait_for_stop(tokio::time::sleep(linger), output).await;
+        });
     }
     // Dropping the runtime stops the HTTP server.
     runtime.shutdown_timeout(Duration::from_secs(1));
