@@ -196,10 +196,32 @@ pub struct FinishedRequest<'a> {
     pub metrics: &'a AcceptanceHistogram,
 }
 
+/// One engine step, as an engine's own metrics see it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineStep {
+    pub engine: usize,
+    /// The step's simulated duration, seconds (virtual or slept): every
+    /// request of the batch waited that long for its next tokens.
+    pub seconds: f64,
+    /// Requests in the batch during the step.
+    pub batch: usize,
+    /// Tokens the step produced (accepted drafts plus one per request).
+    pub tokens: u64,
+    /// Requests admitted just before the step, and finished by it.
+    pub admitted: usize,
+    pub finished: usize,
+    /// The draft budget the step was scheduled with.
+    pub budget: usize,
+}
+
 /// What the simulation tells its caller while it runs (the demo logs it;
-/// the policy table ignores it).
+/// the policy table ignores it). Called from the engine threads
+/// (`engine_step`, `request_finished`) and the metrics thread (`interval`).
 pub trait Events: Sync {
     fn interval(&self, _interval: &Interval<'_>) {}
+    /// After every engine step (for engine-level metrics: running requests,
+    /// generated tokens, inter-token latency).
+    fn engine_step(&self, _step: &EngineStep) {}
     fn request_finished(&self, _request: &FinishedRequest<'_>) {}
     /// Whether `request_finished` should be called at all.
     fn wants_requests(&self) -> bool {
@@ -743,6 +765,7 @@ impl<'a> Engine<'a> {
 
     /// One engine step starting at `now`; returns its cost in cost units.
     fn step(&mut self, now: f64) -> f64 {
+        let admitted = self.config.max_batch.saturating_sub(self.batch.len());
         while self.batch.len() < self.config.max_batch {
             self.admit(now);
         }
@@ -810,7 +833,18 @@ impl<'a> Engine<'a> {
         self.live.publish(&self.counts, chosen);
         self.step += 1;
         let cost = self.config.step_cost_units(budget);
-        self.retire(now + cost * self.config.step_us as f64 * 1e-6);
+        let seconds = cost * self.config.step_us as f64 * 1e-6;
+        let batch = self.batch.len();
+        let finished = self.retire(now + seconds);
+        self.events.engine_step(&EngineStep {
+            engine: self.index,
+            seconds,
+            batch,
+            tokens,
+            admitted,
+            finished,
+            budget,
+        });
         cost
     }
 
@@ -827,7 +861,9 @@ impl<'a> Engine<'a> {
         self.next_request += 1;
     }
 
-    fn retire(&mut self, now: f64) {
+    /// Removes the requests that are done; returns how many.
+    fn retire(&mut self, now: f64) -> usize {
+        let before = self.batch.len();
         let mut i = 0;
         while i < self.batch.len() {
             if self.batch[i].generated < self.batch[i].output_len {
@@ -847,6 +883,7 @@ impl<'a> Engine<'a> {
                 });
             }
         }
+        before - self.batch.len()
     }
 }
 
@@ -914,6 +951,45 @@ mod tests {
         assert_eq!(a.requests_finished, b.requests_finished);
         let other = run_virtual(&Config { seed: 6, ..config }, None);
         assert_ne!(a.summary, other.summary);
+    }
+
+    /// Adds up what `engine_step` reports.
+    #[derive(Default)]
+    struct StepTotals(std::sync::Mutex<(u64, u64, u64, u64, u64, f64)>);
+    impl Events for StepTotals {
+        fn engine_step(&self, step: &EngineStep) {
+            let mut t = self.0.lock().unwrap();
+            t.0 += 1;
+            t.1 += step.tokens;
+            t.2 += step.budget as u64;
+            t.3 += step.admitted as u64;
+            t.4 += step.finished as u64;
+            t.5 += step.seconds;
+            assert_eq!(step.batch, 8);
+        }
+    }
+
+    #[test]
+    fn engine_steps_add_up_to_the_summary() {
+        let config = config(PolicySpec::Adaptive);
+        let recorder = Recorder::new(8).unwrap();
+        let events = StepTotals::default();
+        let outcome = run(&config, &recorder, None, &AtomicBool::new(false), &events).unwrap();
+        let (steps, tokens, budgets, admitted, finished, seconds) = *events.0.lock().unwrap();
+        let s = &outcome.summary;
+        assert_eq!(steps, s.overall.steps);
+        assert_eq!(tokens, s.overall.tokens);
+        assert!((s.overall.mean_draft_len.unwrap() - budgets as f64 / steps as f64).abs() < 1e-12);
+        assert_eq!(finished, outcome.requests_finished);
+        // Still running at the end: the two batches of 8, less the
+        // requests their last steps finished (refilled at the next step).
+        assert!(
+            (1..=16).contains(&(admitted - finished)),
+            "{admitted} {finished}"
+        );
+        // Each thread's steps cover its 8 s, and at most one step (14.4 ms
+        // at k = 8) more.
+        assert!((16.0..16.0 + 2.0 * 0.0144).contains(&seconds), "{seconds}");
     }
 
     #[test]
