@@ -336,6 +336,8 @@ pub fn run(
         } else {
             coordinator.run_real(started, &done, stop)
         };
+        // Relaxed: real-time engine threads poll it; the joins below order
+        // everything they did before our reads.
         done.store(true, Ordering::Relaxed);
         let stats = handles
             .into_iter()
