@@ -519,3 +519,132 @@ fn robustness(tables: &[Table]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use summary::{Figures, Phase};
+
+    /// Figures with the given goodput (100 cost units) and switches.
+    fn figures(goodput: f64, switches: f64) -> Figures {
+        Figures {
+            steps: 100,
+            tokens: (goodput * 100.0) as u64,
+            cost_units: 100.0,
+            goodput: Some(goodput),
+            mean_draft_len: Some(1.0),
+            switches,
+        }
+    }
+
+    /// A transition run with these per-phase goodputs (settled equal to
+    /// the whole phase) and switches.
+    fn run(policy: PolicySpec, phases: &[f64], switches: &[f64]) -> Summary {
+        let overall = phases.iter().sum::<f64>() / phases.len() as f64;
+        Summary {
+            policy: policy.to_string(),
+            workload: "transition",
+            seed: 1,
+            max_draft_len: MAX_DRAFT_LEN,
+            workers: 2,
+            max_batch: 32,
+            cost_linear: CostLinear {
+                base: 1.0,
+                per_token: 0.1,
+            },
+            step_us: 8000,
+            interval_ms: 1000,
+            phase_seconds: 20.0,
+            virtual_time: true,
+            seconds: 20.0 * phases.len() as f64,
+            settle_seconds: 3.0,
+            overall: figures(overall, switches.iter().sum()),
+            phases: phases
+                .iter()
+                .zip(switches)
+                .enumerate()
+                .map(|(index, (&g, &sw))| Phase {
+                    index,
+                    name: "phase",
+                    start_s: 20.0 * index as f64,
+                    end_s: 20.0 * (index + 1) as f64,
+                    figures: figures(g, sw),
+                    settled: figures(g, 0.0),
+                })
+                .collect(),
+            controller: None,
+        }
+    }
+
+    fn targets_of(runs: Vec<(PolicySpec, Run)>) -> Vec<Target> {
+        let args = Args::parse_from(["policy_table"]);
+        let table = Table {
+            args: &args,
+            seed: 1,
+            rows: vec![(
+                Workload::Transition,
+                runs.iter().map(|(p, r)| (*p, r)).collect(),
+            )],
+        };
+        let oracle = Table::oracle(&table.rows[0].1);
+        // The best static k of each phase, and overall.
+        assert_eq!(oracle.all, [(1, 10.0), (2, 9.0)]);
+        assert_eq!(oracle.overall, (2, 8.5));
+        assert!(
+            table
+                .render()
+                .contains("| transition | *oracle* (best static k) | 8.50 (k = 2) |")
+        );
+        table.targets()
+    }
+
+    #[test]
+    fn the_oracle_is_the_best_static_k_per_phase_and_the_targets_compare_with_it() {
+        let statics = vec![
+            (
+                PolicySpec::Static(1),
+                Ok(run(PolicySpec::Static(1), &[10.0, 5.0], &[0.0, 0.0])),
+            ),
+            (
+                PolicySpec::Static(2),
+                Ok(run(PolicySpec::Static(2), &[8.0, 9.0], &[0.0, 0.0])),
+            ),
+        ];
+        // Adaptive at the oracle in both phases: beats every static k, 100%
+        // of each phase, 1 and 2 switches; the SGLang run is better still.
+        let mut runs = statics.clone();
+        runs.push((
+            PolicySpec::Adaptive,
+            Ok(run(PolicySpec::Adaptive, &[10.0, 9.0], &[1.0, 2.0])),
+        ));
+        runs.push((
+            PolicySpec::Sglang,
+            Ok(run(PolicySpec::Sglang, &[10.0, 9.2], &[4.0, 4.0])),
+        ));
+        let met: Vec<bool> = targets_of(runs).iter().map(|t| t.met).collect();
+        assert_eq!(met, [true, true, true, false]);
+
+        // Adaptive at 94% of the second phase's oracle, 4 switches in it,
+        // and ahead of a peer that switches more: the settled and switches
+        // targets fail, the peer target holds.
+        let mut runs = statics;
+        runs.push((
+            PolicySpec::Adaptive,
+            Ok(run(PolicySpec::Adaptive, &[10.0, 8.46], &[0.0, 4.0])),
+        ));
+        runs.push((
+            PolicySpec::Vllm44336,
+            Ok(run(PolicySpec::Vllm44336, &[9.0, 8.0], &[50.0, 50.0])),
+        ));
+        let targets = targets_of(runs);
+        let met: Vec<bool> = targets.iter().map(|t| t.met).collect();
+        assert_eq!(
+            met,
+            [true, false, false, true],
+            "{:?}",
+            targets.iter().map(|t| &t.text).collect::<Vec<_>>()
+        );
+        assert!((targets[1].figure - 94.0).abs() < 1e-9);
+        assert_eq!(targets[2].figure, 4.0);
+    }
+}
