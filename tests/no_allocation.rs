@@ -183,19 +183,22 @@ fn reusing_a_shard_does_not_allocate_a_new_one() {
 
 #[test]
 fn draft_len_for_never_allocates() {
-    use specdec_metrics::{DraftController, StepCost};
+    use specdec_metrics::{DraftController, SharedPlan, StepCost};
     let controller = DraftController::new(8, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
     let plan = controller.plan();
+    let shared = SharedPlan::new(plan);
     let mut total = 0;
     let n = allocations_during(|| {
         for step in 0..10_000u64 {
             total += std::hint::black_box(controller.draft_len_for(step));
             total += std::hint::black_box(plan.draft_len_for(step));
+            total += std::hint::black_box(shared.draft_len_for(step));
+            shared.publish(plan);
         }
     });
     assert_eq!(n, 0, "draft_len_for allocated {n} times");
     // 2 on ordinary steps, 5 on the 312 exploration steps (step % 32 == 31),
-    // from both the controller and its plan.
+    // from the controller, its plan and the shared plan.
     let explored = 10_000 / 32;
-    assert_eq!(total, 2 * (2 * (10_000 - explored) + 5 * explored));
+    assert_eq!(total, 3 * (2 * (10_000 - explored) + 5 * explored));
 }
