@@ -1,7 +1,10 @@
 //! The `serving_engine` example (the README's main command) as a process:
-//! closed pipes end it quietly, bad values exit 2 with a message, and its
+//! closed pipes end it quietly, bad values exit 2 with a message, its
 //! `/metrics` server times out clients that are slow to send their request
-//! headers.
+//! headers, a virtual-time run is a function of its seed, the summary after
+//! the report has its documented keys and consistent figures, and the
+//! policies do what they say (a static one drafts its `K`, the adaptive one
+//! follows a transition).
 //!
 //! The tests build the example with the `cargo` that runs them (a no-op
 //! when `cargo test` has built it already) and start it on an ephemeral
@@ -142,10 +145,12 @@ fn closed_stderr_ends_the_run_early_and_still_prints_the_report() {
         .wait_at_most(Duration::from_secs(30))
         .expect("the demo ends once nobody reads its logs, long before its 60 s");
     assert_eq!(status.code(), Some(0), "{status}");
-    let report = report.join().unwrap().unwrap();
-    // Standard output was still open: the whole run's report is there.
-    let report: serde_json::Value = serde_json::from_str(&report).expect("a JSON report");
+    let stdout = report.join().unwrap().unwrap();
+    // Standard output was still open: the whole run's report is there, and
+    // the summary after it.
+    let (report, summary) = report_and_summary(&stdout);
     assert_eq!(report["num_spec_tokens"], 5);
+    assert_eq!(summary["max_draft_len"], 5);
 }
 
 #[test]
@@ -161,6 +166,44 @@ fn closed_stdout_pipe_at_the_report_exits_0_without_a_panic() {
     assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
     assert!(!log.contains("panicked"), "{log}");
     assert!(log.contains("stopped (time limit)"), "{log}");
+}
+
+#[test]
+fn lingering_serves_the_final_counters_then_exits_0() {
+    let mut demo = spawn(&["--seconds", "1", "--linger-seconds", "1"]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let mut stdout = demo.0.stdout.take().unwrap();
+    let report = thread::spawn(move || {
+        let mut report = String::new();
+        stdout.read_to_string(&mut report).map(|_| report)
+    });
+    // Once the demo says it lingers, the run is over and the report
+    // printed: the counters served now are the report's.
+    let mut log = String::new();
+    while !log.contains("serving the final counters") {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "log ended:\n{log}"
+        );
+        log.push_str(&line);
+    }
+    let metrics = get_metrics(addr);
+    let rest = drain(stderr);
+    let status = demo
+        .wait_at_most(Duration::from_secs(30))
+        .expect("the demo ends after lingering");
+    log.push_str(&rest.join().unwrap());
+    assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    let (report, _) = report_and_summary(&report.join().unwrap().unwrap());
+    let drafts = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("spec_decode_num_drafts_total{"))
+        .and_then(|l| l.split_whitespace().last())
+        .expect("num_drafts in /metrics");
+    assert_eq!(drafts, report["num_spec_steps"].to_string());
 }
 
 #[cfg(target_os = "linux")]
@@ -193,12 +236,31 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
         (&["--prefix", "bad prefix"], "prefix"),
         (&["--metrics-addr", &taken_addr], "cannot listen on"),
+        (&["--policy", "greedy"], "not a policy"),
+        (&["--policy", "static:x"], "whole number"),
+        (&["--policy", "static:6"], "above --max-draft-len 5"),
+        (
+            &["--policy", "static:9", "--max-draft-len", "8"],
+            "above --max-draft-len 8",
+        ),
+        (&["--policy", "vllm-44337"], "not a policy"),
+        (&["--workload", "bursty"], "not a workload"),
+        (&["--phase-seconds", "0"], "above 0"),
+        (&["--phase-seconds", "inf"], "above 0"),
+        (&["--cost-linear", "1"], "BASE,PER_TOKEN"),
+        (&["--cost-linear", "1,x"], "not a number"),
+        (
+            &["--cost-linear", "0,0.1"],
+            "a step cost must be more than zero",
+        ),
+        (&["--cost-linear", "1,-0.1"], "it must be zero or more"),
+        (&["--virtual-time", "--step-us", "0"], "--step-us"),
     ];
     for (args, message) in cases {
         let out = Command::new(demo_binary())
@@ -211,6 +273,313 @@ fn invalid_values_exit_2_with_a_message() {
         assert!(log.contains(message), "{args:?}: {log}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// Virtual time, the summary and the policies
+
+/// Standard output's two JSON values: the report, then the summary (its
+/// last line).
+fn report_and_summary(stdout: &str) -> (serde_json::Value, serde_json::Value) {
+    let values: Vec<serde_json::Value> = serde_json::Deserializer::from_str(stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("standard output is JSON values");
+    assert_eq!(values.len(), 2, "the report and the summary: {stdout}");
+    let last_line = stdout.trim_end().lines().last().unwrap();
+    let summary: serde_json::Value = serde_json::from_str(last_line).unwrap();
+    assert_eq!(summary, values[1], "the summary is the last line");
+    let mut values = values.into_iter();
+    (values.next().unwrap(), values.next().unwrap())
+}
+
+/// Runs the demo to its end with `args` (in virtual time, two engine
+/// threads unless overridden); returns standard output and standard error.
+fn run_virtual(args: &[&str]) -> (String, String) {
+    let out = Command::new(demo_binary())
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--virtual-time",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    (stdout, stderr)
+}
+
+fn f64_of(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+#[test]
+fn a_virtual_time_run_is_the_same_for_the_same_seed_and_differs_for_another() {
+    let args = [
+        "--seconds",
+        "6",
+        "--phase-seconds",
+        "2",
+        "--interval-ms",
+        "500",
+    ];
+    let (first, first_log) = run_virtual(&[&args[..], &["--seed", "7"]].concat());
+    let (second, second_log) = run_virtual(&[&args[..], &["--seed", "7"]].concat());
+    let (other, _) = run_virtual(&[&args[..], &["--seed", "8"]].concat());
+    assert_eq!(first, second, "report and summary of two runs with seed 7");
+    // The interval lines too (the first line names the random port).
+    let intervals = |log: &str| log.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    let (mut a, mut b) = (intervals(&first_log), intervals(&second_log));
+    // The last line says how long the run took in wall-clock time.
+    assert!(a.pop().unwrap().contains("stopped (time limit)"));
+    assert!(b.pop().unwrap().contains("stopped (time limit)"));
+    assert_eq!(a, b);
+    assert_ne!(first, other, "seed 8 gave the output of seed 7");
+}
+
+#[test]
+fn the_summary_has_the_documented_keys_and_consistent_figures() {
+    let (stdout, _) = run_virtual(&[
+        "--seconds",
+        "10",
+        "--phase-seconds",
+        "4",
+        "--seed",
+        "3",
+        "--max-draft-len",
+        "6",
+        "--cost-linear",
+        "2,0.25",
+    ]);
+    let (report, summary) = report_and_summary(&stdout);
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let sorted = |list: &[&str]| {
+        let mut k: Vec<_> = list.iter().map(|s| s.to_string()).collect();
+        k.sort();
+        k
+    };
+    let figure_keys = [
+        "steps",
+        "tokens",
+        "cost_units",
+        "goodput",
+        "mean_draft_len",
+        "switches",
+    ];
+    assert_eq!(
+        keys(&summary),
+        sorted(&[
+            "policy",
+            "workload",
+            "seed",
+            "max_draft_len",
+            "workers",
+            "max_batch",
+            "cost_linear",
+            "step_us",
+            "interval_ms",
+            "phase_seconds",
+            "virtual_time",
+            "seconds",
+            "settle_seconds",
+            "overall",
+            "phases",
+            "controller",
+        ])
+    );
+    assert_eq!(summary["policy"], "adaptive");
+    assert_eq!(summary["workload"], "transition");
+    assert_eq!(summary["seed"], 3);
+    assert_eq!(summary["max_draft_len"], 6);
+    assert_eq!(summary["cost_linear"]["base"], 2.0);
+    assert_eq!(summary["cost_linear"]["per_token"], 0.25);
+    assert_eq!(summary["virtual_time"], true);
+    assert_eq!(summary["seconds"], 10.0);
+    assert_eq!(summary["settle_seconds"], 3.0);
+    assert_eq!(keys(&summary["overall"]), sorted(&figure_keys));
+    assert_eq!(
+        keys(&summary["controller"]),
+        sorted(&["updates", "switches", "regime_changes", "draft_len"])
+    );
+    assert_eq!(summary["controller"]["updates"], 10);
+
+    // 10 s of 4-second phases: low, high, low (half).
+    let phases = summary["phases"].as_array().unwrap();
+    let names: Vec<_> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["low", "high", "low"]);
+    let bounds: Vec<_> = phases
+        .iter()
+        .map(|p| (f64_of(&p["start_s"]), f64_of(&p["end_s"])))
+        .collect();
+    assert_eq!(bounds, [(0.0, 4.0), (4.0, 8.0), (8.0, 10.0)]);
+
+    let check = |f: &serde_json::Value| {
+        for key in figure_keys {
+            assert!(f.get(key).is_some(), "{key} in {f}");
+        }
+        let (tokens, cost) = (f64_of(&f["tokens"]), f64_of(&f["cost_units"]));
+        let (steps, mean) = (f64_of(&f["steps"]), f64_of(&f["mean_draft_len"]));
+        assert!(steps > 0.0, "{f}");
+        assert!(
+            (f64_of(&f["goodput"]) - tokens / cost).abs() < 1e-9 * tokens,
+            "{f}"
+        );
+        // cost = base * steps + per_token * (sum of budgets)
+        assert!(
+            (cost - (2.0 * steps + 0.25 * mean * steps)).abs() < 1e-6 * cost,
+            "{f}"
+        );
+        assert!((0.0..=6.0).contains(&mean), "{f}");
+    };
+    check(&summary["overall"]);
+    let sum = |key: &str| phases.iter().map(|p| f64_of(&p[key])).sum::<f64>();
+    for key in ["steps", "tokens", "cost_units", "switches"] {
+        let overall = f64_of(&summary["overall"][key]);
+        assert!(
+            (sum(key) - overall).abs() <= 1e-9 * overall.max(1.0),
+            "{key}"
+        );
+    }
+    for p in phases {
+        assert_eq!(
+            keys(p),
+            sorted(
+                &[
+                    &figure_keys[..],
+                    &["index", "name", "start_s", "end_s", "settled"]
+                ]
+                .concat()
+            )
+        );
+        assert_eq!(keys(&p["settled"]), sorted(&figure_keys));
+        check(p);
+        for key in ["steps", "tokens", "switches"] {
+            assert!(f64_of(&p["settled"][key]) <= f64_of(&p[key]), "{key}: {p}");
+        }
+        assert!(f64_of(&p["settled"]["steps"]) < f64_of(&p["steps"]), "{p}");
+    }
+    // The first two phases settle after 3 s of their 4; the last phase
+    // lasts 2 s, too short to settle: no settled steps, no figures.
+    check(&phases[0]["settled"]);
+    check(&phases[1]["settled"]);
+    assert_eq!(phases[2]["settled"]["steps"], 0);
+    assert_eq!(phases[2]["settled"]["goodput"], serde_json::Value::Null);
+    assert_eq!(
+        phases[2]["settled"]["mean_draft_len"],
+        serde_json::Value::Null
+    );
+    // The scheduled budgets of the report are the summary's steps and
+    // budgets.
+    let scheduled: Vec<u64> = report["scheduled_steps_by_budget"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(scheduled.len(), 7);
+    let engine_steps: u64 = scheduled.iter().sum();
+    assert_eq!(summary["overall"]["steps"].as_u64(), Some(engine_steps));
+    let budget_sum: u64 = scheduled
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| b as u64 * n)
+        .sum();
+    let mean = f64_of(&summary["overall"]["mean_draft_len"]);
+    assert!((mean - budget_sum as f64 / engine_steps as f64).abs() < 1e-12);
+    // The tokens are the report's: one per request-step plus the accepted
+    // drafts, except for rejected observations (a > k), whose step produced
+    // at most K + 1 = 7 tokens the report cannot see.
+    let report_tokens = report["num_spec_steps"].as_u64().unwrap()
+        + report["num_undrafted_steps"].as_u64().unwrap()
+        + report["num_accepted_draft_tokens"].as_u64().unwrap();
+    let rejected = report["num_rejected_observations"].as_u64().unwrap();
+    let tokens = summary["overall"]["tokens"].as_u64().unwrap();
+    assert!(
+        tokens >= report_tokens && tokens <= report_tokens + 7 * rejected,
+        "summary {tokens} tokens, report {report_tokens} (+ {rejected} rejected)"
+    );
+}
+
+#[test]
+fn a_static_policy_schedules_only_its_draft_length() {
+    let (stdout, log) = run_virtual(&[
+        "--seconds",
+        "4",
+        "--policy",
+        "static:3",
+        "--workload",
+        "steady",
+    ]);
+    let (report, summary) = report_and_summary(&stdout);
+    assert_eq!(summary["policy"], "static:3");
+    assert_eq!(summary["controller"], serde_json::Value::Null);
+    assert_eq!(summary["overall"]["mean_draft_len"], 3.0);
+    assert_eq!(summary["overall"]["switches"], 0.0);
+    // Drafts of 3, and shorter ones only where a grammar cut them.
+    let rows = report["acceptance_histogram_by_draft_length"]
+        .as_object()
+        .unwrap();
+    let lengths: Vec<usize> = rows.keys().map(|k| k.parse().unwrap()).collect();
+    assert!(lengths.contains(&3), "{lengths:?}");
+    assert!(lengths.iter().all(|&k| k <= 3), "{lengths:?}");
+    let steps = |k: &str| {
+        rows[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let shorter: u64 = lengths
+        .iter()
+        .filter(|&&k| k < 3)
+        .map(|k| steps(&k.to_string()))
+        .sum();
+    assert!(steps("3") > 10 * shorter, "{rows:?}");
+    assert!(log.contains("Draft length: k = 3;"), "{log}");
+    // The scheduler's own record: every engine step had the budget 3.
+    let engine_steps = summary["overall"]["steps"].as_u64().unwrap();
+    assert!(engine_steps > 0);
+    assert_eq!(
+        report["scheduled_steps_by_budget"],
+        serde_json::json!([0, 0, 0, engine_steps, 0, 0])
+    );
+}
+
+#[test]
+fn the_adaptive_policy_follows_a_transition_and_says_so() {
+    let (stdout, log) = run_virtual(&[
+        "--seconds",
+        "24",
+        "--phase-seconds",
+        "8",
+        "--max-draft-len",
+        "8",
+    ]);
+    let (_, summary) = report_and_summary(&stdout);
+    let phases = summary["phases"].as_array().unwrap();
+    let settled_k = |i: usize| f64_of(&phases[i]["settled"]["mean_draft_len"]);
+    // Low acceptance: about 2; high: 6 or more (exploration included).
+    assert!(settled_k(0) < 3.0, "{summary}");
+    assert!(settled_k(1) > 6.0, "{summary}");
+    assert!(settled_k(2) < 3.0, "{summary}");
+    let switches = f64_of(&summary["overall"]["switches"]);
+    assert!((2.0..=6.0).contains(&switches), "{summary}");
+    assert_eq!(summary["controller"]["switches"].as_f64(), Some(switches));
+    assert!(summary["controller"]["regime_changes"].as_u64().unwrap() >= 2);
+    assert!(log.contains("switched from 2"), "{log}");
+    assert!(log.contains("regime change detected"), "{log}");
 }
 
 // ---------------------------------------------------------------------------
@@ -267,6 +636,18 @@ fn a_client_trickling_header_bytes_is_disconnected_after_the_header_read_timeout
         response.contains("spec_decode_num_drafts_total"),
         "{response}"
     );
+    // The schedule: budgets, and the controller's choice (adaptive by
+    // default, K = 5: its first choice is 2).
+    assert!(
+        response.contains("spec_decode_scheduled_steps_total{"),
+        "{response}"
+    );
+    let gauge = response
+        .lines()
+        .find_map(|l| l.strip_prefix("spec_decode_controller_draft_length"))
+        .expect("the controller's gauge");
+    let k: usize = gauge.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(k <= 5, "{gauge}");
 
     // One header byte every 100 ms never completes the head: the server
     // closes the connection once 500 ms have passed since the request line,

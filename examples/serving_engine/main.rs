@@ -20,25 +20,65 @@
 //! (`| head`), which ends the run quietly; 2 on any error (bad flag value,
 //! metric name prefix, address in use), with a message on standard error.
 //!
-//! The drafting policy is deliberately variable: budgets shrink as the batch
-//! grows, some steps draft nothing at all (`observe_undrafted`), structured
-//! output requests have drafts invalidated by their grammar (sometimes all
-//! of them: `k = 0`), and the verifier's acceptance falls with position.
-//! Randomness comes from a small deterministic generator seeded per worker.
+//! The drafting policy closes the loop (`--policy adaptive`, the default):
+//! every interval the metrics thread feeds the interval's histogram
+//! (`delta_since`) to a [`DraftController`] and publishes its plan in a
+//! [`SharedPlan`]; every engine step reads its draft budget from the plan
+//! (one atomic load), records the budget it scheduled
+//! (`observe_scheduled`) and each request's `(k, a)` (`observe`). The
+//! interval log shows the chosen `k`, when it switched and when the
+//! controller saw a change of regime. `--policy static:K` drafts `K` at
+//! every step, for comparison; `sglang` and `vllm-44336` are the adaptive
+//! rules of those engines.
+//!
+//! The workload (`--workload`, see `workload.rs`) sets how well the
+//! proposer predicts each request: `transition` (the default) alternates
+//! low- and high-acceptance phases of `--phase-seconds` (4) each, so the
+//! default 10-second run shows the controller move from a short draft to a
+//! long one and back; `steady` keeps one level; `mixed` puts code-like and
+//! chat-like requests in every batch. An engine step with budget `b` costs
+//! `BASE + PER_TOKEN b` cost units (`--cost-linear`, default `1,0.1`, the
+//! controller's step cost too), one unit being `--step-us` microseconds.
+//! With `--virtual-time` the steps advance a simulated clock instead of
+//! sleeping: a run is fast and, for a `--seed`, always the same.
+//!
+//! Kept from a real engine's mess, independent of the policy: structured
+//! output requests have drafts cut short by their grammar (sometimes all of
+//! them: `k = 0`), some request-steps draft nothing (`observe_undrafted`),
+//! and rarely an engine reports more accepted tokens than drafted (a
+//! rejected observation).
+//!
+//! After the report, standard output gets one more line: the run's summary
+//! as one JSON object (policy, workload, seed, `K`, cost; per phase and
+//! overall the tokens, cost units, goodput, mean draft length and
+//! switches, and each phase's settled part). Its keys are documented in
+//! `summary.rs` and the README.
 //!
 //! ```text
 //! cargo run --release --example serving_engine
 //! cargo run --release --example serving_engine -- --seconds 30 --print-requests
+//! cargo run --release --example serving_engine -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 
-use std::f64::consts::TAU;
+// The simulation's modules, shared with `examples/policy_table.rs` (which
+// includes them by path and uses other parts of them).
+#[allow(dead_code)]
+mod peers;
+mod policy;
+#[allow(dead_code)]
+mod sim;
+#[allow(dead_code)]
+mod summary;
+#[allow(dead_code)]
+mod workload;
+
 use std::fmt;
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -51,12 +91,13 @@ use clap::Parser;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use prometheus_client::registry::Registry;
 use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
-use specdec_metrics::{AcceptanceHistogram, Recorder, Worker};
+use specdec_metrics::{AcceptanceHistogram, Recorder};
 
-mod engine_metrics;
-use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
+use policy::PolicySpec;
+use sim::{Events, FinishedRequest, Interval};
+use summary::CostLinear;
+use workload::Workload;
 
 /// Simulates a speculative-decoding serving engine that records every verify
 /// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
@@ -93,8 +134,8 @@ struct Args {
     /// The model_name label.
     #[arg(long, value_name = "NAME", default_value = "demo-model")]
     model_name: String,
-    /// Simulated forward-pass time per engine step, in microseconds (0 = run
-    /// hot, no sleep).
+    /// Simulated time of one cost unit (about one engine step), in
+    /// microseconds (0 = run hot, no sleep; not with --virtual-time).
     #[arg(long, value_name = "N", default_value_t = 8000)]
     step_us: u64,
     /// After stopping, keep serving the final counters for N seconds so a
@@ -107,6 +148,28 @@ struct Args {
     /// Random seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
+    /// Drafting policy: adaptive (the DraftController's plan), static:K,
+    /// sglang (SGLang's EMA tiers) or vllm-44336 (vLLM #44336's
+    /// per-position EMA).
+    #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy)]
+    policy: PolicySpec,
+    /// Workload: transition (low- and high-acceptance phases in turn),
+    /// steady (one level) or mixed (code-like and chat-like requests in
+    /// every batch).
+    #[arg(long, value_name = "W", default_value = "transition", value_parser = parse_workload)]
+    workload: Workload,
+    /// Length of each phase of the transition workload, in seconds.
+    #[arg(long, value_name = "N", default_value_t = 4.0, value_parser = phase_seconds)]
+    phase_seconds: f64,
+    /// Simulated cost of an engine step with draft budget b: BASE +
+    /// PER_TOKEN * b cost units (one unit = --step-us microseconds); also
+    /// the controller's step cost.
+    #[arg(long, value_name = "BASE,PER_TOKEN", default_value = "1,0.1", value_parser = cost_linear)]
+    cost_linear: CostLinear,
+    /// Steps advance a simulated clock instead of sleeping: fast, and the
+    /// same output for the same --seed.
+    #[arg(long)]
+    virtual_time: bool,
 }
 
 impl Args {
@@ -136,6 +199,37 @@ fn max_draft_len(v: &str) -> Result<usize, String> {
     AcceptanceHistogram::new(k)
         .map(|_| k)
         .map_err(|e| e.to_string())
+}
+
+fn parse_policy(v: &str) -> Result<PolicySpec, String> {
+    v.parse()
+}
+
+fn parse_workload(v: &str) -> Result<Workload, String> {
+    v.parse()
+}
+
+fn phase_seconds(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err(format!("{v:?} is not a number of seconds above 0")),
+    }
+}
+
+/// `--cost-linear BASE,PER_TOKEN`: two numbers, checked by
+/// `StepCost::linear` (its message on error).
+fn cost_linear(v: &str) -> Result<CostLinear, String> {
+    let (base, per_token) = v
+        .split_once(',')
+        .ok_or_else(|| format!("{v:?} is not BASE,PER_TOKEN (two numbers and a comma)"))?;
+    let number = |x: &str| {
+        x.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{x:?} in {v:?} is not a number"))
+    };
+    let (base, per_token) = (number(base)?, number(per_token)?);
+    specdec_metrics::StepCost::linear(base, per_token).map_err(|e| e.to_string())?;
+    Ok(CostLinear { base, per_token })
 }
 
 fn at_least_one(v: &str) -> Result<usize, String> {
@@ -247,21 +341,49 @@ enum Stop {
     OutputClosed,
 }
 
+impl Args {
+    /// The simulation's settings.
+    fn sim_config(&self) -> sim::Config {
+        sim::Config {
+            policy: self.policy,
+            workload: self.workload,
+            phase_secs: self.phase_seconds,
+            workers: self.workers,
+            max_draft_len: self.max_draft_len,
+            max_batch: self.max_batch,
+            interval: self.interval(),
+            step_us: self.step_us,
+            cost: self.cost_linear,
+            seconds: self.seconds,
+            virtual_time: self.virtual_time,
+            seed: self.seed,
+            settle_intervals: sim::SETTLE_INTERVALS,
+        }
+    }
+}
+
 fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
+    // Settings that depend on each other (a static:K above K, a policy not
+    // built, --virtual-time with --step-us 0) stop us before any work.
+    let config = args.sim_config();
+    config.validate()?;
+    // The policy's plan (the controller's, for adaptive), shared by the
+    // simulation and the /metrics gauge.
+    let plan = sim::shared_plan(&config)?;
+
     // The engine's recorder, and the collector the /metrics endpoint encodes
-    // (one snapshot per scrape).
+    // (one snapshot per scrape), with the gauge of the chosen draft length
+    // when the policy has one plan (adaptive, static:K).
     let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
-    let collector = SpecDecodeCollector::new(recorder.clone())
+    let mut collector = SpecDecodeCollector::new(recorder.clone())
         .with_prefix(args.prefix.as_str())
         .and_then(|c| {
             c.with_const_labels([("model_name", args.model_name.as_str()), ("engine", "0")])
         })
         .map_err(|e| e.to_string())?;
-    // vLLM's engine metrics, under the same prefix, in the same registry.
-    let engine_metrics = EngineMetrics::new(&namespace_for(&args.prefix), &args.model_name, "0");
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(collector));
-    engine_metrics.register(&mut registry);
+    if let Some(plan) = &plan {
+        collector = collector.with_plan(Arc::clone(plan));
+    }
 
     // HTTP first, so a bind error stops us before any work, and a scraper
     // sees every series from the first step on.
@@ -281,81 +403,85 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
-        .with_state(Arc::new(registry));
+        .with_state(Arc::new(collector));
     runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
 
     log!(
         output,
         "serving_engine: {} engine threads, num_spec_tokens K = {}, max batch {}, \
-         step {} us; metrics on http://{}/metrics (prefix {}); {}",
+         policy {}, workload {}{}, step cost {} + {} b units of {} us{}; \
+         metrics on http://{}/metrics (prefix {}); {}",
         args.workers,
         args.max_draft_len,
         args.max_batch,
+        args.policy,
+        args.workload,
+        if args.workload == Workload::Transition {
+            format!(" ({} s phases)", args.phase_seconds)
+        } else {
+            String::new()
+        },
+        args.cost_linear.base,
+        args.cost_linear.per_token,
         args.step().as_micros(),
+        if args.virtual_time {
+            ", virtual time"
+        } else {
+            ""
+        },
         metrics_addr,
         args.prefix,
-        if args.seconds == 0 {
-            "running until Ctrl-C".to_owned()
-        } else {
-            format!("running {} s (Ctrl-C stops early)", args.seconds)
+        match (args.seconds, args.virtual_time) {
+            (0, _) => "running until Ctrl-C".to_owned(),
+            (s, false) => format!("running {s} s (Ctrl-C stops early)"),
+            (s, true) => format!("running {s} s of virtual time (Ctrl-C stops early)"),
         },
     );
 
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let finished = Arc::new(AtomicU64::new(0));
-    let engines: Vec<_> = (0..args.workers)
-        .map(|index| {
-            let (recorder, engine_metrics, stop, finished, args, output) = (
-                recorder.clone(),
-                engine_metrics.clone(),
-                Arc::clone(&stop),
-                Arc::clone(&finished),
-                args.clone(),
-                Arc::clone(output),
-            );
-            thread::Builder::new()
-                .name(format!("engine-{index}"))
-                .spawn(move || {
-                    // The one `Worker` of this thread, taken once.
-                    let worker = recorder.worker();
-                    Engine::new(index, &args, &worker, &output, engine_metrics)
-                        .run(&stop, &finished);
-                })
-                .map_err(|e| format!("cannot start an engine thread: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
-
-    let (stop_metrics, stop_metrics_rx) = mpsc::channel::<()>();
-    let metrics_thread = {
-        let (recorder, interval, output) = (recorder.clone(), args.interval(), Arc::clone(output));
+    let (sim_done, sim_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let simulation = {
+        let (recorder, stop, output) = (recorder.clone(), Arc::clone(&stop), Arc::clone(output));
+        let events = DemoEvents {
+            output,
+            print_requests: args.print_requests,
+        };
         thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || log_metrics(&recorder, interval, &stop_metrics_rx, started, &output))
+            .spawn(move || {
+                let outcome = sim::run(&config, &recorder, plan.as_ref(), &stop, &events);
+                // The main thread may have stopped waiting already.
+                let _ = sim_done.send(());
+                outcome
+            })
             .map_err(|e| format!("cannot start the metrics thread: {e}"))?
     };
 
-    let why = runtime.block_on(wait_for_stop(args.seconds, output));
-
+    let why = runtime.block_on(wait_for_stop(
+        async {
+            // An error means the simulation ended without saying so (a
+            // panic): the join below reports it.
+            let _ = sim_done_rx.await;
+        },
+        output,
+    ));
+    // Relaxed: the simulation polls it; the join below orders the rest.
     stop.store(true, Ordering::Relaxed);
-    for engine in engines {
-        engine
-            .join()
-            .map_err(|_| "an engine thread panicked".to_owned())?;
-    }
-    drop(stop_metrics); // ends the metrics thread after a last interval line
-    metrics_thread
+    let outcome = simulation
         .join()
-        .map_err(|_| "the metrics thread panicked".to_owned())?;
+        .map_err(|_| "the simulation panicked".to_owned())??;
 
     // Every step has been recorded and every Worker dropped: this snapshot
     // is the whole run.
     let report = recorder.snapshot();
+    let summary = &outcome.summary;
     log!(
         output,
-        "serving_engine: stopped ({}) after {:.1} s: {} requests finished, {} verify steps, \
+        "serving_engine: stopped ({}) after {:.1} s{}: {} requests finished, {} verify steps, \
          {} undrafted steps, mean acceptance length {:.3}, draft acceptance rate {:.4}; \
-         engine report (JSON) on standard output",
+         goodput {} tokens per cost unit, mean draft length {}, {} switches; \
+         engine report and summary (JSON) on standard output",
         match why {
             Stop::TimeLimit => "time limit",
             Stop::Interrupted => "Ctrl-C",
@@ -363,13 +489,23 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             Stop::OutputClosed => "output closed",
         },
         started.elapsed().as_secs_f64(),
-        finished.load(Ordering::Relaxed),
+        if args.virtual_time {
+            format!(" ({:.1} s of virtual time)", summary.seconds)
+        } else {
+            String::new()
+        },
+        outcome.requests_finished,
         report.num_spec_steps(),
         report.num_undrafted_steps(),
         report.mean_acceptance_length(),
         report.draft_acceptance_rate(),
+        figure(summary.overall.goodput, 3),
+        figure(summary.overall.mean_draft_len, 2),
+        summary.overall.switches,
     );
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    output.report(&json)?;
+    let json = serde_json::to_string(summary).map_err(|e| e.to_string())?;
     output.report(&json)?;
 
     if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) && !output.is_closed() {
@@ -379,23 +515,27 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             metrics_addr,
             args.linger().as_secs()
         );
-        runtime.block_on(wait_for_stop(args.linger().as_secs(), output));
+        // The timer is created inside the runtime: an `async` block runs
+        // only once `block_on` polls it (`tokio::time::sleep` called out
+        // here, outside the runtime, would panic).
+        let linger = args.linger();
+        runtime.block_on(async {
+            wait_for_stop(tokio::time::sleep(linger), output).await;
+        });
     }
     // Dropping the runtime stops the HTTP server.
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
 }
 
-/// Resolves after `seconds` (never when 0), at Ctrl-C / SIGTERM, or when the
-/// output is closed.
-async fn wait_for_stop(seconds: u64, output: &Output) -> Stop {
-    let time_limit = async {
-        if seconds == 0 {
-            std::future::pending::<()>().await;
-        } else {
-            tokio::time::sleep(Duration::from_secs(seconds)).await;
-        }
-    };
+/// A figure that may be missing, with `digits` decimals.
+fn figure(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// Resolves when `done` does (the run's end: [`Stop::TimeLimit`]), at
+/// Ctrl-C / SIGTERM, or when the output is closed.
+async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop {
     #[cfg(unix)]
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -408,7 +548,7 @@ async fn wait_for_stop(seconds: u64, output: &Output) -> Stop {
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
-        () = time_limit => Stop::TimeLimit,
+        () = done => Stop::TimeLimit,
         _ = tokio::signal::ctrl_c() => Stop::Interrupted,
         () = terminate => Stop::Terminated,
         () = output.closed() => Stop::OutputClosed,
@@ -449,13 +589,16 @@ async fn serve_http(
 }
 
 /// `GET /metrics`: one snapshot, in the format the scraper asked for.
-async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> impl IntoResponse {
+async fn metrics(
+    State(collector): State<Arc<SpecDecodeCollector>>,
+    headers: HeaderMap,
+) -> impl IntoResponse {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let format = TextFormat::from_accept(accept);
-    let body = encode_registry(&registry, format);
+    let body = collector.encode_text(format);
     ([(header::CONTENT_TYPE, format.content_type())], body)
 }
 
@@ -464,306 +607,122 @@ async fn index() -> &'static str {
 }
 
 // ---------------------------------------------------------------------------
-// The simulated engine
+// The metrics thread's log
 
-/// SplitMix64: small, fast, deterministic; enough for a simulation.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
-
-/// One request in a batch.
-struct Request {
-    id: String,
-    started: Instant,
-    /// Output tokens to generate before it finishes.
-    output_len: usize,
-    generated: usize,
-    /// Structured output: a grammar may invalidate drafts.
-    structured: bool,
-    /// How well the proposer predicts this request (acceptance at position
-    /// 0); later positions decay from it.
-    predictability: f64,
-    /// The request's own metrics, allocated once here; reported at the end.
-    metrics: AcceptanceHistogram,
-}
-
-/// One engine thread: a continuous batch of requests, one verify step per
-/// request per engine step.
-struct Engine<'w> {
-    index: usize,
-    worker: &'w Worker,
-    output: &'w Output,
-    /// vLLM's engine metrics, shared by every engine thread.
-    metrics: EngineMetrics,
-    rng: Rng,
-    batch: Vec<Request>,
-    next_request: u64,
-    max_draft_len: usize,
-    max_batch: usize,
-    step: Duration,
+/// Logs what the simulation reports: an interval's lines, a finished
+/// request.
+struct DemoEvents {
+    output: Arc<Output>,
     print_requests: bool,
-    /// Phase of this engine's load wave, so engines peak at different times.
-    phase: f64,
 }
 
-/// Period of the simulated load wave: the batch sweeps from nearly empty to
-/// full and back, so every draft budget shows up in a short run.
-const LOAD_PERIOD_SECS: f64 = 12.0;
-/// Acceptance decay per draft position.
-const POSITION_DECAY: f64 = 0.9;
-
-impl<'w> Engine<'w> {
-    fn new(
-        index: usize,
-        args: &Args,
-        worker: &'w Worker,
-        output: &'w Output,
-        metrics: EngineMetrics,
-    ) -> Self {
-        let mut rng = Rng::new(
-            args.seed
-                .wrapping_mul(0x2545_F491_4F6C_DD1D)
-                .wrapping_add(index as u64 + 1),
-        );
-        let phase = rng.unit() * TAU;
-        Self {
-            index,
-            worker,
-            output,
-            metrics,
-            rng,
-            batch: Vec::with_capacity(args.max_batch),
-            next_request: 0,
-            max_draft_len: args.max_draft_len,
-            max_batch: args.max_batch,
-            step: args.step(),
-            print_requests: args.print_requests,
-            phase,
-        }
-    }
-
-    fn run(&mut self, stop: &AtomicBool, finished: &AtomicU64) {
-        let started = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            let t = started.elapsed().as_secs_f64();
-            let load = 0.5 + 0.5 * (t * TAU / LOAD_PERIOD_SECS + self.phase).sin();
-            // Arrivals: about 0.02 to 0.3 new requests per engine step.
-            if self.batch.len() < self.max_batch && self.rng.chance(0.02 + 0.28 * load) {
-                self.admit();
-            }
-            if self.batch.is_empty() {
-                self.forward_pass(0);
-                continue;
-            }
-            let scheduled = self.engine_step();
-            self.forward_pass(scheduled);
-            self.retire(finished);
-        }
-    }
-
-    fn admit(&mut self) {
-        let structured = self.rng.chance(0.25);
-        let predictability = if structured {
-            0.8 + 0.17 * self.rng.unit()
-        } else {
-            0.6 + 0.32 * self.rng.unit()
-        };
-        self.batch.push(Request {
-            id: format!("e{}-r{}", self.index, self.next_request),
-            started: Instant::now(),
-            output_len: 32 + self.rng.below(481),
-            generated: 0,
-            structured,
-            predictability,
-            metrics: AcceptanceHistogram::new(self.max_draft_len)
-                .expect("K was validated by Recorder::new"),
-        });
-        self.next_request += 1;
-        self.metrics.add_running(1, 0);
-    }
-
-    /// One verify step for every request in the batch; returns the tokens
-    /// scheduled (drafts plus one per request), which sets the step's cost.
-    fn engine_step(&mut self) -> usize {
-        let b = self.batch.len();
-        // Drafting policy: the budget shrinks as the batch grows, and under
-        // heavy load the policy skips drafting for a share of the requests.
-        let k_max = self.max_draft_len;
-        let budget = (k_max - k_max * b / (self.max_batch + 1)).max(1);
-        let fill = b as f64 / self.max_batch as f64;
-        let p_undrafted = 0.04 + 0.3 * fill * fill;
-        let mut scheduled = 0;
-        let mut generated = 0;
-        for request in &mut self.batch {
-            let rng = &mut self.rng;
-            if rng.chance(p_undrafted) {
-                // Nothing drafted: not a k = 0 row (an undrafted step).
-                self.worker.observe_undrafted();
-                request.metrics.observe_undrafted();
-                request.generated += 1;
-                generated += 1;
-                scheduled += 1;
-                continue;
-            }
-            // The grammar of a structured-output request invalidates some
-            // drafts, sometimes all of them (k = 0).
-            let drafted = if request.structured {
-                let r = rng.unit();
-                if r < 0.5 {
-                    budget
-                } else if r < 0.88 {
-                    rng.below(budget)
-                } else {
-                    0
-                }
-            } else {
-                budget
-            };
-            // The verifier accepts the longest agreeing prefix; agreement
-            // falls with position.
-            let mut accepted = 0;
-            let mut p = request.predictability;
-            while accepted < drafted && rng.chance(p) {
-                accepted += 1;
-                p *= POSITION_DECAY;
-            }
-            // Rarely, a grammar invalidates drafts after the verifier
-            // sampled them, so the engine reports a > k: rejected and counted
-            // in num_rejected_observations, never in a bucket.
-            let reported = if request.structured && drafted < budget && rng.below(2_000) == 0 {
-                drafted + 1
-            } else {
-                accepted
-            };
-            // Engine-wide and per-request; an error is already counted.
-            let _ = self.worker.observe(drafted, reported);
-            let _ = request.metrics.observe(drafted, reported);
-            request.generated += accepted + 1; // the bonus token
-            generated += accepted + 1;
-            scheduled += drafted + 1;
-        }
-        self.metrics.add_generation_tokens(generated as u64);
-        scheduled
-    }
-
-    /// Simulated model time: a fixed cost plus a share per scheduled token.
-    /// Every request of the batch gets its next output after it: one
-    /// inter-token latency each.
-    fn forward_pass(&self, scheduled_tokens: usize) {
-        let cost = self.step + self.step * scheduled_tokens.min(1 << 20) as u32 / 256;
-        self.metrics
-            .observe_inter_token_latency(cost.as_secs_f64(), self.batch.len());
-        if !cost.is_zero() {
-            thread::sleep(cost);
-        }
-    }
-
-    fn retire(&mut self, finished: &AtomicU64) {
-        let mut i = 0;
-        while i < self.batch.len() {
-            if self.batch[i].generated < self.batch[i].output_len {
-                i += 1;
-                continue;
-            }
-            let request = self.batch.swap_remove(i);
-            finished.fetch_add(1, Ordering::Relaxed);
-            self.metrics.add_running(0, 1);
-            if self.print_requests {
-                let report = serde_json::to_string(&request.metrics)
-                    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-                log!(
-                    self.output,
-                    "request {} finished: {} tokens in {:.2} s{}, speculative_decoding {report}",
-                    request.id,
-                    request.generated,
-                    request.started.elapsed().as_secs_f64(),
-                    if request.structured {
-                        " (structured output)"
-                    } else {
-                        ""
-                    },
-                );
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The metrics thread
-
-/// Logs one line (and a table) per interval from the difference of two
-/// snapshots, until `stop` is dropped; then logs the last partial interval.
-fn log_metrics(
-    recorder: &Recorder,
-    interval: Duration,
-    stop: &mpsc::Receiver<()>,
-    started: Instant,
-    output: &Output,
-) {
-    let mut previous = recorder.snapshot();
-    let mut previous_at = Instant::now();
-    let mut deadline = previous_at + interval;
-    loop {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let last = !matches!(
-            stop.recv_timeout(timeout),
-            Err(mpsc::RecvTimeoutError::Timeout)
-        );
-        let now = recorder.snapshot();
-        let now_at = Instant::now();
-        let interval_figures = now
-            .delta_since(&previous)
-            .expect("snapshots of one recorder never decrease");
+impl Events for DemoEvents {
+    fn interval(&self, interval: &Interval<'_>) {
         // The last, partial interval is logged only when it recorded
         // something (stopping right after a tick leaves it empty).
-        if !last || !interval_figures.is_empty() {
-            log_interval(
-                output,
-                &interval_figures,
-                now_at - previous_at,
-                now_at - started,
-            );
-        }
-        if last {
+        if interval.last && interval.delta.is_empty() {
             return;
         }
-        previous = now;
-        previous_at = now_at;
-        deadline += interval;
-        // A long stall (suspended process) should not cause a burst of lines.
-        if deadline < Instant::now() {
-            deadline = Instant::now() + interval;
-        }
+        let stamp = format!("[{:7.1}s]", interval.end_s);
+        log_interval(
+            &self.output,
+            &stamp,
+            interval.delta,
+            interval.end_s - interval.start_s,
+        );
+        log_draft_length(&self.output, interval);
     }
+
+    fn request_finished(&self, request: &FinishedRequest<'_>) {
+        let report = serde_json::to_string(request.metrics)
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        log!(
+            self.output,
+            "request e{}-r{} finished: {} tokens in {:.2} s{}, speculative_decoding {report}",
+            request.engine,
+            request.id,
+            request.tokens,
+            request.seconds,
+            if request.structured {
+                " (structured output)"
+            } else {
+                ""
+            },
+        );
+    }
+
+    fn wants_requests(&self) -> bool {
+        self.print_requests
+    }
+}
+
+/// The drafting policy's line: the chosen `k` (and what changed), the
+/// phase, the mean scheduled budget and the goodput of the interval.
+fn log_draft_length(output: &Output, interval: &Interval<'_>) {
+    let choice = match &interval.controller {
+        Some(c) => {
+            let mut what = Vec::new();
+            if c.draft_len != c.previous {
+                what.push(format!("switched from {}", c.previous));
+            }
+            if c.regime_change {
+                what.push("regime change detected".to_owned());
+            }
+            format!(
+                "k = {}{}, exploring {} on 1 step in {}, dispersion {:.1}",
+                c.draft_len,
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", what.join("; "))
+                },
+                c.explore_len,
+                specdec_metrics::EXPLORATION_PERIOD,
+                c.dispersion,
+            )
+        }
+        None => {
+            let first = interval.chosen.first().copied().unwrap_or(0);
+            let ks = if interval.chosen.iter().all(|&k| k == first) {
+                format!("k = {first}")
+            } else {
+                let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
+                format!("k = {} (by engine thread)", ks.join(", "))
+            };
+            if interval.switches > 0.0 {
+                format!("{ks}, {} switches per engine thread", interval.switches)
+            } else {
+                ks
+            }
+        }
+    };
+    let per_step = |x: u64| {
+        if interval.steps == 0 {
+            "n/a".to_owned()
+        } else {
+            format!("{:.2}", x as f64 / interval.steps as f64)
+        }
+    };
+    let goodput = if interval.cost_units > 0.0 {
+        format!("{:.3}", interval.tokens as f64 / interval.cost_units)
+    } else {
+        "n/a".to_owned()
+    };
+    log!(
+        output,
+        "{:10} Draft length: {choice}; phase {} ({}); mean scheduled budget {}, \
+         goodput {goodput} tokens per cost unit",
+        "",
+        interval.phase,
+        interval.phase_name,
+        per_step(interval.budget_sum),
+    );
 }
 
 /// vLLM's `SpecDecoding metrics` line, then the conditional per-position
 /// rates and the by-draft-length table.
-fn log_interval(output: &Output, delta: &AcceptanceHistogram, elapsed: Duration, uptime: Duration) {
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    let stamp = format!("[{:7.1}s]", uptime.as_secs_f64());
+fn log_interval(output: &Output, stamp: &str, delta: &AcceptanceHistogram, secs: f64) {
+    let secs = secs.max(1e-9);
     let steps = delta.num_spec_steps();
     if steps == 0 {
         log!(

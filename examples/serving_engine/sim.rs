@@ -1,0 +1,1010 @@
+//! The simulated engine: engine threads that each own a [`Worker`] and a
+//! drafting [`Policy`], and a coordinator (the metrics thread) that turns
+//! every interval's histogram into the next plan.
+//!
+//! # The loop
+//!
+//! Every interval the coordinator takes a snapshot of the [`Recorder`],
+//! subtracts the previous one (`delta_since`), and, for `--policy
+//! adaptive`, feeds that interval to a [`DraftController`] and publishes
+//! its plan in a [`SharedPlan`]; every engine thread reads the plan at each
+//! step through its [`Adaptive`] policy (one atomic load). Each engine step
+//! records its scheduled budget (`Worker::observe_scheduled`) and each
+//! drafting request's `(k, a)` (`Worker::observe`).
+//!
+//! # Time
+//!
+//! A step with budget `b` costs `base + per_token * b` cost units, one unit
+//! being `step_us` microseconds of simulated time.
+//!
+//! - Real time: an engine thread sleeps for the cost of each step, and the
+//!   coordinator wakes on the wall clock.
+//! - Virtual time: each engine thread keeps its own clock and adds the cost
+//!   of each step to it instead of sleeping; it runs steps until its clock
+//!   reaches the end of the interval, then waits at a barrier; once every
+//!   thread is there, the coordinator updates the controller and publishes
+//!   the plan, and a second barrier lets them all go on. Each thread draws
+//!   from its own generator (seeded by `seed` and its index), so a run is a
+//!   function of its settings and seed, whatever the thread scheduling, and
+//!   as fast as the machine allows.
+//!
+//! The workload's phase of a step is the phase of the moment it starts
+//! (virtual or wall-clock time since the start).
+//!
+//! # The batch
+//!
+//! Each engine thread keeps a continuous batch of `max_batch` requests: a
+//! request that finishes is replaced at the next step (a saturated server,
+//! whose throughput is its goodput). Every request of the batch takes one
+//! verify step per engine step; see the workload module for what it
+//! drafts and what the verifier accepts.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use specdec_metrics::{
+    AcceptanceHistogram, DraftController, DraftPlan, Recorder, SharedPlan, StepCost, Worker,
+};
+
+use crate::peers::{Sglang, Vllm44336};
+use crate::policy::{Adaptive, Policy, PolicySpec, Static};
+use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
+use crate::workload::{Phases, RequestTraits, Rng, UNDRAFTED_SHARE, Workload, verify};
+
+/// The settings of one simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub policy: PolicySpec,
+    pub workload: Workload,
+    /// Length of one phase of `transition`, seconds.
+    pub phase_secs: f64,
+    /// Engine threads.
+    pub workers: usize,
+    /// `K`.
+    pub max_draft_len: usize,
+    /// Requests in each engine thread's batch.
+    pub max_batch: usize,
+    /// The coordinator's interval.
+    pub interval: Duration,
+    /// Microseconds of simulated time per cost unit.
+    pub step_us: u64,
+    pub cost: CostLinear,
+    /// Run length in seconds (virtual or wall-clock); 0: until stopped.
+    pub seconds: u64,
+    pub virtual_time: bool,
+    pub seed: u64,
+    /// Intervals at the start of each phase left out of its settled part.
+    pub settle_intervals: u32,
+}
+
+/// Intervals at the start of a phase not counted as settled: the change is
+/// seen at the end of the first, and a move to a length beyond twice the
+/// current one takes one more interval per doubling.
+pub const SETTLE_INTERVALS: u32 = 3;
+
+impl Config {
+    /// The step cost as the library checks it (the controller's cost).
+    pub fn step_cost(&self) -> Result<StepCost, String> {
+        StepCost::linear(self.cost.base, self.cost.per_token).map_err(|e| {
+            format!(
+                "--cost-linear {},{}: {e}",
+                self.cost.base, self.cost.per_token
+            )
+        })
+    }
+
+    /// Checks the settings that depend on each other.
+    pub fn validate(&self) -> Result<(), String> {
+        AcceptanceHistogram::new(self.max_draft_len).map_err(|e| e.to_string())?;
+        self.policy.check(self.max_draft_len)?;
+        self.step_cost()?;
+        if !(self.phase_secs.is_finite() && self.phase_secs > 0.0) {
+            return Err(format!(
+                "--phase-seconds {}: must be a number of seconds above 0",
+                self.phase_secs
+            ));
+        }
+        if self.virtual_time && self.step_us == 0 {
+            return Err(
+                "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
+            );
+        }
+        if self.workers == 0 || self.max_batch == 0 || self.interval.is_zero() {
+            return Err("--workers, --max-batch and --interval-ms must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    fn phases(&self) -> Phases {
+        Phases {
+            workload: self.workload,
+            phase_secs: self.phase_secs,
+        }
+    }
+
+    fn settle_secs(&self) -> f64 {
+        f64::from(self.settle_intervals) * self.interval.as_secs_f64()
+    }
+
+    /// The end of virtual interval `i` (from 0), seconds.
+    fn interval_end(&self, i: u64) -> f64 {
+        let end = (i + 1) as f64 * self.interval.as_secs_f64();
+        if self.seconds == 0 {
+            end
+        } else {
+            end.min(self.seconds as f64)
+        }
+    }
+
+    fn step_cost_units(&self, budget: usize) -> f64 {
+        self.cost.base + self.cost.per_token * budget as f64
+    }
+}
+
+/// One interval, as the coordinator saw it.
+#[derive(Debug)]
+pub struct Interval<'a> {
+    /// From 0.
+    pub index: u64,
+    /// Start and end, seconds since the start of the run (virtual or
+    /// wall-clock).
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The interval's histogram.
+    pub delta: &'a AcceptanceHistogram,
+    /// The phase of the middle of the interval.
+    pub phase: usize,
+    pub phase_name: &'static str,
+    /// Each engine thread's chosen draft length at its latest step.
+    pub chosen: &'a [usize],
+    /// Steps, scheduled budgets and tokens of every engine thread in the
+    /// interval, and the switches per engine thread.
+    pub steps: u64,
+    pub budget_sum: u64,
+    pub tokens: u64,
+    pub switches: f64,
+    pub cost_units: f64,
+    /// For `adaptive`: the controller after its update.
+    pub controller: Option<ControllerStep>,
+    /// The last interval of the run (possibly partial).
+    pub last: bool,
+}
+
+/// What the controller did with one interval.
+#[derive(Clone, Copy, Debug)]
+pub struct ControllerStep {
+    pub draft_len: usize,
+    pub explore_len: usize,
+    /// The draft length before this update.
+    pub previous: usize,
+    /// This interval was incompatible with the memory (forgotten).
+    pub regime_change: bool,
+    pub dispersion: f64,
+}
+
+/// A request that finished.
+#[derive(Debug)]
+pub struct FinishedRequest<'a> {
+    pub engine: usize,
+    pub id: u64,
+    pub tokens: usize,
+    /// Seconds from admission to finish (virtual or wall-clock).
+    pub seconds: f64,
+    pub structured: bool,
+    pub metrics: &'a AcceptanceHistogram,
+}
+
+/// One engine step, as an engine's own metrics see it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineStep {
+    pub engine: usize,
+    /// The step's simulated duration, seconds (virtual or slept): every
+    /// request of the batch waited that long for its next tokens.
+    pub seconds: f64,
+    /// Requests in the batch during the step.
+    pub batch: usize,
+    /// Tokens the step produced (accepted drafts plus one per request).
+    pub tokens: u64,
+    /// Requests admitted just before the step, and finished by it.
+    pub admitted: usize,
+    pub finished: usize,
+    /// The draft budget the step was scheduled with.
+    pub budget: usize,
+}
+
+/// What the simulation tells its caller while it runs (the demo logs it;
+/// the policy table ignores it). Called from the engine threads
+/// (`engine_step`, `request_finished`) and the metrics thread (`interval`).
+pub trait Events: Sync {
+    fn interval(&self, _interval: &Interval<'_>) {}
+    /// After every engine step (for engine-level metrics: running requests,
+    /// generated tokens, inter-token latency).
+    fn engine_step(&self, _step: &EngineStep) {}
+    fn request_finished(&self, _request: &FinishedRequest<'_>) {}
+    /// Whether `request_finished` should be called at all.
+    fn wants_requests(&self) -> bool {
+        false
+    }
+}
+
+/// Ignores everything.
+pub struct NoEvents;
+impl Events for NoEvents {}
+
+/// How a simulation ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub summary: Summary,
+    /// Requests that finished.
+    pub requests_finished: u64,
+    /// It ran its `seconds` (rather than being stopped).
+    pub ran_to_the_end: bool,
+}
+
+/// The controller of `adaptive` (`None` for the other policies).
+fn controller(config: &Config) -> Result<Option<DraftController>, String> {
+    match config.policy {
+        PolicySpec::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        _ => Ok(None),
+    }
+}
+
+/// The plan that holds the policy's choice, for a `/metrics` gauge: for
+/// `adaptive`, the cell the controller publishes in and every engine thread
+/// reads (to pass to [`run`]), holding the controller's first plan; for
+/// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
+/// which choose per engine thread.
+pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
+    config.validate()?;
+    Ok(match config.policy {
+        PolicySpec::Adaptive => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
+        PolicySpec::Static(k) => {
+            DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
+        }
+        PolicySpec::Sglang | PolicySpec::Vllm44336 => None,
+    })
+}
+
+/// Runs a simulation on `recorder` (whose `K` must be the config's) until
+/// `config.seconds` have passed or `stop` is set. For `adaptive`, the
+/// controller publishes in `plan` when given (see [`shared_plan`]), in a
+/// cell of its own otherwise; other policies ignore it.
+pub fn run(
+    config: &Config,
+    recorder: &Recorder,
+    plan: Option<&Arc<SharedPlan>>,
+    stop: &AtomicBool,
+    events: &dyn Events,
+) -> Result<Outcome, String> {
+    config.validate()?;
+    if recorder.max_draft_len() != config.max_draft_len {
+        return Err("the recorder's K is not the config's".into());
+    }
+    let mut controller = controller(config)?;
+    let plan = controller.as_ref().map(|c| {
+        let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
+        plan.publish(c.plan());
+        plan
+    });
+    let policies = (0..config.workers)
+        .map(|index| make_policy(config, index, plan.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
+    let done = AtomicBool::new(false);
+    let barrier = Barrier::new(config.workers + 1);
+    let started = Instant::now();
+    let mut coordinator = Coordinator {
+        config,
+        recorder,
+        events,
+        live: &live,
+        controller: controller.as_mut(),
+        plan: plan.as_deref(),
+        previous: recorder.snapshot(),
+        previous_live: vec![LiveCounts::default(); config.workers],
+        chosen: vec![0; config.workers],
+        index: 0,
+    };
+
+    let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
+        let handles: Vec<_> = policies
+            .into_iter()
+            .enumerate()
+            .map(|(index, policy)| {
+                let (live, done, barrier) = (&live[index], &done, &barrier);
+                let mut engine =
+                    Engine::new(index, config, recorder.worker(), policy, live, events);
+                thread::Builder::new()
+                    .name(format!("engine-{index}"))
+                    .spawn_scoped(scope, move || {
+                        if config.virtual_time {
+                            engine.run_virtual(barrier, done);
+                        } else {
+                            engine.run_real(started, done);
+                        }
+                        (engine.stats, engine.finished)
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cannot start an engine thread: {e}"))?;
+        let (run_secs, ran_to_the_end) = if config.virtual_time {
+            coordinator.run_virtual(&barrier, &done, stop)
+        } else {
+            coordinator.run_real(started, &done, stop)
+        };
+        // Relaxed: real-time engine threads poll it; the joins below order
+        // everything they did before our reads.
+        done.store(true, Ordering::Relaxed);
+        let stats = handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "an engine thread panicked".to_owned()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !config.virtual_time {
+            // Every step is recorded now: the last, partial interval.
+            coordinator.tick(run_secs, true);
+        }
+        Ok::<_, String>((stats, run_secs, ran_to_the_end))
+    })?;
+
+    let requests_finished = stats.iter().map(|s| s.1).sum();
+    let mut total = EngineStats::default();
+    for (s, _) in &stats {
+        total.add(s);
+    }
+    let controller = controller.map(|c| ControllerFigures {
+        updates: c.updates(),
+        switches: c.switches(),
+        regime_changes: c.regime_changes(),
+        draft_len: c.draft_len(),
+    });
+    Ok(Outcome {
+        summary: summarize(config, &total, run_secs, controller),
+        requests_finished,
+        ran_to_the_end,
+    })
+}
+
+/// The policy of engine thread `index`: each thread has its own (a peer
+/// rule learns from its own steps, as in its engine), except that every
+/// `Adaptive` reads the one shared plan.
+fn make_policy(
+    config: &Config,
+    index: usize,
+    plan: Option<&Arc<SharedPlan>>,
+) -> Result<Box<dyn Policy>, String> {
+    match config.policy {
+        PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
+        PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
+            plan.ok_or("adaptive needs a plan")?,
+        )))),
+        PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
+        // `new` panics on a cost that `validate` has already rejected.
+        PolicySpec::Vllm44336 => Ok(Box::new(Vllm44336::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ))),
+    }
+}
+
+fn summarize(
+    config: &Config,
+    total: &EngineStats,
+    run_secs: f64,
+    controller: Option<ControllerFigures>,
+) -> Summary {
+    let phases_of = config.phases();
+    let workers = config.workers;
+    let mut overall = crate::summary::Counts::default();
+    let phases = total
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(index, counts)| {
+            overall.steps += counts.all.steps;
+            overall.budget_sum += counts.all.budget_sum;
+            overall.tokens += counts.all.tokens;
+            overall.switches += counts.all.switches;
+            let end = match config.workload {
+                Workload::Transition => phases_of.phase_start(index + 1).min(run_secs),
+                Workload::Steady | Workload::Mixed => run_secs,
+            };
+            Phase {
+                index,
+                name: phases_of.phase_name(index),
+                start_s: phases_of.phase_start(index),
+                end_s: end,
+                figures: Figures::new(&counts.all, &config.cost, workers),
+                settled: Figures::new(&counts.settled, &config.cost, workers),
+            }
+        })
+        .collect();
+    Summary {
+        policy: config.policy.to_string(),
+        workload: config.workload.name(),
+        seed: config.seed,
+        max_draft_len: config.max_draft_len,
+        workers,
+        max_batch: config.max_batch,
+        cost_linear: config.cost,
+        step_us: config.step_us,
+        interval_ms: config.interval.as_millis() as u64,
+        phase_seconds: config.phase_secs,
+        virtual_time: config.virtual_time,
+        seconds: run_secs,
+        settle_seconds: config.settle_secs(),
+        overall: Figures::new(&overall, &config.cost, workers),
+        phases,
+        controller,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Live counters: what each engine thread has done so far, for the interval
+// lines.
+
+/// Running totals one engine thread publishes after every step. Each field
+/// has one writer (its engine thread); the coordinator reads them.
+struct Live {
+    steps: AtomicU64,
+    budget_sum: AtomicU64,
+    tokens: AtomicU64,
+    switches: AtomicU64,
+    chosen: AtomicUsize,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct LiveCounts {
+    steps: u64,
+    budget_sum: u64,
+    tokens: u64,
+    switches: u64,
+}
+
+impl Live {
+    fn new(chosen: usize) -> Self {
+        Self {
+            steps: AtomicU64::new(0),
+            budget_sum: AtomicU64::new(0),
+            tokens: AtomicU64::new(0),
+            switches: AtomicU64::new(0),
+            chosen: AtomicUsize::new(chosen),
+        }
+    }
+
+    fn publish(&self, counts: &LiveCounts, chosen: usize) {
+        // Relaxed: figures for a log line. In virtual time the barrier
+        // (a mutex inside) orders them before the coordinator's reads; in
+        // real time a read may see one field a step ahead of another,
+        // which a log line can live with.
+        self.steps.store(counts.steps, Ordering::Relaxed);
+        self.budget_sum.store(counts.budget_sum, Ordering::Relaxed);
+        self.tokens.store(counts.tokens, Ordering::Relaxed);
+        self.switches.store(counts.switches, Ordering::Relaxed);
+        self.chosen.store(chosen, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> (LiveCounts, usize) {
+        // Relaxed: see `publish`.
+        (
+            LiveCounts {
+                steps: self.steps.load(Ordering::Relaxed),
+                budget_sum: self.budget_sum.load(Ordering::Relaxed),
+                tokens: self.tokens.load(Ordering::Relaxed),
+                switches: self.switches.load(Ordering::Relaxed),
+            },
+            self.chosen.load(Ordering::Relaxed),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The coordinator (metrics thread)
+
+struct Coordinator<'a> {
+    config: &'a Config,
+    recorder: &'a Recorder,
+    events: &'a dyn Events,
+    live: &'a [Live],
+    controller: Option<&'a mut DraftController>,
+    plan: Option<&'a SharedPlan>,
+    previous: AcceptanceHistogram,
+    previous_live: Vec<LiveCounts>,
+    chosen: Vec<usize>,
+    index: u64,
+}
+
+impl Coordinator<'_> {
+    /// Every interval: wait for every engine thread at the barrier, update,
+    /// let them go on. Returns the run's length and whether it ran to its
+    /// end.
+    fn run_virtual(
+        &mut self,
+        barrier: &Barrier,
+        done: &AtomicBool,
+        stop: &AtomicBool,
+    ) -> (f64, bool) {
+        loop {
+            let end = self.config.interval_end(self.index);
+            barrier.wait();
+            let to_the_end = self.config.seconds > 0 && end >= self.config.seconds as f64;
+            // Relaxed: a flag from the main thread, read once per interval.
+            let last = to_the_end || stop.load(Ordering::Relaxed);
+            self.tick(end, last);
+            // Relaxed: the barrier below orders it before the engine
+            // threads read it.
+            done.store(last, Ordering::Relaxed);
+            barrier.wait();
+            if last {
+                return (end, to_the_end);
+            }
+        }
+    }
+
+    /// Every interval of wall-clock time until the run's end or `stop`;
+    /// returns the run's length and whether it ran to its end. The last,
+    /// partial interval is left to the caller (once the engine threads
+    /// have stopped).
+    fn run_real(&mut self, started: Instant, _done: &AtomicBool, stop: &AtomicBool) -> (f64, bool) {
+        let interval = self.config.interval.as_secs_f64();
+        let end_of_run = if self.config.seconds == 0 {
+            f64::INFINITY
+        } else {
+            self.config.seconds as f64
+        };
+        let mut deadline = interval;
+        loop {
+            let target = deadline.min(end_of_run);
+            loop {
+                let now = started.elapsed().as_secs_f64();
+                // Relaxed: a flag from the main thread, polled.
+                if stop.load(Ordering::Relaxed) {
+                    return (now, false);
+                }
+                if now >= end_of_run {
+                    return (now, true);
+                }
+                if now >= target {
+                    break;
+                }
+                thread::sleep(Duration::from_secs_f64((target - now).min(0.02)));
+            }
+            self.tick(started.elapsed().as_secs_f64(), false);
+            deadline += interval;
+            // A long stall (suspended process) should not cause a burst of
+            // interval lines.
+            let now = started.elapsed().as_secs_f64();
+            if deadline < now {
+                deadline = now + interval;
+            }
+        }
+    }
+
+    /// One interval ending at `end_s`: snapshot, delta, controller update,
+    /// published plan, event.
+    fn tick(&mut self, end_s: f64, last: bool) {
+        let now = self.recorder.snapshot();
+        let delta = now
+            .delta_since(&self.previous)
+            .expect("snapshots of one recorder never decrease");
+        // A real-time run stopped right after a tick leaves an empty last
+        // interval: nothing to say.
+        if last && !self.config.virtual_time && delta.is_empty() {
+            return;
+        }
+        let controller = match (self.controller.as_deref_mut(), self.plan) {
+            (Some(controller), Some(plan)) => {
+                let previous = controller.draft_len();
+                let regime_changes = controller.regime_changes();
+                controller.update(&delta);
+                plan.publish(controller.plan());
+                Some(ControllerStep {
+                    draft_len: controller.draft_len(),
+                    explore_len: controller.plan().explore_len(),
+                    previous,
+                    regime_change: controller.regime_changes() > regime_changes,
+                    dispersion: controller.dispersion(),
+                })
+            }
+            _ => None,
+        };
+        let mut sum = LiveCounts::default();
+        for (i, live) in self.live.iter().enumerate() {
+            let (counts, chosen) = live.read();
+            let before = self.previous_live[i];
+            sum.steps += counts.steps - before.steps;
+            sum.budget_sum += counts.budget_sum - before.budget_sum;
+            sum.tokens += counts.tokens - before.tokens;
+            sum.switches += counts.switches - before.switches;
+            self.previous_live[i] = counts;
+            self.chosen[i] = chosen;
+        }
+        let start_s = if self.index == 0 {
+            0.0
+        } else if self.config.virtual_time {
+            self.config.interval_end(self.index - 1)
+        } else {
+            // Real time: the end of the previous tick is not kept; the
+            // interval is nominal.
+            (end_s - self.config.interval.as_secs_f64()).max(0.0)
+        };
+        let phases = self.config.phases();
+        // The phase the interval is mostly in (its middle's).
+        let phase = phases.phase_at((start_s + end_s) / 2.0);
+        self.events.interval(&Interval {
+            index: self.index,
+            start_s,
+            end_s,
+            delta: &delta,
+            phase,
+            phase_name: phases.phase_name(phase),
+            chosen: &self.chosen,
+            steps: sum.steps,
+            budget_sum: sum.budget_sum,
+            tokens: sum.tokens,
+            switches: sum.switches as f64 / self.config.workers as f64,
+            cost_units: self.config.cost.base * sum.steps as f64
+                + self.config.cost.per_token * sum.budget_sum as f64,
+            controller,
+            last,
+        });
+        self.previous = now;
+        self.index += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The engine threads
+
+/// One request in a batch.
+struct Request {
+    id: u64,
+    /// When it was admitted, seconds.
+    started: f64,
+    /// Output tokens to generate before it finishes.
+    output_len: usize,
+    generated: usize,
+    traits: RequestTraits,
+    /// The request's own metrics, allocated once here; reported at the end.
+    metrics: AcceptanceHistogram,
+}
+
+/// One engine thread: a continuous batch of requests, one verify step per
+/// request per engine step.
+struct Engine<'a> {
+    index: usize,
+    config: &'a Config,
+    phases: Phases,
+    settle_secs: f64,
+    worker: Worker,
+    policy: Box<dyn Policy>,
+    live: &'a Live,
+    events: &'a dyn Events,
+    rng: Rng,
+    batch: Vec<Request>,
+    /// `(drafted, accepted)` of the latest step's drafting requests.
+    outcomes: Vec<(usize, usize)>,
+    next_request: u64,
+    step: u64,
+    chosen: usize,
+    counts: LiveCounts,
+    stats: EngineStats,
+    finished: u64,
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        index: usize,
+        config: &'a Config,
+        worker: Worker,
+        policy: Box<dyn Policy>,
+        live: &'a Live,
+        events: &'a dyn Events,
+    ) -> Self {
+        let rng = Rng::new(
+            config
+                .seed
+                .wrapping_mul(0x2545_F491_4F6C_DD1D)
+                .wrapping_add(index as u64 + 1),
+        );
+        let chosen = policy.chosen();
+        Self {
+            index,
+            config,
+            phases: config.phases(),
+            settle_secs: config.settle_secs(),
+            worker,
+            policy,
+            live,
+            events,
+            rng,
+            batch: Vec::with_capacity(config.max_batch),
+            outcomes: Vec::with_capacity(config.max_batch),
+            next_request: 0,
+            step: 0,
+            chosen,
+            counts: LiveCounts::default(),
+            stats: EngineStats::default(),
+            finished: 0,
+        }
+    }
+
+    /// Steps until the clock reaches each interval's end, then meets the
+    /// coordinator at the barrier (twice: before and after its update).
+    fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool) {
+        let step_secs = self.config.step_us as f64 * 1e-6;
+        let mut clock = 0.0;
+        for interval in 0.. {
+            let end = self.config.interval_end(interval);
+            while clock < end {
+                clock += self.step(clock) * step_secs;
+            }
+            barrier.wait();
+            barrier.wait();
+            // Relaxed: stored before the barrier that just let us through.
+            if done.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+
+    /// Steps and sleeps for each step's cost until `done`.
+    fn run_real(&mut self, started: Instant, done: &AtomicBool) {
+        let step_secs = self.config.step_us as f64 * 1e-6;
+        // Relaxed: a stop flag, polled; the join orders everything after.
+        while !done.load(Ordering::Relaxed) {
+            let cost = self.step(started.elapsed().as_secs_f64());
+            if step_secs > 0.0 {
+                thread::sleep(Duration::from_secs_f64(cost * step_secs));
+            }
+        }
+    }
+
+    /// One engine step starting at `now`; returns its cost in cost units.
+    fn step(&mut self, now: f64) -> f64 {
+        let admitted = self.config.max_batch.saturating_sub(self.batch.len());
+        while self.batch.len() < self.config.max_batch {
+            self.admit(now);
+        }
+        let phase = self.phases.phase_at(now);
+        let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
+        // A policy never gets to schedule more than K (clamped, not
+        // rejected: the step still happens).
+        let budget = self.policy.budget(self.step).min(self.config.max_draft_len);
+        let chosen = self.policy.chosen();
+        let switched = chosen != self.chosen;
+        self.chosen = chosen;
+        // The scheduler's own choice, 0 included; never above K (clamped
+        // above), so never an error.
+        let _ = self.worker.observe_scheduled(budget);
+
+        self.outcomes.clear();
+        let mut tokens = 0u64;
+        let rng = &mut self.rng;
+        for request in &mut self.batch {
+            if rng.chance(UNDRAFTED_SHARE) {
+                // Nothing drafted: not a k = 0 row (an undrafted step).
+                self.worker.observe_undrafted();
+                request.metrics.observe_undrafted();
+                request.generated += 1;
+                tokens += 1;
+                continue;
+            }
+            // The grammar of a structured-output request cuts some drafts
+            // short, sometimes to nothing (k = 0).
+            let drafted = if request.traits.structured && budget > 0 {
+                let r = rng.unit();
+                if r < 0.5 {
+                    budget
+                } else if r < 0.88 {
+                    rng.below(budget)
+                } else {
+                    0
+                }
+            } else {
+                budget
+            };
+            let accepted = verify(rng, drafted, self.phases.acceptance(phase, &request.traits));
+            // Rarely, a grammar invalidates drafts after the verifier
+            // sampled them, so the engine reports a > k: rejected and
+            // counted in num_rejected_observations, never in a bucket.
+            let reported = if request.traits.structured && drafted < budget && rng.below(2_000) == 0
+            {
+                drafted + 1
+            } else {
+                accepted
+            };
+            // Engine-wide and per-request; an error is already counted.
+            let _ = self.worker.observe(drafted, reported);
+            let _ = request.metrics.observe(drafted, reported);
+            self.outcomes.push((drafted, accepted));
+            request.generated += accepted + 1; // the bonus token
+            tokens += accepted as u64 + 1;
+        }
+        self.policy.after_step(budget, &self.outcomes);
+        self.stats.record(phase, settled, budget, tokens, switched);
+        self.counts.steps += 1;
+        self.counts.budget_sum += budget as u64;
+        self.counts.tokens += tokens;
+        self.counts.switches += u64::from(switched);
+        self.live.publish(&self.counts, chosen);
+        self.step += 1;
+        let cost = self.config.step_cost_units(budget);
+        let seconds = cost * self.config.step_us as f64 * 1e-6;
+        let batch = self.batch.len();
+        let finished = self.retire(now + seconds);
+        self.events.engine_step(&EngineStep {
+            engine: self.index,
+            seconds,
+            batch,
+            tokens,
+            admitted,
+            finished,
+            budget,
+        });
+        cost
+    }
+
+    fn admit(&mut self, now: f64) {
+        let traits = self.phases.new_request(&mut self.rng);
+        self.batch.push(Request {
+            id: self.next_request,
+            started: now,
+            output_len: 32 + self.rng.below(481),
+            generated: 0,
+            traits,
+            metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
+        });
+        self.next_request += 1;
+    }
+
+    /// Removes the requests that are done; returns how many.
+    fn retire(&mut self, now: f64) -> usize {
+        let before = self.batch.len();
+        let mut i = 0;
+        while i < self.batch.len() {
+            if self.batch[i].generated < self.batch[i].output_len {
+                i += 1;
+                continue;
+            }
+            let request = self.batch.swap_remove(i);
+            self.finished += 1;
+            if self.events.wants_requests() {
+                self.events.request_finished(&FinishedRequest {
+                    engine: self.index,
+                    id: request.id,
+                    tokens: request.generated,
+                    seconds: now - request.started,
+                    structured: request.traits.structured,
+                    metrics: &request.metrics,
+                });
+            }
+        }
+        before - self.batch.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(policy: PolicySpec) -> Config {
+        Config {
+            policy,
+            workload: Workload::Transition,
+            phase_secs: 4.0,
+            workers: 2,
+            max_draft_len: 8,
+            max_batch: 8,
+            interval: Duration::from_millis(500),
+            step_us: 8000,
+            cost: CostLinear {
+                base: 1.0,
+                per_token: 0.1,
+            },
+            seconds: 8,
+            virtual_time: true,
+            seed: 5,
+            settle_intervals: SETTLE_INTERVALS,
+        }
+    }
+
+    fn run_virtual(config: &Config, plan: Option<&Arc<SharedPlan>>) -> Outcome {
+        let recorder = Recorder::new(config.max_draft_len).unwrap();
+        run(config, &recorder, plan, &AtomicBool::new(false), &NoEvents).unwrap()
+    }
+
+    #[test]
+    fn the_shared_plan_holds_the_policys_choice() {
+        let adaptive = shared_plan(&config(PolicySpec::Adaptive)).unwrap().unwrap();
+        // The controller's first choice under its uniform prior.
+        assert_eq!(adaptive.load().draft_len(), 2);
+        let fixed = shared_plan(&config(PolicySpec::Static(3)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(fixed.load().draft_len(), 3);
+        assert!(shared_plan(&config(PolicySpec::Sglang)).unwrap().is_none());
+        assert!(shared_plan(&config(PolicySpec::Static(9))).is_err());
+    }
+
+    #[test]
+    fn the_controller_publishes_in_the_plan_it_is_given() {
+        let config = config(PolicySpec::Adaptive);
+        let plan = shared_plan(&config).unwrap().unwrap();
+        let outcome = run_virtual(&config, Some(&plan));
+        let controller = outcome.summary.controller.unwrap();
+        // 4 s low, 4 s high: the run ends on a long draft, in the plan.
+        assert!(controller.draft_len >= 5, "{controller:?}");
+        assert_eq!(plan.load().draft_len(), controller.draft_len);
+        assert_eq!(controller.updates, 16);
+        assert!(outcome.ran_to_the_end);
+    }
+
+    #[test]
+    fn a_virtual_run_is_a_function_of_its_config() {
+        let config = config(PolicySpec::Adaptive);
+        let (a, b) = (run_virtual(&config, None), run_virtual(&config, None));
+        assert_eq!(a.summary, b.summary);
+        assert_eq!(a.requests_finished, b.requests_finished);
+        let other = run_virtual(&Config { seed: 6, ..config }, None);
+        assert_ne!(a.summary, other.summary);
+    }
+
+    /// Adds up what `engine_step` reports.
+    #[derive(Default)]
+    struct StepTotals(std::sync::Mutex<(u64, u64, u64, u64, u64, f64)>);
+    impl Events for StepTotals {
+        fn engine_step(&self, step: &EngineStep) {
+            let mut t = self.0.lock().unwrap();
+            t.0 += 1;
+            t.1 += step.tokens;
+            t.2 += step.budget as u64;
+            t.3 += step.admitted as u64;
+            t.4 += step.finished as u64;
+            t.5 += step.seconds;
+            assert_eq!(step.batch, 8);
+        }
+    }
+
+    #[test]
+    fn engine_steps_add_up_to_the_summary() {
+        let config = config(PolicySpec::Adaptive);
+        let recorder = Recorder::new(8).unwrap();
+        let events = StepTotals::default();
+        let outcome = run(&config, &recorder, None, &AtomicBool::new(false), &events).unwrap();
+        let (steps, tokens, budgets, admitted, finished, seconds) = *events.0.lock().unwrap();
+        let s = &outcome.summary;
+        assert_eq!(steps, s.overall.steps);
+        assert_eq!(tokens, s.overall.tokens);
+        assert!((s.overall.mean_draft_len.unwrap() - budgets as f64 / steps as f64).abs() < 1e-12);
+        assert_eq!(finished, outcome.requests_finished);
+        // Still running at the end: the two batches of 8, less the
+        // requests their last steps finished (refilled at the next step).
+        assert!(
+            (1..=16).contains(&(admitted - finished)),
+            "{admitted} {finished}"
+        );
+        // Each thread's steps cover its 8 s, and at most one step (14.4 ms
+        // at k = 8) more.
+        assert!((16.0..16.0 + 2.0 * 0.0144).contains(&seconds), "{seconds}");
+    }
+
+    #[test]
+    fn every_engine_thread_runs_to_the_end_of_every_interval() {
+        let config = config(PolicySpec::Static(4));
+        let outcome = run_virtual(&config, None);
+        let s = &outcome.summary;
+        assert_eq!(s.seconds, 8.0);
+        assert_eq!(s.phases.len(), 2);
+        // Each thread runs until its clock passes 8 s, a step costing
+        // (1 + 0.4) * 8 ms: 715 steps of 11.2 ms reach 8.008 s.
+        assert_eq!(s.overall.steps, 2 * 715);
+        assert_eq!(s.overall.mean_draft_len, Some(4.0));
+        assert_eq!(s.overall.switches, 0.0);
+    }
+}
