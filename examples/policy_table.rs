@@ -287,12 +287,14 @@ impl<'a> Table<'a> {
         let _ = writeln!(
             out,
             "Policies side by side: K = {MAX_DRAFT_LEN}, step cost 1 + 0.1 b, 2 engine threads \
-             x 32 requests, {} ms intervals, virtual time, seed {}; transition: phases of {} s \
+             x 32 requests, {} ms intervals, controller updated every {} ms, virtual time, seed \
+             {}; transition: phases of {} s \
              (low alpha 0.5, high 0.9), steady (alpha 0.8) and mixed (half 0.9, half 0.5) run \
              {} s. Goodput in tokens per cost unit. Per phase: goodput / the phase's best static \
              k, over the whole phase and (in brackets) once settled, i.e. without its first {} \
              intervals. Switches: changes of the chosen k per engine thread, per phase.\n",
             self.args.interval_ms,
+            self.args.update_ms,
             self.seed,
             self.args.phase_seconds,
             self.args.phase_seconds * TRANSITION_PHASES,

@@ -21,8 +21,9 @@
 //! metric name prefix, address in use), with a message on standard error.
 //!
 //! The drafting policy closes the loop (`--policy adaptive`, the default):
-//! every interval the metrics thread feeds the interval's histogram
-//! (`delta_since`) to a [`DraftController`] and publishes its plan in a
+//! every 250 ms (`--update-ms`) the metrics thread feeds the histogram of
+//! what was recorded since its last update (`delta_since`) to a
+//! [`DraftController`] and publishes its plan in a
 //! [`SharedPlan`]; every engine step reads its draft budget from the plan
 //! (one atomic load), records the budget it scheduled
 //! (`observe_scheduled`) and each request's `(k, a)` (`observe`). The

@@ -1,13 +1,15 @@
 //! The simulated engine: engine threads that each own a [`Worker`] and a
 //! drafting [`Policy`], and a coordinator (the metrics thread) that turns
-//! every interval's histogram into the next plan.
+//! the histogram of every update period into the next plan.
 //!
 //! # The loop
 //!
-//! Every interval the coordinator takes a snapshot of the [`Recorder`],
-//! subtracts the previous one (`delta_since`), and, for `--policy
-//! adaptive`, feeds that interval to a [`DraftController`] and publishes
-//! its plan in a [`SharedPlan`]; every engine thread reads the plan at each
+//! Every update period (`--update-ms`, 250 ms by default) the coordinator
+//! takes a snapshot of the [`Recorder`], subtracts the one of the previous
+//! update (`delta_since`), and, for `--policy adaptive`, feeds that window
+//! to a [`DraftController`] and publishes its plan in a [`SharedPlan`];
+//! every interval (`--interval-ms`, a whole number of update periods or
+//! the first tick after its end) it reports the interval; every engine thread reads the plan at each
 //! step through its [`Adaptive`] policy (one atomic load). Each engine step
 //! records its scheduled budget (`Worker::observe_scheduled`) and each
 //! drafting request's `(k, a)` (`Worker::observe`).
@@ -21,7 +23,7 @@
 //!   coordinator wakes on the wall clock.
 //! - Virtual time: each engine thread keeps its own clock and adds the cost
 //!   of each step to it instead of sleeping; it runs steps until its clock
-//!   reaches the end of the interval, then waits at a barrier; once every
+//!   reaches the end of the update period, then waits at a barrier; once every
 //!   thread is there, the coordinator updates the controller and publishes
 //!   the plan, and a second barrier lets them all go on. Each thread draws
 //!   from its own generator (seeded by `seed` and its index), so a run is a
