@@ -67,9 +67,13 @@ struct Args {
     /// time; steady and mixed run as long as the four transition phases.
     #[arg(long, value_name = "N", default_value_t = 20)]
     phase_seconds: u64,
-    /// The metrics interval (the controller's update period), milliseconds.
+    /// The metrics interval, milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     interval_ms: u64,
+    /// The controller's update period, milliseconds (at most
+    /// --interval-ms).
+    #[arg(long, value_name = "N", default_value_t = sim::DEFAULT_UPDATE_MS)]
+    update_ms: u64,
     /// Simulations run at once.
     #[arg(long, value_name = "N", default_value_t = 2)]
     jobs: usize,
@@ -103,6 +107,7 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> sim
         max_draft_len: MAX_DRAFT_LEN,
         max_batch: 32,
         interval: Duration::from_millis(args.interval_ms),
+        update: Duration::from_millis(args.update_ms),
         step_us: 8000,
         cost: CostLinear {
             base: 1.0,
@@ -120,9 +125,16 @@ type Run = Result<Summary, String>;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.phase_seconds == 0 || args.jobs == 0 || args.seeds == 0 || args.interval_ms == 0 {
+    if args.phase_seconds == 0
+        || args.jobs == 0
+        || args.seeds == 0
+        || args.interval_ms == 0
+        || args.update_ms == 0
+        || args.update_ms > args.interval_ms
+    {
         eprintln!(
-            "policy_table: --phase-seconds, --seeds, --interval-ms and --jobs must be at least 1"
+            "policy_table: --phase-seconds, --seeds, --interval-ms, --update-ms and --jobs must be \
+             at least 1, and --update-ms at most --interval-ms"
         );
         return ExitCode::from(2);
     }
@@ -275,12 +287,14 @@ impl<'a> Table<'a> {
         let _ = writeln!(
             out,
             "Policies side by side: K = {MAX_DRAFT_LEN}, step cost 1 + 0.1 b, 2 engine threads \
-             x 32 requests, {} ms intervals, virtual time, seed {}; transition: phases of {} s \
+             x 32 requests, {} ms intervals, controller updated every {} ms, virtual time, seed \
+             {}; transition: phases of {} s \
              (low alpha 0.5, high 0.9), steady (alpha 0.8) and mixed (half 0.9, half 0.5) run \
              {} s. Goodput in tokens per cost unit. Per phase: goodput / the phase's best static \
              k, over the whole phase and (in brackets) once settled, i.e. without its first {} \
              intervals. Switches: changes of the chosen k per engine thread, per phase.\n",
             self.args.interval_ms,
+            self.args.update_ms,
             self.seed,
             self.args.phase_seconds,
             self.args.phase_seconds * TRANSITION_PHASES,
@@ -554,6 +568,7 @@ mod tests {
             },
             step_us: 8000,
             interval_ms: 1000,
+            update_ms: 250,
             phase_seconds: 20.0,
             virtual_time: true,
             seconds: 20.0 * phases.len() as f64,

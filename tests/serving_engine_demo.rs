@@ -236,7 +236,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 20] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -261,6 +261,11 @@ fn invalid_values_exit_2_with_a_message() {
         ),
         (&["--cost-linear", "1,-0.1"], "it must be zero or more"),
         (&["--virtual-time", "--step-us", "0"], "--step-us"),
+        (
+            &["--update-ms", "2000", "--interval-ms", "1000"],
+            "--update-ms 2000 is longer than --interval-ms 1000",
+        ),
+        (&["--update-ms", "0"], "--update-ms"),
     ];
     for (args, message) in cases {
         let out = Command::new(demo_binary())
@@ -389,6 +394,7 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
             "cost_linear",
             "step_us",
             "interval_ms",
+            "update_ms",
             "phase_seconds",
             "virtual_time",
             "seconds",
@@ -412,7 +418,8 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
         keys(&summary["controller"]),
         sorted(&["updates", "switches", "regime_changes", "draft_len"])
     );
-    assert_eq!(summary["controller"]["updates"], 10);
+    // 10 one-second intervals of four updates each.
+    assert_eq!(summary["controller"]["updates"], 40);
 
     // 10 s of 4-second phases: low, high, low (half).
     let phases = summary["phases"].as_array().unwrap();
@@ -662,4 +669,19 @@ fn a_client_trickling_header_bytes_is_disconnected_after_the_header_read_timeout
 
     // The server still serves others.
     assert!(get_metrics(addr).starts_with("HTTP/1.1 200 OK"));
+}
+
+#[test]
+fn the_controller_update_period_defaults_to_250_ms_and_may_not_exceed_the_interval() {
+    let (out, _) = run_virtual(&["--seconds", "3"]);
+    let (_, summary) = report_and_summary(&out);
+    assert_eq!(summary["update_ms"], 250);
+    assert_eq!(summary["interval_ms"], 1000);
+    // Four updates per interval.
+    assert_eq!(summary["controller"]["updates"], 12);
+    // A shorter interval shortens the default update period with it.
+    let (out, _) = run_virtual(&["--seconds", "1", "--interval-ms", "100"]);
+    let (_, summary) = report_and_summary(&out);
+    assert_eq!(summary["update_ms"], 100);
+    assert_eq!(summary["controller"]["updates"], 10);
 }

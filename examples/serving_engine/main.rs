@@ -21,8 +21,9 @@
 //! metric name prefix, address in use), with a message on standard error.
 //!
 //! The drafting policy closes the loop (`--policy adaptive`, the default):
-//! every interval the metrics thread feeds the interval's histogram
-//! (`delta_since`) to a [`DraftController`] and publishes its plan in a
+//! every 250 ms (`--update-ms`) the metrics thread feeds the histogram of
+//! what was recorded since its last update (`delta_since`) to a
+//! [`DraftController`] and publishes its plan in a
 //! [`SharedPlan`]; every engine step reads its draft budget from the plan
 //! (one atomic load), records the budget it scheduled
 //! (`observe_scheduled`) and each request's `(k, a)` (`observe`). The
@@ -125,6 +126,12 @@ struct Args {
     /// Metrics log interval, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     interval_ms: u64,
+    /// The drafting controller's update period, in milliseconds (at most
+    /// --interval-ms): every N ms the metrics thread feeds the controller
+    /// what was recorded since its last update and publishes its plan
+    /// [default: 250, or --interval-ms if shorter].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    update_ms: Option<u64>,
     /// Where /metrics is served (port 0: any free port, printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: SocketAddr,
@@ -357,6 +364,10 @@ impl Args {
             max_draft_len: self.max_draft_len,
             max_batch: self.max_batch,
             interval: self.interval(),
+            update: Duration::from_millis(
+                self.update_ms
+                    .unwrap_or(sim::DEFAULT_UPDATE_MS.min(self.interval_ms)),
+            ),
             step_us: self.step_us,
             cost: self.cost_linear,
             seconds: self.seconds,

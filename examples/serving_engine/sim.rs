@@ -1,13 +1,15 @@
 //! The simulated engine: engine threads that each own a [`Worker`] and a
 //! drafting [`Policy`], and a coordinator (the metrics thread) that turns
-//! every interval's histogram into the next plan.
+//! the histogram of every update period into the next plan.
 //!
 //! # The loop
 //!
-//! Every interval the coordinator takes a snapshot of the [`Recorder`],
-//! subtracts the previous one (`delta_since`), and, for `--policy
-//! adaptive`, feeds that interval to a [`DraftController`] and publishes
-//! its plan in a [`SharedPlan`]; every engine thread reads the plan at each
+//! Every update period (`--update-ms`, 250 ms by default) the coordinator
+//! takes a snapshot of the [`Recorder`], subtracts the one of the previous
+//! update (`delta_since`), and, for `--policy adaptive`, feeds that window
+//! to a [`DraftController`] and publishes its plan in a [`SharedPlan`];
+//! every interval (`--interval-ms`, a whole number of update periods or
+//! the first tick after its end) it reports the interval; every engine thread reads the plan at each
 //! step through its [`Adaptive`] policy (one atomic load). Each engine step
 //! records its scheduled budget (`Worker::observe_scheduled`) and each
 //! drafting request's `(k, a)` (`Worker::observe`).
@@ -21,7 +23,7 @@
 //!   coordinator wakes on the wall clock.
 //! - Virtual time: each engine thread keeps its own clock and adds the cost
 //!   of each step to it instead of sleeping; it runs steps until its clock
-//!   reaches the end of the interval, then waits at a barrier; once every
+//!   reaches the end of the update period, then waits at a barrier; once every
 //!   thread is there, the coordinator updates the controller and publishes
 //!   the plan, and a second barrier lets them all go on. Each thread draws
 //!   from its own generator (seeded by `seed` and its index), so a run is a
@@ -66,8 +68,14 @@ pub struct Config {
     pub max_draft_len: usize,
     /// Requests in each engine thread's batch.
     pub max_batch: usize,
-    /// The coordinator's interval.
+    /// The metrics interval: one `Interval` event (a log line) each.
     pub interval: Duration,
+    /// The controller's update period (the coordinator's tick): every
+    /// `update` the coordinator snapshots the recorder, updates the
+    /// controller with what was recorded since its last update and
+    /// publishes the plan. At most `interval`; an interval ends at the first
+    /// tick at or after its nominal end.
+    pub update: Duration,
     /// Microseconds of simulated time per cost unit.
     pub step_us: u64,
     pub cost: CostLinear,
@@ -78,6 +86,12 @@ pub struct Config {
     /// Intervals at the start of each phase left out of its settled part.
     pub settle_intervals: u32,
 }
+
+/// The controller's default update period, milliseconds: four updates per
+/// one-second metrics interval. An update costs microseconds; updating
+/// more often than the log shortens the time a new regime runs on the old
+/// draft length (`examples/policy_table.rs` compares periods).
+pub const DEFAULT_UPDATE_MS: u64 = 250;
 
 /// Intervals at the start of a phase not counted as settled: the change is
 /// seen at the end of the first, and a move to a length beyond twice the
@@ -111,8 +125,22 @@ impl Config {
                 "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
             );
         }
-        if self.workers == 0 || self.max_batch == 0 || self.interval.is_zero() {
-            return Err("--workers, --max-batch and --interval-ms must be at least 1".into());
+        if self.workers == 0
+            || self.max_batch == 0
+            || self.interval.is_zero()
+            || self.update.is_zero()
+        {
+            return Err(
+                "--workers, --max-batch, --interval-ms and --update-ms must be at least 1".into(),
+            );
+        }
+        if self.update > self.interval {
+            return Err(format!(
+                "--update-ms {} is longer than --interval-ms {}: the controller is updated at \
+                 least once per metrics interval",
+                self.update.as_millis(),
+                self.interval.as_millis()
+            ));
         }
         Ok(())
     }
@@ -128,14 +156,19 @@ impl Config {
         f64::from(self.settle_intervals) * self.interval.as_secs_f64()
     }
 
-    /// The end of virtual interval `i` (from 0), seconds.
-    fn interval_end(&self, i: u64) -> f64 {
-        let end = (i + 1) as f64 * self.interval.as_secs_f64();
+    /// The end of the coordinator's tick `i` (from 0), seconds.
+    fn tick_end(&self, i: u64) -> f64 {
+        let end = (i + 1) as f64 * self.update.as_secs_f64();
         if self.seconds == 0 {
             end
         } else {
             end.min(self.seconds as f64)
         }
+    }
+
+    /// The nominal end of interval `i` (from 0), seconds.
+    fn interval_end(&self, i: u64) -> f64 {
+        (i + 1) as f64 * self.interval.as_secs_f64()
     }
 
     fn step_cost_units(&self, budget: usize) -> f64 {
@@ -172,14 +205,17 @@ pub struct Interval<'a> {
     pub last: bool,
 }
 
-/// What the controller did with one interval.
+/// What the controller did during one interval (one update or more).
 #[derive(Clone, Copy, Debug)]
 pub struct ControllerStep {
     pub draft_len: usize,
     pub explore_len: usize,
-    /// The draft length before this update.
+    /// The draft length before the interval's first update.
     pub previous: usize,
-    /// This interval was incompatible with the memory (forgotten).
+    /// Updates in the interval.
+    pub updates: u64,
+    /// An update of the interval found its data incompatible with the
+    /// memory (forgotten).
     pub regime_change: bool,
     pub dispersion: f64,
 }
@@ -305,9 +341,13 @@ pub fn run(
         controller: controller.as_mut(),
         plan: plan.as_deref(),
         previous: recorder.snapshot(),
+        previous_update: recorder.snapshot(),
         previous_live: vec![LiveCounts::default(); config.workers],
         chosen: vec![0; config.workers],
         index: 0,
+        start_s: 0.0,
+        tick: 0,
+        interval_controller: None,
     };
 
     let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
@@ -434,6 +474,7 @@ fn summarize(
         cost_linear: config.cost,
         step_us: config.step_us,
         interval_ms: config.interval.as_millis() as u64,
+        update_ms: config.update.as_millis() as u64,
         phase_seconds: config.phase_secs,
         virtual_time: config.virtual_time,
         seconds: run_secs,
@@ -513,14 +554,25 @@ struct Coordinator<'a> {
     live: &'a [Live],
     controller: Option<&'a mut DraftController>,
     plan: Option<&'a SharedPlan>,
+    /// The snapshot at the end of the last interval.
     previous: AcceptanceHistogram,
+    /// The snapshot at the last controller update.
+    previous_update: AcceptanceHistogram,
     previous_live: Vec<LiveCounts>,
     chosen: Vec<usize>,
+    /// The interval (from 0), and when it started.
     index: u64,
+    start_s: f64,
+    /// The coordinator's tick (from 0).
+    tick: u64,
+    /// The controller during the current interval: its draft length before
+    /// the interval's first update, its updates, and whether one of them
+    /// detected a change of regime.
+    interval_controller: Option<(usize, u64, bool)>,
 }
 
 impl Coordinator<'_> {
-    /// Every interval: wait for every engine thread at the barrier, update,
+    /// Every tick: wait for every engine thread at the barrier, update,
     /// let them go on. Returns the run's length and whether it ran to its
     /// end.
     fn run_virtual(
@@ -530,10 +582,10 @@ impl Coordinator<'_> {
         stop: &AtomicBool,
     ) -> (f64, bool) {
         loop {
-            let end = self.config.interval_end(self.index);
+            let end = self.config.tick_end(self.tick);
             barrier.wait();
             let to_the_end = self.config.seconds > 0 && end >= self.config.seconds as f64;
-            // Relaxed: a flag from the main thread, read once per interval.
+            // Relaxed: a flag from the main thread, read once per tick.
             let last = to_the_end || stop.load(Ordering::Relaxed);
             self.tick(end, last);
             // Relaxed: the barrier below orders it before the engine
@@ -546,12 +598,12 @@ impl Coordinator<'_> {
         }
     }
 
-    /// Every interval of wall-clock time until the run's end or `stop`;
+    /// Every tick of wall-clock time until the run's end or `stop`;
     /// returns the run's length and whether it ran to its end. The last,
     /// partial interval is left to the caller (once the engine threads
     /// have stopped).
     fn run_real(&mut self, started: Instant, _done: &AtomicBool, stop: &AtomicBool) -> (f64, bool) {
-        let interval = self.config.interval.as_secs_f64();
+        let interval = self.config.update.as_secs_f64();
         let end_of_run = if self.config.seconds == 0 {
             f64::INFINITY
         } else {
@@ -585,32 +637,53 @@ impl Coordinator<'_> {
         }
     }
 
-    /// One interval ending at `end_s`: snapshot, delta, controller update,
-    /// published plan, event.
+    /// One tick ending at `end_s`: snapshot, the controller updated with
+    /// what was recorded since its last update and its plan published;
+    /// then, when the tick ends an interval (or the run), the interval's
+    /// event.
     fn tick(&mut self, end_s: f64, last: bool) {
         let now = self.recorder.snapshot();
+        let since_update = now
+            .delta_since(&self.previous_update)
+            .expect("snapshots of one recorder never decrease");
+        // A real-time run stopped right after a tick leaves an empty last
+        // tick: nothing to update.
+        if !(last && since_update.is_empty()) {
+            if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
+                let regime_changes = controller.regime_changes();
+                let (_, updates, regime) =
+                    self.interval_controller
+                        .get_or_insert((controller.draft_len(), 0, false));
+                controller.update(&since_update);
+                plan.publish(controller.plan());
+                *updates += 1;
+                *regime |= controller.regime_changes() > regime_changes;
+            }
+            self.previous_update = now.clone();
+        }
+        self.tick += 1;
+        // Float tolerance: tick and interval ends are sums of milliseconds.
+        let interval_ends = end_s >= self.config.interval_end(self.index) - 1e-9;
+        if !(interval_ends || last) {
+            return;
+        }
         let delta = now
             .delta_since(&self.previous)
             .expect("snapshots of one recorder never decrease");
-        // A real-time run stopped right after a tick leaves an empty last
-        // interval: nothing to say.
+        // A real-time run stopped right after an interval leaves an empty
+        // last interval: nothing to say.
         if last && !self.config.virtual_time && delta.is_empty() {
             return;
         }
-        let controller = match (self.controller.as_deref_mut(), self.plan) {
-            (Some(controller), Some(plan)) => {
-                let previous = controller.draft_len();
-                let regime_changes = controller.regime_changes();
-                controller.update(&delta);
-                plan.publish(controller.plan());
-                Some(ControllerStep {
-                    draft_len: controller.draft_len(),
-                    explore_len: controller.plan().explore_len(),
-                    previous,
-                    regime_change: controller.regime_changes() > regime_changes,
-                    dispersion: controller.dispersion(),
-                })
-            }
+        let controller = match (self.controller.as_deref(), self.interval_controller.take()) {
+            (Some(controller), Some((previous, updates, regime_change))) => Some(ControllerStep {
+                draft_len: controller.draft_len(),
+                explore_len: controller.plan().explore_len(),
+                previous,
+                updates,
+                regime_change,
+                dispersion: controller.dispersion(),
+            }),
             _ => None,
         };
         let mut sum = LiveCounts::default();
@@ -624,15 +697,7 @@ impl Coordinator<'_> {
             self.previous_live[i] = counts;
             self.chosen[i] = chosen;
         }
-        let start_s = if self.index == 0 {
-            0.0
-        } else if self.config.virtual_time {
-            self.config.interval_end(self.index - 1)
-        } else {
-            // Real time: the end of the previous tick is not kept; the
-            // interval is nominal.
-            (end_s - self.config.interval.as_secs_f64()).max(0.0)
-        };
+        let start_s = self.start_s;
         let phases = self.config.phases();
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
@@ -655,6 +720,7 @@ impl Coordinator<'_> {
         });
         self.previous = now;
         self.index += 1;
+        self.start_s = end_s;
     }
 }
 
@@ -734,13 +800,13 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Steps until the clock reaches each interval's end, then meets the
+    /// Steps until the clock reaches each tick's end, then meets the
     /// coordinator at the barrier (twice: before and after its update).
     fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool) {
         let step_secs = self.config.step_us as f64 * 1e-6;
         let mut clock = 0.0;
-        for interval in 0.. {
-            let end = self.config.interval_end(interval);
+        for tick in 0.. {
+            let end = self.config.tick_end(tick);
             while clock < end {
                 clock += self.step(clock) * step_secs;
             }
@@ -902,6 +968,7 @@ mod tests {
             max_draft_len: 8,
             max_batch: 8,
             interval: Duration::from_millis(500),
+            update: Duration::from_millis(250),
             step_us: 8000,
             cost: CostLinear {
                 base: 1.0,
@@ -941,7 +1008,8 @@ mod tests {
         // 4 s low, 4 s high: the run ends on a long draft, in the plan.
         assert!(controller.draft_len >= 5, "{controller:?}");
         assert_eq!(plan.load().draft_len(), controller.draft_len);
-        assert_eq!(controller.updates, 16);
+        // 8 s of 250 ms updates (two per 500 ms interval).
+        assert_eq!(controller.updates, 32);
         assert!(outcome.ran_to_the_end);
     }
 

@@ -9,7 +9,7 @@
 //! |-----|---------|
 //! | `policy`, `workload`, `seed`, `max_draft_len`, `workers`, `max_batch` | the run's settings (`max_draft_len` is `K`) |
 //! | `cost_linear` | `{"base": B, "per_token": P}`: a step with budget `b` costs `B + P b` cost units |
-//! | `step_us`, `interval_ms`, `phase_seconds`, `virtual_time`, `seconds` | time settings; `seconds` is the run's length (virtual or wall-clock) |
+//! | `step_us`, `interval_ms`, `update_ms`, `phase_seconds`, `virtual_time`, `seconds` | time settings (`update_ms`: the controller's update period); `seconds` is the run's length (virtual or wall-clock) |
 //! | `settle_seconds` | the start of each phase left out of its `settled` figures |
 //! | `overall` | figures of the whole run (below) |
 //! | `phases` | one object per phase seen: `index`, `name`, `start_s`, `end_s`, the figures, and `settled`: the figures of the steps that started at least `settle_seconds` after the phase did (`null` figures when there are none) |
@@ -172,6 +172,7 @@ pub struct Summary {
     pub cost_linear: CostLinear,
     pub step_us: u64,
     pub interval_ms: u64,
+    pub update_ms: u64,
     pub phase_seconds: f64,
     pub virtual_time: bool,
     pub seconds: f64,
@@ -182,7 +183,7 @@ pub struct Summary {
 }
 
 /// The keys of [`Summary`], in order (the documented key set).
-pub const SUMMARY_KEYS: [&str; 16] = [
+pub const SUMMARY_KEYS: [&str; 17] = [
     "policy",
     "workload",
     "seed",
@@ -192,6 +193,7 @@ pub const SUMMARY_KEYS: [&str; 16] = [
     "cost_linear",
     "step_us",
     "interval_ms",
+    "update_ms",
     "phase_seconds",
     "virtual_time",
     "seconds",
