@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
 # End to end: the serving_engine demo scraped by a real Prometheus server.
 #
-# Builds the demo, starts it on loopback with vLLM's metric names, starts the
-# Debian `prometheus` binary scraping it every second (temporary config and
-# storage), and checks through Prometheus's HTTP API that
+# Builds the demo, starts it on loopback with vLLM's metric names running the
+# adaptive loop on the transition workload (short phases, so the run sees
+# several), starts the Debian `prometheus` binary scraping it every second
+# (temporary config and storage), and checks through Prometheus's HTTP API
+# that
 #   - every family and every series is there, with the constant labels;
 #   - in every scrape the by-draft-length buckets add up to the drafts
 #     counter (and to the position-0 counters);
-#   - the counters grew, never reset, and no series appeared or vanished;
+#   - the counters grew, never reset, and no series appeared or vanished
+#     (every scheduled budget 0..=K included, from the first scrape on);
 #   - the acceptance figures PromQL computes match the demo's final report
 #     (exactly for the last scrape, which the demo serves frozen while it
-#     lingers; within a tolerance for rate()-style queries over the run).
+#     lingers; within a tolerance for rate()-style queries over the run);
+#   - the scheduled budgets match the report and the summary's engine steps,
+#     and the controller's gauge stays within 0..=K and changes;
+#   - vLLM's engine metrics (running requests, generation tokens,
+#     inter-token latency) carry vLLM's labels and buckets and match the
+#     summary;
+#   - every panel query and variable of dashboards/specdec-metrics.json and
+#     of vLLM's speculative-decoding dashboard is accepted and returns data
+#     (.ci/dashboard-queries.py).
 # Everything is bounded in time and cleaned up on exit, pass or fail.
 # Prints "N passed, M failed"; exits 0 only when nothing failed.
 #
 #   bash .ci/prometheus-e2e.sh
 #
 # Environment: E2E_DEMO_PORT (default 19464), E2E_PROM_PORT (19090),
-# E2E_RUN_SECONDS (20), E2E_KEEP=1 to keep the temporary directory.
+# E2E_RUN_SECONDS (20), E2E_KEEP=1 to keep the temporary directory,
+# E2E_VLLM_DASHBOARD=path to check a full copy of vLLM's dashboard instead of
+# tests/fixtures/vllm_speculative_decoding.queries.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +41,10 @@ LINGER_SECONDS=6
 K=5
 PREFIX="vllm:spec_decode"
 MODEL="e2e-model"
+# The adaptive loop on a workload whose acceptance changes every phase.
+PHASE_SECONDS=5
+COUNTERS="num_drafts num_draft_tokens num_accepted_tokens num_accepted_tokens_per_pos num_draft_tokens_per_pos
+  acceptance_by_draft_length num_undrafted_steps num_rejected_observations scheduled_steps"
 
 passed=0
 failed=0
@@ -156,6 +173,13 @@ expect() {
 }
 # report FIELD: a number from the demo's final JSON report.
 report() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/report.json" "$1"; }
+# summary KEY[.KEY...]: a figure from the demo's JSON summary (after the report).
+summary() {
+  python3 -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): v = v[k]
+print(v)' "$work/summary.json" "$1"
+}
 
 # Prometheus applies new targets in batches (every 5 s): wait until it scrapes
 # the demo's address (still down, up == 0) so the whole run is scraped.
@@ -171,8 +195,9 @@ run_start=$(date +%s)
 timeout $((RUN_SECONDS + LINGER_SECONDS + 30)) "$demo_bin" \
   --seconds "$RUN_SECONDS" --linger-seconds "$LINGER_SECONDS" \
   --metrics-addr "$DEMO_ADDR" --prefix "$PREFIX" --model-name "$MODEL" \
-  --max-draft-len "$K" --interval-ms 2000 \
-  >"$work/report.json" 2>"$work/demo.log" &
+  --max-draft-len "$K" --interval-ms 1000 \
+  --policy adaptive --workload transition --phase-seconds "$PHASE_SECONDS" \
+  >"$work/stdout.json" 2>"$work/demo.log" &
 demo_pid=$!
 
 # --------------------------------------------------------- while the demo runs
@@ -211,9 +236,18 @@ for _ in $(seq $(((RUN_SECONDS + 20) * 5))); do
   sleep 0.2
 done
 [ "$done_running" = 1 ] || fatal "the demo did not finish its run in time (see its log)"
-python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/report.json" 2>/dev/null ||
-  fatal "the demo's final report is not JSON"
-pass "the demo printed its final report (JSON)"
+# Standard output: the report (pretty JSON), then the summary (one line).
+python3 - "$work" <<'PY' 2>/dev/null || fatal "the demo's standard output is not the report and the summary (JSON)"
+import json, sys
+text = open(sys.argv[1] + "/stdout.json").read()
+decoder = json.JSONDecoder()
+report, end = decoder.raw_decode(text)
+summary, end2 = decoder.raw_decode(text, end + len(text[end:]) - len(text[end:].lstrip()))
+assert not text[end2:].strip() and "num_spec_steps" in report and "overall" in summary
+json.dump(report, open(sys.argv[1] + "/report.json", "w"))
+json.dump(summary, open(sys.argv[1] + "/summary.json", "w"))
+PY
+pass "the demo printed its final report and summary (JSON)"
 sleep 3
 
 # All instant queries are evaluated at one instant inside the linger window,
@@ -226,9 +260,8 @@ log "querying prometheus at $EVAL_TIME (window $window)"
 names=$(query "count by (__name__) ({__name__=~\"vllm:spec_decode_.*\"})" | python3 -c '
 import json, sys
 print(" ".join(sorted(s["metric"]["__name__"] for s in json.load(sys.stdin)["data"]["result"])))')
-want_names=$(for f in num_drafts num_draft_tokens num_accepted_tokens num_accepted_tokens_per_pos \
-  num_draft_tokens_per_pos acceptance_by_draft_length num_undrafted_steps num_rejected_observations; do
-  echo "${PREFIX}_${f}_total"; done | LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+want_names=$( (for f in $COUNTERS; do echo "${PREFIX}_${f}_total"; done; echo "${PREFIX}_controller_draft_length") |
+  LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
 if [ "$names" = "$want_names" ]; then
   pass "exactly vLLM's family names: $names"
 else
@@ -237,7 +270,10 @@ fi
 expect "every bucket of the triangle is a series" "count(${PREFIX}_acceptance_by_draft_length_total)" $(((K + 1) * (K + 2) / 2))
 expect "every position is a series (accepted)" "count(${PREFIX}_num_accepted_tokens_per_pos_total)" "$K"
 expect "every position is a series (drafted)" "count(${PREFIX}_num_draft_tokens_per_pos_total)" "$K"
-all_series=$((5 + 2 * K + (K + 1) * (K + 2) / 2))
+expect "every scheduled budget 0..=K is a series" "count(${PREFIX}_scheduled_steps_total)" $((K + 1))
+# 5 unlabelled counters, 2 per-position families, the triangle, the budgets
+# and the gauge.
+all_series=$((5 + 2 * K + (K + 1) * (K + 2) / 2 + K + 1 + 1))
 expect "constant labels on every series" \
   "count({__name__=~\"${PREFIX}_.*\", model_name=\"$MODEL\", engine=\"0\"})" "$all_series"
 expect "the drafts series was scraped at least $((RUN_SECONDS / 2)) times" \
@@ -248,16 +284,19 @@ expect "the drafts series was scraped at least $((RUN_SECONDS / 2)) times" \
 scrapes=$(value "sum_over_time(up{job=\"serving_engine\"}[$window])")
 presence_ok=1
 resets_total=0
-for f in num_drafts num_draft_tokens num_accepted_tokens num_accepted_tokens_per_pos num_draft_tokens_per_pos acceptance_by_draft_length num_undrafted_steps num_rejected_observations; do
-  counts=$(query "count_over_time(${PREFIX}_${f}_total[$window])" | python3 -c '
+for f in $COUNTERS controller_draft_length; do
+  name="${PREFIX}_${f}_total"
+  [ "$f" = controller_draft_length ] && name="${PREFIX}_$f"
+  counts=$(query "count_over_time(${name}[$window])" | python3 -c '
 import json, sys
 print(" ".join(sorted({s["value"][1] for s in json.load(sys.stdin)["data"]["result"]})))')
   if [ "$counts" != "$scrapes" ]; then
     presence_ok=0
-    echo "      ${PREFIX}_${f}_total: samples per series {$counts}, successful scrapes $scrapes"
+    echo "      $name: samples per series {$counts}, successful scrapes $scrapes"
   fi
-  r=$(value "sum(resets(${PREFIX}_${f}_total[$window]))")
-  close "$r" 0 0 || { echo "      ${PREFIX}_${f}_total: resets $r"; resets_total=1; }
+  [ "$f" = controller_draft_length ] && continue # a gauge may go down
+  r=$(value "sum(resets(${name}[$window]))")
+  close "$r" 0 0 || { echo "      $name: resets $r"; resets_total=1; }
 done
 if [ "$presence_ok" = 1 ]; then
   pass "every series in every one of the $scrapes successful scrapes (none appeared or vanished)"
@@ -385,6 +424,109 @@ then
 else
   fail "README queries disagree with the report"
 fi
+
+# ------------------------------------ scheduled budgets and the controller's gauge
+# One scheduled budget per engine step: the last scrape has the report's
+# counts, they add up to the summary's engine steps, and their mean is the
+# summary's mean draft length.
+query "${PREFIX}_scheduled_steps_total" >"$work/scheduled.json"
+if python3 - "$work" "$K" <<'PY'
+import json, sys
+work, K = sys.argv[1], int(sys.argv[2])
+samples = json.load(open(work + "/scheduled.json"))["data"]["result"]
+report = json.load(open(work + "/report.json"))
+summary = json.load(open(work + "/summary.json"))
+got = {int(s["metric"]["num_spec_tokens"]): int(float(s["value"][1])) for s in samples}
+want = dict(enumerate(report["scheduled_steps_by_budget"]))
+steps = sum(got.values())
+mean = sum(b * n for b, n in got.items()) / steps if steps else None
+used = sorted(b for b, n in got.items() if n)
+print("      scheduled steps by budget: %s; %d steps, mean budget %s" % (got, steps, mean))
+ok = (sorted(got) == list(range(K + 1)) and got == want
+      and steps == summary["overall"]["steps"] > 0
+      and abs(mean - summary["overall"]["mean_draft_len"]) < 1e-9 and len(used) >= 2)
+sys.exit(0 if ok else print("      report: %s, summary steps %s, mean %s, budgets used %s" % (
+    want, summary["overall"]["steps"], summary["overall"]["mean_draft_len"], used)) or 1)
+PY
+then
+  pass "scheduled budgets: last scrape == report's scheduled_steps_by_budget, sum == summary's engine steps, mean == its mean draft length, at least 2 budgets used"
+else
+  fail "scheduled budgets disagree with the report or the summary"
+fi
+G="${PREFIX}_controller_draft_length"
+set -- $(range_max_abs "max($G)") $(range_max_abs "min($G) < bool 0")
+if [ "${1:-none}" != none ] && [ "${3:-none}" != none ] && close "$3" 0 0 &&
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= int(sys.argv[2]) else 1)' "$1" "$K"; then
+  pass "controller gauge: within 0..=$K at all $2 points (max $1)"
+else
+  fail "controller gauge: max ${1:-none}, ever negative ${3:-none}, over ${2:-0} points"
+fi
+gauge_changes=$(value "changes(${G}[$window])")
+switches=$(summary controller.switches)
+if python3 -c 'import sys; c, s = float(sys.argv[1]), int(sys.argv[2]); sys.exit(0 if 1 <= c <= s else 1)' "$gauge_changes" "$switches" 2>/dev/null; then
+  pass "controller gauge: changed $gauge_changes times over the transition run (1 <= changes <= the controller's $switches switches)"
+else
+  fail "controller gauge: changes $gauge_changes, controller switches $switches"
+fi
+expect "controller gauge: last scrape == the summary's final controller draft_len" "$G" "$(summary controller.draft_len)"
+
+# ------------------------------------------- engine metrics for vLLM's dashboards
+# vLLM's num_requests_running, generation_tokens and inter_token_latency_seconds
+# (examples/serving_engine/engine_metrics.rs), under the namespace of the prefix.
+case "$PREFIX" in *:*) NS="${PREFIX%:*}:" ;; *) NS="${PREFIX}_" ;; esac
+engine_re="${NS}(num_requests_running|generation_tokens_total|inter_token_latency_seconds_(bucket|sum|count))"
+expect "engine metrics: every series labelled model_name and engine (1 gauge, 1 counter, 20 buckets, sum, count)" \
+  "count({__name__=~\"$engine_re\", model_name=\"$MODEL\", engine=\"0\"})" 24
+query "${NS}inter_token_latency_seconds_bucket" >"$work/itl.json"
+if python3 - "$work/itl.json" <<'PY'
+import json, sys
+# vLLM's buckets for vllm:inter_token_latency_seconds (vllm/v1/metrics/loggers.py).
+want = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, float("inf")]
+got = sorted(float(s["metric"]["le"]) for s in json.load(open(sys.argv[1]))["data"]["result"])
+sys.exit(0 if got == want else print("      le bounds:", got) or 1)
+PY
+then
+  pass "engine metrics: inter_token_latency_seconds has vLLM's 19 bucket bounds and +Inf"
+else
+  fail "engine metrics: inter_token_latency_seconds bucket bounds differ from vLLM's"
+fi
+# One inter-token latency per request per engine step: every request step is
+# a verify step (valid or rejected) or an undrafted step, and every engine
+# step verifies a full batch.
+expect "engine metrics: inter-token latencies observed == verify + undrafted + rejected request steps (report)" \
+  "sum(${NS}inter_token_latency_seconds_count)" \
+  "$(($(report num_spec_steps) + $(report num_undrafted_steps) + $(report num_rejected_observations)))"
+expect "engine metrics: inter-token latencies observed == engine steps x batch (summary)" \
+  "sum(${NS}inter_token_latency_seconds_count)" "$(($(summary overall.steps) * $(summary max_batch)))"
+expect "engine metrics: generation_tokens_total == the summary's tokens" \
+  "sum(${NS}generation_tokens_total)" "$(summary overall.tokens)"
+# range_max_abs prints "MAX POINTS": the largest number of running requests,
+# and whether it was ever negative (1) or not (0) at any point of the run.
+set -- $(range_max_abs "max(${NS}num_requests_running)") $(range_max_abs "min(${NS}num_requests_running) < bool 0")
+if [ "${1:-none}" != none ] && ! close "$1" 0 0 && [ "${3:-none}" != none ] && close "$3" 0 0; then
+  pass "engine metrics: num_requests_running never negative, up to $1 during the run"
+else
+  fail "engine metrics: num_requests_running: max ${1:-none}, ever negative ${3:-none}"
+fi
+
+# ---------------------------------------------------------------- dashboards
+# Every panel query and every variable of our dashboard and of vLLM's
+# speculative-decoding dashboard, substituted as Grafana would over the time
+# range of the run, against this Prometheus (.ci/dashboard-queries.py).
+dashboard_checks() {
+  python3 .ci/dashboard-queries.py --prometheus "http://$PROM_ADDR" \
+    --start "$run_start" --end "$EVAL_TIME" --scrape-interval 1 --set "prefix=$PREFIX" "$@" \
+    >"$work/dashboards.txt" 2>&1
+  cat "$work/dashboards.txt"
+  passed=$((passed + $(grep -c '^PASS  ' "$work/dashboards.txt")))
+  failed=$((failed + $(grep -c '^FAIL  ' "$work/dashboards.txt")))
+  grep -q '^[PF]' "$work/dashboards.txt" || fail "dashboard-queries.py printed no check: $(head -c 300 "$work/dashboards.txt")"
+}
+log "dashboard queries: dashboards/specdec-metrics.json, vLLM's vllm_speculative_decoding.json"
+python3 .ci/dashboard-queries.py --self-test >"$work/selftest.txt" 2>&1 &&
+  pass "$(sed -n 's/^PASS  //p' "$work/selftest.txt")" ||
+  fail "dashboard-queries.py --self-test: $(tail -n 3 "$work/selftest.txt")"
+dashboard_checks dashboards/specdec-metrics.json "${E2E_VLLM_DASHBOARD:-tests/fixtures/vllm_speculative_decoding.queries.json}"
 
 # ------------------------------------------------------------------ demo exits
 wait_start=$SECONDS

@@ -62,6 +62,9 @@
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 
+// vLLM's engine metrics on /metrics (the demo's own module).
+mod engine_metrics;
+
 // The simulation's modules, shared with `examples/policy_table.rs` (which
 // includes them by path and uses other parts of them).
 #[allow(dead_code)]
@@ -92,11 +95,13 @@ use clap::Parser;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::registry::Registry;
 use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder};
 
+use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
 use policy::PolicySpec;
-use sim::{Events, FinishedRequest, Interval};
+use sim::{EngineStep, Events, FinishedRequest, Interval};
 use summary::CostLinear;
 use workload::Workload;
 
@@ -395,6 +400,11 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     if let Some(plan) = &plan {
         collector = collector.with_plan(Arc::clone(plan));
     }
+    // vLLM's engine metrics, under the same prefix, in the same registry.
+    let engine_metrics = EngineMetrics::new(&namespace_for(&args.prefix), &args.model_name, "0");
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    engine_metrics.register(&mut registry);
 
     // HTTP first, so a bind error stops us before any work, and a scraper
     // sees every series from the first step on.
@@ -414,7 +424,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
-        .with_state(Arc::new(collector));
+        .with_state(Arc::new(registry));
     runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
 
     log!(
@@ -457,6 +467,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         let events = DemoEvents {
             output,
             print_requests: args.print_requests,
+            engine_metrics,
         };
         thread::Builder::new()
             .name("metrics".into())
@@ -600,16 +611,13 @@ async fn serve_http(
 }
 
 /// `GET /metrics`: one snapshot, in the format the scraper asked for.
-async fn metrics(
-    State(collector): State<Arc<SpecDecodeCollector>>,
-    headers: HeaderMap,
-) -> impl IntoResponse {
+async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> impl IntoResponse {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let format = TextFormat::from_accept(accept);
-    let body = collector.encode_text(format);
+    let body = encode_registry(&registry, format);
     ([(header::CONTENT_TYPE, format.content_type())], body)
 }
 
@@ -625,9 +633,18 @@ async fn index() -> &'static str {
 struct DemoEvents {
     output: Arc<Output>,
     print_requests: bool,
+    engine_metrics: EngineMetrics,
 }
 
 impl Events for DemoEvents {
+    fn engine_step(&self, step: &EngineStep) {
+        self.engine_metrics
+            .add_running(step.admitted, step.finished);
+        self.engine_metrics.add_generation_tokens(step.tokens);
+        self.engine_metrics
+            .observe_inter_token_latency(step.seconds, step.batch);
+    }
+
     fn interval(&self, interval: &Interval<'_>) {
         // The last, partial interval is logged only when it recorded
         // something (stopping right after a tick leaves it empty).
