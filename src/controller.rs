@@ -343,16 +343,7 @@ const QUADRATURE_POINTS: usize = 128;
 
 /// [`change_threshold`] for every length of the dispersion's history.
 fn change_thresholds(evidence: f64) -> [f64; DISPERSION_HISTORY + 1] {
-    let mut thresholds = [0.0; DISPERSION_HISTORY + 1];
-    for n in 0..=DISPERSION_HISTORY {
-        // An even n has the threshold of n - 1 (see `change_threshold`).
-        thresholds[n] = if n >= 4 && n % 2 == 0 {
-            thresholds[n - 1]
-        } else {
-            change_threshold(evidence, n)
-        };
-    }
-    thresholds
+    core::array::from_fn(|n| change_threshold(evidence, n))
 }
 
 /// The level-`evidence` quantile of the change statistic over the
@@ -389,6 +380,7 @@ fn change_threshold(evidence: f64, n: usize) -> f64 {
     if n <= 2 {
         return m0 * (core::f64::consts::FRAC_PI_2 * evidence).tan().powi(2);
     }
+    // An even n gets the r of n - 1: the threshold of n - 1 values.
     let r = ((n - 1) / 2) as i32;
     // Quadrature nodes: the median's value M = F^-1(u) and the weight of u
     // under Beta(r + 1, r + 1), for u at the midpoints of 128 equal cells.
@@ -582,9 +574,9 @@ impl DraftController {
         let mut counts = window.continuation_counts();
         counts.resize(k_max, (0, 0));
         if let Some(z2) = self.window_statistic(&counts) {
-            // The dispersion is the median of this many earlier statistics.
-            let estimated_from = self.dispersion_slot.min(DISPERSION_HISTORY);
-            if z2 / self.dispersion > self.change_thresholds[estimated_from] {
+            // The threshold for a dispersion that is the median of the
+            // earlier statistics.
+            if z2 / self.dispersion > self.change_threshold() {
                 self.ring.fill((0, 0));
                 self.totals.fill((0, 0));
                 self.regime_changes += 1;
@@ -736,6 +728,23 @@ impl DraftController {
     /// explains (1: not at all); posterior variances are widened by it.
     pub fn dispersion(&self) -> f64 {
         self.dispersion
+    }
+
+    /// The threshold the next update's change-of-regime statistic, over
+    /// the [`dispersion`](Self::dispersion), must pass for the memory to be
+    /// forgotten: the `evidence` quantile of that ratio on a steady engine,
+    /// which depends on how many earlier intervals the dispersion was
+    /// estimated from (the chi-square quantile with none, 6.63 at 0.99;
+    /// 16.4 with the full history of 9).
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
+    /// assert!((c.change_threshold() - 6.635).abs() < 1e-3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn change_threshold(&self) -> f64 {
+        self.change_thresholds[self.dispersion_slot.min(DISPERSION_HISTORY)]
     }
 
     /// The continuation counts `(s_i, n_i)` remembered, positions `1..=K`.

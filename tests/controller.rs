@@ -457,6 +457,17 @@ fn change_statistic_and_dispersion_by_hand() {
     let mut changes = 0;
     for &(s, n) in &windows {
         let (s_m, n_m) = memory.iter().fold((0, 0), |t, w| (t.0 + w.0, t.1 + w.1));
+        // The threshold the controller will use, against the independent
+        // computation (two quadratures of the same integral, which agree
+        // within 0.2%: the library's 128 points are coarse where the
+        // median is large).
+        let expected = change_threshold_099(history.len().min(9));
+        assert!(
+            (c.change_threshold() - expected).abs() <= 5e-3 * expected,
+            "threshold with {} earlier statistics: {} vs {expected}",
+            history.len(),
+            c.change_threshold()
+        );
         if n_m > 0 {
             let (mw, qw) = beta_moments(s, n);
             let (mm, qm) = beta_moments(s_m, n_m);
