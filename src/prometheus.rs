@@ -564,17 +564,47 @@ impl SpecDecodeCollector {
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(frozen));
-        let mut open_metrics = String::new();
-        // Writing into a `String` cannot fail, and neither can our encoding
-        // (it only propagates the writer's errors).
-        prometheus_client::encoding::text::encode(&mut open_metrics, &registry)
-            .expect("encoding into a String never fails");
-        match format {
-            TextFormat::OpenMetrics => open_metrics,
-            TextFormat::PrometheusText => {
-                classic_from_open_metrics(&open_metrics, &self.naming.gauge_name)
-            }
-        }
+        encode_registry(&registry, format)
+    }
+}
+
+/// A whole `prometheus-client` [`Registry`] in `format`: the body of a
+/// `/metrics` response whose `Content-Type` is
+/// [`format.content_type()`](TextFormat::content_type), for an engine that
+/// registers a [`SpecDecodeCollector`] next to metrics of its own.
+///
+/// `prometheus-client` writes OpenMetrics 1.0; for counters, gauges and
+/// histograms without units or exemplars the classic format 0.0.4 differs
+/// only in that a counter's `# HELP` and `# TYPE` lines name its `_total`
+/// sample, and in the missing `# EOF`. (Other metric types, units and
+/// exemplars are passed through as OpenMetrics writes them.)
+///
+/// ```
+/// use prometheus_client::metrics::gauge::Gauge;
+/// use prometheus_client::registry::Registry;
+/// use specdec_metrics::Recorder;
+/// use specdec_metrics::prometheus::{SpecDecodeCollector, TextFormat, encode_registry};
+///
+/// let mut registry = Registry::default();
+/// registry.register_collector(Box::new(SpecDecodeCollector::new(Recorder::new(4)?)));
+/// let running = Gauge::<i64>::default();
+/// registry.register("num_requests_running", "Requests in the batch.", running.clone());
+/// running.set(3);
+/// let text = encode_registry(&registry, TextFormat::PrometheusText);
+/// assert!(text.contains("# TYPE spec_decode_num_drafts_total counter\n"));
+/// assert!(text.contains("# TYPE num_requests_running gauge\nnum_requests_running 3\n"));
+/// assert!(!text.contains("# EOF"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn encode_registry(registry: &Registry, format: TextFormat) -> String {
+    let mut open_metrics = String::new();
+    // Writing into a `String` cannot fail, and neither can our encoding
+    // (it only propagates the writer's errors).
+    prometheus_client::encoding::text::encode(&mut open_metrics, registry)
+        .expect("encoding into a String never fails");
+    match format {
+        TextFormat::OpenMetrics => open_metrics,
+        TextFormat::PrometheusText => classic_from_open_metrics(&open_metrics),
     }
 }
 
@@ -778,14 +808,17 @@ impl fmt::Display for EscapedLabelValue<'_> {
     }
 }
 
-/// Rewrites this module's OpenMetrics output as Prometheus text format
-/// 0.0.4: the `# HELP` and `# TYPE` lines of a counter name the `_total`
-/// sample, and the `# EOF` line goes. Exact for this output because every
-/// family is a counter without unit or exemplars, except `gauge`, whose
-/// lines stay as they are (a gauge's sample is its family's name); not a
+/// Rewrites OpenMetrics text as Prometheus text format 0.0.4: the `# HELP`
+/// and `# TYPE` lines of a counter (a family whose `# TYPE` says
+/// `counter`) name the `_total` sample, and the `# EOF` line goes. Exact
+/// for counters, gauges and histograms without units or exemplars; not a
 /// general converter.
-fn classic_from_open_metrics(open_metrics: &str, gauge: &str) -> String {
-    let mut out = String::with_capacity(open_metrics.len() + 2 * 6 * FAMILIES.len());
+fn classic_from_open_metrics(open_metrics: &str) -> String {
+    let counters: Vec<&str> = open_metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open_metrics.len() + 2 * 6 * counters.len());
     for line in open_metrics.lines() {
         if line == "# EOF" {
             continue;
@@ -798,7 +831,7 @@ fn classic_from_open_metrics(open_metrics: &str, gauge: &str) -> String {
                 let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
                 out.push_str(tag);
                 out.push_str(name);
-                if name != gauge {
+                if counters.contains(&name) {
                     out.push_str("_total");
                 }
                 out.push(' ');
@@ -856,7 +889,7 @@ mod tests {
         let open = "# HELP x_a Help text.\n# TYPE x_a counter\nx_a_total{l=\"# HELP \"} 1\n\
                     # HELP x_g Gauge.\n# TYPE x_g gauge\nx_g 2\n# EOF\n";
         assert_eq!(
-            classic_from_open_metrics(open, "x_g"),
+            classic_from_open_metrics(open),
             "# HELP x_a_total Help text.\n# TYPE x_a_total counter\nx_a_total{l=\"# HELP \"} 1\n\
              # HELP x_g Gauge.\n# TYPE x_g gauge\nx_g 2\n"
         );

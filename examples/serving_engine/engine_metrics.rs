@@ -39,7 +39,7 @@
 //! [`EngineMetrics`] is a [`Collector`]: [`EngineMetrics::register`] puts it
 //! in the same [`Registry`] as the `SpecDecodeCollector`, and
 //! [`encode_registry`] writes the whole registry in the format the scraper
-//! asked for ([`TextFormat`]): OpenMetrics for Prometheus, the classic text
+//! asked for (`TextFormat`): OpenMetrics for Prometheus, the classic text
 //! format 0.0.4 for `curl` and `promtool check metrics`.
 
 use std::fmt::{self, Write as _};
@@ -54,7 +54,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use specdec_metrics::prometheus::TextFormat;
 
 /// Upper bounds (seconds) of the buckets of `inter_token_latency_seconds`,
 /// as vLLM declares them (a `+Inf` bucket follows).
@@ -226,63 +225,16 @@ impl fmt::Display for Escaped<'_> {
 }
 
 /// The whole `registry` (the speculative-decoding collector and these
-/// metrics) in `format`: the body of a `/metrics` response whose
-/// `Content-Type` is `format.content_type()`.
-///
-/// `prometheus-client` writes OpenMetrics 1.0; the classic format 0.0.4
-/// differs for what this registry holds (counters, gauges, histograms, no
-/// units or exemplars) only in that a counter's `# HELP` and `# TYPE` lines
-/// name its `_total` sample, and in the missing `# EOF`.
-pub fn encode_registry(registry: &Registry, format: TextFormat) -> String {
-    let mut open_metrics = String::new();
-    // Writing into a `String` cannot fail, and the collectors only pass on
-    // the writer's errors.
-    prometheus_client::encoding::text::encode(&mut open_metrics, registry)
-        .expect("encoding into a String never fails");
-    match format {
-        TextFormat::OpenMetrics => open_metrics,
-        TextFormat::PrometheusText => classic_from_open_metrics(&open_metrics),
-    }
-}
-
-/// Rewrites OpenMetrics text of counters, gauges and histograms (without
-/// units or exemplars) as the classic text format 0.0.4.
-fn classic_from_open_metrics(open_metrics: &str) -> String {
-    let counters: Vec<&str> = open_metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
-    let mut out = String::with_capacity(open_metrics.len() + 12 * counters.len());
-    for line in open_metrics.lines() {
-        if line == "# EOF" {
-            continue;
-        }
-        let descriptor = ["# HELP ", "# TYPE "]
-            .into_iter()
-            .find_map(|tag| Some((tag, line.strip_prefix(tag)?)));
-        match descriptor {
-            Some((tag, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                out.push_str(tag);
-                out.push_str(name);
-                if counters.contains(&name) {
-                    out.push_str("_total");
-                }
-                out.push(' ');
-                out.push_str(tail);
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
-}
+/// metrics) in `format`: the library's encoder, which renames a counter's
+/// `# HELP`/`# TYPE` lines for the classic format.
+pub use specdec_metrics::prometheus::encode_registry;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use specdec_metrics::Recorder;
     use specdec_metrics::prometheus::SpecDecodeCollector;
+    use specdec_metrics::prometheus::TextFormat;
 
     /// The sample lines of `text` (no comments), as `(name, labels, value)`.
     fn samples(text: &str) -> Vec<(String, String, String)> {
