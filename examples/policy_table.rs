@@ -28,6 +28,9 @@ mod peers;
 #[path = "serving_engine/policy.rs"]
 mod policy;
 #[allow(dead_code)]
+#[path = "serving_engine/rng.rs"]
+mod rng;
+#[allow(dead_code)]
 #[path = "serving_engine/sim.rs"]
 mod sim;
 #[allow(dead_code)]

@@ -6,6 +6,9 @@
 mod peers;
 #[path = "../examples/serving_engine/policy.rs"]
 mod policy;
+#[allow(dead_code)]
+#[path = "../examples/serving_engine/rng.rs"]
+mod rng;
 
 mod counting_alloc;
 

@@ -71,6 +71,8 @@ mod engine_metrics;
 mod peers;
 mod policy;
 #[allow(dead_code)]
+mod rng;
+#[allow(dead_code)]
 mod sim;
 #[allow(dead_code)]
 mod summary;

@@ -22,6 +22,7 @@
 //! documented where it is decided.
 
 use crate::policy::Policy;
+use crate::rng::Rng;
 
 /// SGLang's default tiers (`candidate_steps`): the draft lengths it keeps a
 /// pre-captured CUDA graph for.
@@ -290,7 +291,7 @@ pub struct Vllm44336 {
     choice: usize,
     /// Decisions still to skip.
     cooldown: u32,
-    rng: SplitMix64,
+    rng: Rng,
 }
 
 impl Vllm44336 {
@@ -322,7 +323,7 @@ impl Vllm44336 {
             window: 0,
             choice: max_draft_len,
             cooldown: 0,
-            rng: SplitMix64(seed),
+            rng: Rng::new(seed),
         }
     }
 
@@ -429,24 +430,5 @@ impl Policy for Vllm44336 {
 
     fn chosen(&self) -> usize {
         self.choice
-    }
-}
-
-/// SplitMix64 (Steele, Lea and Flood 2014): a small deterministic generator
-/// for the probes.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`: the top 53 bits.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }

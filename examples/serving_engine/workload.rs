@@ -37,6 +37,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub use crate::rng::Rng;
+
 /// Half-width of the uniform spread of a request's predictability around
 /// its phase's `alpha`.
 pub const SPREAD: f64 = 0.08;
@@ -182,34 +184,6 @@ pub fn verify(rng: &mut Rng, drafted: usize, p: f64) -> usize {
         accepted += 1;
     }
     accepted
-}
-
-/// SplitMix64: small, fast, deterministic; enough for a simulation.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
 }
 
 #[cfg(test)]
