@@ -3,81 +3,73 @@
 
 use core::fmt;
 
-use crate::layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
+use crate::{MAX_STEP_COST, MIN_STEP_COST};
 
-/// A configuration that cannot be used: a maximum draft length `K` outside
-/// `1..=64`, or (for a [`DraftController`](crate::DraftController)) a step
-/// cost table without exactly one cost per draft length `0..=K`.
+use crate::record::layout::{
+    MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, in_triangle, is_valid_max_draft_len,
+};
+
+/// A configuration that cannot be used.
 ///
 /// ```
-/// use specdec_metrics::AcceptanceHistogram;
+/// use specdec_metrics::{AcceptanceHistogram, ConfigError};
 /// let err = AcceptanceHistogram::new(0).unwrap_err();
-/// assert_eq!(err.max_draft_len(), 0);
+/// assert_eq!(err, ConfigError::MaxDraftLen { max_draft_len: 0 });
 /// assert!(err.to_string().contains("1..=64"));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    max_draft_len: usize,
-    /// `Some(len)`: `K` is valid but a cost table has `len` entries, not
-    /// `K + 1`.
-    cost_table_len: Option<usize>,
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The maximum draft length `K` is outside `1..=64`.
+    MaxDraftLen {
+        /// The `K` given.
+        max_draft_len: usize,
+    },
+    /// The step cost cannot be used with `K` (a
+    /// [`DraftController`](crate::DraftController)'s cost table without
+    /// exactly one cost per draft length `0..=K`).
+    ///
+    /// ```
+    /// use specdec_metrics::{ConfigError, CostError, DraftController, StepCost};
+    /// let cost = StepCost::table(vec![1.0, 1.1, 1.2])?; // k = 0..=2
+    /// let err = DraftController::new(4, cost).unwrap_err();
+    /// assert_eq!(err, ConfigError::Cost(CostError::TableLength { max_draft_len: 4, found: 3 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Cost(CostError),
 }
 
 impl ConfigError {
-    pub(crate) const fn new(max_draft_len: usize) -> Self {
-        Self {
-            max_draft_len,
-            cost_table_len: None,
+    /// `Ok` for a maximum draft length `K` in `1..=64`.
+    pub(crate) const fn check_max_draft_len(max_draft_len: usize) -> Result<(), Self> {
+        if is_valid_max_draft_len(max_draft_len) {
+            Ok(())
+        } else {
+            Err(Self::MaxDraftLen { max_draft_len })
         }
-    }
-
-    pub(crate) const fn cost_table(max_draft_len: usize, len: usize) -> Self {
-        Self {
-            max_draft_len,
-            cost_table_len: Some(len),
-        }
-    }
-
-    /// The maximum draft length `K` of the rejected configuration.
-    pub const fn max_draft_len(&self) -> usize {
-        self.max_draft_len
-    }
-
-    /// When `K` itself is valid but a step cost table does not have `K + 1`
-    /// entries: the table's length.
-    ///
-    /// ```
-    /// use specdec_metrics::{DraftController, StepCost};
-    /// let cost = StepCost::table(vec![1.0, 1.1, 1.2])?; // k = 0..=2
-    /// let err = DraftController::new(4, cost).unwrap_err();
-    /// assert_eq!((err.max_draft_len(), err.cost_table_len()), (4, Some(3)));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub const fn cost_table_len(&self) -> Option<usize> {
-        self.cost_table_len
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.cost_table_len {
-            None => write!(
+        match *self {
+            Self::MaxDraftLen { max_draft_len } => write!(
                 f,
-                "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {}",
-                self.max_draft_len
+                "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {max_draft_len}"
             ),
-            Some(len) => write!(
-                f,
-                "the step cost table has {len} entries but max_draft_len {} needs {} (one per draft length 0..={})",
-                self.max_draft_len,
-                self.max_draft_len + 1,
-                self.max_draft_len
-            ),
+            Self::Cost(e) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Cost(e) => Some(e),
+            Self::MaxDraftLen { .. } => None,
+        }
+    }
+}
 
 /// An observation that no counter can hold: a verify step outside the
 /// triangle or a scheduled budget above `K`. It was counted in
@@ -91,6 +83,7 @@ impl std::error::Error for ConfigError {}
 /// assert_eq!(h.num_rejected_observations(), 1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ObserveError {
     /// The verifier accepted more tokens than were drafted (`a > k`); this
     /// happens when a grammar invalidates drafts after they were sampled.
@@ -164,7 +157,7 @@ impl ObserveError {
     /// ```
     #[inline]
     pub fn check(max_draft_len: usize, drafted: usize, accepted: usize) -> Result<(), Self> {
-        if crate::layout::in_triangle(max_draft_len, drafted, accepted) {
+        if in_triangle(max_draft_len, drafted, accepted) {
             Ok(())
         } else {
             Err(Self::new(max_draft_len, drafted, accepted))
@@ -267,6 +260,7 @@ impl std::error::Error for ObserveError {}
 
 /// One counter of a histogram, named in [`MergeError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Counter {
     /// The bucket of steps that drafted `drafted` and accepted `accepted`.
     Bucket {
@@ -310,6 +304,7 @@ impl fmt::Display for Counter {
 /// assert_eq!(a.merge(&b), Err(MergeError::MaxDraftLenMismatch { left: 3, right: 4 }));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MergeError {
     /// The histograms were configured with different maximum draft lengths.
     MaxDraftLenMismatch {
@@ -396,6 +391,7 @@ impl std::error::Error for MergeError {}
 /// keys) are reported by the format itself; this type covers reports that
 /// parse but are not a consistent histogram.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum ReportError {
     /// `num_spec_tokens` is outside `1..=64`.
     MaxDraftLen(ConfigError),
@@ -512,6 +508,7 @@ impl std::error::Error for ReportError {}
 
 /// Which term of a step cost a [`CostError`] is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CostTerm {
     /// The `base` of [`StepCost::linear`](crate::StepCost::linear): the cost
     /// of a step without speculation.
@@ -536,9 +533,10 @@ impl fmt::Display for CostTerm {
     }
 }
 
-/// A step cost that cannot be used: every cost must be a positive, finite
-/// number (a per-draft-token cost may also be zero), and a table needs one
-/// entry per draft length `0..=K`.
+/// A step cost that cannot be used: every cost must be a finite number
+/// between `1e-150` and `1e150` (a per-draft-token cost may also be zero),
+/// and a table needs one entry per draft length `0..=K` of the `K` it is
+/// used with.
 ///
 /// ```
 /// use specdec_metrics::{CostError, CostTerm, StepCost};
@@ -547,6 +545,7 @@ impl fmt::Display for CostTerm {
 /// assert_eq!(err.to_string(), "the cost of draft length 1 is NaN; a step cost must be a finite number");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum CostError {
     /// A cost is NaN or infinite.
     NotFinite {
@@ -562,10 +561,27 @@ pub enum CostError {
         /// The value given.
         value: f64,
     },
-    /// A linear cost whose value at some draft length overflows to infinity.
-    Overflow {
-        /// The first draft length whose cost is not finite.
-        draft_len: usize,
+    /// A cost outside [`MIN_STEP_COST`]`..=`[`MAX_STEP_COST`] (`1e-150` to
+    /// `1e150`: only ratios of costs matter; the bounds keep every ratio
+    /// and every goodput a finite number).
+    ///
+    /// ```
+    /// use specdec_metrics::{CostError, CostTerm, StepCost};
+    /// let err = StepCost::linear(5e-324, 0.0).unwrap_err();
+    /// assert_eq!(err, CostError::OutOfRange { term: CostTerm::Base, value: 5e-324 });
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "the base cost is 5e-324; a step cost must be between 1e-150 and 1e150 (only ratios of costs matter: use another unit)"
+    /// );
+    /// ```
+    ///
+    /// [`MIN_STEP_COST`]: crate::MIN_STEP_COST
+    /// [`MAX_STEP_COST`]: crate::MAX_STEP_COST
+    OutOfRange {
+        /// Which cost.
+        term: CostTerm,
+        /// The value given.
+        value: f64,
     },
     /// An empty table.
     EmptyTable,
@@ -591,9 +607,9 @@ impl fmt::Display for CostError {
             Self::NotPositive { term, value } => {
                 write!(f, "{term} is {value}; a step cost must be more than zero")
             }
-            Self::Overflow { draft_len } => write!(
+            Self::OutOfRange { term, value } => write!(
                 f,
-                "the linear step cost overflows at draft length {draft_len}"
+                "{term} is {value:e}; a step cost must be between {MIN_STEP_COST:e} and {MAX_STEP_COST:e} (only ratios of costs matter: use another unit)"
             ),
             Self::EmptyTable => f.write_str(
                 "the step cost table is empty; it needs one cost per draft length 0..=K",
@@ -658,3 +674,247 @@ impl fmt::Display for ParameterError {
 }
 
 impl std::error::Error for ParameterError {}
+
+/// A batch-size bucket named in a [`BatchTableError`]: its position in the
+/// list given (`index`, from 0; messages count from 1) and its batch sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketSpan {
+    /// The bucket's position in the list, from 0.
+    pub index: usize,
+    /// Its first batch size.
+    pub start_bs: usize,
+    /// Its last batch size.
+    pub end_bs: usize,
+}
+
+impl fmt::Display for BucketSpan {
+    /// `bucket 2 (batch sizes 5-8)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bucket {} (batch sizes {}-{})",
+            self.index + 1,
+            self.start_bs,
+            self.end_bs
+        )
+    }
+}
+
+/// Why buckets cannot make a [`BatchTable`](crate::BatchTable), or a table
+/// cannot be written as TensorRT-LLM's schedule: the bucket it is about (if
+/// any) and what is wrong, in the shape of `std::io::Error` (context and
+/// kind).
+///
+/// ```
+/// use specdec_metrics::{Advisor, BatchTable, BatchTableErrorKind};
+/// let err = BatchTable::recommend(&Advisor::default(), &[]).unwrap_err();
+/// assert_eq!(err.kind(), &BatchTableErrorKind::Empty);
+/// assert_eq!(err.bucket(), None);
+/// assert_eq!(err.to_string(), "no batch-size buckets were given");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchTableError {
+    bucket: Option<BucketSpan>,
+    kind: BatchTableErrorKind,
+}
+
+/// What is wrong, in a [`BatchTableError`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum BatchTableErrorKind {
+    /// No buckets.
+    Empty,
+    /// The bucket's first batch size is above its last.
+    StartAfterEnd,
+    /// The first bucket does not start at batch size 1 (vLLM refuses such a
+    /// schedule, and no data would support the smaller batch sizes).
+    FirstNotOne,
+    /// The bucket starts below the bucket before it.
+    Unsorted {
+        /// The bucket before it.
+        previous: BucketSpan,
+    },
+    /// The bucket starts at or below the last batch size of the bucket
+    /// before it.
+    Overlap {
+        /// The bucket before it.
+        previous: BucketSpan,
+    },
+    /// Batch sizes between the bucket and the one before it belong to
+    /// neither.
+    Gap {
+        /// The bucket before it.
+        previous: BucketSpan,
+    },
+    /// The bucket's histogram has another maximum draft length than the
+    /// first bucket's.
+    MaxDraftLen {
+        /// Its histogram's `K`.
+        found: usize,
+        /// The first bucket's `K`.
+        expected: usize,
+    },
+    /// The bucket's cost does not fit `K` (a table without `K + 1` entries).
+    Cost(CostError),
+    /// The bucket recommends a longer draft than the first bucket, which
+    /// TensorRT-LLM's `draft_len_schedule` cannot say.
+    TrtllmIncreasing {
+        /// The first bucket.
+        first: BucketSpan,
+        /// The first bucket's draft length.
+        first_draft_len: usize,
+        /// The bucket's draft length.
+        draft_len: usize,
+    },
+    /// Every bucket recommends not speculating.
+    TrtllmNoSpeculation,
+}
+
+impl BatchTableError {
+    pub(crate) const fn new(bucket: Option<BucketSpan>, kind: BatchTableErrorKind) -> Self {
+        Self { bucket, kind }
+    }
+
+    /// The bucket the error is about; `None` when it is about no single
+    /// bucket.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, Advisor, BatchBucket, BatchTable, BucketSpan, StepCost};
+    /// let b = BatchBucket::new(3, 1, AcceptanceHistogram::new(2)?, StepCost::linear(1.0, 0.1)?);
+    /// let err = BatchTable::recommend(&Advisor::default(), &[b]).unwrap_err();
+    /// assert_eq!(err.bucket(), Some(BucketSpan { index: 0, start_bs: 3, end_bs: 1 }));
+    /// assert_eq!(err.to_string(), "bucket 1 (batch sizes 3-1) starts above its end");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn bucket(&self) -> Option<BucketSpan> {
+        self.bucket
+    }
+
+    /// What is wrong.
+    pub const fn kind(&self) -> &BatchTableErrorKind {
+        &self.kind
+    }
+
+    /// The position (from 0) of the bucket the error is about; `None` when
+    /// it is about no single bucket.
+    pub const fn index(&self) -> Option<usize> {
+        match self.bucket {
+            Some(b) => Some(b.index),
+            None => None,
+        }
+    }
+}
+
+impl fmt::Display for BatchTableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use BatchTableErrorKind as Kind;
+        let Some(bucket) = self.bucket else {
+            return match self.kind {
+                Kind::TrtllmNoSpeculation => f.write_str(
+                    "every bucket recommends draft length 0: TensorRT-LLM's draft_len_schedule would need max_draft_len 0; run without speculative decoding instead",
+                ),
+                // `Empty`, the only other kind without a bucket.
+                _ => f.write_str("no batch-size buckets were given"),
+            };
+        };
+        match self.kind {
+            Kind::Empty | Kind::TrtllmNoSpeculation => write!(f, "{bucket}"),
+            Kind::StartAfterEnd => write!(f, "{bucket} starts above its end"),
+            Kind::FirstNotOne => write!(
+                f,
+                "{bucket} does not start at batch size 1: the buckets must cover every batch size from 1"
+            ),
+            Kind::Unsorted { previous } => write!(
+                f,
+                "{bucket} starts below {previous}: give the buckets in order of batch size"
+            ),
+            Kind::Overlap { previous } => write!(
+                f,
+                "{bucket} overlaps {previous}: each batch size belongs to one bucket"
+            ),
+            Kind::Gap { previous } => {
+                let (first, last) = (previous.end_bs + 1, bucket.start_bs - 1);
+                write!(f, "{bucket}")?;
+                if first == last {
+                    write!(f, " leaves batch size {first}")?;
+                } else {
+                    write!(f, " leaves batch sizes {first}-{last}")?;
+                }
+                write!(
+                    f,
+                    " without a bucket after {previous}; vLLM would give them the draft length of the bucket below, TensorRT-LLM that of the bucket above"
+                )
+            }
+            Kind::MaxDraftLen { found, expected } => write!(
+                f,
+                "{bucket}: its histogram's num_spec_tokens (K) is {found} but the first bucket's is {expected}; every bucket must have the engine's K"
+            ),
+            Kind::Cost(error) => write!(f, "{bucket}: {error}"),
+            Kind::TrtllmIncreasing {
+                first,
+                first_draft_len,
+                draft_len,
+            } => write!(
+                f,
+                "{bucket} recommends draft length {draft_len}, more than the {first_draft_len} of {first}: TensorRT-LLM's draft_len_schedule needs its value at the smallest batch size to be max_draft_len and no value above it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BatchTableError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            BatchTableErrorKind::Cost(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// An invalid metric name prefix or constant label given to an exporter
+/// (such as `SpecDecodeCollector`, cargo feature `prometheus`).
+///
+/// ```
+/// # #[cfg(feature = "prometheus")] {
+/// use specdec_metrics::{NameError, Recorder, SpecDecodeCollector};
+/// let collector = SpecDecodeCollector::new(Recorder::new(2)?);
+/// let err = collector.with_const_labels([("position", "x")]).unwrap_err();
+/// assert_eq!(err, NameError::ReservedLabelName("position".into()));
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NameError {
+    /// The prefix is not a metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
+    Prefix(String),
+    /// The label name is not a label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
+    LabelName(String),
+    /// The label name is one the families set themselves
+    /// ([`FAMILY_LABELS`](crate::FAMILY_LABELS)) or starts with `__` (reserved by Prometheus).
+    ReservedLabelName(String),
+    /// The label name is given twice.
+    DuplicateLabelName(String),
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Prefix(p) => write!(
+                f,
+                "invalid metric name prefix {p:?}: expected [a-zA-Z_:][a-zA-Z0-9_:]*"
+            ),
+            Self::LabelName(n) => write!(
+                f,
+                "invalid label name {n:?}: expected [a-zA-Z_][a-zA-Z0-9_]*"
+            ),
+            Self::ReservedLabelName(n) => write!(
+                f,
+                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens; or starting with __)"
+            ),
+            Self::DuplicateLabelName(n) => write!(f, "label name {n:?} given twice"),
+        }
+    }
+}
+
+impl std::error::Error for NameError {}

@@ -1,5 +1,6 @@
-//! Acceptance histograms by draft length for speculative decoding, recorded
-//! lock-free from many worker threads and reported the way vLLM does.
+//! Acceptance histograms by draft length for speculative decoding: recorded
+//! lock-free from many worker threads, reported the way vLLM does, and
+//! turned into the draft length to use.
 //!
 //! In speculative decoding a proposer drafts `k` tokens and the target model
 //! accepts `a <= k` of them in one verify step. Engines with variable
@@ -11,31 +12,40 @@
 //! length `K`, however long the run — and derives every classic figure from
 //! them.
 //!
+//! # Three layers
+//!
+//! Data flows one way, and nothing downstream grows the API of what is
+//! upstream.
+//!
+//! | layer | what it does | main types |
+//! | --- | --- | --- |
+//! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
+//! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`) |
+//! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`] |
+//!
+//! Every public item is at the crate root (the modules are private), so
+//! each has exactly one path: `specdec_metrics::Recorder`,
+//! `specdec_metrics::DraftController`, and so on.
+//!
+//! # Vocabulary
+//!
+//! - `k`: a step's draft length, after grammar adjustment (`drafted` in
+//!   [`Worker::observe`]); `a`: the drafts the verifier accepted, bonus
+//!   token excluded (`accepted`).
+//! - `K`, `max_draft_len`: the configured maximum draft length (vLLM's
+//!   `num_spec_tokens` / `num_speculative_tokens`, TensorRT-LLM's
+//!   `max_draft_len`), in `1..=64`.
+//! - `budget`: the draft length a scheduler step gave its batch
+//!   ([`Worker::observe_scheduled`]); `0` when it chose not to speculate.
+//! - Positions: the theory of [`Continuation`] counts draft positions from
+//!   1; the report's per-position lists and the Prometheus label `position`
+//!   count from 0 (entry `i - 1` is position `i`).
+//!
 //! What every number means is specified in the reference, the file
 //! `docs/reference.md` of the source repository (and of the published
-//! crate): what one observation means (grammar-adjusted `k`, `k = 0` rows,
-//! undrafted steps, the scheduler's draft budgets
-//! ([`Worker::observe_scheduled`]), rejected observations), every derived figure and its
-//! value when empty, every report key, the concurrency guarantees, the
-//! Prometheus families and the command line's input and output formats.
+//! crate).
 //!
 //! # Usage
-//!
-//! A per-request accumulator, serialized to vLLM's per-request
-//! `speculative_decoding` keys plus the new histogram:
-//!
-//! ```
-//! use specdec_metrics::AcceptanceHistogram;
-//!
-//! let mut request = AcceptanceHistogram::new(3)?;
-//! for (drafted, accepted) in [(3, 0), (3, 3), (3, 2), (3, 3), (3, 1)] {
-//!     request.observe(drafted, accepted)?;
-//! }
-//! assert_eq!(request.mean_acceptance_length(), 2.8);
-//! let report = serde_json::to_value(&request)?;
-//! assert_eq!(report["acceptance_histogram_by_draft_length"]["3"], serde_json::json!([1, 1, 1, 2]));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 //!
 //! Engine-wide: one [`Recorder`], a [`Worker`] per engine thread, snapshots
 //! from a metrics thread at any time:
@@ -63,6 +73,49 @@
 //! # Ok::<(), specdec_metrics::ConfigError>(())
 //! ```
 //!
+//! A per-request accumulator, serialized to vLLM's per-request
+//! `speculative_decoding` keys plus the new histogram:
+//!
+//! ```
+//! use specdec_metrics::AcceptanceHistogram;
+//!
+//! let mut request = AcceptanceHistogram::new(3)?;
+//! for (drafted, accepted) in [(3, 0), (3, 3), (3, 2), (3, 3), (3, 1)] {
+//!     request.observe(drafted, accepted)?;
+//! }
+//! assert_eq!(request.mean_acceptance_length(), 2.8);
+//! let report = serde_json::to_value(&request)?;
+//! assert_eq!(report["acceptance_histogram_by_draft_length"]["3"], serde_json::json!([1, 1, 1, 2]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Closing the loop: the metrics thread feeds each interval to a
+//! [`DraftController`] and publishes its plan; engine threads read it with
+//! one relaxed load per step:
+//!
+//! ```
+//! use specdec_metrics::{DraftController, Recorder, SharedPlan, StepCost};
+//!
+//! let recorder = Recorder::new(8)?;
+//! let mut controller = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?;
+//! let plan = SharedPlan::new(controller.plan());
+//! let mut previous = recorder.snapshot();
+//! let worker = recorder.worker();
+//! for step in 0..10_000u64 {
+//!     let k = plan.draft_len_for(step); // engine thread: what to draft
+//!     worker.observe(k, k.min(5))?; // a drafter always right up to 5 tokens
+//!     if step % 1000 == 999 {
+//!         // metrics thread: once per interval
+//!         let now = recorder.snapshot();
+//!         controller.update(&now.delta_since(&previous)?);
+//!         plan.publish(controller.plan());
+//!         previous = now;
+//!     }
+//! }
+//! assert_eq!(controller.draft_len(), 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Guarantees
 //!
 //! - **Recording is cheap.** [`Worker::observe`] is one relaxed load and one
@@ -74,9 +127,8 @@
 //!   [`Recorder::snapshot`] is the histogram of some set of observations and
 //!   contains every observation that happened-before it started; and no
 //!   bucket or counter in it is smaller than in a snapshot that
-//!   happened-before it (for example an earlier snapshot on the same
-//!   thread), so a metrics thread that exports its successive snapshots
-//!   never shows a counter going back.
+//!   happened-before it, so a metrics thread that exports its successive
+//!   snapshots never shows a counter going back.
 //! - **Nothing is lost.** A dropped [`Worker`] (also during a panic) hands
 //!   its shard, counts and all, to the next worker; counts are never moved,
 //!   flushed or reset. Shards never outnumber the peak number of live
@@ -89,6 +141,10 @@
 //!   and rejects any report whose figures disagree with its rows
 //!   ([`ReportError`]), so reports of several replicas can be merged
 //!   offline with [`AcceptanceHistogram::merge`].
+//! - **Decisions are sound.** Estimates carry their uncertainty (Beta
+//!   posteriors, exact moments of the chain); the controller switches only
+//!   on strong evidence, explores so a choice can grow again, and follows a
+//!   change of regime within its memory.
 //!
 //! # Comparison with similar approaches
 //!
@@ -104,7 +160,7 @@
 //!
 //! # Performance
 //!
-//! See `benches/README.md` for the measured table; in short, a
+//! See `benches/README.md` for the measured tables; in short, a
 //! `Worker::observe` costs about what incrementing a local non-atomic array
 //! costs.
 //!
@@ -112,48 +168,44 @@
 //!
 //! The concurrency model — who writes which memory, every ordering and the
 //! happens-before edge it provides — is documented at the top of
-//! `src/recorder.rs` and `src/shard.rs`; `src/sync.rs` is the only file that
-//! names atomics and locks, switching to `loom` under `cfg(loom)` so the
-//! models in `loom-tests/` check the shipped code. The crate has no
-//! `unsafe` code.
+//! `src/record/recorder.rs` and `src/record/shard.rs`; `src/record/sync.rs`
+//! is the only file that names atomics and locks, switching to `loom` under
+//! `cfg(loom)` so the models in `loom-tests/` check the shipped code. The
+//! crate has no `unsafe` code.
 //!
 //! # Cargo features
 //!
-//! - `prometheus`: `prometheus::SpecDecodeCollector`, a `prometheus-client`
-//!   collector for the nine counter families listed in the reference
-//!   (`docs/reference.md`, section "Prometheus families"), and optionally
-//!   the gauge of a [`SharedPlan`]'s draft length.
+//! - `prometheus`: `SpecDecodeCollector`, a `prometheus-client` collector
+//!   for the nine counter families ([`METRIC_FAMILIES`]) and optionally the
+//!   gauge of a [`SharedPlan`]'s draft length; `TextFormat` and
+//!   `encode_registry` for a `/metrics` endpoint that serves both text
+//!   formats.
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
-pub mod advisor;
-pub mod batch_table;
-pub mod controller;
+mod draft;
 mod error;
-mod histogram;
-pub mod layout;
-#[cfg(feature = "prometheus")]
-pub mod prometheus;
-mod recorder;
+mod record;
 mod report;
-mod shard;
-mod sync;
 
-pub use advisor::{
-    Advisor, BetaPrior, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation, StepCost,
+pub use draft::{
+    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Continuation,
+    DraftController, DraftPlan, EXPLORATION_PERIOD, MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST,
+    PositionEstimate, Recommendation, SharedPlan, StepCost, TrtllmSchedule, VllmSchedule,
 };
-pub use batch_table::{
-    BatchBucket, BatchEntry, BatchTable, BatchTableError, TrtllmSchedule, VllmSchedule,
-};
-pub use controller::{DraftController, DraftPlan, EXPLORATION_PERIOD, SharedPlan};
 pub use error::{
-    ConfigError, CostError, CostTerm, Counter, MergeError, ObserveError, ParameterError,
-    ReportError,
+    BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,
+    MergeError, NameError, ObserveError, ParameterError, ReportError,
 };
-pub use histogram::AcceptanceHistogram;
-pub use recorder::{Recorder, Worker};
-pub use report::REPORT_KEYS;
+pub use record::{AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, Recorder, Worker};
+pub use report::{
+    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
+    VLLM_METRIC_PREFIX,
+};
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub use report::{SpecDecodeCollector, TextFormat, encode_registry};
 
 /// The README's examples, run as doc tests.
 #[cfg(doctest)]

@@ -4,7 +4,8 @@
 mod sim;
 
 use specdec_metrics::{
-    AcceptanceHistogram, Advisor, ConfigError, CostError, CostTerm, DraftController, StepCost,
+    AcceptanceHistogram, Advisor, ConfigError, Continuation, CostError, CostTerm, DraftController,
+    StepCost,
 };
 
 fn histogram(max: usize, steps: &[(usize, usize)]) -> AcceptanceHistogram {
@@ -47,51 +48,59 @@ fn example() -> AcceptanceHistogram {
 
 #[test]
 fn continuation_counts_censor_full_acceptance() {
-    let h = example();
-    assert_eq!(h.continuation(1), (5, 6));
-    assert_eq!(h.continuation(2), (3, 4));
-    assert_eq!(h.continuation(3), (1, 2));
-    assert_eq!(h.continuation(4), (1, 1));
-    assert_eq!(h.continuation(0), (0, 0));
-    assert_eq!(h.continuation(5), (0, 0));
-    assert_eq!(h.continuation_rate(2), Some(0.75));
-    assert_eq!(h.continuation_rate(3), Some(0.5));
-    assert_eq!(h.continuation_rate(5), None);
+    let c = Continuation::new(&example());
+    assert_eq!(c.at(1), (5, 6));
+    assert_eq!(c.at(2), (3, 4));
+    assert_eq!(c.at(3), (1, 2));
+    assert_eq!(c.at(4), (1, 1));
+    assert_eq!(c.at(0), (0, 0));
+    assert_eq!(c.at(5), (0, 0));
+    assert_eq!(c.max_draft_len(), 4);
+    assert_eq!(c.counts(), &[(5, 6), (3, 4), (1, 2), (1, 1)]);
+    assert_eq!(c.rate(2), Some(0.75));
+    assert_eq!(c.rate(3), Some(0.5));
+    assert_eq!(c.rate(5), None);
     // s_i is vLLM's num_accepted_tokens_per_pos[i - 1].
-    let accepted = h.num_accepted_tokens_per_pos();
+    let accepted = example().num_accepted_tokens_per_pos();
     for i in 1..=4 {
-        assert_eq!(h.continuation(i).0, accepted[i - 1]);
+        assert_eq!(c.at(i).0, accepted[i - 1]);
     }
 }
 
 #[test]
 fn expected_accepted_chains_the_rates() {
-    let h = example();
+    let c = Continuation::new(&example());
     // h = 5/6, 3/4, 1/2, 1
     let h1 = 5.0 / 6.0;
     let h12 = h1 * 0.75;
     let h123 = h12 * 0.5;
-    assert_eq!(h.expected_accepted(0), Some(0.0));
-    assert_close!(h.expected_accepted(1).unwrap(), h1);
-    assert_close!(h.expected_accepted(2).unwrap(), h1 + h12);
-    assert_close!(h.expected_accepted(3).unwrap(), h1 + h12 + h123);
-    assert_close!(h.expected_accepted(4).unwrap(), h1 + h12 + 2.0 * h123);
-    assert_eq!(h.expected_accepted(5), None);
+    assert_eq!(c.expected_accepted(0), Some(0.0));
+    assert_close!(c.expected_accepted(1).unwrap(), h1);
+    assert_close!(c.expected_accepted(2).unwrap(), h1 + h12);
+    assert_close!(c.expected_accepted(3).unwrap(), h1 + h12 + h123);
+    assert_close!(c.expected_accepted(4).unwrap(), h1 + h12 + 2.0 * h123);
+    assert_eq!(c.expected_accepted(5), None);
     // A position without trials leaves every longer draft undefined.
-    let short = histogram(3, &[(1, 0), (1, 1)]);
+    let short = Continuation::new(&histogram(3, &[(1, 0), (1, 1)]));
     assert_eq!(short.expected_accepted(1), Some(0.5));
     assert_eq!(short.expected_accepted(2), None);
 }
 
 #[test]
 fn row_means_are_direct_estimates() {
+    let row_mean = |h: &AcceptanceHistogram, k: usize| {
+        Advisor::default()
+            .recommend(h, &StepCost::linear(1.0, 0.1).unwrap())
+            .unwrap()
+            .candidates[k]
+            .row_mean_accepted
+    };
     let h = example();
     // Row 4: (4,1), (4,4), (4,2) -> 7 / 3.
-    assert_close!(h.row_mean_accepted(4).unwrap(), 7.0 / 3.0);
-    assert_eq!(h.row_mean_accepted(0), Some(0.0));
-    assert_eq!(h.row_mean_accepted(3), Some(0.0));
-    assert_eq!(h.row_mean_accepted(5), None);
-    assert_eq!(histogram(4, &[(1, 1)]).row_mean_accepted(2), None);
+    assert_close!(row_mean(&h, 4).unwrap(), 7.0 / 3.0);
+    assert_eq!(row_mean(&h, 0), Some(0.0));
+    assert_eq!(row_mean(&h, 3), Some(0.0));
+    assert_eq!(row_mean(&histogram(4, &[(1, 1)]), 2), None);
 }
 
 /// K = 2, steps (1,0), (1,1), (2,2), (2,1): position 1 has 3 successes in
@@ -107,7 +116,7 @@ fn row_means_are_direct_estimates() {
 fn recommendation_by_hand() {
     let h = histogram(2, &[(1, 0), (1, 1), (2, 2), (2, 1)]);
     let cost = StepCost::linear(1.0, 0.2).unwrap();
-    let r = Advisor::default().recommend(&h, &cost);
+    let r = Advisor::default().recommend(&h, &cost).unwrap();
     assert_eq!(r.draft_len, 2);
     assert_close!(r.expected_speedup, 10.0 / 7.0);
     assert_eq!(r.num_spec_steps, 4);
@@ -191,7 +200,9 @@ fn recommendation_by_hand() {
 #[test]
 fn position_intervals_are_clipped_to_the_unit_interval() {
     let h = histogram(1, &[(1, 1), (1, 1), (1, 1)]);
-    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let r = Advisor::default()
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap();
     let p = &r.positions[0];
     assert_close!(p.posterior_mean, 0.8);
     let sd = (4.0f64 / 150.0).sqrt();
@@ -208,7 +219,8 @@ fn positions_without_trials_use_the_prior_and_say_so() {
     let r = Advisor::default()
         .with_prior(3.0, 1.0)
         .unwrap()
-        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap();
     assert!(!r.positions[0].from_prior);
     assert!(r.positions[1].from_prior);
     assert_eq!(r.positions[1].rate, None);
@@ -223,7 +235,9 @@ fn positions_without_trials_use_the_prior_and_say_so() {
 #[test]
 fn empty_histogram_is_all_prior() {
     let h = AcceptanceHistogram::new(3).unwrap();
-    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let r = Advisor::default()
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap();
     assert!(
         r.positions
             .iter()
@@ -241,13 +255,15 @@ fn ties_go_to_the_shorter_draft_and_zero_wins_when_nothing_beats_it() {
     // good as not speculating.
     let h = AcceptanceHistogram::new(1).unwrap();
     let tie = StepCost::table(vec![1.0, 1.5]).unwrap();
-    let r = Advisor::default().recommend(&h, &tie);
+    let r = Advisor::default().recommend(&h, &tie).unwrap();
     assert_eq!(r.draft_len, 0);
     assert_eq!(r.expected_speedup, 1.0);
     assert_eq!(r.candidates[1].speedup, 1.0);
     // Every draft rejected: nothing beats k = 0 even with cheap drafts.
     let rejected = histogram(3, &[(3, 0); 500]);
-    let r = Advisor::default().recommend(&rejected, &StepCost::linear(1.0, 0.01).unwrap());
+    let r = Advisor::default()
+        .recommend(&rejected, &StepCost::linear(1.0, 0.01).unwrap())
+        .unwrap();
     assert_eq!(r.draft_len, 0);
     assert!(r.candidates.iter().skip(1).all(|c| c.speedup < 1.0));
     // Equal goodput at k = 2 and 3 (everything accepted up to 2, nothing at
@@ -256,7 +272,8 @@ fn ties_go_to_the_shorter_draft_and_zero_wins_when_nothing_beats_it() {
     let r = Advisor::default()
         .with_prior(1e-9, 1e-9)
         .unwrap()
-        .recommend(&h, &StepCost::linear(1.0, 0.0).unwrap());
+        .recommend(&h, &StepCost::linear(1.0, 0.0).unwrap())
+        .unwrap();
     assert_eq!(r.draft_len, 2);
 }
 
@@ -264,11 +281,12 @@ fn ties_go_to_the_shorter_draft_and_zero_wins_when_nothing_beats_it() {
 fn credible_level_sets_the_interval_width() {
     let h = histogram(1, &[(1, 1), (1, 0), (1, 1), (1, 1)]);
     let cost = StepCost::linear(1.0, 0.1).unwrap();
-    let narrow = Advisor::default().recommend(&h, &cost);
+    let narrow = Advisor::default().recommend(&h, &cost).unwrap();
     let wide = Advisor::default()
         .with_credible_level(0.99)
         .unwrap()
-        .recommend(&h, &cost);
+        .recommend(&h, &cost)
+        .unwrap();
     let width = |r: &specdec_metrics::Recommendation| {
         r.candidates[1].accepted_interval[1] - r.candidates[1].accepted_interval[0]
     };
@@ -324,7 +342,7 @@ fn bad_costs_are_errors_that_name_the_value() {
         ),
         (
             StepCost::linear(1.0, 1e307),
-            "the linear step cost overflows at draft length 18",
+            "the cost per draft token is 1e307; a step cost must be between 1e-150 and 1e150 (only ratios of costs matter: use another unit)",
         ),
         (
             StepCost::table(vec![1.0, 2.0, 0.0]),
@@ -357,7 +375,7 @@ fn a_table_must_cover_every_draft_length() {
     let short = StepCost::table(vec![1.0, 1.1, 1.2]).unwrap();
     let long = StepCost::table(vec![1.0, 1.1, 1.2, 1.3, 1.4]).unwrap();
     let exact = StepCost::table(vec![1.0, 1.1, 1.2, 1.3]).unwrap();
-    let err = Advisor::default().try_recommend(&h, &short).unwrap_err();
+    let err = Advisor::default().recommend(&h, &short).unwrap_err();
     assert_eq!(
         err,
         CostError::TableLength {
@@ -369,21 +387,24 @@ fn a_table_must_cover_every_draft_length() {
         err.to_string(),
         "the step cost table has 3 entries but max_draft_len 3 needs 4 (one per draft length 0..=3)"
     );
-    assert!(Advisor::default().try_recommend(&h, &long).is_err());
+    assert!(Advisor::default().recommend(&h, &long).is_err());
     assert_eq!(
         Advisor::default()
-            .try_recommend(&h, &exact)
+            .recommend(&h, &exact)
             .unwrap()
             .candidates
             .len(),
         4
     );
-    // Without the check, only the lengths the table covers are scored.
-    assert_eq!(Advisor::default().recommend(&h, &short).candidates.len(), 3);
-    assert_eq!(Advisor::default().recommend(&h, &long).candidates.len(), 4);
-    // The controller refuses it at construction.
+    // The controller refuses it at construction, with the same error.
     let err = DraftController::new(3, short).unwrap_err();
-    assert_eq!(err.cost_table_len(), Some(3));
+    assert_eq!(
+        err,
+        ConfigError::Cost(CostError::TableLength {
+            max_draft_len: 3,
+            found: 3
+        })
+    );
     assert_eq!(
         err.to_string(),
         "the step cost table has 3 entries but max_draft_len 3 needs 4 (one per draft length 0..=3)"
@@ -391,13 +412,15 @@ fn a_table_must_cover_every_draft_length() {
     assert!(DraftController::new(3, exact).is_ok());
     let bad_k: ConfigError =
         DraftController::new(65, StepCost::linear(1.0, 0.1).unwrap()).unwrap_err();
-    assert_eq!((bad_k.max_draft_len(), bad_k.cost_table_len()), (65, None));
+    assert_eq!(bad_k, ConfigError::MaxDraftLen { max_draft_len: 65 });
 }
 
 #[test]
 fn recommendation_serializes_with_its_field_names() {
     let h = histogram(2, &[(2, 1), (2, 2)]);
-    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let r = Advisor::default()
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap();
     let text = serde_json::to_string(&r).unwrap();
     let order = [
         "\"draft_len\"",
@@ -433,7 +456,9 @@ fn rows_whose_acceptance_depends_on_k_are_flagged() {
         steps.push((4, if i % 2 == 0 { 0 } else { 4 }));
     }
     let h = histogram(4, &steps);
-    let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+    let r = Advisor::default()
+        .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap();
     // Two rows compared: bound = Phi^-1(1 - 0.01 / 4) = 2.807.
     assert!(
         (r.row_distance_bound - 2.807_033_768).abs() < 1e-6,
@@ -464,7 +489,9 @@ fn rows_whose_acceptance_depends_on_k_are_flagged() {
 fn rows_that_agree_with_the_chain_are_not_flagged() {
     for seed in 0..5 {
         let h = sim::spread_histogram(16, 0.8, 40_000, seed);
-        let r = Advisor::default().recommend(&h, &StepCost::linear(1.0, 0.1).unwrap());
+        let r = Advisor::default()
+            .recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
+            .unwrap();
         assert_eq!(
             r.candidates
                 .iter()
@@ -503,23 +530,76 @@ fn step_costs_say_what_they_are() {
         StepCost::table(vec![20.0, 22.5, 24.0]).unwrap().to_string(),
         "table, cost(0..=2) = 20, 22.5, 24"
     );
-    // Beyond its table a cost is the last entry.
+    // A table gives no cost beyond its entries, a linear cost none above 64.
     let table = StepCost::table(vec![1.0, 2.0]).unwrap();
-    assert_eq!((table.cost(1), table.cost(5)), (2.0, 2.0));
-    // A large but finite linear cost is fine; one that overflows names the
-    // first draft length that does.
-    assert!(StepCost::linear(1e10, 1e300).is_ok());
+    assert_eq!((table.cost(1), table.cost(2)), (Some(2.0), None));
+    let linear = StepCost::linear(1.0, 0.5).unwrap();
+    assert_eq!((linear.cost(64), linear.cost(65)), (Some(33.0), None));
+}
+
+#[test]
+fn costs_outside_1e_minus_150_to_1e150_are_refused() {
+    // Subnormal and tiny costs passed the old "positive finite" check and
+    // gave NaN speedups.
+    for (cost, term, value) in [
+        (StepCost::linear(5e-324, 0.0), CostTerm::Base, 5e-324),
+        (StepCost::linear(1e-320, 0.0), CostTerm::Base, 1e-320),
+        (StepCost::linear(1e-151, 0.0), CostTerm::Base, 1e-151),
+        (StepCost::linear(1e151, 0.0), CostTerm::Base, 1e151),
+        (
+            StepCost::linear(1.0, 1e-200),
+            CostTerm::PerDraftToken,
+            1e-200,
+        ),
+        (StepCost::linear(1.0, 1e300), CostTerm::PerDraftToken, 1e300),
+        (
+            StepCost::table(vec![1.0, 1e-300]),
+            CostTerm::Table { draft_len: 1 },
+            1e-300,
+        ),
+    ] {
+        assert_eq!(cost.unwrap_err(), CostError::OutOfRange { term, value });
+    }
+    // The bounds themselves, and a free draft token, are accepted.
+    assert!(StepCost::linear(1e-150, 0.0).is_ok());
+    assert!(StepCost::linear(1e150, 1e150).is_ok());
+    assert!(StepCost::linear(1.0, -0.0).is_ok());
+    assert!(StepCost::table(vec![1e150, 1e-150]).is_ok());
     assert_eq!(
-        StepCost::linear(1.5e308, 1e307).unwrap_err(),
-        CostError::Overflow { draft_len: 3 }
+        StepCost::linear(1e-320, 0.0).unwrap_err().to_string(),
+        "the base cost is 1e-320; a step cost must be between 1e-150 and 1e150 (only ratios of costs matter: use another unit)"
     );
-    assert_eq!(
-        StepCost::linear(1.5e308, 5e306).unwrap_err(),
-        CostError::Overflow { draft_len: 6 }
-    );
-    // 64 * 2.5e306 is finite but 1e308 + 2.5e306 k is not from k = 32.
-    assert_eq!(
-        StepCost::linear(1e308, 2.5e306).unwrap_err(),
-        CostError::Overflow { draft_len: 32 }
-    );
+}
+
+#[test]
+fn the_advice_does_not_depend_on_the_cost_unit() {
+    let h = example();
+    let advice = |scale: f64| {
+        let cost = StepCost::table(
+            [1.0, 1.1, 1.25, 1.3, 1.5]
+                .iter()
+                .map(|c| c * scale)
+                .collect(),
+        )
+        .unwrap();
+        Advisor::default().recommend(&h, &cost).unwrap()
+    };
+    let unit = advice(1.0);
+    for scale in [1e-149, 1e-100, 3.0, 1e100, 1e149] {
+        let r = advice(scale);
+        assert_eq!(r.draft_len, unit.draft_len, "scale {scale}");
+        assert!(
+            close(r.expected_speedup, unit.expected_speedup),
+            "scale {scale}"
+        );
+        for (a, b) in r.candidates.iter().zip(&unit.candidates) {
+            assert!(close(a.speedup, b.speedup), "scale {scale}");
+            assert!(
+                close(a.prob_beats_choice, b.prob_beats_choice),
+                "scale {scale}"
+            );
+            assert!(close(a.goodput * scale, b.goodput), "scale {scale}");
+            assert!(a.goodput.is_finite() && a.speedup.is_finite());
+        }
+    }
 }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use specdec_metrics::{
-    AcceptanceHistogram, Advisor, BatchBucket, BatchTable, BatchTableError, CostError, StepCost,
+    AcceptanceHistogram, Advisor, BatchBucket, BatchTable, BatchTableError,
+    BatchTableErrorKind as Kind, BucketSpan, CostError, StepCost,
 };
 
 /// A histogram of maximum draft length `max` from `(k, a, steps)` rows.
@@ -311,7 +312,7 @@ fn every_table_reads_the_same_in_both_engines() {
             assert_eq!((e.start_bs, e.end_bs), (b.start_bs, b.end_bs));
             assert_eq!(
                 e.recommendation,
-                Advisor::default().recommend(&b.histogram, &b.cost)
+                Advisor::default().recommend(&b.histogram, &b.cost).unwrap()
             );
         }
         // Adjacent ranges never share a draft length, and they tile 1..=end.
@@ -342,7 +343,7 @@ fn the_table_serializes_with_every_recommendation() {
     for (b, s) in buckets.iter().zip(shown) {
         assert_eq!(s["start_bs"], b.start_bs);
         assert_eq!(s["end_bs"], b.end_bs);
-        let expected = Advisor::default().recommend(&b.histogram, &b.cost);
+        let expected = Advisor::default().recommend(&b.histogram, &b.cost).unwrap();
         assert_eq!(
             s["recommendation"],
             serde_json::to_value(&expected).unwrap()
@@ -376,6 +377,15 @@ fn error(buckets: &[BatchBucket]) -> BatchTableError {
     BatchTable::recommend(&Advisor::default(), buckets).unwrap_err()
 }
 
+/// The span of bucket `index`, batch sizes `start_bs..=end_bs`.
+fn span(index: usize, start_bs: usize, end_bs: usize) -> Option<BucketSpan> {
+    Some(BucketSpan {
+        index,
+        start_bs,
+        end_bs,
+    })
+}
+
 fn b(start: usize, end: usize) -> BatchBucket {
     BatchBucket::new(start, end, good(), linear(1.0, 0.1))
 }
@@ -383,7 +393,7 @@ fn b(start: usize, end: usize) -> BatchBucket {
 #[test]
 fn no_buckets_is_an_error() {
     let e = error(&[]);
-    assert_eq!(e, BatchTableError::Empty);
+    assert_eq!((e.bucket(), e.kind()), (None, &Kind::Empty));
     assert_eq!(e.index(), None);
 }
 
@@ -391,12 +401,8 @@ fn no_buckets_is_an_error() {
 fn a_bucket_starting_above_its_end_is_named() {
     let e = error(&[b(1, 4), b(8, 5)]);
     assert_eq!(
-        e,
-        BatchTableError::StartAfterEnd {
-            index: 1,
-            start_bs: 8,
-            end_bs: 5
-        }
+        (e.bucket(), e.kind()),
+        (span(1, 8, 5), &Kind::StartAfterEnd)
     );
     assert_eq!(
         e.to_string(),
@@ -410,11 +416,8 @@ fn the_first_bucket_must_start_at_one() {
     for start in [0, 2] {
         let e = error(&[b(start, 4), b(5, 8)]);
         assert_eq!(
-            e,
-            BatchTableError::FirstNotOne {
-                start_bs: start,
-                end_bs: 4
-            }
+            (e.bucket(), e.kind()),
+            (span(0, start, 4), &Kind::FirstNotOne)
         );
         assert_eq!(e.index(), Some(0));
         assert_eq!(
@@ -429,18 +432,14 @@ fn the_first_bucket_must_start_at_one() {
 #[test]
 fn unsorted_overlapping_and_gapped_buckets_are_named() {
     let e = error(&[b(1, 4), b(5, 8), b(2, 3)]);
-    assert!(
-        matches!(
-            e,
-            BatchTableError::Unsorted {
-                index: 2,
-                start_bs: 2,
-                end_bs: 3,
-                previous_start_bs: 5,
-                previous_end_bs: 8
+    assert_eq!(
+        (e.bucket(), e.kind()),
+        (
+            span(2, 2, 3),
+            &Kind::Unsorted {
+                previous: span(1, 5, 8).unwrap()
             }
-        ),
-        "{e:?}"
+        )
     );
     assert_eq!(
         e.to_string(),
@@ -450,16 +449,14 @@ fn unsorted_overlapping_and_gapped_buckets_are_named() {
     // the previous start (sorted, not below it) overlaps too.
     for start in [4, 1] {
         let e = error(&[b(1, 4), b(start, 8)]);
-        assert!(
-            matches!(
-                e,
-                BatchTableError::Overlap {
-                    index: 1,
-                    previous_end_bs: 4,
-                    ..
+        assert_eq!(
+            (e.bucket(), e.kind()),
+            (
+                span(1, start, 8),
+                &Kind::Overlap {
+                    previous: span(0, 1, 4).unwrap()
                 }
-            ),
-            "{e:?}"
+            )
         );
         assert_eq!(
             e.to_string(),
@@ -469,16 +466,14 @@ fn unsorted_overlapping_and_gapped_buckets_are_named() {
         );
     }
     let e = error(&[b(1, 4), b(6, 8)]);
-    assert!(
-        matches!(
-            e,
-            BatchTableError::Gap {
-                index: 1,
-                start_bs: 6,
-                ..
+    assert_eq!(
+        (e.bucket(), e.kind()),
+        (
+            span(1, 6, 8),
+            &Kind::Gap {
+                previous: span(0, 1, 4).unwrap()
             }
-        ),
-        "{e:?}"
+        )
     );
     assert_eq!(
         e.to_string(),
@@ -500,14 +495,14 @@ fn histograms_of_another_k_and_costs_that_do_not_fit_k_are_named() {
     let other = BatchBucket::new(5, 8, hist(3, &[(3, 1, 1)]), linear(1.0, 0.1));
     let e = error(&[b(1, 4), other]);
     assert_eq!(
-        e,
-        BatchTableError::MaxDraftLen {
-            index: 1,
-            start_bs: 5,
-            end_bs: 8,
-            found: 3,
-            expected: 2
-        }
+        (e.bucket(), e.kind()),
+        (
+            span(1, 5, 8),
+            &Kind::MaxDraftLen {
+                found: 3,
+                expected: 2
+            }
+        )
     );
     assert_eq!(
         e.to_string(),
@@ -518,16 +513,14 @@ fn histograms_of_another_k_and_costs_that_do_not_fit_k_are_named() {
         let bad = BatchBucket::new(5, 8, good(), StepCost::table(costs).unwrap());
         let e = error(&[b(1, 4), bad]);
         assert_eq!(
-            e,
-            BatchTableError::Cost {
-                index: 1,
-                start_bs: 5,
-                end_bs: 8,
-                error: CostError::TableLength {
+            (e.bucket(), e.kind()),
+            (
+                span(1, 5, 8),
+                &Kind::Cost(CostError::TableLength {
                     max_draft_len: 2,
                     found: len
-                }
-            }
+                })
+            )
         );
         assert_eq!(
             e.to_string(),
@@ -548,15 +541,15 @@ fn tables_tensorrt_llm_cannot_hold_are_errors_and_vllm_still_reads_them() {
     ]);
     let e = t.to_trtllm().unwrap_err();
     assert_eq!(
-        e,
-        BatchTableError::TrtllmIncreasing {
-            first_end_bs: 4,
-            first_draft_len: 0,
-            index: 1,
-            start_bs: 5,
-            end_bs: 8,
-            draft_len: 2
-        }
+        (e.bucket(), e.kind()),
+        (
+            span(1, 5, 8),
+            &Kind::TrtllmIncreasing {
+                first: span(0, 1, 4).unwrap(),
+                first_draft_len: 0,
+                draft_len: 2
+            }
+        )
     );
     assert_eq!(
         e.to_string(),
@@ -583,20 +576,11 @@ fn tables_tensorrt_llm_cannot_hold_are_errors_and_vllm_still_reads_them() {
         BatchBucket::new(1, 4, poor(), cost.clone()),
         BatchBucket::new(5, 8, poor(), cost),
     ]);
-    assert_eq!(
-        t.to_trtllm().unwrap_err(),
-        BatchTableError::TrtllmNoSpeculation
-    );
-    assert_eq!(
-        t.trtllm_config().unwrap_err(),
-        BatchTableError::TrtllmNoSpeculation
-    );
+    let e: BatchTableError = t.to_trtllm().unwrap_err();
+    assert_eq!((e.bucket(), e.kind()), (None, &Kind::TrtllmNoSpeculation));
+    assert_eq!(t.trtllm_config().unwrap_err(), e);
     assert_eq!(t.to_vllm(), [[1, 8, 0]]);
     assert_eq!(t.vllm_config().num_speculative_tokens, 1);
-    assert_eq!(BatchTableError::TrtllmNoSpeculation.index(), None);
-    assert!(
-        BatchTableError::TrtllmNoSpeculation
-            .to_string()
-            .contains("run without speculative decoding")
-    );
+    assert_eq!(e.index(), None);
+    assert!(e.to_string().contains("run without speculative decoding"));
 }

@@ -566,7 +566,7 @@ fn rejected_observations_are_counted_and_change_no_bucket() {
 fn max_draft_len_outside_1_to_64_is_a_config_error_naming_the_range() {
     for bad in [0usize, 65, 1000, usize::MAX] {
         let err: ConfigError = AcceptanceHistogram::new(bad).unwrap_err();
-        assert_eq!(err.max_draft_len(), bad);
+        assert_eq!(err, ConfigError::MaxDraftLen { max_draft_len: bad });
         let msg = err.to_string();
         assert!(msg.contains("1..=64"), "{msg}");
         assert!(msg.contains(&bad.to_string()), "{msg}");

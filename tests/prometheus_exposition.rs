@@ -15,34 +15,32 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-use specdec_metrics::prometheus::{
-    DEFAULT_PREFIX, FAMILIES, NameError, PLAN_GAUGE, SpecDecodeCollector, TextFormat, VLLM_PREFIX,
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
+use specdec_metrics::{
+    AcceptanceHistogram, DEFAULT_METRIC_PREFIX, DraftPlan, METRIC_FAMILIES, NameError, PLAN_GAUGE,
+    Recorder, SharedPlan, SpecDecodeCollector, TextFormat, VLLM_METRIC_PREFIX,
 };
-use specdec_metrics::{AcceptanceHistogram, DraftPlan, Recorder, SharedPlan};
 
 // ---------------------------------------------------------------------------
 // helpers
 
-/// SplitMix64: deterministic inputs without a `rand` dependency.
-struct Rng(u64);
+/// Deterministic inputs: the seeded generator of the tests.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Self {
+        Self(SplitMix64::seed_from_u64(seed))
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.0.next_u64() % n as u64) as usize
     }
 }
 
 /// A histogram of `steps` random valid steps, some undrafted and rejected,
 /// and scheduled budgets (a few rejected).
 fn random_histogram(max_draft_len: usize, steps: usize, seed: u64) -> AcceptanceHistogram {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut h = AcceptanceHistogram::new(max_draft_len).unwrap();
     for _ in 0..steps {
         match rng.below(20) {
@@ -299,7 +297,7 @@ fn assert_samples_match(samples: &[Sample], prefix: &str, h: &AcceptanceHistogra
     );
     // Nothing else is exposed.
     let names: BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
-    let expected: BTreeSet<String> = FAMILIES.iter().map(|f| n(f)).collect();
+    let expected: BTreeSet<String> = METRIC_FAMILIES.iter().map(|f| n(f)).collect();
     assert_eq!(
         names,
         expected.iter().map(String::as_str).collect(),
@@ -397,11 +395,11 @@ fn promtool_only_flags_the_colon_of_vllm_names() {
     // vLLM's own names draw promtool's "should not contain ':'" lint; that is
     // the only finding the vLLM prefix may cause.
     let text = SpecDecodeCollector::from_histogram(random_histogram(5, 1000, 5))
-        .with_prefix(VLLM_PREFIX)
+        .with_prefix(VLLM_METRIC_PREFIX)
         .unwrap()
         .encode_text(TextFormat::PrometheusText);
     if let Some(findings) = promtool_findings(&text) {
-        assert_eq!(findings.len(), FAMILIES.len(), "{findings:?}");
+        assert_eq!(findings.len(), METRIC_FAMILIES.len(), "{findings:?}");
         for f in &findings {
             assert!(
                 f.starts_with("vllm:spec_decode_")
@@ -434,7 +432,7 @@ fn exposed_numbers_equal_the_snapshot_in_both_formats() {
     for (what, h) in histograms() {
         for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
             let text = SpecDecodeCollector::from_histogram(h.clone()).encode_text(format);
-            assert_samples_match(&parse_samples(&text), DEFAULT_PREFIX, &h, what);
+            assert_samples_match(&parse_samples(&text), DEFAULT_METRIC_PREFIX, &h, what);
         }
     }
 }
@@ -443,13 +441,13 @@ fn exposed_numbers_equal_the_snapshot_in_both_formats() {
 fn live_collector_encodes_the_recorders_snapshot() {
     let recorder = Recorder::new(5).unwrap();
     let collector = SpecDecodeCollector::new(recorder.clone());
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     std::thread::scope(|s| {
         for t in 0..3 {
             let recorder = &recorder;
             s.spawn(move || {
                 let worker = recorder.worker();
-                let mut rng = Rng(100 + t);
+                let mut rng = Rng::new(100 + t);
                 for _ in 0..5_000 {
                     let k = rng.below(6);
                     worker.observe(k, rng.below(k + 1)).unwrap();
@@ -465,7 +463,12 @@ fn live_collector_encodes_the_recorders_snapshot() {
     let _ = recorder.observe_scheduled(6 + rng.below(3)); // rejected, counted
     let snapshot = recorder.snapshot();
     let text = collector.encode_text(TextFormat::PrometheusText);
-    assert_samples_match(&parse_samples(&text), DEFAULT_PREFIX, &snapshot, "live");
+    assert_samples_match(
+        &parse_samples(&text),
+        DEFAULT_METRIC_PREFIX,
+        &snapshot,
+        "live",
+    );
     assert_eq!(snapshot.num_spec_steps(), 15_001);
     assert_eq!(snapshot.num_scheduled_steps(), 15_001);
     assert_eq!(snapshot.num_rejected_observations(), 2);
@@ -485,7 +488,7 @@ fn families_of_one_scrape_agree_while_workers_record() {
             let (recorder, stop) = (&recorder, &stop);
             s.spawn(move || {
                 let worker = recorder.worker();
-                let mut rng = Rng(t);
+                let mut rng = Rng::new(t);
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let k = rng.below(5);
                     worker.observe(k, rng.below(k + 1)).unwrap();
@@ -571,7 +574,7 @@ fn collector_says_its_prefix_and_constant_labels() {
     assert_eq!(c.prefix(), "spec_decode");
     assert!(c.const_labels().is_empty());
     let c = c
-        .with_prefix(VLLM_PREFIX)
+        .with_prefix(VLLM_METRIC_PREFIX)
         .unwrap()
         .with_const_labels([("model_name", "m"), ("engine", "0")])
         .unwrap();
@@ -590,7 +593,7 @@ fn vllm_prefix_gives_vllms_exact_names() {
     let h = random_histogram(3, 300, 8);
     for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
         let text = SpecDecodeCollector::from_histogram(h.clone())
-            .with_prefix(VLLM_PREFIX)
+            .with_prefix(VLLM_METRIC_PREFIX)
             .unwrap()
             .encode_text(format);
         let samples = parse_samples(&text);
@@ -608,7 +611,7 @@ fn vllm_prefix_gives_vllms_exact_names() {
         ]
         .into();
         assert_eq!(names, expected, "{format:?}");
-        assert_samples_match(&samples, VLLM_PREFIX, &h, "vllm prefix");
+        assert_samples_match(&samples, VLLM_METRIC_PREFIX, &h, "vllm prefix");
         assert!(!text.contains("_total_total"));
     }
 }
@@ -618,7 +621,7 @@ fn descriptor_lines_name_the_family_as_each_format_requires() {
     let collector = SpecDecodeCollector::from_histogram(random_histogram(2, 50, 10));
     let open = collector.encode_text(TextFormat::OpenMetrics);
     let classic = collector.encode_text(TextFormat::PrometheusText);
-    for f in FAMILIES {
+    for f in METRIC_FAMILIES {
         let base = f.strip_suffix("_total").unwrap();
         // OpenMetrics: family without the suffix, samples with it.
         assert!(
@@ -785,7 +788,7 @@ fn plan_gauge_shows_the_published_draft_length_at_each_scrape() {
     for k in [2, 7, 0, 8] {
         shared.publish(DraftPlan::new(k, 8).unwrap());
         for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
-            let (gauge, typed) = gauge_in(&collector.encode_text(format), DEFAULT_PREFIX);
+            let (gauge, typed) = gauge_in(&collector.encode_text(format), DEFAULT_METRIC_PREFIX);
             assert_eq!(gauge.value, k as u64, "{format:?}");
             assert!(gauge.labels.is_empty());
             assert!(typed, "{format:?}: not typed as a gauge");
@@ -793,7 +796,7 @@ fn plan_gauge_shows_the_published_draft_length_at_each_scrape() {
         // Through a registry, as a scrape gets it.
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();
-        assert_eq!(gauge_in(&text, DEFAULT_PREFIX).0.value, k as u64);
+        assert_eq!(gauge_in(&text, DEFAULT_METRIC_PREFIX).0.value, k as u64);
     }
     // The counter families are all there too, and nothing else.
     let text = collector.encode_text(TextFormat::PrometheusText);
@@ -806,7 +809,7 @@ fn plan_gauge_shows_the_published_draft_length_at_each_scrape() {
     assert_eq!(without_gauge.len() + 1, samples.len());
     assert_samples_match(
         &without_gauge,
-        DEFAULT_PREFIX,
+        DEFAULT_METRIC_PREFIX,
         &recorder.snapshot(),
         "with plan",
     );
@@ -829,12 +832,12 @@ fn plan_gauge_keeps_its_name_and_labels_through_prefix_and_const_labels() {
     let labels = [("model_name", "m"), ("engine", "0")];
     let first = SpecDecodeCollector::from_histogram(h.clone())
         .with_plan(Arc::clone(&shared))
-        .with_prefix(VLLM_PREFIX)
+        .with_prefix(VLLM_METRIC_PREFIX)
         .unwrap()
         .with_const_labels(labels)
         .unwrap();
     let last = SpecDecodeCollector::from_histogram(h)
-        .with_prefix(VLLM_PREFIX)
+        .with_prefix(VLLM_METRIC_PREFIX)
         .unwrap()
         .with_const_labels(labels)
         .unwrap()
@@ -842,7 +845,7 @@ fn plan_gauge_keeps_its_name_and_labels_through_prefix_and_const_labels() {
     for collector in [first, last] {
         for format in [TextFormat::PrometheusText, TextFormat::OpenMetrics] {
             let text = collector.encode_text(format);
-            let (gauge, typed) = gauge_in(&text, VLLM_PREFIX);
+            let (gauge, typed) = gauge_in(&text, VLLM_METRIC_PREFIX);
             assert!(typed, "{format:?}");
             assert_eq!(gauge.value, 3);
             let labels_seen: Vec<(&str, &str)> = gauge
@@ -871,12 +874,12 @@ fn promtool_accepts_the_plan_gauge() {
     }
     // With vLLM's prefix, only the colon lint, once per family.
     let text = SpecDecodeCollector::from_histogram(random_histogram(4, 300, 16))
-        .with_prefix(VLLM_PREFIX)
+        .with_prefix(VLLM_METRIC_PREFIX)
         .unwrap()
         .with_plan(plan(1, 4))
         .encode_text(TextFormat::PrometheusText);
     if let Some(findings) = promtool_findings(&text) {
-        assert_eq!(findings.len(), FAMILIES.len() + 1, "{findings:?}");
+        assert_eq!(findings.len(), METRIC_FAMILIES.len() + 1, "{findings:?}");
         assert!(
             findings
                 .iter()

@@ -24,7 +24,7 @@ use prometheus_client::metrics::family::Family;
 // The library's own triangle math, included from its source: the index
 // functions are crate-private (exact only for K <= 64, which every caller
 // here respects), and every baseline must index the same triangle.
-#[path = "../../src/layout.rs"]
+#[path = "../../src/record/layout.rs"]
 mod layout;
 use layout::{bucket_count, checked_bucket_index};
 

@@ -3,14 +3,14 @@
 
 use std::num::IntErrorKind;
 
-use specdec_metrics::{AcceptanceHistogram, layout};
+use specdec_metrics::{AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
 
 use crate::format::excerpt;
 
 /// `--max-draft-len K`: a whole number in `1..=64`.
 pub fn parse_max_draft_len(s: &str) -> Result<usize, String> {
     let k: usize = s.parse().map_err(|e: std::num::ParseIntError| {
-        let (min, max) = (layout::MIN_MAX_DRAFT_LEN, layout::MAX_MAX_DRAFT_LEN);
+        let (min, max) = (MIN_MAX_DRAFT_LEN, MAX_MAX_DRAFT_LEN);
         match e.kind() {
             IntErrorKind::PosOverflow => {
                 format!("{} is too large: K must be in {min}..={max}", excerpt(s))

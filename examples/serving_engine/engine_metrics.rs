@@ -227,14 +227,14 @@ impl fmt::Display for Escaped<'_> {
 /// The whole `registry` (the speculative-decoding collector and these
 /// metrics) in `format`: the library's encoder, which renames a counter's
 /// `# HELP`/`# TYPE` lines for the classic format.
-pub use specdec_metrics::prometheus::encode_registry;
+pub use specdec_metrics::encode_registry;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use specdec_metrics::Recorder;
-    use specdec_metrics::prometheus::SpecDecodeCollector;
-    use specdec_metrics::prometheus::TextFormat;
+    use specdec_metrics::SpecDecodeCollector;
+    use specdec_metrics::TextFormat;
 
     /// The sample lines of `text` (no comments), as `(name, labels, value)`.
     fn samples(text: &str) -> Vec<(String, String, String)> {

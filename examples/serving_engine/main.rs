@@ -98,8 +98,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_metrics::{DEFAULT_METRIC_PREFIX as DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 
 use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
 use policy::PolicySpec;

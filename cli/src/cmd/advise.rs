@@ -240,7 +240,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         )));
     }
     let rec = advisor
-        .try_recommend(&hist, &cost)
+        .recommend(&hist, &cost)
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
 
     let text = match args.format {

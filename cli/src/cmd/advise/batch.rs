@@ -26,7 +26,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use specdec_metrics::{
-    Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
+    Advisor, BatchBucket, BatchTable, BatchTableError, BucketSpan, StepCost, TrtllmSchedule,
+    VllmSchedule,
 };
 
 use super::{Args, Format, grid, level_percent, significant, trimmed, warnings};
@@ -111,13 +112,12 @@ pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
     // already.
     for (index, b) in args.bucket.iter().enumerate() {
         b.cost.check(max).map_err(|error| {
-            let e = BatchTableError::Cost {
+            let bucket = BucketSpan {
                 index,
                 start_bs: b.start_bs,
                 end_bs: b.end_bs,
-                error,
             };
-            with_flag(&e, b)
+            with_flag(&format_args!("{bucket}: {error}"), b)
         })?;
     }
     let mut buckets = Vec::with_capacity(args.bucket.len());

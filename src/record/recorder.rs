@@ -80,11 +80,10 @@ use core::marker::PhantomData;
 
 use crossbeam_utils::CachePadded;
 
+use super::histogram::AcceptanceHistogram;
+use super::shard::{CounterBlock, Shard, Shards, Slots, Stripes};
+use super::sync::{self, Arc, AtomicUsize, Ordering};
 use crate::error::{ConfigError, ObserveError};
-use crate::histogram::AcceptanceHistogram;
-use crate::layout::is_valid_max_draft_len;
-use crate::shard::{CounterBlock, Shard, Shards, Slots, Stripes};
-use crate::sync::{self, Arc, AtomicUsize, Ordering};
 
 /// Stripe count cap for the any-thread path: beyond 16 stripes the memory
 /// (16 × ~17 KiB at K = 64) buys little for a path meant to be rare.
@@ -256,9 +255,7 @@ impl Recorder {
     /// assert!(Recorder::new(0).is_err());
     /// ```
     pub fn new(max_draft_len: usize) -> Result<Self, ConfigError> {
-        if !is_valid_max_draft_len(max_draft_len) {
-            return Err(ConfigError::new(max_draft_len));
-        }
+        ConfigError::check_max_draft_len(max_draft_len)?;
         let stripes = sync::parallelism().next_power_of_two().min(MAX_STRIPES);
         let slots = Slots::new(max_draft_len);
         Ok(Self {

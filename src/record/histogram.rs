@@ -9,8 +9,8 @@
 
 use core::fmt;
 
+use super::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, row_start};
 use crate::error::{ConfigError, Counter, MergeError, ObserveError};
-use crate::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, row_start};
 
 /// Verify-step outcomes by draft length: for each draft length `k` in
 /// `0..=K`, `k + 1` counts, bucket `a` counting the steps that drafted `k`
@@ -60,9 +60,7 @@ impl AcceptanceHistogram {
     /// # Ok::<(), specdec_metrics::ConfigError>(())
     /// ```
     pub fn new(max_draft_len: usize) -> Result<Self, ConfigError> {
-        if !is_valid_max_draft_len(max_draft_len) {
-            return Err(ConfigError::new(max_draft_len));
-        }
+        ConfigError::check_max_draft_len(max_draft_len)?;
         Ok(Self {
             max_draft_len,
             counts: vec![0; bucket_count(max_draft_len)].into_boxed_slice(),

@@ -1,48 +1,32 @@
-//! The accepted range of the maximum draft length `K`, and (crate-private)
-//! where each `(drafted, accepted)` pair lives in a flat array of counters.
+//! The accepted range of the maximum draft length `K`, and where each
+//! `(drafted, accepted)` pair lives in a flat array of counters.
 //!
 //! The acceptance histogram by draft length is a triangle: row `k` (draft
 //! length) has `k + 1` buckets, accepted `0..=k`. Rows are stored one after
 //! the other, so row `k` starts at `k (k + 1) / 2` and the whole triangle up
 //! to `K` holds `(K + 1)(K + 2) / 2` buckets.
 //!
-//! Only the range of `K` is public; every public item is exact for every
-//! input:
-//!
-//! ```
-//! use specdec_metrics::layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, is_valid_max_draft_len};
-//!
-//! assert_eq!((MIN_MAX_DRAFT_LEN, MAX_MAX_DRAFT_LEN), (1, 64));
-//! assert!(is_valid_max_draft_len(64) && !is_valid_max_draft_len(usize::MAX));
-//! ```
-//!
-//! The index math stays inside the crate. It is exact only for `K <= 64`,
-//! which every [`AcceptanceHistogram`](crate::AcceptanceHistogram) and
+//! Private to the crate (only the range of `K` is re-exported at the root):
+//! the index math is exact only for `K <= 64`, which every
+//! [`AcceptanceHistogram`](crate::AcceptanceHistogram) and
 //! [`Recorder`](crate::Recorder) guarantees; that bound is what lets the
-//! recording path compute an index with no overflow check (a public version
-//! would have to check, or return a wrong index for `K` near `2^32`). Code
-//! outside the crate validates an observation with
+//! recording path compute an index with no overflow check. Code outside the
+//! crate validates an observation with
 //! [`ObserveError::check`](crate::ObserveError::check) and reads buckets
 //! through [`AcceptanceHistogram::count`](crate::AcceptanceHistogram::count)
-//! and [`row`](crate::AcceptanceHistogram::row):
-//!
-//! ```compile_fail,E0603
-//! // Crate-private: it would overflow for drafted >= 2^32.
-//! let _ = specdec_metrics::layout::row_start(1 << 32);
-//! ```
-//!
-//! ```compile_fail,E0603
-//! let _ = specdec_metrics::layout::bucket_count(usize::MAX);
-//! ```
-//!
-//! ```compile_fail,E0603
-//! let _ = specdec_metrics::layout::checked_bucket_index(usize::MAX, 1 << 32, 0);
-//! ```
+//! and [`row`](crate::AcceptanceHistogram::row).
 //!
 //! This file uses nothing else from the crate: the benchmarks include it
 //! (`#[path]`) so that their baselines index the same triangle.
 
 /// The smallest configurable maximum draft length `K`.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
+/// assert_eq!((MIN_MAX_DRAFT_LEN, MAX_MAX_DRAFT_LEN), (1, 64));
+/// assert!(AcceptanceHistogram::new(MIN_MAX_DRAFT_LEN - 1).is_err());
+/// assert!(AcceptanceHistogram::new(MAX_MAX_DRAFT_LEN + 1).is_err());
+/// ```
 pub const MIN_MAX_DRAFT_LEN: usize = 1;
 
 /// The largest configurable maximum draft length `K`.
@@ -53,14 +37,8 @@ pub const MAX_MAX_DRAFT_LEN: usize = 64;
 
 /// Whether `max_draft_len` is an accepted maximum draft length `K`
 /// (`1..=64`).
-///
-/// ```
-/// use specdec_metrics::layout::is_valid_max_draft_len;
-/// assert!(is_valid_max_draft_len(1) && is_valid_max_draft_len(64));
-/// assert!(!is_valid_max_draft_len(0) && !is_valid_max_draft_len(65));
-/// ```
 #[inline]
-pub const fn is_valid_max_draft_len(max_draft_len: usize) -> bool {
+pub(crate) const fn is_valid_max_draft_len(max_draft_len: usize) -> bool {
     max_draft_len >= MIN_MAX_DRAFT_LEN && max_draft_len <= MAX_MAX_DRAFT_LEN
 }
 

@@ -1,20 +1,4 @@
-//! The report (`docs/reference.md`, "The report"): `AcceptanceHistogram`
-//! through serde.
-//!
-//! Writing emits vLLM's per-request `speculative_decoding` keys in vLLM's
-//! order, `acceptance_histogram_by_draft_length` right after
-//! `acceptance_histogram`, then our own keys: the two side counters, then
-//! `scheduled_steps_by_budget`. Every figure is derived from the buckets at
-//! the moment of writing.
-//!
-//! Reading is strict: the histogram is rebuilt from `num_spec_tokens`, the
-//! rows, our two side counters and the scheduled budgets, and every other
-//! figure in the report must equal the one derived from those rows. A
-//! report without `scheduled_steps_by_budget` (every report written before
-//! the key existed) reads as all zero budgets. A report that parses but does not
-//! describe one consistent histogram is rejected with a [`ReportError`]
-//! message; unknown keys are rejected too, so a misspelt key is never
-//! silently ignored.
+//! The JSON report: serde for [`AcceptanceHistogram`], strict on reading.
 
 use core::fmt;
 use std::collections::BTreeMap;
@@ -23,11 +7,35 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::ser::{self, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::AcceptanceHistogram;
 use crate::error::{ConfigError, ReportError};
-use crate::histogram::AcceptanceHistogram;
-use crate::layout::{bucket_count, is_valid_max_draft_len, row_start};
+use crate::record::layout::{bucket_count, row_start};
 
 /// The keys of the report, in the order they are written.
+///
+/// Writing emits vLLM's per-request `speculative_decoding` keys in vLLM's
+/// order, `acceptance_histogram_by_draft_length` right after
+/// `acceptance_histogram`, then our own keys: the two side counters, then
+/// `scheduled_steps_by_budget`. Every figure is derived from the buckets at
+/// the moment of writing.
+///
+/// Reading is strict: the histogram is rebuilt from `num_spec_tokens`, the
+/// rows, our two side counters and the scheduled budgets, and every other
+/// figure in the report must equal the one derived from those rows. A
+/// report without `scheduled_steps_by_budget` (every report written before
+/// the key existed) reads as all zero budgets. A report that parses but does not
+/// describe one consistent histogram is rejected with a [`ReportError`]
+/// message; unknown keys are rejected too, so a misspelt key is never
+/// silently ignored.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, REPORT_KEYS};
+/// let report = serde_json::to_value(AcceptanceHistogram::new(2)?)?;
+/// let keys: Vec<&str> = report.as_object().unwrap().keys().map(String::as_str).collect();
+/// assert_eq!(keys.len(), REPORT_KEYS.len());
+/// assert!(REPORT_KEYS.iter().all(|k| keys.contains(k)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const REPORT_KEYS: [&str; 13] = [
     "mean_acceptance_length",
     "draft_acceptance_rate",
@@ -187,9 +195,7 @@ impl<'de> Deserialize<'de> for AcceptanceHistogram {
 impl AcceptanceHistogram {
     fn try_from_report(raw: RawReport) -> Result<Self, ReportError> {
         let max = raw.num_spec_tokens;
-        if !is_valid_max_draft_len(max) {
-            return Err(ReportError::MaxDraftLen(ConfigError::new(max)));
-        }
+        ConfigError::check_max_draft_len(max).map_err(ReportError::MaxDraftLen)?;
         let mut counts = vec![0u64; bucket_count(max)].into_boxed_slice();
         for (&k, row) in &raw.acceptance_histogram_by_draft_length.0 {
             if k > max {

@@ -89,9 +89,9 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::layout::{bucket_count, checked_bucket_index};
+use super::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
 use crate::error::ObserveError;
-use crate::layout::{bucket_count, checked_bucket_index};
-use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
 
 /// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
 /// span of a prefetched pair of 64-byte cache lines.

@@ -1,0 +1,462 @@
+//! [`Advisor`]: one histogram and a step cost to a [`Recommendation`].
+
+use serde::Serialize;
+
+use super::continuation::Continuation;
+use super::cost::{BoundCost, StepCost};
+use super::stats::{
+    BetaPrior, Chain, GoodputDifference, best_by_mean, goodput, normal_cdf, normal_quantile,
+};
+use crate::AcceptanceHistogram;
+use crate::error::{CostError, ParameterError};
+
+/// The credible level of [`Advisor::default`]'s intervals.
+const DEFAULT_CREDIBLE_LEVEL: f64 = 0.9;
+
+/// Turns a histogram and a [`StepCost`] into a [`Recommendation`]: the draft
+/// length with the highest posterior mean goodput, and for every draft
+/// length the estimates behind it.
+///
+/// # The estimates and their uncertainty
+///
+/// The advisor reads the histogram's [`Continuation`] counts `(s_i, n_i)`
+/// and gives each continuation rate `h_i` a Beta posterior: the prior
+/// `Beta(alpha_0, beta_0)` (by default `Beta(1, 1)`, uniform: no opinion,
+/// mean 1/2) updated with `s_i` successes in `n_i` trials. A position
+/// without trials keeps the prior; nothing is extrapolated from other
+/// positions. The positions' posteriors are independent, so the posterior
+/// mean of `E[a | k]` is the chain of posterior means, and its variance,
+/// and the covariance between two draft lengths, follow exactly from the
+/// first two moments of each posterior: `O(K)` work per draft length, no
+/// sampling. Intervals are the normal approximation `mean ± z sd` from
+/// those exact moments, clipped to the possible range.
+///
+/// These intervals treat the steps as independent. When acceptance persists
+/// within requests (runs of easy and hard stretches), steps are correlated
+/// and one histogram cannot show it: the intervals are then too narrow.
+///
+/// # Cost, goodput and the choice
+///
+/// Goodput is `g(k) = (1 + E[a | k]) / cost(k)` tokens per unit of cost and
+/// speedup `g(k) / g(0)` (`k = 0`: not speculating). Decisions use costs
+/// relative to `cost(0)`, so they do not depend on the unit. The advisor
+/// recommends the `k` with the highest posterior mean goodput; ties go to
+/// the shorter draft, so `k = 0` wins when nothing beats not speculating.
+/// Each [`Candidate`] also carries the posterior probability that it beats
+/// the recommendation, from the exact variance of the difference of the two
+/// goodputs.
+///
+/// # Rows that disagree with the chain
+///
+/// The chain assumes acceptance at a position does not depend on the draft
+/// length. A row with at least [`MIN_ROW_STEPS`] steps of its own has a
+/// direct estimate, its plain mean; the advisor reports it next to the
+/// chain and flags a row whose distance from the chain exceeds a Bonferroni
+/// bound (see [`Recommendation::row_distance_bound`]), so a drafter whose
+/// acceptance falls with `k` (MTP heads often accept less at position 0
+/// when drafting 8 than when drafting 1) shows up.
+///
+/// Stateless and cheap (`O(K^2)` for the continuation counts, `O(K)` per
+/// draft length after that); for a choice that persists across intervals
+/// and only switches on strong evidence, see
+/// [`DraftController`](crate::DraftController).
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, Advisor, StepCost};
+///
+/// let mut h = AcceptanceHistogram::new(4)?;
+/// // Steps that drafted 4 and accepted 0..=4: acceptance falls with position.
+/// for (a, steps) in [(0, 200), (1, 150), (2, 150), (3, 100), (4, 400)] {
+///     for _ in 0..steps {
+///         h.observe(4, a)?;
+///     }
+/// }
+/// let cost = StepCost::linear(1.0, 0.15)?;
+/// let advice = Advisor::default().recommend(&h, &cost)?;
+/// assert_eq!(advice.draft_len, 4);
+/// assert!(advice.expected_speedup > 1.5);
+/// // Every draft length 0..=K is scored; k = 0 is the baseline.
+/// assert_eq!(advice.candidates.len(), 5);
+/// assert_eq!(advice.candidates[0].speedup, 1.0);
+///
+/// // Expensive drafts: not speculating is best.
+/// let advice = Advisor::default().recommend(&h, &StepCost::linear(1.0, 2.0)?)?;
+/// assert_eq!(advice.draft_len, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Advisor {
+    prior: BetaPrior,
+    credible_level: f64,
+}
+
+impl Default for Advisor {
+    /// Prior `Beta(1, 1)` on every continuation rate, 90% intervals.
+    fn default() -> Self {
+        Self {
+            prior: BetaPrior::UNIFORM,
+            credible_level: DEFAULT_CREDIBLE_LEVEL,
+        }
+    }
+}
+
+impl Advisor {
+    /// The same advisor with the prior `Beta(alpha, beta)` on every
+    /// continuation rate.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] unless both are finite and above zero, and their
+    /// sum finite.
+    ///
+    /// ```
+    /// use specdec_metrics::Advisor;
+    /// // An optimistic prior worth 10 trials with mean 0.8.
+    /// let advisor = Advisor::default().with_prior(8.0, 2.0)?;
+    /// assert_eq!(advisor.prior().alpha, 8.0);
+    /// assert!(Advisor::default().with_prior(1e308, 1e308).is_err());
+    /// # Ok::<(), specdec_metrics::ParameterError>(())
+    /// ```
+    pub fn with_prior(self, alpha: f64, beta: f64) -> Result<Self, ParameterError> {
+        Ok(Self {
+            prior: BetaPrior::new(alpha, beta)?,
+            ..self
+        })
+    }
+
+    /// The same advisor with central credible intervals of probability
+    /// `level` (default 0.9).
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] unless `0 < level < 1`.
+    ///
+    /// ```
+    /// use specdec_metrics::Advisor;
+    /// assert!(Advisor::default().with_credible_level(0.95).is_ok());
+    /// assert!(Advisor::default().with_credible_level(1.0).is_err());
+    /// ```
+    pub fn with_credible_level(self, level: f64) -> Result<Self, ParameterError> {
+        if !(level > 0.0 && level < 1.0) {
+            return Err(ParameterError::new(
+                "credible level",
+                level,
+                "a probability strictly between 0 and 1",
+            ));
+        }
+        Ok(Self {
+            credible_level: level,
+            ..self
+        })
+    }
+
+    /// The prior of every continuation rate.
+    pub fn prior(&self) -> BetaPrior {
+        self.prior
+    }
+
+    /// The probability of the credible intervals.
+    pub fn credible_level(&self) -> f64 {
+        self.credible_level
+    }
+
+    /// The recommendation for `h` under `cost`: every draft length `0..=K`
+    /// scored, the best one chosen.
+    ///
+    /// # Errors
+    ///
+    /// [`CostError::TableLength`] when `cost` is a table without exactly one
+    /// cost per draft length `0..=K` of `h`.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, Advisor, StepCost};
+    /// let mut h = AcceptanceHistogram::new(3)?;
+    /// for _ in 0..100 {
+    ///     h.observe(3, 3)?; // every draft accepted
+    /// }
+    /// let advice = Advisor::default().recommend(&h, &StepCost::table(vec![1.0, 1.1, 1.2, 1.3])?)?;
+    /// assert_eq!(advice.draft_len, 3);
+    /// let k3 = &advice.candidates[3];
+    /// assert!(k3.expected_accepted > 2.9 && k3.accepted_interval[1] <= 3.0);
+    /// assert_eq!(k3.row_mean_accepted, Some(3.0));
+    ///
+    /// // A table for another K is an error, not truncated.
+    /// let short = StepCost::table(vec![1.0, 1.1])?;
+    /// assert!(Advisor::default().recommend(&h, &short).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recommend(
+        &self,
+        h: &AcceptanceHistogram,
+        cost: &StepCost,
+    ) -> Result<Recommendation, CostError> {
+        let cost = cost.bind(h.max_draft_len())?;
+        let continuation = Continuation::new(h);
+        let chain = Chain::from_counts(continuation.counts(), self.prior);
+        let z = normal_quantile(0.5 + self.credible_level / 2.0);
+        let best = best_by_mean(&chain, &cost);
+        let mut candidates = self.candidates(&chain, &cost, &continuation, best, z, h);
+        let row_distance_bound = flag_disagreeing_rows(&mut candidates);
+        Ok(Recommendation {
+            draft_len: best,
+            expected_speedup: goodput(&chain, &cost, best),
+            num_spec_steps: h.num_spec_steps(),
+            prior: self.prior,
+            credible_level: self.credible_level,
+            positions: self.positions(&continuation, z),
+            candidates,
+            row_distance_bound,
+        })
+    }
+
+    /// Positions `1..=K`: counts and the posterior of each rate.
+    fn positions(&self, continuation: &Continuation, z: f64) -> Vec<PositionEstimate> {
+        continuation
+            .counts()
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, n))| {
+                let posterior = self.prior.posterior(s as f64, n as f64);
+                PositionEstimate {
+                    position: i + 1,
+                    successes: s,
+                    trials: n,
+                    rate: (n != 0).then(|| s as f64 / n as f64),
+                    posterior_mean: posterior.mean(),
+                    interval: posterior.interval(z),
+                    from_prior: n == 0,
+                }
+            })
+            .collect()
+    }
+
+    /// Draft lengths `0..=K`: what drafting each is expected to give, and
+    /// how likely it beats `best`. `row_disagrees` is left `false`.
+    fn candidates(
+        &self,
+        chain: &Chain,
+        cost: &BoundCost,
+        continuation: &Continuation,
+        best: usize,
+        z: f64,
+        h: &AcceptanceHistogram,
+    ) -> Vec<Candidate> {
+        let mut cov = Vec::new();
+        chain.covariances_with(best, &mut cov);
+        let mut uses_prior = false;
+        (0..=chain.max_draft_len())
+            .map(|k| {
+                uses_prior |= k > 0 && continuation.at(k).1 == 0;
+                let (mean, sd) = (chain.mean(k), chain.variance(k).sqrt());
+                // Two different lengths always have a positive variance of
+                // their difference; the floor only keeps rounding from
+                // turning it into a NaN.
+                let prob_beats_choice = if k == best {
+                    0.5
+                } else {
+                    let d = GoodputDifference::new(chain, cost, k, best, cov[k]);
+                    normal_cdf(d.mean / d.variance.max(f64::MIN_POSITIVE).sqrt())
+                };
+                let row = RowCheck::new(h, k, mean, sd);
+                Candidate {
+                    draft_len: k,
+                    expected_accepted: mean,
+                    accepted_sd: sd,
+                    accepted_interval: [(mean - z * sd).max(0.0), (mean + z * sd).min(k as f64)],
+                    tokens_per_step: 1.0 + mean,
+                    cost: cost.cost(k),
+                    goodput: (1.0 + mean) / cost.cost(k),
+                    speedup: goodput(chain, cost, k),
+                    prob_beats_choice,
+                    uses_prior,
+                    row_steps: h.row_steps(k),
+                    row_mean_accepted: row.mean,
+                    row_mean_sd: row.mean_sd,
+                    row_distance: row.distance,
+                    row_disagrees: false,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Flags the candidates whose row disagrees with the chain, and returns the
+/// bound used: Bonferroni over the rows compared, so that when acceptance
+/// does not depend on `k` some row is flagged in at most
+/// [`ROW_FALSE_ALARM`] of reports.
+fn flag_disagreeing_rows(candidates: &mut [Candidate]) -> f64 {
+    let compared = candidates
+        .iter()
+        .filter(|c| c.row_distance.is_some())
+        .count();
+    let bound = normal_quantile(1.0 - ROW_FALSE_ALARM / (2.0 * compared.max(1) as f64));
+    for c in candidates {
+        c.row_disagrees = c.row_distance.is_some_and(|d| d > bound);
+    }
+    bound
+}
+
+/// Rows with fewer steps are not compared with the chain.
+pub const MIN_ROW_STEPS: u64 = 100;
+
+/// The share of reports in which some row is flagged as disagreeing with the
+/// chain although acceptance does not depend on `k`.
+const ROW_FALSE_ALARM: f64 = 0.01;
+
+/// A row's own mean against the chain's estimate.
+struct RowCheck {
+    mean: Option<f64>,
+    mean_sd: Option<f64>,
+    distance: Option<f64>,
+}
+
+impl RowCheck {
+    /// For row `k`: its plain mean of accepted drafts; the standard error of
+    /// that mean (its sample standard deviation over the square root of its
+    /// steps, from 2 steps); and from [`MIN_ROW_STEPS`] steps the distance
+    /// `|row mean - chain mean| / sqrt(se^2 + chain_sd^2)`.
+    fn new(h: &AcceptanceHistogram, k: usize, chain_mean: f64, chain_sd: f64) -> Self {
+        let steps = h.row_steps(k);
+        let row = h.row(k).unwrap_or(&[]);
+        if steps == 0 {
+            return Self {
+                mean: None,
+                mean_sd: None,
+                distance: None,
+            };
+        }
+        let n = steps as f64;
+        let mean = row
+            .iter()
+            .enumerate()
+            .map(|(a, &c)| a as f64 * c as f64)
+            .sum::<f64>()
+            / n;
+        let mean_sd = (steps >= 2).then(|| {
+            let squares: f64 = row
+                .iter()
+                .enumerate()
+                .map(|(a, &c)| c as f64 * (a as f64 - mean).powi(2))
+                .sum();
+            (squares / (n - 1.0) / n).sqrt()
+        });
+        let distance = mean_sd
+            .filter(|_| k > 0 && steps >= MIN_ROW_STEPS)
+            .map(|se| {
+                let sd = (se * se + chain_sd * chain_sd).sqrt();
+                let diff = (mean - chain_mean).abs();
+                if sd > 0.0 {
+                    diff / sd
+                } else if diff > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
+            });
+        Self {
+            mean: Some(mean),
+            mean_sd,
+            distance,
+        }
+    }
+}
+
+/// What the [`Advisor`] recommends, with the figures behind it. Serializes
+/// (serde) to a JSON object with these field names.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Recommendation {
+    /// The draft length to use: the highest posterior mean goodput, the
+    /// shorter on a tie (`0`: do not speculate).
+    pub draft_len: usize,
+    /// Goodput at `draft_len` over goodput without speculation (`k = 0`).
+    pub expected_speedup: f64,
+    /// Verify steps in the histogram the estimates come from.
+    pub num_spec_steps: u64,
+    /// The prior of every continuation rate.
+    pub prior: BetaPrior,
+    /// The probability of every interval.
+    pub credible_level: f64,
+    /// Positions `1..=K`: continuation counts and rate estimates.
+    pub positions: Vec<PositionEstimate>,
+    /// Draft lengths `0..=K`: what drafting `k` is expected to give.
+    pub candidates: Vec<Candidate>,
+    /// The distance (in standard deviations) beyond which a row's own mean
+    /// is said to disagree with the chain: the normal quantile at `1 - 0.01
+    /// / (2 m)` for the `m` rows compared (Bonferroni), so that when
+    /// acceptance does not depend on `k` a report flags some row at most 1%
+    /// of the time, however many rows it has.
+    pub row_distance_bound: f64,
+}
+
+/// The estimate of the continuation rate `h_i` at one draft position.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct PositionEstimate {
+    /// The position `i`, from 1.
+    pub position: usize,
+    /// `s_i`: steps that accepted draft `i`.
+    pub successes: u64,
+    /// `n_i`: steps that drafted position `i` with every earlier draft
+    /// accepted.
+    pub trials: u64,
+    /// `s_i / n_i`; `None` without trials.
+    pub rate: Option<f64>,
+    /// The posterior mean of `h_i`.
+    pub posterior_mean: f64,
+    /// Central credible interval of `h_i` (normal approximation, clipped to
+    /// `[0, 1]`).
+    pub interval: [f64; 2],
+    /// No trials: the estimate is the prior alone.
+    pub from_prior: bool,
+}
+
+/// What drafting `k` tokens per step is expected to give.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Candidate {
+    /// The draft length `k`.
+    pub draft_len: usize,
+    /// Posterior mean of the accepted drafts per step, `E[a | k]`, from the
+    /// chain of continuation rates.
+    pub expected_accepted: f64,
+    /// Central credible interval of `E[a | k]` (normal approximation from the
+    /// exact posterior variance, clipped to `[0, k]`).
+    pub accepted_interval: [f64; 2],
+    /// Posterior standard deviation of `E[a | k]`.
+    pub accepted_sd: f64,
+    /// Expected tokens per step, `1 + E[a | k]` (the bonus token included).
+    pub tokens_per_step: f64,
+    /// `cost(k)`.
+    pub cost: f64,
+    /// Expected tokens per unit of cost, `tokens_per_step / cost`.
+    pub goodput: f64,
+    /// `goodput / goodput(0)`.
+    pub speedup: f64,
+    /// Posterior probability that `k` has a higher goodput than the
+    /// recommended draft length (normal approximation; 0.5 for the
+    /// recommendation itself).
+    pub prob_beats_choice: f64,
+    /// Some position `<= k` had no trials: the estimate leans on the prior.
+    pub uses_prior: bool,
+    /// Steps recorded with exactly this draft length.
+    pub row_steps: u64,
+    /// Their plain mean of accepted drafts (a direct estimate of `E[a | k]`
+    /// that does not assume acceptance independent of `k`); `None` without
+    /// steps.
+    pub row_mean_accepted: Option<f64>,
+    /// Standard error of `row_mean_accepted` (the row's sample standard
+    /// deviation over the square root of its steps); `None` below 2 steps.
+    pub row_mean_sd: Option<f64>,
+    /// For `k >= 1` and rows of at least 100 steps ([`MIN_ROW_STEPS`]):
+    /// `|row_mean_accepted - expected_accepted| / sqrt(row_mean_sd^2 +
+    /// accepted_sd^2)`. The row's steps are part of the chain, so when
+    /// acceptance does not depend on `k` the two agree more closely than
+    /// this allows: the test errs towards silence.
+    pub row_distance: Option<f64>,
+    /// `row_distance` is above the recommendation's `row_distance_bound`:
+    /// this row accepts differently from what the chain of positions says,
+    /// so acceptance depends on the draft length (trust the row's own mean
+    /// for it).
+    pub row_disagrees: bool,
+}

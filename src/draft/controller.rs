@@ -1,0 +1,808 @@
+//! [`DraftController`]: the draft length an engine uses, updated once per
+//! interval from that interval's histogram, switching only on strong
+//! evidence.
+
+use super::continuation::Continuation;
+use super::cost::{BoundCost, StepCost};
+use super::plan::DraftPlan;
+use super::stats::{
+    BetaPrior, Chain, GoodputDifference, best_by_mean, chi_square_1_quantile, goodput, normal_cdf,
+    normal_quantile,
+};
+use crate::AcceptanceHistogram;
+use crate::error::{ConfigError, ParameterError};
+
+/// Chooses the draft length interval by interval from the engine's own
+/// histogram.
+///
+/// The metrics thread calls [`update`](Self::update) once per interval with
+/// that interval's histogram (`snapshot.delta_since(&previous)`) and hands
+/// the [`plan`](Self::plan) to engine threads (through a
+/// [`SharedPlan`](crate::SharedPlan)), which ask it what to draft at each
+/// step ([`DraftPlan::draft_len_for`]).
+///
+/// # Memory
+///
+/// The controller remembers the continuation counts `(s_i, n_i)` of the last
+/// `memory` intervals (default 8) in a ring, and their sum. On every
+/// [`update`](Self::update) the oldest interval drops out and
+/// the new one comes in; from the sum it forms the same Beta posteriors as
+/// the [`Advisor`](crate::Advisor) (prior `Beta(1, 1)` unless set).
+///
+/// # The switching rule
+///
+/// Let `c` be the current draft length and `g(k)` the goodput of drafting
+/// `k`. The controller switches to another `k` only when the posterior
+/// probability that `g(k) > g(c)` reaches `evidence` (default 0.99):
+/// `E[g(k) - g(c)] >= z sd[g(k) - g(c)]`, `z` the normal quantile of
+/// `evidence`, from the exact posterior means, variances and covariance
+/// (positions shared by `k` and `c` are correlated, and that is accounted
+/// for). Among the draft lengths that pass, it takes the one with the
+/// highest mean goodput (the shorter on a tie); when none passes it holds.
+/// There is no other hysteresis: two draft lengths whose goodputs are close
+/// never pass the test against each other, so a steady workload converges
+/// and then holds, while a clear difference passes as soon as there is data
+/// to show it. Before any data the posterior is the prior, and the first
+/// choice is the draft length with the best goodput under the prior.
+///
+/// The two parameters trade reaction time (`memory`) against stability
+/// (`evidence`); both are statistical, not thresholds on the acceptance
+/// length.
+///
+/// # Change of regime
+///
+/// Before taking in an interval, the controller compares it with its memory
+/// on the figure the choice depends on: the expected accepted drafts at the
+/// exploration length. When the two posterior means differ by more than the
+/// evidence level allows (a squared z-score, over the dispersion below,
+/// above the level-`evidence` quantile it has when nothing changed),
+/// acceptance has changed: the memory
+/// is forgotten and restarts from the new interval, so the next decision is
+/// made on the new regime alone instead of a blend of old and new. A change
+/// is therefore followed at the first update after it (to the best length
+/// within the exploration range, when the new regime makes one clearly
+/// better; a length beyond `2c + 1` takes one more step per doubling). A
+/// change too small to be detected is still out of the memory after
+/// `memory` updates: **within `memory` updates of a change, every remembered
+/// interval is of the new regime.**
+///
+/// # Intervals that vary more than chance
+///
+/// Real intervals differ more than binomial noise explains (a different mix
+/// of requests each interval). The controller measures this: each interval's
+/// squared z-score against the memory, over its median under binomial noise,
+/// goes into a history of the last 9 intervals, and their median, at least
+/// 1, is the *dispersion*. Both tests above widen the posterior variance by
+/// it (quasi-likelihood), so an engine whose intervals jitter does not
+/// mistake jitter for evidence or for a change of regime; the median keeps
+/// one real change from inflating it.
+///
+/// A dispersion estimated from a few intervals is itself uncertain, and an
+/// underestimate makes jitter look like a change. The change test allows
+/// for it: its threshold is the level-`evidence` quantile of the statistic
+/// over a dispersion that is the median of `n` earlier intervals (`n` up to
+/// 9), computed once from the evidence level, not the chi-square quantile
+/// that would hold for a known dispersion. At 0.99 it is 16.4 with 9
+/// intervals of history instead of 6.63, and a steady engine whose
+/// intervals vary three times more than chance is taken for a change of
+/// regime on about 1% of updates instead of 3–4%. (No history yet: the
+/// chi-square quantile, binomial noise assumed.)
+///
+/// # Exploration
+///
+/// Positions above `c` are drafted only on exploration steps: on one engine
+/// step in [`EXPLORATION_PERIOD`](crate::EXPLORATION_PERIOD) (32, about 3%: the steps `step % 32 ==
+/// 31`), [`draft_len_for`](Self::draft_len_for) returns the
+/// exploration length `min(2c + 1, K)` instead of `c`. It is deterministic,
+/// costs at most one step in 32 at about twice the draft length, and keeps
+/// data flowing for every position up to twice the current choice, so the
+/// choice can grow again (from `c = 0` it explores `k = 1`: not speculating
+/// is a choice the controller can leave). Thanks to censoring, these longer
+/// drafts are pooled with the rest without bias.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+///
+/// let mut controller = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?;
+/// let mut step = 0u64;
+/// for _interval in 0..20 {
+///     let mut window = AcceptanceHistogram::new(8)?;
+///     for _ in 0..2000 {
+///         let k = controller.draft_len_for(step);
+///         step += 1;
+///         // The engine drafts k tokens and verifies them; here every draft
+///         // is accepted up to position 4, and never beyond.
+///         window.observe(k, k.min(4))?;
+///     }
+///     controller.update(&window);
+/// }
+/// assert_eq!(controller.draft_len(), 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Embedding it
+///
+/// ```
+/// use specdec_metrics::{DraftController, Recorder, StepCost};
+///
+/// let recorder = Recorder::new(4)?;
+/// let mut controller = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
+/// let mut previous = recorder.snapshot();
+/// // ... engine threads record through their Workers, then every interval:
+/// let now = recorder.snapshot();
+/// controller.update(&now.delta_since(&previous)?);
+/// previous = now;
+/// let k = controller.draft_len_for(1234); // what to draft at step 1234
+/// assert!(k <= 4);
+/// # let _ = previous;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct DraftController {
+    max_draft_len: usize,
+    cost: BoundCost,
+    prior: BetaPrior,
+    evidence: f64,
+    /// `normal_quantile(evidence)`.
+    z: f64,
+    /// `change_threshold(evidence, n)` for `n = 0..=DISPERSION_HISTORY`
+    /// intervals in the dispersion's history.
+    change_thresholds: [f64; DISPERSION_HISTORY + 1],
+    /// `memory` intervals of `K` continuation counts `(s_i, n_i)`.
+    ring: Box<[(u64, u64)]>,
+    /// The sum of the ring, per position: exact in `u128` (at most 1024
+    /// intervals of `u64` counts), so taking an interval out never wraps.
+    totals: Box<[(u128, u128)]>,
+    /// Next ring slot to overwrite.
+    slot: usize,
+    plan: DraftPlan,
+    /// Between-interval variability over binomial noise (at least 1): the
+    /// median of `dispersion_history`.
+    dispersion: f64,
+    /// The latest intervals' change statistic (`window_statistic`), each over
+    /// its median under binomial noise.
+    dispersion_history: Box<[f64]>,
+    /// Intervals recorded in `dispersion_history` so far.
+    dispersion_slot: usize,
+    updates: u64,
+    switches: u64,
+    regime_changes: u64,
+}
+
+/// Default number of remembered intervals.
+const DEFAULT_MEMORY: usize = 8;
+/// The most intervals a controller remembers ([`DraftController::with_memory`]).
+const MAX_MEMORY: usize = 1024;
+/// Intervals whose variability the dispersion is the median of.
+const DISPERSION_HISTORY: usize = 9;
+/// Default evidence level.
+const DEFAULT_EVIDENCE: f64 = 0.99;
+
+/// Points of the quadrature in [`change_threshold`].
+const QUADRATURE_POINTS: usize = 128;
+
+/// [`change_threshold`] for every length of the dispersion's history.
+fn change_thresholds(evidence: f64) -> [f64; DISPERSION_HISTORY + 1] {
+    core::array::from_fn(|n| change_threshold(evidence, n))
+}
+
+/// The level-`evidence` quantile of the change statistic over the
+/// dispersion, `X / phi`, when nothing changed and `phi` is the median of
+/// `n` earlier statistics over `m0`, the median of chi-square with one
+/// degree of freedom: the threshold that a steady engine passes with
+/// probability `1 - evidence`, its extra variability included.
+///
+/// Nothing changed: every statistic is `sigma^2` (the true dispersion)
+/// times an independent chi-square with one degree of freedom, so `X /
+/// phi` does not depend on `sigma^2`, and `P(X / phi > q) = E[1 - F(q M /
+/// m0)]`, `M` the sample median of `n` chi-square variables and `F` their
+/// distribution function, `1 - F(x) = 2 (1 - Phi(sqrt x))`.
+///
+/// - `n = 0` (no history: binomial noise assumed): the chi-square quantile.
+/// - `n = 1, 2`: `X / M` is Fisher's F with (1, 1) degrees of freedom (for
+///   `n = 2`, conservatively, see below): `q = m0 tan^2(pi evidence / 2)`.
+/// - odd `n = 2r + 1`: `F(M)` is Beta(r + 1, r + 1); the expectation is a
+///   midpoint rule over it (128 points; the weights vanish at both ends),
+///   and `q` is found by bisection on its logarithm.
+/// - even `n`: the median is the mean of the two middle values, less
+///   variable than the median of `n - 1` values, whose threshold is used:
+///   a steady engine then passes it slightly less often than `1 -
+///   evidence`.
+///
+/// At the default 0.99: 6.63 (`n = 0`), 1843 (`n = 1, 2`), 80.9 (3), 32.3
+/// (5), 21.0 (7), 16.4 (9). The floor of 1 on the dispersion only makes
+/// the test stricter.
+fn change_threshold(evidence: f64, n: usize) -> f64 {
+    let m0 = chi_square_1_quantile(0.5);
+    if n == 0 {
+        return chi_square_1_quantile(evidence);
+    }
+    if n <= 2 {
+        return m0 * (core::f64::consts::FRAC_PI_2 * evidence).tan().powi(2);
+    }
+    // An even n gets the r of n - 1: the threshold of n - 1 values.
+    let r = ((n - 1) / 2) as i32;
+    // Quadrature nodes: the median's value M = F^-1(u) and the weight of u
+    // under Beta(r + 1, r + 1), for u at the midpoints of 128 equal cells.
+    let mut nodes = [(0.0, 0.0); QUADRATURE_POINTS];
+    let mut total = 0.0;
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let u = (i as f64 + 0.5) / QUADRATURE_POINTS as f64;
+        let weight = (u * (1.0 - u)).powi(r);
+        *node = (normal_quantile(0.5 + u / 2.0).powi(2), weight);
+        total += weight;
+    }
+    let tail = |q: f64| {
+        nodes
+            .iter()
+            .map(|&(m, w)| w * 2.0 * (1.0 - normal_cdf((q * m / m0).sqrt())))
+            .sum::<f64>()
+            / total
+    };
+    // The tail falls as q grows; it passes 1 - evidence between the
+    // chi-square quantile (where the estimate's error puts the tail above
+    // 1 - evidence) and the n = 1 threshold.
+    let (mut lo, mut hi) = (
+        chi_square_1_quantile(evidence).ln(),
+        change_threshold(evidence, 1).ln(),
+    );
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if tail(mid.exp()) > 1.0 - evidence {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    ((lo + hi) / 2.0).exp()
+}
+
+impl DraftController {
+    /// A controller for draft lengths `0..=max_draft_len`, remembering 8
+    /// intervals, switching at evidence 0.99, prior `Beta(1, 1)`. Its first
+    /// choice is the draft length with the best goodput under the prior.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::MaxDraftLen`] when `max_draft_len` is outside
+    /// `1..=64`; [`ConfigError::Cost`] when `cost` is a table without exactly
+    /// `max_draft_len + 1` entries.
+    ///
+    /// ```
+    /// use specdec_metrics::{ConfigError, CostError, DraftController, StepCost};
+    /// let controller = DraftController::new(5, StepCost::linear(1.0, 0.1)?)?;
+    /// assert_eq!(controller.draft_len(), 2); // prior mean 1/2 per position
+    /// assert!(DraftController::new(0, StepCost::linear(1.0, 0.1)?).is_err());
+    /// let table = StepCost::table(vec![1.0, 1.1, 1.2])?; // k = 0..=2
+    /// assert_eq!(
+    ///     DraftController::new(4, table).unwrap_err(),
+    ///     ConfigError::Cost(CostError::TableLength { max_draft_len: 4, found: 3 })
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(max_draft_len: usize, cost: StepCost) -> Result<Self, ConfigError> {
+        ConfigError::check_max_draft_len(max_draft_len)?;
+        let cost = cost.bind(max_draft_len).map_err(ConfigError::Cost)?;
+        let mut controller = Self {
+            max_draft_len,
+            cost,
+            prior: BetaPrior::UNIFORM,
+            evidence: DEFAULT_EVIDENCE,
+            z: normal_quantile(DEFAULT_EVIDENCE),
+            change_thresholds: change_thresholds(DEFAULT_EVIDENCE),
+            ring: vec![(0, 0); DEFAULT_MEMORY * max_draft_len].into_boxed_slice(),
+            totals: vec![(0, 0); max_draft_len].into_boxed_slice(),
+            slot: 0,
+            plan: DraftPlan::new_unchecked(0, max_draft_len),
+            dispersion: 1.0,
+            dispersion_history: vec![1.0; DISPERSION_HISTORY].into_boxed_slice(),
+            dispersion_slot: 0,
+            updates: 0,
+            switches: 0,
+            regime_changes: 0,
+        };
+        controller.reset_choice();
+        Ok(controller)
+    }
+
+    /// The same controller remembering the last `intervals` intervals
+    /// (`1..=1024`): it follows a change of regime within that many updates.
+    /// Forgets what it remembered so far.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] outside `1..=1024`.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_memory(16)?;
+    /// assert_eq!(c.memory(), 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_memory(mut self, intervals: usize) -> Result<Self, ParameterError> {
+        if !(1..=MAX_MEMORY).contains(&intervals) {
+            return Err(ParameterError::new(
+                "memory",
+                intervals as f64,
+                "a number of intervals in 1..=1024",
+            ));
+        }
+        self.ring = vec![(0, 0); intervals * self.max_draft_len].into_boxed_slice();
+        self.totals.fill((0, 0));
+        self.slot = 0;
+        self.reset_choice();
+        Ok(self)
+    }
+
+    /// The same controller switching only when the posterior probability
+    /// that another draft length has a higher goodput reaches `evidence`
+    /// (`0.5 < evidence < 1`; default 0.99).
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] outside that range.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// let c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_evidence(0.999)?;
+    /// assert_eq!(c.evidence(), 0.999);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_evidence(mut self, evidence: f64) -> Result<Self, ParameterError> {
+        if !(evidence > 0.5 && evidence < 1.0) {
+            return Err(ParameterError::new(
+                "evidence",
+                evidence,
+                "a probability strictly between 0.5 and 1",
+            ));
+        }
+        self.evidence = evidence;
+        self.z = normal_quantile(evidence);
+        self.change_thresholds = change_thresholds(evidence);
+        Ok(self)
+    }
+
+    /// The same controller with the prior `Beta(alpha, beta)` on every
+    /// continuation rate; its first choice is recomputed from it.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] unless both are finite and above zero.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftController, StepCost};
+    /// // Expect 90% acceptance per position until data says otherwise.
+    /// let c = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?.with_prior(9.0, 1.0)?;
+    /// assert!(c.draft_len() > 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_prior(mut self, alpha: f64, beta: f64) -> Result<Self, ParameterError> {
+        self.prior = BetaPrior::new(alpha, beta)?;
+        self.reset_choice();
+        Ok(self)
+    }
+
+    /// Sets the choice to the best under the current memory, unconditionally.
+    fn reset_choice(&mut self) {
+        let chain = self.chain();
+        self.plan = DraftPlan::new_unchecked(best_by_mean(&chain, &self.cost), self.max_draft_len);
+    }
+
+    fn chain(&self) -> Chain {
+        Chain::new(
+            self.totals.iter().map(|&(s, n)| (s as f64, n as f64)),
+            self.prior,
+        )
+    }
+
+    /// Takes in the histogram of the latest interval (any `K`: only positions
+    /// up to the controller's own are used) and decides whether to switch.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+    /// let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
+    /// let mut window = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..5000 {
+    ///     window.observe(2, 0)?; // nothing is ever accepted
+    /// }
+    /// c.update(&window);
+    /// assert_eq!(c.draft_len(), 0);
+    /// assert_eq!((c.updates(), c.switches()), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update(&mut self, window: &AcceptanceHistogram) {
+        let k_max = self.max_draft_len;
+        let mut counts = Continuation::new(window).counts().to_vec();
+        counts.resize(k_max, (0, 0));
+        if let Some(z2) = self.window_statistic(&counts) {
+            // The threshold for a dispersion that is the median of the
+            // earlier statistics.
+            if z2 / self.dispersion > self.change_threshold() {
+                self.ring.fill((0, 0));
+                self.totals.fill((0, 0));
+                self.regime_changes += 1;
+            }
+            self.record_dispersion(z2 / chi_square_1_quantile(0.5));
+        }
+        let old = &mut self.ring[self.slot * k_max..(self.slot + 1) * k_max];
+        for ((total, slot), &new) in self.totals.iter_mut().zip(old.iter_mut()).zip(&counts) {
+            // The ring's entries are part of the totals, which are exact, so
+            // the subtraction never wraps.
+            total.0 = total.0 - u128::from(slot.0) + u128::from(new.0);
+            total.1 = total.1 - u128::from(slot.1) + u128::from(new.1);
+            *slot = new;
+        }
+        self.slot = (self.slot + 1) % self.memory();
+        self.updates += 1;
+
+        let chain = self.chain();
+        let current = self.plan.draft_len();
+        if let Some(next) = self.better_than(&chain, current) {
+            self.plan = DraftPlan::new_unchecked(next, k_max);
+            self.switches += 1;
+        }
+    }
+
+    /// How far the latest interval is from the memory, in the one figure
+    /// that sums up what the choice depends on: the expected accepted drafts
+    /// at the exploration length `e` (which covers every position with
+    /// regular data). The squared difference of the two posterior means over
+    /// the sum of their variances: about chi-square with one degree of
+    /// freedom (times the dispersion) when nothing changed. `None` when the
+    /// memory or the interval has no trial at position 1.
+    fn window_statistic(&self, counts: &[(u64, u64)]) -> Option<f64> {
+        if counts.first().is_none_or(|c| c.1 == 0) || self.totals.first().is_none_or(|c| c.1 == 0) {
+            return None;
+        }
+        let e = self.plan.explore_len();
+        let window = Chain::from_counts(&counts[..e], self.prior);
+        let memory = Chain::new(
+            self.totals[..e].iter().map(|&(s, n)| (s as f64, n as f64)),
+            self.prior,
+        );
+        let diff = window.mean(e) - memory.mean(e);
+        let var = window.variance(e) + memory.variance(e);
+        (var > 0.0).then(|| diff * diff / var)
+    }
+
+    /// Adds one interval's statistic over its median under binomial noise (about 1
+    /// without extra variability, about the variance ratio with it) to the
+    /// history, and sets the dispersion to the history's median, at least 1.
+    /// The median ignores the rare interval that starts a new regime.
+    fn record_dispersion(&mut self, ratio: f64) {
+        let len = self.dispersion_history.len();
+        self.dispersion_history[self.dispersion_slot % len] = ratio;
+        self.dispersion_slot += 1;
+        let filled = self.dispersion_slot.min(len);
+        let mut sorted = self.dispersion_history[..filled].to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if filled % 2 == 1 {
+            sorted[filled / 2]
+        } else {
+            (sorted[filled / 2 - 1] + sorted[filled / 2]) / 2.0
+        };
+        self.dispersion = median.max(1.0);
+    }
+
+    /// The draft length with the highest mean goodput among those whose
+    /// goodput beats `current`'s at the evidence level; `None` if none does.
+    fn better_than(&self, chain: &Chain, current: usize) -> Option<usize> {
+        let mut cov = Vec::with_capacity(self.max_draft_len + 1);
+        chain.covariances_with(current, &mut cov);
+        // The posterior variance assumes binomial noise; intervals that vary
+        // more than that widen it by the dispersion (quasi-likelihood).
+        let z2 = self.z * self.z * self.dispersion;
+        let mut best: Option<(usize, f64)> = None;
+        for (k, &cov_k) in cov.iter().enumerate() {
+            let g_k = goodput(chain, &self.cost, k);
+            if k == current || best.is_some_and(|(_, g)| g_k <= g) {
+                continue;
+            }
+            let d = GoodputDifference::new(chain, &self.cost, k, current, cov_k);
+            if d.mean > 0.0 && d.mean * d.mean >= z2 * d.variance {
+                best = Some((k, g_k));
+            }
+        }
+        best.map(|(k, _)| k)
+    }
+
+    /// The draft length for engine step `step`: the current choice, or the
+    /// exploration length on one step in
+    /// [`EXPLORATION_PERIOD`](crate::EXPLORATION_PERIOD). Never
+    /// above `K`; no allocation, no lock.
+    #[inline]
+    pub fn draft_len_for(&self, step: u64) -> usize {
+        self.plan.draft_len_for(step)
+    }
+
+    /// The current choice.
+    pub fn draft_len(&self) -> usize {
+        self.plan.draft_len()
+    }
+
+    /// The current plan (choice and exploration length), to hand to engine
+    /// threads.
+    pub fn plan(&self) -> DraftPlan {
+        self.plan
+    }
+
+    /// The maximum draft length `K`.
+    pub fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+    }
+
+    /// Intervals remembered.
+    pub fn memory(&self) -> usize {
+        self.ring.len() / self.max_draft_len
+    }
+
+    /// The evidence level a switch needs.
+    pub fn evidence(&self) -> f64 {
+        self.evidence
+    }
+
+    /// Updates so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    /// Switches of the draft length so far.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Times the latest interval was incompatible with the memory, which was
+    /// then forgotten.
+    pub fn regime_changes(&self) -> u64 {
+        self.regime_changes
+    }
+
+    /// How much more the remembered intervals vary than binomial noise
+    /// explains (1: not at all); posterior variances are widened by it.
+    pub fn dispersion(&self) -> f64 {
+        self.dispersion
+    }
+
+    /// The threshold the next update's change-of-regime statistic, over
+    /// the dispersion, must pass for the memory to be forgotten: the
+    /// `evidence` quantile of that ratio on a steady engine, which depends
+    /// on how many earlier intervals the dispersion was estimated from (the
+    /// chi-square quantile with none, 6.63 at 0.99; 16.4 with the full
+    /// history of 9).
+    fn change_threshold(&self) -> f64 {
+        self.change_thresholds[self.dispersion_slot.min(DISPERSION_HISTORY)]
+    }
+
+    /// What the controller decides on: the continuation counts `(s_i, n_i)`
+    /// of the intervals it remembers, summed (saturating at `u64::MAX`).
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+    /// let mut c = DraftController::new(2, StepCost::linear(1.0, 0.1)?)?;
+    /// let mut window = AcceptanceHistogram::new(2)?;
+    /// window.observe(2, 1)?;
+    /// c.update(&window);
+    /// c.update(&window);
+    /// assert_eq!(c.remembered().counts(), &[(2, 2), (0, 2)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remembered(&self) -> Continuation {
+        let saturate = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
+        Continuation::from_counts(
+            self.totals
+                .iter()
+                .map(|&(s, n)| (saturate(s), saturate(n)))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Beta(1, 1) posterior moments of a rate with `s` successes in `n`
+    /// trials: (mean, E[h^2]).
+    fn beta_moments(s: u64, n: u64) -> (f64, f64) {
+        let (a, b) = (1.0 + s as f64, 1.0 + (n - s) as f64);
+        let m = a / (a + b);
+        (m, m * (a + 1.0) / (a + b + 1.0))
+    }
+
+    /// The standard normal distribution function (Abramowitz and Stegun
+    /// 7.1.26, absolute error below 1.5e-7), written apart from the library's.
+    fn phi(x: f64) -> f64 {
+        let z = x.abs() / std::f64::consts::SQRT_2;
+        let t = 1.0 / (1.0 + 0.327_591_1 * z);
+        let poly = t
+            * (0.254_829_592
+                + t * (-0.284_496_736
+                    + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+        let erfc = poly * (-z * z).exp();
+        if x >= 0.0 {
+            1.0 - erfc / 2.0
+        } else {
+            erfc / 2.0
+        }
+    }
+
+    /// The threshold of the change test at evidence 0.99 when the dispersion is
+    /// the median of `n` earlier statistics, computed independently of the
+    /// library: `P(X > q M / m0) = 0.01` for `X` chi-square (1 degree of
+    /// freedom) and `M` the median of `n` more (of `n - 1` for an even `n`),
+    /// integrated over `y = sqrt(M)` with Simpson's rule (the library
+    /// integrates over the median's quantile instead); `n <= 2` is the F(1, 1)
+    /// quantile, `n = 0` the chi-square quantile.
+    fn change_threshold_099(n: usize) -> f64 {
+        const M0: f64 = 0.454_936_423;
+        match n {
+            0 => return 6.634_896_601,
+            1 | 2 => return M0 * 4_052.180_695,
+            _ => {}
+        }
+        let r = ((n - 1) / 2) as i32;
+        // The density of sqrt(M) for M the median of 2r + 1 chi-square(1):
+        // (2r+1)!/(r!)^2 G^r (1 - G)^r g, with G(y) = 2 Phi(y) - 1 and
+        // g(y) = 2 phi'(y), up to the constant (normalized numerically).
+        let tail = |q: f64| {
+            let (steps, top) = (4000, 9.0);
+            let h = top / steps as f64;
+            let (mut num, mut den) = (0.0, 0.0);
+            for i in 0..=steps {
+                let y = i as f64 * h;
+                let w = if i == 0 || i == steps {
+                    1.0
+                } else if i % 2 == 1 {
+                    4.0
+                } else {
+                    2.0
+                };
+                let g = 2.0 * phi(y) - 1.0;
+                let density = (g * (1.0 - g)).powi(r) * (-y * y / 2.0).exp();
+                num += w * density * 2.0 * (1.0 - phi(y * (q / M0).sqrt()));
+                den += w * density;
+            }
+            num / den
+        };
+        let (mut lo, mut hi) = (1.0f64, 1e4f64);
+        for _ in 0..60 {
+            let mid = (lo * hi).sqrt();
+            if tail(mid) > 0.01 { lo = mid } else { hi = mid }
+        }
+        lo
+    }
+
+    /// The change-of-regime statistic and the dispersion against an independent
+    /// computation for K = 1 (exploration length 1): `d^2 / (v_w + v_m)` with
+    /// Beta(1, 1) posteriors of the window and of the memory; the dispersion is
+    /// the median of the last 9 statistics over 0.45494 (the median of
+    /// chi-square with one degree of freedom), at least 1; the memory is
+    /// forgotten when the statistic over the dispersion before it passes the
+    /// 0.99 quantile of that ratio when nothing changed, which depends on how
+    /// many statistics the dispersion is the median of
+    /// ([`change_threshold_099`]).
+    #[test]
+    fn change_statistic_and_dispersion_by_hand() {
+        let windows: [(u64, u64); 14] = [
+            (50, 100),
+            (55, 100),
+            (45, 100),
+            (70, 100),
+            (52, 100),
+            (48, 100),
+            (60, 100),
+            (40, 100),
+            (51, 100),
+            (90, 100),
+            (10, 100),
+            (50, 100),
+            (49, 100),
+            (53, 100),
+        ];
+        let mut c = DraftController::new(1, StepCost::linear(1.0, 0.01).unwrap())
+            .unwrap()
+            .with_memory(4)
+            .unwrap();
+        let mut memory: Vec<(u64, u64)> = Vec::new();
+        let mut history: Vec<f64> = Vec::new();
+        let mut dispersion = 1.0;
+        let mut changes = 0;
+        for &(s, n) in &windows {
+            let (s_m, n_m) = memory.iter().fold((0, 0), |t, w| (t.0 + w.0, t.1 + w.1));
+            // The threshold the controller will use, against the independent
+            // computation (two quadratures of the same integral, which agree
+            // within 0.2%: the library's 128 points are coarse where the
+            // median is large).
+            let expected = change_threshold_099(history.len().min(9));
+            assert!(
+                (c.change_threshold() - expected).abs() <= 5e-3 * expected,
+                "threshold with {} earlier statistics: {} vs {expected}",
+                history.len(),
+                c.change_threshold()
+            );
+            if n_m > 0 {
+                let (mw, qw) = beta_moments(s, n);
+                let (mm, qm) = beta_moments(s_m, n_m);
+                let z2 = (mw - mm).powi(2) / ((qw - mw * mw) + (qm - mm * mm));
+                if z2 / dispersion > change_threshold_099(history.len().min(9)) {
+                    memory.clear();
+                    changes += 1;
+                }
+                history.push(z2 / 0.454_936_423);
+                let mut last: Vec<f64> = history.iter().rev().take(9).copied().collect();
+                last.sort_by(f64::total_cmp);
+                let mid = last.len() / 2;
+                let median = if last.len() % 2 == 1 {
+                    last[mid]
+                } else {
+                    (last[mid - 1] + last[mid]) / 2.0
+                };
+                dispersion = median.max(1.0);
+            }
+            memory.push((s, n));
+            if memory.len() > 4 {
+                memory.remove(0);
+            }
+            let mut window = AcceptanceHistogram::new(1).unwrap();
+            for i in 0..n {
+                window.observe(1, usize::from(i < s)).unwrap();
+            }
+            c.update(&window);
+            let remembered = memory.iter().fold((0, 0), |t, w| (t.0 + w.0, t.1 + w.1));
+            assert_eq!(c.remembered().counts(), &[remembered]);
+            assert!(
+                (c.dispersion() - dispersion).abs() <= 1e-9 * dispersion,
+                "{} vs {dispersion}",
+                c.dispersion()
+            );
+            assert_eq!(c.regime_changes(), changes);
+        }
+        // The example exercises what it is about: the dispersion rose above 1
+        // and the jumps to 90% and 10% were changes of regime.
+        assert!(
+            dispersion > 1.0 && changes >= 2,
+            "dispersion {dispersion}, {changes} changes"
+        );
+    }
+
+    /// The thresholds of every history length, at 0.99, against the
+    /// independent quadrature.
+    #[test]
+    fn change_thresholds_match_an_independent_quadrature() {
+        let thresholds = change_thresholds(0.99);
+        for (n, &t) in thresholds.iter().enumerate() {
+            let expected = change_threshold_099(n);
+            assert!(
+                (t - expected).abs() <= 5e-3 * expected,
+                "{n} earlier statistics: {t} vs {expected}"
+            );
+        }
+    }
+
+    /// Windows whose counts are near `u64::MAX` used to make the memory
+    /// subtraction overflow (a panic in debug builds, more successes than
+    /// trials in release builds); the totals are exact now.
+    #[test]
+    fn windows_near_u64_max_never_overflow_the_memory() {
+        let mut c = DraftController::new(1, StepCost::linear(1.0, 0.1).unwrap())
+            .unwrap()
+            .with_memory(2)
+            .unwrap();
+        let huge = |s: u64, n: u64| {
+            AcceptanceHistogram::from_parts(
+                1,
+                vec![0, n - s, s].into_boxed_slice(),
+                0,
+                0,
+                vec![0, 0].into_boxed_slice(),
+            )
+        };
+        for round in 0..6u64 {
+            c.update(&huge(u64::MAX - 1 - round, u64::MAX - round));
+            let (s, n) = c.remembered().at(1);
+            assert!(s <= n, "round {round}: {s} successes in {n} trials");
+            assert_eq!(n, u64::MAX, "two huge intervals saturate the sum");
+        }
+        assert_eq!(c.memory(), 2);
+    }
+}

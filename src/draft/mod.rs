@@ -1,0 +1,31 @@
+//! What the histogram is for: choosing the draft length.
+//!
+//! - `stats.rs`: the numeric core — Beta posteriors, the chain of
+//!   continuation rates with its exact moments, goodput and the variance
+//!   of a goodput difference, normal quantiles.
+//! - [`Continuation`] (`continuation.rs`): the continuation counts
+//!   `(s_i, n_i)` of a histogram and the chain estimate `E[a | k]`.
+//! - [`StepCost`] (`cost.rs`): what a step costs at each draft length.
+//! - [`Advisor`] (`advisor.rs`): one histogram and a cost to a
+//!   [`Recommendation`].
+//! - [`DraftController`] (`controller.rs`): the draft length interval by
+//!   interval; [`DraftPlan`] and [`SharedPlan`] (`plan.rs`) hand it to
+//!   engine threads.
+//! - [`BatchTable`] (`batch_table.rs`): one recommendation per batch-size
+//!   bucket, as vLLM's and TensorRT-LLM's schedules.
+
+mod advisor;
+mod batch_table;
+mod continuation;
+mod controller;
+mod cost;
+mod plan;
+mod stats;
+
+pub use advisor::{Advisor, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation};
+pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmSchedule};
+pub use continuation::Continuation;
+pub use controller::DraftController;
+pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
+pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
+pub use stats::BetaPrior;

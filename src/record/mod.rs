@@ -1,0 +1,21 @@
+//! What an engine thread touches: the lock-free recording core.
+//!
+//! - [`AcceptanceHistogram`] (`histogram.rs`): owned counts of one request
+//!   or one snapshot, and every figure derived from them.
+//! - [`Recorder`] and [`Worker`] (`recorder.rs`): recording from many
+//!   threads, snapshots for a metrics thread.
+//! - `shard.rs`: the padded counter blocks, the append-only list of shards
+//!   and the free list that hands a dropped worker's shard to the next one.
+//! - `layout.rs`: where each `(k, a)` lives in a flat array of counters.
+//! - `sync.rs`: the only file that names atomics and locks (`std` or
+//!   `loom`).
+
+mod histogram;
+pub(crate) mod layout;
+mod recorder;
+mod shard;
+pub(crate) mod sync;
+
+pub use histogram::AcceptanceHistogram;
+pub use layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
+pub use recorder::{Recorder, Worker};
