@@ -173,6 +173,8 @@ pub struct DraftController {
 const DEFAULT_MEMORY: usize = 8;
 /// The most intervals a controller remembers ([`DraftController::with_memory`]).
 const MAX_MEMORY: usize = 1024;
+// The error message of `with_memory` spells the range out.
+const _: () = assert!(MAX_MEMORY == 1024);
 /// Intervals whose variability the dispersion is the median of.
 const DISPERSION_HISTORY: usize = 9;
 /// Default evidence level.
@@ -180,6 +182,16 @@ const DEFAULT_EVIDENCE: f64 = 0.99;
 
 /// Points of the quadrature in [`change_threshold`].
 const QUADRATURE_POINTS: usize = 128;
+/// Halvings of the bracket in [`change_threshold`]'s bisection: the
+/// bracket spans at most a factor of 300 in `ln q`, so 50 halvings leave a
+/// relative error far below `f64`'s.
+const BISECTION_STEPS: usize = 50;
+
+/// The median of chi-square with one degree of freedom (0.4549): what a
+/// change statistic is divided by to measure the dispersion.
+fn chi_square_1_median() -> f64 {
+    chi_square_1_quantile(0.5)
+}
 
 /// [`change_threshold`] for every length of the dispersion's history.
 fn change_thresholds(evidence: f64) -> [f64; DISPERSION_HISTORY + 1] {
@@ -213,7 +225,7 @@ fn change_thresholds(evidence: f64) -> [f64; DISPERSION_HISTORY + 1] {
 /// (5), 21.0 (7), 16.4 (9). The floor of 1 on the dispersion only makes
 /// the test stricter.
 fn change_threshold(evidence: f64, n: usize) -> f64 {
-    let m0 = chi_square_1_quantile(0.5);
+    let m0 = chi_square_1_median();
     if n == 0 {
         return chi_square_1_quantile(evidence);
     }
@@ -246,7 +258,7 @@ fn change_threshold(evidence: f64, n: usize) -> f64 {
         chi_square_1_quantile(evidence).ln(),
         change_threshold(evidence, 1).ln(),
     );
-    for _ in 0..50 {
+    for _ in 0..BISECTION_STEPS {
         let mid = (lo + hi) / 2.0;
         if tail(mid.exp()) > 1.0 - evidence {
             lo = mid;
@@ -422,7 +434,7 @@ impl DraftController {
                 self.totals.fill((0, 0));
                 self.regime_changes += 1;
             }
-            self.record_dispersion(z2 / chi_square_1_quantile(0.5));
+            self.record_dispersion(z2 / chi_square_1_median());
         }
         let old = &mut self.ring[self.slot * k_max..(self.slot + 1) * k_max];
         for ((total, slot), &new) in self.totals.iter_mut().zip(old.iter_mut()).zip(&counts) {

@@ -193,7 +193,7 @@ impl<'de> Deserialize<'de> for AcceptanceHistogram {
 }
 
 impl AcceptanceHistogram {
-    fn try_from_report(raw: RawReport) -> Result<Self, ReportError> {
+    fn try_from_report(mut raw: RawReport) -> Result<Self, ReportError> {
         let max = raw.num_spec_tokens;
         ConfigError::check_max_draft_len(max).map_err(ReportError::MaxDraftLen)?;
         let mut counts = vec![0u64; bucket_count(max)].into_boxed_slice();
@@ -212,7 +212,7 @@ impl AcceptanceHistogram {
             }
             counts[row_start(k)..row_start(k + 1)].copy_from_slice(row);
         }
-        let scheduled = match raw.scheduled_steps_by_budget {
+        let scheduled = match raw.scheduled_steps_by_budget.take() {
             None => vec![0; max + 1],
             Some(list) if list.len() == max + 1 => list,
             Some(list) => {
@@ -232,45 +232,51 @@ impl AcceptanceHistogram {
         );
         h.check_derived_totals()
             .map_err(|_| ReportError::Overflow)?;
-
-        check_list(
-            "acceptance_histogram",
-            &raw.acceptance_histogram,
-            &h.acceptance_histogram(),
-        )?;
-        check_count("num_spec_steps", raw.num_spec_steps, h.num_spec_steps())?;
-        check_count(
-            "num_accepted_draft_tokens",
-            raw.num_accepted_draft_tokens,
-            h.num_accepted_draft_tokens(),
-        )?;
-        check_count(
-            "num_draft_tokens",
-            raw.num_draft_tokens,
-            h.num_draft_tokens(),
-        )?;
-        check_list(
-            "num_accepted_tokens_per_pos",
-            &raw.num_accepted_tokens_per_pos,
-            &h.num_accepted_tokens_per_pos(),
-        )?;
-        check_list(
-            "num_draft_tokens_per_pos",
-            &raw.num_draft_tokens_per_pos,
-            &h.num_draft_tokens_per_pos(),
-        )?;
-        check_rate(
-            "mean_acceptance_length",
-            raw.mean_acceptance_length,
-            h.mean_acceptance_length(),
-        )?;
-        check_rate(
-            "draft_acceptance_rate",
-            raw.draft_acceptance_rate,
-            h.draft_acceptance_rate(),
-        )?;
+        check_derived_figures(&raw, &h)?;
         Ok(h)
     }
+}
+
+/// Every figure of the report that the histogram derives must equal the
+/// one derived from its rows.
+fn check_derived_figures(raw: &RawReport, h: &AcceptanceHistogram) -> Result<(), ReportError> {
+    check_list(
+        "acceptance_histogram",
+        &raw.acceptance_histogram,
+        &h.acceptance_histogram(),
+    )?;
+    check_count("num_spec_steps", raw.num_spec_steps, h.num_spec_steps())?;
+    check_count(
+        "num_accepted_draft_tokens",
+        raw.num_accepted_draft_tokens,
+        h.num_accepted_draft_tokens(),
+    )?;
+    check_count(
+        "num_draft_tokens",
+        raw.num_draft_tokens,
+        h.num_draft_tokens(),
+    )?;
+    check_list(
+        "num_accepted_tokens_per_pos",
+        &raw.num_accepted_tokens_per_pos,
+        &h.num_accepted_tokens_per_pos(),
+    )?;
+    check_list(
+        "num_draft_tokens_per_pos",
+        &raw.num_draft_tokens_per_pos,
+        &h.num_draft_tokens_per_pos(),
+    )?;
+    check_rate(
+        "mean_acceptance_length",
+        raw.mean_acceptance_length,
+        h.mean_acceptance_length(),
+    )?;
+    check_rate(
+        "draft_acceptance_rate",
+        raw.draft_acceptance_rate,
+        h.draft_acceptance_rate(),
+    )?;
+    Ok(())
 }
 
 fn check_count(field: &'static str, reported: u64, derived: u64) -> Result<(), ReportError> {
