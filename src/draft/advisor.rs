@@ -56,6 +56,35 @@ const DEFAULT_CREDIBLE_LEVEL: f64 = 0.9;
 /// acceptance falls with `k` (MTP heads often accept less at position 0
 /// when drafting 8 than when drafting 1) shows up.
 ///
+/// # Checked against the theory
+///
+/// With a constant per-position acceptance `alpha`, `E[a | k] = alpha (1 -
+/// alpha^k) / (1 - alpha)` and the walltime improvement of Leviathan,
+/// Kalman and Matias (2023) at `cost(k) = 1 + c k` is `(1 - alpha^(k+1)) /
+/// ((1 - alpha)(1 + c k))`. On 300,000 simulated steps per `alpha` (drafts
+/// spread over `1..=32`), the crate's tests check every `E[a | k]` within 2%
+/// of the formula and the recommendation within 1% of the formula's optimum
+/// for `alpha` in 0.5..0.95 and `c` in 0.02..0.4.
+///
+/// # When not to trust the advice
+///
+/// - *Too few steps.* With a few hundred steps the intervals are wide and
+///   positions above the drafted lengths are prior alone
+///   ([`Candidate::uses_prior`], [`PositionEstimate::from_prior`]). The
+///   advice is then the prior's opinion; look at the intervals, and let the
+///   controller, which waits for evidence, decide.
+/// - *Costs not measured.* The choice is only as good as `cost(k)`. A
+///   linear guess is fine for a sanity check; for a decision, time real
+///   steps at a few draft lengths and batch sizes, and use a table.
+/// - *Acceptance that depends on `k`.* See "Rows that disagree with the
+///   chain" above: for a flagged row, trust the row's own mean.
+/// - *A histogram that mixes regimes* (a day's report across load levels):
+///   advise per regime (one [`Recorder`](crate::Recorder) per batch-size
+///   bucket, say, and a [`BatchTable`](crate::BatchTable)), or let the
+///   controller follow the regimes live.
+/// - *Acceptance that comes in runs* within requests: the intervals assume
+///   independent steps and are then too narrow (see above).
+///
 /// Stateless and cheap (`O(K^2)` for the continuation counts, `O(K)` per
 /// draft length after that); for a choice that persists across intervals
 /// and only switches on strong evidence, see

@@ -15,7 +15,10 @@ use crate::AcceptanceHistogram;
 /// 1`; successes `s_i` the steps with `a >= i`. A fully accepted draft
 /// (`a = k`) says nothing about positions above `k`: it is *censored* there,
 /// not counted as a failure, which is what lets short and long drafts be
-/// pooled without bias.
+/// pooled without bias, and what spares a controller the "untracked-position
+/// trap" of per-position moving averages (positions above the current draft
+/// length stop getting data and can only be rediscovered by random
+/// exploration).
 ///
 /// **Expected accepted drafts at length `k`**: `E[a | k] = h_1 + h_1 h_2 +
 /// ... + h_1 ... h_k` with `h_i = s_i / n_i`. Under a constant per-position
