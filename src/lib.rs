@@ -191,8 +191,10 @@ mod report;
 
 pub use draft::{
     Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Continuation,
-    DraftController, DraftPlan, EXPLORATION_PERIOD, MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST,
-    PositionEstimate, Recommendation, SharedPlan, StepCost, TrtllmSchedule, VllmSchedule,
+    ContinuationBounds, CounterSeries, DraftController, DraftPlan, EXPLORATION_PERIOD,
+    EngineCounters, EngineCountersError, Exactness, Identified, MAX_STEP_COST, MIN_ROW_STEPS,
+    MIN_STEP_COST, PositionEstimate, Recommendation, SharedPlan, StepCost, TrtllmSchedule,
+    VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

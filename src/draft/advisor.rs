@@ -219,17 +219,54 @@ impl Advisor {
         h: &AcceptanceHistogram,
         cost: &StepCost,
     ) -> Result<Recommendation, CostError> {
-        let cost = cost.bind(h.max_draft_len())?;
-        let continuation = Continuation::new(h);
+        self.recommend_from(&Continuation::new(h), Some(h), cost)
+    }
+
+    /// The recommendation from continuation counts alone, such as those
+    /// [`EngineCounters`](crate::EngineCounters) identifies from another
+    /// engine's per-position counters. Without the histogram's rows there
+    /// is no row check: every candidate's `row_*` fields are empty, and
+    /// `num_spec_steps` is the trials at position 1 (the steps that drafted
+    /// at least one token).
+    ///
+    /// # Errors
+    ///
+    /// [`CostError::TableLength`] for a cost table of another `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{Advisor, EngineCounters, Identified, StepCost};
+    /// // vLLM's counters at K = 3: 1000 drafts, acceptance 0.8 per position.
+    /// let counters = EngineCounters::new(3, 1000, 3000, 800 + 640 + 512, vec![800, 640, 512])?;
+    /// let Identified::Exact { continuation, .. } = counters.identify()? else { panic!() };
+    /// let advice = Advisor::default().recommend_continuation(&continuation, &StepCost::linear(1.0, 0.1)?)?;
+    /// assert_eq!(advice.draft_len, 3);
+    /// assert_eq!(advice.candidates[3].row_mean_accepted, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recommend_continuation(
+        &self,
+        continuation: &Continuation,
+        cost: &StepCost,
+    ) -> Result<Recommendation, CostError> {
+        self.recommend_from(continuation, None, cost)
+    }
+
+    fn recommend_from(
+        &self,
+        continuation: &Continuation,
+        h: Option<&AcceptanceHistogram>,
+        cost: &StepCost,
+    ) -> Result<Recommendation, CostError> {
+        let cost = cost.bind(continuation.max_draft_len())?;
         let chain = Chain::from_counts(continuation.counts(), self.prior);
         let z = normal_quantile(0.5 + self.credible_level / 2.0);
         let best = best_by_mean(&chain, &cost);
-        let mut candidates = self.candidates(&chain, &cost, &continuation, best, z, h);
+        let mut candidates = self.candidates(&chain, &cost, continuation, best, z, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
         Ok(Recommendation {
             draft_len: best,
             expected_speedup: goodput(&chain, &cost, best),
-            num_spec_steps: h.num_spec_steps(),
+            num_spec_steps: h.map_or(continuation.at(1).1, AcceptanceHistogram::num_spec_steps),
             prior: self.prior,
             credible_level: self.credible_level,
             positions: self.positions(&continuation, z),
@@ -268,7 +305,7 @@ impl Advisor {
         continuation: &Continuation,
         best: usize,
         z: f64,
-        h: &AcceptanceHistogram,
+        h: Option<&AcceptanceHistogram>,
     ) -> Vec<Candidate> {
         let mut cov = Vec::new();
         chain.covariances_with(best, &mut cov);
@@ -286,7 +323,7 @@ impl Advisor {
                     let d = GoodputDifference::new(chain, cost, k, best, cov[k]);
                     normal_cdf(d.mean / d.variance.max(f64::MIN_POSITIVE).sqrt())
                 };
-                let row = RowCheck::new(h, k, mean, sd);
+                let row = h.map_or(RowCheck::NONE, |h| RowCheck::new(h, k, mean, sd));
                 Candidate {
                     draft_len: k,
                     expected_accepted: mean,
@@ -298,7 +335,7 @@ impl Advisor {
                     speedup: goodput(chain, cost, k),
                     prob_beats_choice,
                     uses_prior,
-                    row_steps: h.row_steps(k),
+                    row_steps: h.map_or(0, |h| h.row_steps(k)),
                     row_mean_accepted: row.mean,
                     row_mean_sd: row.mean_sd,
                     row_distance: row.distance,
@@ -340,6 +377,13 @@ struct RowCheck {
 }
 
 impl RowCheck {
+    /// No row to check.
+    const NONE: Self = Self {
+        mean: None,
+        mean_sd: None,
+        distance: None,
+    };
+
     /// For row `k`: its plain mean of accepted drafts; the standard error of
     /// that mean (its sample standard deviation over the square root of its
     /// steps, from 2 steps); and from [`MIN_ROW_STEPS`] steps the distance
@@ -348,11 +392,7 @@ impl RowCheck {
         let steps = h.row_steps(k);
         let row = h.row(k).unwrap_or(&[]);
         if steps == 0 {
-            return Self {
-                mean: None,
-                mean_sd: None,
-                distance: None,
-            };
+            return Self::NONE;
         }
         let n = steps as f64;
         let mean = row

@@ -5,6 +5,8 @@
 //!   of a goodput difference, normal quantiles.
 //! - [`Continuation`] (`continuation.rs`): the continuation counts
 //!   `(s_i, n_i)` of a histogram and the chain estimate `E[a | k]`.
+//! - [`EngineCounters`] (`engine.rs`): the same counts from the
+//!   per-position counters engines export, with a verdict on exactness.
 //! - [`StepCost`] (`cost.rs`): what a step costs at each draft length.
 //! - [`Advisor`] (`advisor.rs`): one histogram and a cost to a
 //!   [`Recommendation`].
@@ -19,6 +21,7 @@ mod batch_table;
 mod continuation;
 mod controller;
 mod cost;
+mod engine;
 mod plan;
 mod stats;
 
@@ -27,5 +30,8 @@ pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmS
 pub use continuation::Continuation;
 pub use controller::DraftController;
 pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
+pub use engine::{
+    ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
+};
 pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
 pub use stats::BetaPrior;

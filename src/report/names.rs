@@ -4,6 +4,10 @@
 //! cargo feature (a program that reads another engine's exposition can
 //! match them).
 
+// The help texts, family indices and checks serve the exporters, which are
+// behind cargo features.
+#![cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+
 use crate::error::NameError;
 
 /// The default name prefix: samples are named `spec_decode_num_drafts_total`
