@@ -269,7 +269,7 @@ impl Advisor {
             num_spec_steps: h.map_or(continuation.at(1).1, AcceptanceHistogram::num_spec_steps),
             prior: self.prior,
             credible_level: self.credible_level,
-            positions: self.positions(&continuation, z),
+            positions: self.positions(continuation, z),
             candidates,
             row_distance_bound,
         })
