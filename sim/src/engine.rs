@@ -90,7 +90,7 @@ pub struct Config {
 /// The controller's default update period, milliseconds: four updates per
 /// one-second metrics interval. An update costs microseconds; updating
 /// more often than the log shortens the time a new regime runs on the old
-/// draft length (`examples/policy_table.rs` compares periods).
+/// draft length (the `policy_table` program compares periods).
 pub const DEFAULT_UPDATE_MS: u64 = 250;
 
 /// Intervals at the start of a phase not counted as settled: the change is
@@ -179,8 +179,6 @@ impl Config {
 /// One interval, as the coordinator saw it.
 #[derive(Debug)]
 pub struct Interval<'a> {
-    /// From 0.
-    pub index: u64,
     /// Start and end, seconds since the start of the run (virtual or
     /// wall-clock).
     pub start_s: f64,
@@ -212,8 +210,6 @@ pub struct ControllerStep {
     pub explore_len: usize,
     /// The draft length before the interval's first update.
     pub previous: usize,
-    /// Updates in the interval.
-    pub updates: u64,
     /// An update of the interval found its data incompatible with the
     /// memory (forgotten).
     pub regime_change: bool,
@@ -566,9 +562,9 @@ struct Coordinator<'a> {
     /// The coordinator's tick (from 0).
     tick: u64,
     /// The controller during the current interval: its draft length before
-    /// the interval's first update, its updates, and whether one of them
-    /// detected a change of regime.
-    interval_controller: Option<(usize, u64, bool)>,
+    /// the interval's first update, and whether an update detected a change
+    /// of regime.
+    interval_controller: Option<(usize, bool)>,
 }
 
 impl Coordinator<'_> {
@@ -651,12 +647,11 @@ impl Coordinator<'_> {
         if !(last && since_update.is_empty()) {
             if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
                 let regime_changes = controller.regime_changes();
-                let (_, updates, regime) =
-                    self.interval_controller
-                        .get_or_insert((controller.draft_len(), 0, false));
+                let (_, regime) = self
+                    .interval_controller
+                    .get_or_insert((controller.draft_len(), false));
                 controller.update(&since_update);
                 plan.publish(controller.plan());
-                *updates += 1;
                 *regime |= controller.regime_changes() > regime_changes;
             }
             self.previous_update = now.clone();
@@ -676,11 +671,10 @@ impl Coordinator<'_> {
             return;
         }
         let controller = match (self.controller.as_deref(), self.interval_controller.take()) {
-            (Some(controller), Some((previous, updates, regime_change))) => Some(ControllerStep {
+            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
                 draft_len: controller.draft_len(),
                 explore_len: controller.plan().explore_len(),
                 previous,
-                updates,
                 regime_change,
                 dispersion: controller.dispersion(),
             }),
@@ -702,7 +696,6 @@ impl Coordinator<'_> {
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
         self.events.interval(&Interval {
-            index: self.index,
             start_s,
             end_s,
             delta: &delta,

@@ -102,7 +102,11 @@ impl Sglang {
     /// The rule with another averaging weight and decision schedule (the
     /// `ema_alpha`, `warmup_batches` and `update_interval` keys of SGLang's
     /// configuration); the hysteresis stays SGLang's.
-    fn with_schedule(
+    ///
+    /// # Panics
+    ///
+    /// If `update_interval` is 0.
+    pub fn with_schedule(
         max_draft_len: usize,
         ema_alpha: f64,
         warmup_batches: u64,
@@ -155,18 +159,8 @@ impl Sglang {
     }
 }
 
-#[cfg(test)]
+/// What the rule holds, for tests that follow it step by step.
 impl Sglang {
-    /// Test access to the schedule constructor.
-    pub fn with_test_schedule(
-        max_draft_len: usize,
-        ema_alpha: f64,
-        warmup_batches: u64,
-        update_interval: u64,
-    ) -> Self {
-        Self::with_schedule(max_draft_len, ema_alpha, warmup_batches, update_interval)
-    }
-
     /// The tiers, ascending.
     pub fn tiers(&self) -> &[usize] {
         &self.tiers
@@ -370,7 +364,7 @@ impl Vllm44336 {
     }
 }
 
-#[cfg(test)]
+/// What the rule holds, for tests that follow it step by step.
 impl Vllm44336 {
     /// The average acceptance at `position` (1-based).
     pub fn alpha(&self, position: usize) -> f64 {

@@ -32,7 +32,7 @@
 //! every step, for comparison; `sglang` and `vllm-44336` are the adaptive
 //! rules of those engines.
 //!
-//! The workload (`--workload`, see `workload.rs`) sets how well the
+//! The workload (`--workload`, see [`specdec_sim::workload`]) sets how well the
 //! proposer predicts each request: `transition` (the default) alternates
 //! low- and high-acceptance phases of `--phase-seconds` (4) each, so the
 //! default 10-second run shows the controller move from a short draft to a
@@ -53,31 +53,14 @@
 //! as one JSON object (policy, workload, seed, `K`, cost; per phase and
 //! overall the tokens, cost units, goodput, mean draft length and
 //! switches, and each phase's settled part). Its keys are documented in
-//! `summary.rs` and the README.
+//! [`specdec_sim::summary`] and `sim/README.md`.
 //!
 //! ```text
-//! cargo run --release --example serving_engine
-//! cargo run --release --example serving_engine -- --seconds 30 --print-requests
-//! cargo run --release --example serving_engine -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
+//! cargo run --release -p specdec-sim
+//! cargo run --release -p specdec-sim -- --seconds 30 --print-requests
+//! cargo run --release -p specdec-sim -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
-
-// vLLM's engine metrics on /metrics (the demo's own module).
-mod engine_metrics;
-
-// The simulation's modules, shared with `examples/policy_table.rs` (which
-// includes them by path and uses other parts of them).
-#[allow(dead_code)]
-mod peers;
-mod policy;
-#[allow(dead_code)]
-mod rng;
-#[allow(dead_code)]
-mod sim;
-#[allow(dead_code)]
-mod summary;
-#[allow(dead_code)]
-mod workload;
 
 use std::fmt;
 use std::io::{self, Write as _};
@@ -98,14 +81,14 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::prometheus::{DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
 use specdec_metrics::{AcceptanceHistogram, Recorder};
-
-use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
-use policy::PolicySpec;
-use sim::{EngineStep, Events, FinishedRequest, Interval};
-use summary::CostLinear;
-use workload::Workload;
+use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
+use specdec_sim::engine_metrics::{
+    DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
+};
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::summary::CostLinear;
+use specdec_sim::workload::Workload;
 
 /// Simulates a speculative-decoding serving engine that records every verify
 /// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
@@ -357,8 +340,8 @@ enum Stop {
 
 impl Args {
     /// The simulation's settings.
-    fn sim_config(&self) -> sim::Config {
-        sim::Config {
+    fn sim_config(&self) -> engine::Config {
+        engine::Config {
             policy: self.policy,
             workload: self.workload,
             phase_secs: self.phase_seconds,
@@ -368,14 +351,14 @@ impl Args {
             interval: self.interval(),
             update: Duration::from_millis(
                 self.update_ms
-                    .unwrap_or(sim::DEFAULT_UPDATE_MS.min(self.interval_ms)),
+                    .unwrap_or(engine::DEFAULT_UPDATE_MS.min(self.interval_ms)),
             ),
             step_us: self.step_us,
             cost: self.cost_linear,
             seconds: self.seconds,
             virtual_time: self.virtual_time,
             seed: self.seed,
-            settle_intervals: sim::SETTLE_INTERVALS,
+            settle_intervals: engine::SETTLE_INTERVALS,
         }
     }
 }
@@ -387,7 +370,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     config.validate()?;
     // The policy's plan (the controller's, for adaptive), shared by the
     // simulation and the /metrics gauge.
-    let plan = sim::shared_plan(&config)?;
+    let plan = engine::shared_plan(&config)?;
 
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape), with the gauge of the chosen draft length
@@ -474,7 +457,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
-                let outcome = sim::run(&config, &recorder, plan.as_ref(), &stop, &events);
+                let outcome = engine::run(&config, &recorder, plan.as_ref(), &stop, &events);
                 // The main thread may have stopped waiting already.
                 let _ = sim_done.send(());
                 outcome

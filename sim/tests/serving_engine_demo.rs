@@ -1,4 +1,4 @@
-//! The `serving_engine` example (the README's main command) as a process:
+//! The `serving_engine` demo (the simulator's main command) as a process:
 //! closed pipes end it quietly, bad values exit 2 with a message, its
 //! `/metrics` server times out clients that are slow to send their request
 //! headers, a virtual-time run is a function of its seed, the summary after
@@ -6,48 +6,18 @@
 //! policies do what they say (a static one drafts its `K`, the adaptive one
 //! follows a transition).
 //!
-//! The tests build the example with the `cargo` that runs them (a no-op
-//! when `cargo test` has built it already) and start it on an ephemeral
-//! port.
+//! The tests run the binary cargo built for them and start it on an
+//! ephemeral port.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The example's executable, built once per test run.
-fn demo_binary() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "serving_engine",
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build --example serving_engine failed"
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let path = stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|msg| msg["target"]["name"] == "serving_engine")
-            .filter_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-            .next_back()
-            .expect("cargo reported the example's executable");
-        assert!(path.is_file(), "{} is not a file", path.display());
-        path
-    })
+/// The demo's executable, built by cargo for this package's tests.
+fn demo_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_serving_engine")
 }
 
 /// A running demo, killed (by its own handle) when dropped.

@@ -1,20 +1,12 @@
-//! The peer rules of the demo (`examples/serving_engine/peers.rs`): SGLang's
-//! EMA tiers and vLLM #44336's per-position goodput rule, checked against
+//! The peer rules of the simulator ([`specdec_sim::peers`]): SGLang's EMA
+//! tiers and vLLM #44336's per-position goodput rule, checked against
 //! sequences computed by hand from the engines' published rules.
-
-#[path = "../examples/serving_engine/peers.rs"]
-mod peers;
-#[path = "../examples/serving_engine/policy.rs"]
-mod policy;
-#[allow(dead_code)]
-#[path = "../examples/serving_engine/rng.rs"]
-mod rng;
 
 mod counting_alloc;
 
 use counting_alloc::allocations_during;
-use peers::{Sglang, Vllm44336};
-use policy::Policy;
+use specdec_sim::peers::{Sglang, Vllm44336};
+use specdec_sim::policy::Policy;
 
 /// `n` requests that drafted `drafted` and had `accepted` accepted.
 fn same(n: usize, drafted: usize, accepted: usize) -> Vec<(usize, usize)> {
@@ -157,7 +149,7 @@ fn sglang_batch_mean_is_over_requests_and_empty_batches_do_not_count() {
 /// the means 2.25, 2.5, 0.25 and 0.5 are exact.
 #[test]
 fn sglang_hysteresis_thresholds_at_the_boundary() {
-    let exact = |k| Sglang::with_test_schedule(k, 1.0, 0, 1);
+    let exact = |k| Sglang::with_schedule(k, 1.0, 0, 1);
 
     // Down from 7 needs ema <= 3 - 0.75 = 2.25.
     let mut sglang = exact(7);
