@@ -52,8 +52,9 @@ use specdec_metrics::{
 
 use crate::peers::{Sglang, Vllm44336};
 use crate::policy::{Adaptive, Policy, PolicySpec, Static};
+use crate::rng::{self, Rng};
 use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
-use crate::workload::{Phases, RequestTraits, Rng, UNDRAFTED_SHARE, Workload, verify};
+use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
 
 /// The settings of one simulation.
 #[derive(Clone, Debug, PartialEq)]
@@ -423,7 +424,7 @@ fn make_policy(
             config.max_draft_len,
             config.cost.base,
             config.cost.per_token,
-            config.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            rng::probe_seed(config.seed, index),
         ))),
     }
 }
@@ -765,12 +766,7 @@ impl<'a> Engine<'a> {
         live: &'a Live,
         events: &'a dyn Events,
     ) -> Self {
-        let rng = Rng::new(
-            config
-                .seed
-                .wrapping_mul(0x2545_F491_4F6C_DD1D)
-                .wrapping_add(index as u64 + 1),
-        );
+        let rng = Rng::new(rng::engine_seed(config.seed, index));
         let chosen = policy.chosen();
         Self {
             index,

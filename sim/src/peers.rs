@@ -260,9 +260,9 @@ const VLLM_ALPHA_MAX: f64 = 0.999;
 ///   batch term, and a policy does not see the batch). The goodput of
 ///   `k = 0` is then exactly 1, the threshold vLLM uses.
 /// - **Probes** (decided here: the code is not available). Before each
-///   step, one draw of a SplitMix64 generator seeded with `seed`; below 0.1
-///   the step drafts the full `K` (the author's diagnostic script reports
-///   exploration steps at the maximum `K`). A probe does not change the
+///   step, one draw of the simulator's generator ([`Rng`]) seeded with
+///   `seed`; below 0.1 the step drafts the full `K` (the author's
+///   diagnostic script reports exploration steps at the maximum `K`). A probe does not change the
 ///   choice, the cooldown or the averages (except through the data it
 ///   yields), and [`chosen`](Policy::chosen) ignores it. The decision runs
 ///   on probe steps too, so the cooldown counts steps.

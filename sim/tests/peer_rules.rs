@@ -7,6 +7,7 @@ mod counting_alloc;
 use counting_alloc::allocations_during;
 use specdec_sim::peers::{Sglang, Vllm44336};
 use specdec_sim::policy::Policy;
+use specdec_sim::rng::Rng;
 
 /// `n` requests that drafted `drafted` and had `accepted` accepted.
 fn same(n: usize, drafted: usize, accepted: usize) -> Vec<(usize, usize)> {
@@ -419,15 +420,8 @@ fn vllm_probe_data_lets_the_choice_grow_again() {
 /// than K.
 #[test]
 fn budgets_never_exceed_k() {
-    let mut state = 0x5EED_u64;
-    let mut next = move |n: usize| {
-        // SplitMix64, reduced to 0..n.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
-    };
+    let mut rng = Rng::new(0x5EED);
+    let mut next = move |n: usize| rng.below(n);
     for k in 0..=9 {
         let mut policies: Vec<Box<dyn Policy>> = vec![
             Box::new(Sglang::new(k)),
