@@ -359,7 +359,7 @@ pub fn run(
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
                         if config.virtual_time {
-                            engine.run_virtual(barrier, done);
+                            engine.run_virtual(barrier, done, stop);
                         } else {
                             engine.run_real(started, done);
                         }
@@ -494,6 +494,9 @@ struct Live {
     tokens: AtomicU64,
     switches: AtomicU64,
     chosen: AtomicUsize,
+    /// Virtual time: the engine thread's clock at the latest barrier
+    /// (`f64` bits).
+    clock: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -512,7 +515,18 @@ impl Live {
             tokens: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             chosen: AtomicUsize::new(chosen),
+            clock: AtomicU64::new(0.0f64.to_bits()),
         }
+    }
+
+    fn publish_clock(&self, clock: f64) {
+        // Relaxed: stored before the barrier, read after it.
+        self.clock.store(clock.to_bits(), Ordering::Relaxed);
+    }
+
+    fn clock(&self) -> f64 {
+        // Relaxed: see `publish_clock`.
+        f64::from_bits(self.clock.load(Ordering::Relaxed))
     }
 
     fn publish(&self, counts: &LiveCounts, chosen: usize) {
@@ -579,11 +593,25 @@ impl Coordinator<'_> {
         stop: &AtomicBool,
     ) -> (f64, bool) {
         loop {
-            let end = self.config.tick_end(self.tick);
+            let mut end = self.config.tick_end(self.tick);
             barrier.wait();
             let to_the_end = self.config.seconds > 0 && end >= self.config.seconds as f64;
-            // Relaxed: a flag from the main thread, read once per tick.
-            let last = to_the_end || stop.load(Ordering::Relaxed);
+            // Relaxed: a flag from the main thread, read once per tick; an
+            // engine thread that saw it set (and left its tick early) did so
+            // before the barrier, which orders its load before ours.
+            let stopped = !to_the_end && stop.load(Ordering::Relaxed);
+            if stopped {
+                // Engine threads that left the tick early stopped their
+                // clocks short of its end: the run lasted as long as the
+                // furthest clock.
+                end = self
+                    .live
+                    .iter()
+                    .map(Live::clock)
+                    .fold(0.0, f64::max)
+                    .min(end);
+            }
+            let last = to_the_end || stopped;
             self.tick(end, last);
             // Relaxed: the barrier below orders it before the engine
             // threads read it.
@@ -789,16 +817,24 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Steps until the clock reaches each tick's end, then meets the
-    /// coordinator at the barrier (twice: before and after its update).
-    fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool) {
+    /// Steps until the clock reaches each tick's end, or `stop` is set,
+    /// then meets the coordinator at the barrier (twice: before and after
+    /// its update).
+    ///
+    /// `stop` is read at every step, not only at the barrier: a tick may
+    /// hold many steps (a small step cost), and a signal must not wait for
+    /// its end.
+    fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool, stop: &AtomicBool) {
         let step_secs = self.config.step_us as f64 * 1e-6;
         let mut clock = 0.0;
         for tick in 0.. {
             let end = self.config.tick_end(tick);
-            while clock < end {
+            // Relaxed: a flag polled once per step; the barrier orders
+            // everything the coordinator reads after it.
+            while clock < end && !stop.load(Ordering::Relaxed) {
                 clock += self.step(clock) * step_secs;
             }
+            self.live.publish_clock(clock);
             barrier.wait();
             barrier.wait();
             // Relaxed: stored before the barrier that just let us through.

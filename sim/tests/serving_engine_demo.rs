@@ -655,3 +655,71 @@ fn the_controller_update_period_defaults_to_250_ms_and_may_not_exceed_the_interv
     assert_eq!(summary["update_ms"], 100);
     assert_eq!(summary["controller"]["updates"], 10);
 }
+
+// ---------------------------------------------------------------------------
+// Stopping
+
+/// Sends `signal` (`TERM`, `INT`) to the demo.
+#[cfg(unix)]
+fn send_signal(demo: &Demo, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), demo.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_and_sigint_stop_a_virtual_run_in_the_middle_of_a_tick() {
+    for (signal, why) in [("TERM", "stopped (SIGTERM)"), ("INT", "stopped (Ctrl-C)")] {
+        // 2 us per cost unit: a one-second update period is about 400,000
+        // engine steps of 1,024 requests each, far longer than the test
+        // waits. The signal has to stop the steps, not wait for the end of
+        // the tick.
+        let mut demo = spawn(&[
+            "--virtual-time",
+            "--seconds",
+            "0",
+            "--step-us",
+            "2",
+            "--update-ms",
+            "1000",
+            "--interval-ms",
+            "1000",
+            "--max-batch",
+            "1024",
+        ]);
+        let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+        first_line(&mut stderr);
+        let log = drain(stderr);
+        let mut stdout = demo.0.stdout.take().unwrap();
+        let report = thread::spawn(move || {
+            let mut report = String::new();
+            stdout.read_to_string(&mut report).map(|_| report)
+        });
+        thread::sleep(Duration::from_millis(300));
+        send_signal(&demo, signal);
+        let status = demo
+            .wait_at_most(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("SIG{signal}: still running 10 s after the signal"));
+        let log = log.join().unwrap();
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status}; log:\n{log}");
+        assert!(log.contains(why), "SIG{signal}: {log}");
+        let (report, summary) = report_and_summary(&report.join().unwrap().unwrap());
+        assert!(report["num_spec_steps"].as_u64().unwrap() > 0, "{report}");
+        // The run's length is the virtual time the engine threads reached,
+        // inside the first tick.
+        let seconds = f64_of(&summary["seconds"]);
+        assert!(seconds > 0.0 && seconds < 1.0, "SIG{signal}: {summary}");
+        assert_eq!(
+            summary["overall"]["steps"],
+            report["scheduled_steps_by_budget"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+                .sum::<u64>()
+        );
+    }
+}
