@@ -94,6 +94,15 @@ pub struct Config {
 /// draft length (the `policy_table` program compares periods).
 pub const DEFAULT_UPDATE_MS: u64 = 250;
 
+/// The most engine steps one engine thread may take in one metrics
+/// interval of virtual time. A virtual clock advances by each step's cost:
+/// with a tiny cost (`--cost-linear 1e-9,0`) an interval would take so many
+/// steps that the run would show nothing for hours (or, when the cost
+/// underflows to 0, never end). 10^6 steps of a 32-request batch take about
+/// a second of a release build; `--step-us 1` with the default cost and
+/// 1-second interval is exactly at the limit.
+pub const MAX_STEPS_PER_INTERVAL: f64 = 1e6;
+
 /// Intervals at the start of a phase not counted as settled: the change is
 /// seen at the end of the first, and a move to a length beyond twice the
 /// current one takes one more interval per doubling.
@@ -126,6 +135,9 @@ impl Config {
                 "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
             );
         }
+        if self.virtual_time {
+            self.check_steps_per_interval()?;
+        }
         if self.workers == 0
             || self.max_batch == 0
             || self.interval.is_zero()
@@ -144,6 +156,27 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// In virtual time, the shortest step (without drafts: the base cost)
+    /// must leave at most [`MAX_STEPS_PER_INTERVAL`] steps per interval.
+    fn check_steps_per_interval(&self) -> Result<(), String> {
+        let shortest_step_secs = self.cost.base * self.step_us as f64 * 1e-6;
+        let steps = self.interval.as_secs_f64() / shortest_step_secs;
+        // Also false for a product that underflowed to 0 (steps infinite).
+        if steps <= MAX_STEPS_PER_INTERVAL {
+            return Ok(());
+        }
+        Err(format!(
+            "--cost-linear with BASE {:e} and --step-us {}: in virtual time a step without \
+             drafts lasts {shortest_step_secs:.3e} s, so one {} ms metrics interval would take \
+             {steps:.3e} engine steps per engine thread (at most {MAX_STEPS_PER_INTERVAL} \
+             steps, so that every interval is logged within about a second): raise BASE or \
+             --step-us",
+            self.cost.base,
+            self.step_us,
+            self.interval.as_millis(),
+        ))
     }
 
     fn phases(&self) -> Phases {

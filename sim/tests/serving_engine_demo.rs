@@ -723,3 +723,49 @@ fn sigterm_and_sigint_stop_a_virtual_run_in_the_middle_of_a_tick() {
         );
     }
 }
+
+/// Runs the demo with `args` (ephemeral port, one engine thread) for at
+/// most `limit`; its exit status, or `None` if it was still running (then
+/// killed), and its standard error.
+fn run_at_most(args: &[&str], limit: Duration) -> (Option<ExitStatus>, String) {
+    let mut demo = spawn(args);
+    let stderr = drain(BufReader::new(demo.0.stderr.take().unwrap()));
+    drop(demo.0.stdout.take());
+    let status = demo.wait_at_most(limit);
+    drop(demo);
+    (status, stderr.join().unwrap())
+}
+
+#[test]
+fn a_step_cost_too_small_for_virtual_time_is_refused_at_once() {
+    // A step without drafts of 1e-9 cost units of 8 ms lasts 8e-12 s of
+    // virtual time: a one-second interval would be 1.25e14 steps, a run
+    // without end and without output. 1e-320 is subnormal: the product is 0.
+    for cost in ["1e-9,0", "1e-320,0"] {
+        let (status, log) = run_at_most(
+            &["--virtual-time", "--seconds", "1", "--cost-linear", cost],
+            Duration::from_secs(20),
+        );
+        let status = status.unwrap_or_else(|| panic!("{cost}: still running after 20 s"));
+        assert_eq!(status.code(), Some(2), "{cost}: {log}");
+        assert!(log.contains("--cost-linear"), "{cost}: {log}");
+        assert!(log.contains("at most 1000000 steps"), "{cost}: {log}");
+    }
+    // The most steps an interval may take is allowed: 1 us per unit, a
+    // 1-second interval of steps without drafts (static:0), 10^6 steps.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "1",
+            "--step-us",
+            "1",
+            "--policy",
+            "static:0",
+            "--max-batch",
+            "1",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+}
