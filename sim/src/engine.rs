@@ -103,6 +103,13 @@ pub const DEFAULT_UPDATE_MS: u64 = 250;
 /// 1-second interval is exactly at the limit.
 pub const MAX_STEPS_PER_INTERVAL: f64 = 1e6;
 
+/// The most phases a run of the `transition` workload may have. Each
+/// engine thread counts every phase apart and the summary has one entry
+/// per phase; `--phase-seconds 1e-9` in a 2-second run would be 2e9 of
+/// them (the run grew until the machine ran out of memory). 10,000 phases
+/// of the default 4 s are 11 hours.
+pub const MAX_PHASES: u64 = 10_000;
+
 /// Intervals at the start of a phase not counted as settled: the change is
 /// seen at the end of the first, and a move to a length beyond twice the
 /// current one takes one more interval per doubling.
@@ -137,6 +144,9 @@ impl Config {
         }
         if self.virtual_time {
             self.check_steps_per_interval()?;
+        }
+        if self.workload == Workload::Transition {
+            self.check_phases()?;
         }
         if self.workers == 0
             || self.max_batch == 0
@@ -177,6 +187,33 @@ impl Config {
             self.step_us,
             self.interval.as_millis(),
         ))
+    }
+
+    /// At most [`MAX_PHASES`] phases in a run of `--seconds N`; in a run
+    /// without end (`--seconds 0`) no phase shorter than the metrics
+    /// interval, so that the phases counted grow no faster than the
+    /// intervals logged.
+    fn check_phases(&self) -> Result<(), String> {
+        if self.seconds > 0 {
+            let phases = (self.seconds as f64 / self.phase_secs).ceil();
+            if phases > MAX_PHASES as f64 {
+                return Err(format!(
+                    "--phase-seconds {:e}: a {} s run would have {phases:.3e} phases of the \
+                     transition workload (at most {MAX_PHASES} phases, one summary entry each): \
+                     make the phases longer or the run shorter",
+                    self.phase_secs, self.seconds
+                ));
+            }
+        } else if self.phase_secs < self.interval.as_secs_f64() {
+            return Err(format!(
+                "--phase-seconds {} is shorter than the metrics interval (--interval-ms {}): \
+                 a run without end (--seconds 0) may not count phases, one summary entry each, \
+                 faster than it logs intervals",
+                self.phase_secs,
+                self.interval.as_millis()
+            ));
+        }
+        Ok(())
     }
 
     fn phases(&self) -> Phases {

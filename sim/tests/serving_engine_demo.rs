@@ -769,3 +769,47 @@ fn a_step_cost_too_small_for_virtual_time_is_refused_at_once() {
     );
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
 }
+
+#[test]
+fn more_phases_than_the_limit_are_refused_at_once() {
+    // 2 s of 1-nanosecond phases: 2e9 phases, one summary entry each.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "2",
+            "--phase-seconds",
+            "1e-9",
+        ],
+        Duration::from_secs(20),
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after 20 s: {log}"));
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("--phase-seconds 1e-9"), "{log}");
+    assert!(log.contains("at most 10000 phases"), "{log}");
+    // 10,000 phases are allowed.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "10",
+            "--phase-seconds",
+            "0.001",
+            "--policy",
+            "static:1",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+    // A run without end may not count phases faster than it logs intervals.
+    let (status, log) = run_at_most(
+        &["--seconds", "0", "--phase-seconds", "0.5"],
+        Duration::from_secs(20),
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after 20 s: {log}"));
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("--phase-seconds 0.5 is shorter than the metrics interval"),
+        "{log}"
+    );
+}
