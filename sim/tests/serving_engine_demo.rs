@@ -813,3 +813,44 @@ fn more_phases_than_the_limit_are_refused_at_once() {
         "{log}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn closed_stdout_is_an_error_exit_2_before_the_run() {
+    // `serving_engine >&-`: the report would go nowhere (Rust reopens the
+    // descriptor on /dev/null). The demo says so at once rather than run
+    // for nothing; `> /dev/null` is a choice, and runs.
+    let out = Command::new("sh")
+        .args(["-c", r#"exec "$0" "$@" >&-"#, demo_binary()])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--seconds",
+            "5",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(log.contains("standard output is closed"), "{log}");
+    // Refused before anything runs (no listening line).
+    assert!(!log.contains("metrics on http://"), "{log}");
+    let out = Command::new("sh")
+        .args(["-c", r#"exec "$0" "$@" > /dev/null"#, demo_binary()])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--seconds",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+}

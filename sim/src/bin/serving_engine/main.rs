@@ -18,7 +18,8 @@
 //! Exit status, as for the `specdec-metrics` command line: 0 on success,
 //! also when the reader of standard output or standard error goes away
 //! (`| head`), which ends the run quietly; 2 on any error (bad flag value,
-//! metric name prefix, address in use), with a message on standard error.
+//! metric name prefix, address in use, standard output closed with `>&-`
+//! so that the report would be lost), with a message on standard error.
 //!
 //! The drafting policy closes the loop (`--policy adaptive`, the default):
 //! every 250 ms (`--update-ms`) the metrics thread feeds the histogram of
@@ -265,8 +266,9 @@ fn main() -> ExitCode {
 /// the first failed write to standard error marks the output closed and
 /// wakes the main thread, which stops the engine, skips every later log
 /// line and exits with status 0, as the command line does: nobody is left
-/// to read the logs. (A closed descriptor, `>&-` or `2>&-`, is already
-/// harmless: Rust's runtime reopens it on `/dev/null`.)
+/// to read the logs. (A closed descriptor is reopened on `/dev/null` by
+/// Rust's runtime: `2>&-` loses the logs, which is harmless, and `>&-` is
+/// refused before the run by [`stdout_is_closed`], as by the command line.)
 struct Output {
     closed: AtomicBool,
     wake: tokio::sync::Notify,
@@ -326,6 +328,39 @@ impl Output {
     }
 }
 
+/// Whether the program was started with standard output closed (`>&-`),
+/// as the command line tells (`cli/src/output.rs`).
+///
+/// Rust's runtime reopens a closed standard stream on `/dev/null` before
+/// `main`, so that later files cannot take its descriptor; writes then
+/// succeed and go nowhere. It opens it for reading and writing, whereas a
+/// shell's `> /dev/null` opens it for writing only: a descriptor that is
+/// `/dev/null` and can be read from is the closed stream. (`1<> /dev/null`,
+/// open for both on purpose, is taken for closed too, which is true of
+/// where the report would go.)
+#[cfg(unix)]
+fn stdout_is_closed() -> bool {
+    use std::io::Read as _;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
+        return true; // not even a descriptor
+    };
+    let file = std::fs::File::from(fd);
+    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
+        return false;
+    };
+    meta.file_type().is_char_device()
+        && meta.rdev() == null.rdev()
+        && (&file).read(&mut [0u8; 1]).is_ok()
+}
+
+#[cfg(not(unix))]
+fn stdout_is_closed() -> bool {
+    false
+}
+
 /// Why the engine stopped.
 #[derive(Debug, Clone, Copy)]
 enum Stop {
@@ -364,6 +399,13 @@ impl Args {
 }
 
 fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
+    if stdout_is_closed() {
+        return Err(
+            "standard output is closed (>&-): the report would be lost; redirect it to a file, \
+             or to /dev/null if it is not wanted"
+                .into(),
+        );
+    }
     // Settings that depend on each other (a static:K above K, a policy not
     // built, --virtual-time with --step-us 0) stop us before any work.
     let config = args.sim_config();
