@@ -854,3 +854,108 @@ fn closed_stdout_is_an_error_exit_2_before_the_run() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{log}");
 }
+
+/// Reads `stream` until the server closes it (end of file or reset);
+/// panics if it is still open after `limit`. Returns what was read.
+fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return received,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("the connection is still open {limit:?} after the last byte")
+            }
+            Err(_) => return received,
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_its_responses_is_disconnected() {
+    // K = 64: a response is about 200 KB, so 300 pipelined requests ask
+    // for 60 MB, more than the socket buffers of a loopback connection
+    // hold: the server's writes block until the client reads.
+    let mut demo = spawn(&[
+        "--seconds",
+        "120",
+        "--max-draft-len",
+        "64",
+        "--connection-timeout-ms",
+        "500",
+    ]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let _log = drain(stderr);
+
+    const REQUESTS: usize = 300;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        // Blocks once the server stops reading; fails once it closes.
+        thread::spawn(move || {
+            for _ in 0..REQUESTS {
+                if stream
+                    .write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\n\r\n")
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    // Longer than the connection's lifetime and its grace (2 x 500 ms).
+    thread::sleep(Duration::from_secs(3));
+    // A server that gave up has closed the connection: what the buffers
+    // held, then the end. One that waited serves all 300 once we read.
+    let received = read_until_closed(&mut stream, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&received);
+    let responses = text.matches("HTTP/1.1 200 OK").count();
+    assert!(
+        responses < REQUESTS,
+        "the server kept the stalled connection: {responses} responses"
+    );
+    writer.join().unwrap();
+    // The server still serves others.
+    assert!(get_metrics(addr).starts_with("HTTP/1.1 200 OK"));
+}
+
+#[test]
+fn connections_beyond_the_cap_wait_for_one_to_end() {
+    let mut demo = spawn(&[
+        "--seconds",
+        "120",
+        "--max-connections",
+        "1",
+        "--header-read-timeout-ms",
+        "60000",
+    ]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let _log = drain(stderr);
+
+    // The one connection allowed, idle.
+    let first = TcpStream::connect(addr).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    // A second one is not served while the first is open...
+    let mut second = TcpStream::connect(addr).unwrap();
+    second
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match second.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("served beyond the cap: {other:?}"),
+    }
+    // ...and is once the first ends.
+    drop(first);
+    let response =
+        String::from_utf8_lossy(&read_until_closed(&mut second, Duration::from_secs(20)))
+            .into_owned();
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+}

@@ -126,6 +126,16 @@ struct Args {
     /// keep-alive connections included.
     #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout_ms: u64,
+    /// Close an HTTP connection N milliseconds after it was accepted: it
+    /// takes no new request then (a response being written may finish),
+    /// and after N more it is closed whatever it is doing, a client that
+    /// never reads its response included.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    connection_timeout_ms: u64,
+    /// Serve at most N HTTP connections at once; further clients wait
+    /// (in the listen backlog) until one ends.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
+    max_connections: usize,
     /// Metric name prefix (vllm:spec_decode gives vLLM's names).
     #[arg(long, value_name = "P", default_value = DEFAULT_PREFIX)]
     prefix: String,
@@ -180,8 +190,12 @@ impl Args {
     fn linger(&self) -> Duration {
         Duration::from_secs(self.linger_seconds)
     }
-    fn header_read_timeout(&self) -> Duration {
-        Duration::from_millis(self.header_read_timeout_ms)
+    fn http_limits(&self) -> HttpLimits {
+        HttpLimits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            connection_timeout: Duration::from_millis(self.connection_timeout_ms),
+            max_connections: self.max_connections,
+        }
     }
 }
 
@@ -452,7 +466,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         .route("/metrics", get(metrics))
         .route("/", get(index))
         .with_state(Arc::new(registry));
-    runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
+    runtime.spawn(serve_http(listener, app, args.http_limits()));
 
     log!(
         output,
@@ -604,7 +618,20 @@ async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop 
     }
 }
 
-/// Serves `app` on every connection `listener` accepts, over HTTP/1.
+/// What the `/metrics` server allows a client.
+#[derive(Clone, Copy, Debug)]
+struct HttpLimits {
+    /// From the start of reading a request head to its end.
+    header_read_timeout: Duration,
+    /// From accepting a connection to its graceful shutdown, and from
+    /// there to its close.
+    connection_timeout: Duration,
+    /// Connections served at once.
+    max_connections: usize,
+}
+
+/// Serves `app` on every connection `listener` accepts, over HTTP/1,
+/// within `limits`.
 ///
 /// `axum::serve` would do the same but gives hyper no timer, and without
 /// one hyper cannot time out anything: a client that sends a request line
@@ -615,24 +642,45 @@ async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop 
 /// the bytes trickle in (the deadline is not reset by each byte). The same
 /// deadline applies to a keep-alive connection waiting for its next
 /// request; a scraper simply reconnects.
-async fn serve_http(
-    mut listener: tokio::net::TcpListener,
-    app: Router,
-    header_read_timeout: Duration,
-) {
+///
+/// hyper has no write timeout: a client that sends requests and never
+/// reads the responses blocks the connection's writes for good once the
+/// socket buffers are full. So every connection has a lifetime:
+/// `connection_timeout` after it was accepted it is shut down gracefully
+/// (no new request; a response in flight may finish), and as long again
+/// later it is dropped, whatever it is doing. And at most
+/// `max_connections` are served at once: at the cap, the next one is
+/// accepted only when one ends (clients wait in the kernel's backlog), so
+/// the tasks and buffers a crowd of clients can hold are bounded.
+async fn serve_http(mut listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
+        // The semaphore is never closed: `acquire_owned` cannot fail.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         // axum's `accept` retries failed accepts (backing off when out of
         // file descriptors), as `axum::serve` does.
         let (stream, _peer) = axum::serve::Listener::accept(&mut listener).await;
         let connection =
             http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         tokio::spawn(async move {
+            // Held until the connection ends (dropped with the task).
+            let _slot = slot;
+            let mut connection = std::pin::pin!(connection);
             // A client's error (malformed request, header timeout, reset)
             // ends that client's connection only; nothing to log.
-            let _ = connection.await;
+            if tokio::time::timeout(limits.connection_timeout, connection.as_mut())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.connection_timeout, connection).await;
         });
     }
 }
