@@ -62,6 +62,10 @@
 //! cargo run --release -p specdec-sim -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
+//!
+//! [`Worker`]: specdec_metrics::Worker
+//! [`DraftController`]: specdec_metrics::DraftController
+//! [`SharedPlan`]: specdec_metrics::SharedPlan
 
 use std::fmt;
 use std::io::{self, Write as _};
