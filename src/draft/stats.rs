@@ -332,7 +332,7 @@ pub(crate) fn normal_cdf(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::{RngCore, SeedableRng};
+    use rand::{RngCore, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
     /// Uniform in `[0, 1)`.
