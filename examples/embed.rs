@@ -22,8 +22,8 @@ use axum::http::{HeaderMap, header};
 use axum::{Router, routing::get};
 use rand::{Rng as _, SeedableRng as _};
 use rand_xoshiro::SplitMix64;
-use specdec_metrics::{SpecDecodeCollector, TextFormat};
 use specdec_metrics::{DraftController, Recorder, SharedPlan, StepCost};
+use specdec_metrics::{SpecDecodeCollector, TextFormat};
 
 const K: usize = 8; // the largest draft length (vLLM's num_spec_tokens)
 const ENGINE_THREADS: usize = 2;

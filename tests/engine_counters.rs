@@ -201,7 +201,10 @@ fn advice_from_real_profiles_matches_the_formula() {
     ];
     for (name, p) in profiles {
         let max = p.len();
-        let accepted: Vec<u64> = p.iter().map(|&x| (x * DRAFTS as f64).round() as u64).collect();
+        let accepted: Vec<u64> = p
+            .iter()
+            .map(|&x| (x * DRAFTS as f64).round() as u64)
+            .collect();
         let c = EngineCounters::new(
             max,
             DRAFTS,
@@ -214,7 +217,8 @@ fn advice_from_real_profiles_matches_the_formula() {
             panic!("{name}: drafts of one length are exact")
         };
         for per_token in [0.02, 0.1, 0.3] {
-            let goodput = |k: usize| (1.0 + p[..k].iter().sum::<f64>()) / (1.0 + per_token * k as f64);
+            let goodput =
+                |k: usize| (1.0 + p[..k].iter().sum::<f64>()) / (1.0 + per_token * k as f64);
             let best = (0..=max)
                 .max_by(|&a, &b| goodput(a).total_cmp(&goodput(b)))
                 .unwrap();
