@@ -193,8 +193,8 @@ pub use draft::{
     Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Continuation,
     ContinuationBounds, CounterSeries, DraftController, DraftPlan, EXPLORATION_PERIOD,
     EngineCounters, EngineCountersError, Exactness, Identified, MAX_STEP_COST, MIN_ROW_STEPS,
-    MIN_STEP_COST, PositionEstimate, Recommendation, SharedPlan, StepCost, TrtllmSchedule,
-    VllmSchedule,
+    MIN_STEP_COST, PositionEstimate, Recommendation, RequestState, SharedPlan, SharedStatePlan,
+    StateController, StatePlan, StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

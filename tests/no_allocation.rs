@@ -179,3 +179,22 @@ fn per_state_recording_never_allocates() {
     let states = recorder.snapshot_by_state();
     assert!(states.iter().all(|s| s.num_spec_steps() == 2 * 45));
 }
+
+#[test]
+fn reading_the_per_state_plan_and_updating_a_request_state_never_allocate() {
+    use specdec_metrics::{RequestState, SharedStatePlan, StateController, StepCost};
+    let controller = StateController::new(8, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    let shared = SharedStatePlan::new(controller.plan());
+    let mut state = RequestState::new();
+    let mut drafted = 0;
+    let n = allocations_during(|| {
+        for step in 0..10_000u64 {
+            let k = std::hint::black_box(&shared).draft_len_for(state, step);
+            drafted += k;
+            state = state.after(k, (step % 3) as usize);
+        }
+        shared.publish(controller.plan());
+    });
+    assert_eq!(n, 0, "the per-state plan allocated {n} times");
+    assert!(drafted > 0);
+}

@@ -13,6 +13,8 @@
 //! - [`DraftController`] (`controller.rs`): the draft length interval by
 //!   interval; [`DraftPlan`] and [`SharedPlan`] (`plan.rs`) hand it to
 //!   engine threads.
+//! - [`RequestState`], [`StateController`], [`StatePlan`],
+//!   [`SharedStatePlan`] (`state.rs`): a draft length per request state.
 //! - [`BatchTable`] (`batch_table.rs`): one recommendation per batch-size
 //!   bucket, as vLLM's and TensorRT-LLM's schedules.
 
@@ -23,6 +25,7 @@ mod controller;
 mod cost;
 mod engine;
 mod plan;
+mod state;
 mod stats;
 
 pub use advisor::{Advisor, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation};
@@ -34,4 +37,5 @@ pub use engine::{
     ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
 };
 pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
+pub use state::{RequestState, SharedStatePlan, StateController, StatePlan};
 pub use stats::BetaPrior;
