@@ -7,9 +7,9 @@
 //! share lives in modules of its own — [`error`] (the error type and how it
 //! is printed), [`flags`] (flag values more than one subcommand takes),
 //! [`format`](mod@format) (numbers and quoted input in messages),
-//! [`output`] (printing the report, the table and the plot) and
-//! [`report_io`] (reading a report file back). No module imports from
-//! `main.rs` or from another subcommand.
+//! [`io`] (reading a report back, writing standard output and files) and
+//! [`render`] (the text printed: tables, JSON, the plot). No module
+//! imports from `main.rs` or from another subcommand.
 //!
 //! Exit status: 0 on success, 2 on any error (bad flag, missing file,
 //! malformed input, `--strict` rejection, inconsistent report, a step cost
@@ -19,8 +19,8 @@ mod cmd;
 mod error;
 mod flags;
 mod format;
-mod output;
-mod report_io;
+mod io;
+mod render;
 
 use std::process::ExitCode;
 

@@ -1,16 +1,16 @@
 //! `merge`: several reports (one per engine or replica) into one.
 //!
 //! Each file holds one report, as `replay` or an engine wrote it, read back
-//! strictly ([`crate::report_io`]); all reports must share one `K`. Every
+//! strictly ([`crate::io::read_report`]); all reports must share one `K`. Every
 //! error names the file.
 
 use std::path::{Path, PathBuf};
 
 use specdec_metrics::{AcceptanceHistogram, MergeError};
 
+use super::output::{OutputArgs, output};
 use crate::error::CliError;
-use crate::output::{OutputArgs, output};
-use crate::report_io::read_report;
+use crate::io::read_report;
 
 /// The flags of `merge`.
 #[derive(clap::Args, Debug)]

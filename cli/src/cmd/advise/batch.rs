@@ -32,8 +32,8 @@ use specdec_metrics::{
 use super::{Args, Format, grid, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
-use crate::output::write_stdout;
-use crate::report_io::read_report;
+use crate::io::{read_report, write_stdout};
+use crate::render::json_line;
 
 /// One `--bucket` value, parsed.
 #[derive(Clone, Debug)]
@@ -151,10 +151,10 @@ pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
                 vllm: table.vllm_config(),
                 trtllm: trtllm.clone().ok(),
             };
-            json_line(&out)?
+            json_line(&out, "advice")?
         }
-        Format::Vllm => json_line(&table.vllm_config())?,
-        Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?)?,
+        Format::Vllm => json_line(&table.vllm_config(), "advice")?,
+        Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?, "advice")?,
         Format::Table => render(&table, &args.bucket, &trtllm, advisor)?,
     };
     let written = write_stdout(text.as_bytes(), "advice");
@@ -177,12 +177,6 @@ pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
 /// `bucket 1-8 (small.json)`.
 fn bucket_name(start: usize, end: usize, arg: &BucketArg) -> String {
     format!("bucket {start}-{end} ({})", arg.report.display())
-}
-
-fn json_line(value: &impl Serialize) -> Result<String, CliError> {
-    serde_json::to_string(value)
-        .map(|s| s + "\n")
-        .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))
 }
 
 /// The table for people, ending in a newline.
@@ -240,14 +234,14 @@ fn render(
     let _ = writeln!(
         out,
         "vLLM speculative_config: {}",
-        json_line(&table.vllm_config())?.trim_end()
+        json_line(&table.vllm_config(), "advice")?.trim_end()
     );
     match trtllm {
         Ok(t) => {
             let _ = writeln!(
                 out,
                 "TensorRT-LLM speculative config: {}",
-                json_line(t)?.trim_end()
+                json_line(t, "advice")?.trim_end()
             );
         }
         Err(e) => {

@@ -1,6 +1,6 @@
 //! `advise`: a report into the draft length to use.
 //!
-//! Reads one report ([`crate::report_io`], strictly), checks that its `K`
+//! Reads one report ([`crate::io::read_report`], strictly), checks that its `K`
 //! is `--max-draft-len`, and hands it with the step cost to the library's
 //! [`Advisor`] ([`Advisor::try_recommend`]). Standard output carries the
 //! [`Recommendation`]: serialized, on one line (`--format json`, the
@@ -37,7 +37,7 @@
 //!   recorded (a bug to look into); they are in no estimate.
 
 use std::fmt::Write as _;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, ValueEnum};
@@ -46,8 +46,8 @@ use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
 use crate::format::{excerpt, group_digits, percent};
-use crate::output::write_stdout;
-use crate::report_io::read_report;
+use crate::io::{note_reading_stdin, read_report, write_stdout};
+use crate::render::json_line;
 
 mod batch;
 
@@ -223,12 +223,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let (path, name) = match args.report.as_deref() {
         Some(p) if p != Path::new("-") => (p, p.display().to_string()),
         _ => {
-            if io::stdin().is_terminal() {
-                let _ = writeln!(
-                    io::stderr(),
-                    "reading a report from standard input (end with Ctrl-D)"
-                );
-            }
+            note_reading_stdin("a report");
             (Path::new("-"), "<stdin>".to_owned())
         }
     };
@@ -244,9 +239,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
 
     let text = match args.format {
-        Format::Json => serde_json::to_string(&rec)
-            .map(|s| s + "\n")
-            .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))?,
+        Format::Json => json_line(&rec, "advice")?,
         Format::Table => render_table(&rec, &cost),
         Format::Vllm | Format::Trtllm => return Err(schedule_without_table()),
     };

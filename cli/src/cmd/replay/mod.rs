@@ -22,7 +22,7 @@ mod diagnostics;
 mod input;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::thread;
 
@@ -31,10 +31,11 @@ use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
 use self::input::{LineParser, Record};
+use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
 use crate::format::{excerpt, format_bytes, sanitize};
-use crate::output::{OutputArgs, output};
+use crate::io::note_reading_stdin;
 
 /// The flags of `replay`.
 #[derive(clap::Args, Debug)]
@@ -124,13 +125,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             replay(BufReader::with_capacity(1 << 18, file), &source, &config)?
         }
         _ => {
+            note_reading_stdin("JSON Lines");
             let stdin = io::stdin();
-            if stdin.is_terminal() {
-                let _ = writeln!(
-                    io::stderr(),
-                    "reading JSON Lines from standard input (end with Ctrl-D)"
-                );
-            }
             let source = Source {
                 name: "<stdin>",
                 len: None,

@@ -1,0 +1,19 @@
+//! What the subcommands print, as text, and nothing else: no module here
+//! reads or writes ([`crate::io`] does). The report as a table
+//! ([`report`]) or a heatmap ([`plot`]), and any serializable value as one
+//! line of JSON ([`json_line`]).
+
+pub mod plot;
+pub mod report;
+
+use serde::Serialize;
+
+use crate::error::CliError;
+
+/// `value` as one JSON object on one line, with its newline; `what`
+/// ("report", "advice") names it if it cannot be serialized.
+pub fn json_line(value: &impl Serialize, what: &str) -> Result<String, CliError> {
+    serde_json::to_string(value)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::new(format!("cannot write the {what}: {e}")))
+}
