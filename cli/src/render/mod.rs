@@ -5,6 +5,7 @@
 
 pub mod plot;
 pub mod report;
+pub mod table;
 
 use serde::Serialize;
 

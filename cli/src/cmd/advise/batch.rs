@@ -29,11 +29,12 @@ use specdec_metrics::{
     Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
 };
 
-use super::{Args, Format, grid, level_percent, significant, trimmed, warnings};
+use super::{Args, Format, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
 use crate::io::{read_report, write_stdout};
 use crate::render::json_line;
+use crate::render::table::{Column, Table};
 
 /// One `--bucket` value, parsed.
 #[derive(Clone, Debug)]
@@ -197,36 +198,31 @@ fn render(
         level_percent(advisor.credible_level())
     );
     out.push('\n');
-    let header = [
-        "batch sizes",
-        "verify steps",
-        "k",
-        "E[accepted]",
-        "tokens/step",
-        "cost(k)",
-        "speedup",
-        "report",
-    ];
-    let rows = table
-        .entries()
-        .iter()
-        .zip(args)
-        .map(|(e, arg)| {
-            let rec = &e.recommendation;
-            let chosen = &rec.candidates[rec.draft_len];
-            vec![
-                format!("{}-{}", e.start_bs, e.end_bs),
-                group_digits(rec.num_spec_steps),
-                rec.draft_len.to_string(),
-                format!("{:.3}", chosen.expected_accepted),
-                format!("{:.3}", chosen.tokens_per_step),
-                trimmed(significant(chosen.cost, 6)),
-                format!("{:.3}x", rec.expected_speedup),
-                arg.report.display().to_string(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    grid(&mut out, &header, &rows);
+    let mut rows = Table::new(vec![
+        Column::right("batch sizes"),
+        Column::right("verify steps"),
+        Column::right("k"),
+        Column::right("E[accepted]"),
+        Column::right("tokens/step"),
+        Column::right("cost(k)"),
+        Column::right("speedup"),
+        Column::left("report"),
+    ]);
+    for (e, arg) in table.entries().iter().zip(args) {
+        let rec = &e.recommendation;
+        let chosen = &rec.candidates[rec.draft_len];
+        rows.row(vec![
+            format!("{}-{}", e.start_bs, e.end_bs),
+            group_digits(rec.num_spec_steps),
+            rec.draft_len.to_string(),
+            format!("{:.3}", chosen.expected_accepted),
+            format!("{:.3}", chosen.tokens_per_step),
+            trimmed(significant(chosen.cost, 6)),
+            format!("{:.3}x", rec.expected_speedup),
+            arg.report.display().to_string(),
+        ]);
+    }
+    rows.render(&mut out);
     out.push_str(
         "k: the recommended draft length of the bucket (0: do not speculate); speedup: expected goodput over not speculating.\n",
     );

@@ -48,6 +48,7 @@ use crate::flags::parse_max_draft_len;
 use crate::format::{excerpt, group_digits, percent};
 use crate::io::{note_reading_stdin, read_report, write_stdout};
 use crate::render::json_line;
+use crate::render::table::{Column, Table};
 
 mod batch;
 
@@ -353,59 +354,55 @@ fn render_table(rec: &Recommendation, cost: &StepCost) -> String {
     );
     out.push('\n');
 
-    let header = [
-        "",
-        "k",
-        "E[accepted]",
-        &format!("{level} interval"),
-        "tokens/step",
-        "cost",
-        "goodput",
-        "speedup",
-        "P(beats)",
-        "row steps",
-        "row mean",
-        "notes",
-    ];
+    let mut table = Table::new(vec![
+        Column::right(""),
+        Column::right("k"),
+        Column::right("E[accepted]"),
+        Column::right(format!("{level} interval")),
+        Column::right("tokens/step"),
+        Column::right("cost"),
+        Column::right("goodput"),
+        Column::right("speedup"),
+        Column::right("P(beats)"),
+        Column::right("row steps"),
+        Column::right("row mean"),
+        Column::left("notes"),
+    ]);
     let mut any_prior = false;
-    let rows = rec
-        .candidates
-        .iter()
-        .map(|c| {
-            let chosen = c.draft_len == rec.draft_len;
-            let mut notes = Vec::new();
-            if c.uses_prior {
-                notes.push("prior");
-                any_prior = true;
-            }
-            if c.row_disagrees {
-                notes.push("row differs");
-            }
-            vec![
-                if chosen { "*" } else { "" }.to_owned(),
-                c.draft_len.to_string(),
-                format!("{:.3}", c.expected_accepted),
-                format!(
-                    "[{:.3}, {:.3}]",
-                    c.accepted_interval[0], c.accepted_interval[1]
-                ),
-                format!("{:.3}", c.tokens_per_step),
-                trimmed(significant(c.cost, 6)),
-                significant(c.goodput, 4),
-                format!("{:.3}x", c.speedup),
-                if chosen {
-                    "-".to_owned()
-                } else {
-                    percent(c.prob_beats_choice)
-                },
-                group_digits(c.row_steps),
-                c.row_mean_accepted
-                    .map_or("-".to_owned(), |m| format!("{m:.3}")),
-                notes.join(", "),
-            ]
-        })
-        .collect::<Vec<_>>();
-    grid(&mut out, &header, &rows);
+    for c in &rec.candidates {
+        let chosen = c.draft_len == rec.draft_len;
+        let mut notes = Vec::new();
+        if c.uses_prior {
+            notes.push("prior");
+            any_prior = true;
+        }
+        if c.row_disagrees {
+            notes.push("row differs");
+        }
+        table.row(vec![
+            if chosen { "*" } else { "" }.to_owned(),
+            c.draft_len.to_string(),
+            format!("{:.3}", c.expected_accepted),
+            format!(
+                "[{:.3}, {:.3}]",
+                c.accepted_interval[0], c.accepted_interval[1]
+            ),
+            format!("{:.3}", c.tokens_per_step),
+            trimmed(significant(c.cost, 6)),
+            significant(c.goodput, 4),
+            format!("{:.3}x", c.speedup),
+            if chosen {
+                "-".to_owned()
+            } else {
+                percent(c.prob_beats_choice)
+            },
+            group_digits(c.row_steps),
+            c.row_mean_accepted
+                .map_or("-".to_owned(), |m| format!("{m:.3}")),
+            notes.join(", "),
+        ]);
+    }
+    table.render(&mut out);
     out.push_str(
         "* the recommendation. P(beats): posterior probability that k has a higher goodput than it.\n",
     );
@@ -440,64 +437,30 @@ fn render_table(rec: &Recommendation, cost: &StepCost) -> String {
     out.push_str(
         "Continuation by position i (trials: steps that reached i with every earlier draft accepted)\n",
     );
-    let header = [
-        "",
-        "i",
-        "accepted",
-        "trials",
-        "rate",
-        "posterior",
-        &format!("{level} interval"),
-        "notes",
-    ];
-    let rows = rec
-        .positions
-        .iter()
-        .map(|p| {
-            vec![
-                String::new(),
-                p.position.to_string(),
-                group_digits(p.successes),
-                group_digits(p.trials),
-                p.rate.map_or("-".to_owned(), percent),
-                percent(p.posterior_mean),
-                format!("[{}, {}]", percent(p.interval[0]), percent(p.interval[1])),
-                if p.from_prior { "prior" } else { "" }.to_owned(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    grid(&mut out, &header, &rows);
-    out
-}
-
-/// Writes `rows` under `header` in columns two spaces apart, every column
-/// right-aligned but the last (notes), no space at the end of a line.
-fn grid(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain(std::iter::once(header[i].chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..header.len()).map(width).collect();
-    let last = header.len() - 1;
-    let header: Vec<String> = header.iter().map(|&s| s.to_owned()).collect();
-    for row in std::iter::once(&header).chain(rows) {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            if i == last {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:>w$}", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
+    let mut table = Table::new(vec![
+        Column::right(""),
+        Column::right("i"),
+        Column::right("accepted"),
+        Column::right("trials"),
+        Column::right("rate"),
+        Column::right("posterior"),
+        Column::right(format!("{level} interval")),
+        Column::left("notes"),
+    ]);
+    for p in &rec.positions {
+        table.row(vec![
+            String::new(),
+            p.position.to_string(),
+            group_digits(p.successes),
+            group_digits(p.trials),
+            p.rate.map_or("-".to_owned(), percent),
+            percent(p.posterior_mean),
+            format!("[{}, {}]", percent(p.interval[0]), percent(p.interval[1])),
+            if p.from_prior { "prior" } else { "" }.to_owned(),
+        ]);
     }
+    table.render(&mut out);
+    out
 }
 
 /// `v` with `digits` significant digits (at least none after the point):
