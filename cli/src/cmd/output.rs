@@ -3,32 +3,25 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use specdec_metrics::AcceptanceHistogram;
 
 use crate::error::CliError;
+use crate::flags::Format;
 use crate::io::{write_file, write_stdout};
 use crate::render::{self, json_line};
 
 /// The output flags shared by the subcommands that produce a report.
 #[derive(Args, Debug)]
 pub struct OutputArgs {
-    /// Output format on standard output.
-    #[arg(long, value_enum, default_value_t = Format::Json)]
+    /// What standard output carries: the report as one line of JSON, or
+    /// tables for people (one row per observed draft length, the summary
+    /// figures, the rates by position).
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(Format::REPORT))]
     format: Format,
     /// Also draw the row-normalised histogram as an SVG heatmap to this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    /// The report: vLLM's speculative_decoding keys, the histogram by draft
-    /// length and our own counters, as one JSON object on one line.
-    Json,
-    /// A table for people: one row per observed draft length, then the
-    /// summary figures.
-    Table,
 }
 
 /// Prints the report, then writes the plot. The plot is written whatever
@@ -39,6 +32,9 @@ pub fn output(hist: &AcceptanceHistogram, args: &OutputArgs) -> Result<(), CliEr
     let report = match args.format {
         Format::Json => json_line(hist, "report"),
         Format::Table => Ok(render::report::render(hist)),
+        Format::Vllm | Format::Trtllm => {
+            unreachable!("the --format of replay and merge takes json and table only")
+        }
     }
     .and_then(|text| write_stdout(text.as_bytes(), "report"));
     let plot = match &args.plot {

@@ -29,8 +29,9 @@ use specdec_metrics::{
     Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
 };
 
-use super::{Args, Format, level_percent, significant, trimmed, warnings};
+use super::{Args, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
+use crate::flags::Format;
 use crate::format::{excerpt, group_digits};
 use crate::io::{read_report, write_stdout};
 use crate::render::json_line;

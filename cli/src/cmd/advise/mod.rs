@@ -40,11 +40,11 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use clap::{ArgGroup, ValueEnum};
+use clap::ArgGroup;
 use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 
 use crate::error::CliError;
-use crate::flags::parse_max_draft_len;
+use crate::flags::{Format, parse_max_draft_len};
 use crate::format::{excerpt, group_digits, percent};
 use crate::io::{note_reading_stdin, read_report, write_stdout};
 use crate::render::json_line;
@@ -55,6 +55,9 @@ mod batch;
 /// Below this many trials at position 1 (steps that drafted at least one
 /// token) the advice comes with a warning.
 pub const FEW_TRIALS: u64 = 1000;
+
+/// The values of `--format`.
+const ADVISE_FORMATS: &[Format] = &[Format::Json, Format::Table, Format::Vllm, Format::Trtllm];
 
 /// The flags of `advise`. The numeric flags take values that start with
 /// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
@@ -96,32 +99,16 @@ pub struct Args {
     /// The probability of every credible interval, strictly between 0 and 1.
     #[arg(long, value_name = "P", default_value = "0.9", value_parser = parse_credible_level, allow_hyphen_values = true)]
     credible_level: f64,
-    /// Output format on standard output.
-    #[arg(long, value_enum, default_value_t = Format::Json)]
+    /// What standard output carries: the recommendation as one line of
+    /// JSON, or tables for people (one row per draft length, the
+    /// recommendation, one row per position); with --batch-table also vllm
+    /// or trtllm, that engine's schedule alone.
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(ADVISE_FORMATS))]
     format: Format,
     /// The report, as replay or merge writes it; standard input when absent
     /// or "-".
     #[arg(value_name = "REPORT")]
     report: Option<PathBuf>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    /// The recommendation with every estimate behind it, as one JSON object
-    /// on one line (with --batch-table: every bucket's, and both engines'
-    /// schedules).
-    Json,
-    /// Tables for people: one row per draft length, the recommendation,
-    /// one row per position (with --batch-table: one row per bucket and
-    /// both engines' schedules).
-    Table,
-    /// With --batch-table: vLLM's speculative_config keys
-    /// num_speculative_tokens and num_speculative_tokens_per_batch_size, as
-    /// one JSON object on one line.
-    Vllm,
-    /// With --batch-table: TensorRT-LLM's speculative config keys
-    /// max_draft_len and draft_len_schedule, as one JSON object on one line.
-    Trtllm,
 }
 
 /// The `--prior` flag, already checked.
