@@ -69,9 +69,9 @@ enum Command {
     /// 1,000 steps drafted a token; the recommendation leans on the prior; a
     /// row's own mean disagrees with the chain; rejected observations).
     ///
-    /// With --batch-table, one report and one step cost per bucket of batch
-    /// sizes (--bucket START-END:COST:REPORT, repeated) give one draft
-    /// length per bucket, printed as vLLM's
+    /// `advise batch` takes one report and one step cost per bucket of
+    /// batch sizes (--bucket START-END:COST:REPORT, repeated) and gives one
+    /// draft length per bucket, printed as vLLM's
     /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
     /// draft_len_schedule.
     Advise(cmd::advise::Args),

@@ -408,7 +408,7 @@ fn exactly_one_cost_flag_is_required() {
     assert_error(
         &["--max-draft-len", "2"],
         &report,
-        "the following required arguments were not provided:\n  <--cost-linear <BASE,PER_TOKEN>|--cost-table <C0,...,CK>|--batch-table>",
+        "the following required arguments were not provided:\n  <--cost-linear <BASE,PER_TOKEN>|--cost-table <C0,...,CK>>",
     );
     assert_error(&["--cost-linear", "1,0.1"], &report, "--max-draft-len <K>");
 }

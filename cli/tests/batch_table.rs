@@ -1,4 +1,4 @@
-//! Integration tests of `specdec-metrics advise --batch-table`: one report
+//! Integration tests of `specdec-metrics advise batch`: one report
 //! and one cost per batch-size bucket into the draft length per bucket
 //! (computed by hand and checked against the library), printed as vLLM's
 //! and TensorRT-LLM's schedules; every error names the bucket or the file.
@@ -59,11 +59,11 @@ fn ok(code: Option<i32>, err: &str) {
     );
 }
 
-/// `advise --max-draft-len 2 --batch-table` with one `--bucket` per value
-/// and `extra` flags; standard output, standard error, exit status.
+/// `advise batch --max-draft-len 2` with one `--bucket` per value and
+/// `extra` flags; standard output, standard error, exit status.
 fn batch(buckets: &[String], extra: &[&str]) -> (String, String, Option<i32>) {
     let mut cmd = bin();
-    cmd.args(["advise", "--max-draft-len", "2", "--batch-table"]);
+    cmd.args(["advise", "batch", "--max-draft-len", "2"]);
     for b in buckets {
         cmd.arg("--bucket").arg(b);
     }
@@ -275,7 +275,7 @@ fn warnings_name_their_bucket() {
     }
 }
 
-/// `advise --batch-table` with these buckets fails with status 2, nothing
+/// `advise batch` with these buckets fails with status 2, nothing
 /// on standard output, and `message` on standard error.
 fn assert_error(buckets: &[String], extra: &[&str], message: &str) {
     let (out, err, code) = batch(buckets, extra);
@@ -422,74 +422,78 @@ fn malformed_bucket_values_are_errors() {
     }
 }
 
+/// `advise batch` is a subcommand with flags of its own: the parser
+/// refuses what belongs to `advise` of one report, and `advise` refuses
+/// what belongs to `advise batch`, each with exit status 2.
 #[test]
-fn batch_table_flags_are_exclusive_with_one_report() {
+fn batch_flags_and_one_report_flags_do_not_mix() {
     let dir = TempDir::new().unwrap();
     let (good, _) = report(&dir, "good", GOOD);
     let bucket = [format!("1-4:linear:1,0.1:{good}")];
     assert_error(
         &bucket,
         &["--cost-linear", "1,0.1"],
-        "'--batch-table' cannot be used with '--cost-linear <BASE,PER_TOKEN>'",
+        "error: unexpected argument '--cost-linear' found",
     );
     assert_error(
         &bucket,
         &[good.as_str()],
-        "'--batch-table' cannot be used with '[REPORT]'",
+        &format!("error: unexpected argument '{good}' found"),
     );
     assert_error(
         &[],
         &[],
         "the following required arguments were not provided:\n  --bucket <START-END:COST:REPORT>",
     );
-    // --bucket and the schedule formats need --batch-table.
-    let one = |args: &[&str]| bin().arg("advise").args(args).output().unwrap();
-    let out = one(&[
+    let advise = |args: &[&str]| {
+        let out = bin().arg("advise").args(args).output().unwrap();
+        assert_eq!(
+            (out.status.code(), out.stdout.as_slice()),
+            (Some(2), &b""[..])
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let one = ["--max-draft-len", "2", "--cost-linear", "1,0.1"];
+    for format in ["vllm", "trtllm"] {
+        let err = advise(&[&one[..], &["--format", format, &good]].concat());
+        assert!(
+            err.contains(&format!(
+                "error: invalid value '{format}' for '--format <FORMAT>'\n  [possible values: json, table]"
+            )),
+            "{err}"
+        );
+    }
+    let err = advise(&[&one[..], &["--bucket", &bucket[0], &good]].concat());
+    assert!(
+        err.contains("error: unexpected argument '--bucket' found"),
+        "{err}"
+    );
+    // The flag of the first design is gone, not an alias.
+    let err = advise(&[
         "--max-draft-len",
         "2",
-        "--cost-linear",
-        "1,0.1",
-        "--format",
-        "vllm",
-        &good,
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(
-        "error: --format vllm and --format trtllm write batch-size schedules: give --batch-table and one --bucket per batch-size range"
-    ));
-    let out = one(&[
-        "--max-draft-len",
-        "2",
-        "--cost-linear",
-        "1,0.1",
-        "--format",
-        "trtllm",
-        &good,
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let bucket_flag = format!("1-4:linear:1,0.1:{good}");
-    let out = one(&[
-        "--max-draft-len",
-        "2",
-        "--cost-linear",
-        "1,0.1",
+        "--batch-table",
         "--bucket",
-        &bucket_flag,
-        &good,
+        &bucket[0],
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--batch-table"));
+    assert!(
+        err.contains("error: unexpected argument '--batch-table' found"),
+        "{err}"
+    );
+    // After a flag of advise itself, "batch" is a report file.
+    let err = advise(&[&one[..], &["batch"]].concat());
+    assert!(err.contains("error: cannot open batch: "), "{err}");
 }
 
 #[test]
-fn the_shipped_example_reports_give_the_readme_schedule() {
+fn the_shipped_example_reports_give_the_manuals_schedule() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/batch");
     let mut cmd = bin();
     cmd.args([
         "advise",
+        "batch",
         "--max-draft-len",
         "4",
-        "--batch-table",
         "--format",
         "vllm",
     ]);
@@ -531,4 +535,25 @@ fn the_example_reports_are_what_generate_sh_makes() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn help_lists_advise_batch_and_its_flags() {
+    bin().args(["advise", "--help"]).assert().success().stdout(
+        predicate::str::contains("specdec-metrics advise <COMMAND>").and(predicate::str::contains(
+            "  batch  One draft length per bucket of batch sizes",
+        )),
+    );
+    bin()
+        .args(["advise", "batch", "--help"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("Usage: specdec-metrics advise batch [OPTIONS]")
+                .and(predicate::str::contains("--bucket <START-END:COST:REPORT>"))
+                .and(predicate::str::contains("--max-draft-len <K>"))
+                .and(predicate::str::contains("--prior <ALPHA,BETA>"))
+                .and(predicate::str::contains("--credible-level <P>"))
+                .and(predicate::str::contains("- trtllm:")),
+        );
 }

@@ -1,6 +1,6 @@
-//! `advise --batch-table`: one report and one step cost per batch-size
-//! bucket into the library's [`BatchTable`], printed as the schedules vLLM
-//! and TensorRT-LLM read.
+//! `advise batch`: one report and one step cost per batch-size bucket into
+//! the library's [`BatchTable`], printed as the schedules vLLM and
+//! TensorRT-LLM read.
 //!
 //! Each `--bucket` is `START-END:linear:BASE,PER_TOKEN:REPORT` or
 //! `START-END:table:C0,...,CK:REPORT`. The report comes last, so that a path
@@ -29,13 +29,35 @@ use specdec_metrics::{
     Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
 };
 
-use super::{Args, level_percent, significant, trimmed, warnings};
+use super::{AdvisorArgs, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
 use crate::flags::Format;
 use crate::format::{excerpt, group_digits};
 use crate::io::{read_report, write_stdout};
 use crate::render::json_line;
 use crate::render::table::{Column, Table};
+
+/// The values of `--format`.
+const BATCH_FORMATS: &[Format] = &[Format::Json, Format::Table, Format::Vllm, Format::Trtllm];
+
+/// The flags of `advise batch`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    advisor: AdvisorArgs,
+    /// One bucket, repeated in order of batch size from 1 without gaps:
+    /// START-END:linear:BASE,PER_TOKEN:REPORT or
+    /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
+    /// cost there, the report of the steps taken there; the report comes
+    /// last, so its path may hold ':'). Example: 1-8:linear:1,0.05:small.json.
+    #[arg(long, required = true, value_name = "START-END:COST:REPORT", value_parser = parse_bucket, allow_hyphen_values = true)]
+    bucket: Vec<BucketArg>,
+    /// What standard output carries: every bucket's recommendation and
+    /// both engines' schedules as one line of JSON, a table for people,
+    /// or one engine's schedule alone (vllm, trtllm).
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(BATCH_FORMATS))]
+    format: Format,
+}
 
 /// One `--bucket` value, parsed.
 #[derive(Clone, Debug)]
@@ -103,9 +125,10 @@ struct Output<'a> {
     trtllm: Option<TrtllmSchedule>,
 }
 
-/// Runs `advise --batch-table`.
-pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
-    let max = args.max_draft_len;
+/// Runs `advise batch`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let advisor = &args.advisor.advisor()?;
+    let max = args.advisor.max_draft_len();
     let with_flag = |msg: &dyn std::fmt::Display, b: &BucketArg| {
         CliError::new(format!("{msg} (report {})", b.report.display()))
     };

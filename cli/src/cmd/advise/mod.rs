@@ -9,9 +9,10 @@
 //! per draft length `k = 0..=K`, the recommendation in a sentence, one row
 //! per position.
 //!
-//! With `--batch-table`, the same for one report and one step cost per
-//! bucket of batch sizes, printed as vLLM's and TensorRT-LLM's schedules:
-//! see [`batch`].
+//! `advise batch`, a subcommand of its own, does the same for one report
+//! and one step cost per bucket of batch sizes, printed as vLLM's and
+//! TensorRT-LLM's schedules: see [`batch`]. The flags both take
+//! (`--max-draft-len`, `--prior`, `--credible-level`) are [`AdvisorArgs`].
 //!
 //! Standard error carries a warning, in either format, whenever the advice
 //! should not be trusted as it stands:
@@ -57,31 +58,21 @@ mod batch;
 pub const FEW_TRIALS: u64 = 1000;
 
 /// The values of `--format`.
-const ADVISE_FORMATS: &[Format] = &[Format::Json, Format::Table, Format::Vllm, Format::Trtllm];
+const ADVISE_FORMATS: &[Format] = &[Format::Json, Format::Table];
 
-/// The flags of `advise`. The numeric flags take values that start with
-/// `-` (`--cost-linear -1,0.1`), so that the cost check, not the argument
-/// parser, says what is wrong with a negative number.
+/// The flags of `advise`, or its subcommand `batch`. Once a flag of
+/// `advise` itself is given, `batch` is no longer a subcommand but a
+/// `REPORT` (`./batch` is one always). The numeric flags take values that
+/// start with `-` (`--cost-linear -1,0.1`), so that the cost check, not the
+/// argument parser, says what is wrong with a negative number.
 #[derive(clap::Args, Debug)]
-// One step cost, or a batch table (whose buckets carry their own costs).
-#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table", "batch_table"])))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table"])))]
 pub struct Args {
-    /// The report's maximum draft length K (its num_spec_tokens), 1..=64.
-    #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
-    max_draft_len: usize,
-    /// Advise one draft length per batch-size bucket (each --bucket: its
-    /// batch sizes, its step cost, its report) and print them as vLLM's
-    /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
-    /// draft_len_schedule. Takes no REPORT, --cost-linear or --cost-table.
-    #[arg(long, requires = "bucket", conflicts_with = "report")]
-    batch_table: bool,
-    /// With --batch-table, one bucket, repeated in order of batch size from
-    /// 1 without gaps: START-END:linear:BASE,PER_TOKEN:REPORT or
-    /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
-    /// cost there, the report of the steps taken there). Example:
-    /// 1-8:linear:1,0.05:small.json.
-    #[arg(long, value_name = "START-END:COST:REPORT", value_parser = batch::parse_bucket, allow_hyphen_values = true)]
-    bucket: Vec<batch::BucketArg>,
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    advisor: AdvisorArgs,
     /// The step cost as cost(k) = BASE + PER_TOKEN * k, in any unit (only
     /// ratios matter): BASE, a step without speculation, above 0;
     /// PER_TOKEN 0 or more. Example: 1,0.1.
@@ -92,6 +83,39 @@ pub struct Args {
     /// K = 3: 20,22.5,24,26.5.
     #[arg(long, value_name = "C0,...,CK", value_parser = parse_cost_table, allow_hyphen_values = true)]
     cost_table: Option<StepCost>,
+    /// What standard output carries: the recommendation as one line of
+    /// JSON, or tables for people (one row per draft length, the
+    /// recommendation, one row per position).
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(ADVISE_FORMATS))]
+    format: Format,
+    /// The report, as replay or merge writes it; standard input when absent
+    /// or "-".
+    #[arg(value_name = "REPORT")]
+    report: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// One draft length per bucket of batch sizes, as vLLM's and
+    /// TensorRT-LLM's schedules.
+    ///
+    /// Each --bucket START-END:COST:REPORT gives the batch sizes
+    /// START..=END, the step cost there and the report of the steps taken
+    /// there; the buckets go in order from batch size 1 without gaps.
+    /// Prints every bucket's recommendation and vLLM's
+    /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
+    /// draft_len_schedule (--format json), one of them alone (vllm,
+    /// trtllm), or a table. Each report's warnings are given per bucket.
+    Batch(batch::Args),
+}
+
+/// The flags `advise` and `advise batch` share: `K` and the advisor's
+/// parameters.
+#[derive(clap::Args, Debug)]
+pub struct AdvisorArgs {
+    /// The reports' maximum draft length K (their num_spec_tokens), 1..=64.
+    #[arg(long, value_name = "K", value_parser = parse_max_draft_len, required = true)]
+    max_draft_len: Option<usize>,
     /// The Beta(ALPHA, BETA) prior of every continuation rate, both above
     /// 0 [default: 1,1, uniform, worth two trials].
     #[arg(long, value_name = "ALPHA,BETA", value_parser = parse_prior, allow_hyphen_values = true)]
@@ -99,16 +123,27 @@ pub struct Args {
     /// The probability of every credible interval, strictly between 0 and 1.
     #[arg(long, value_name = "P", default_value = "0.9", value_parser = parse_credible_level, allow_hyphen_values = true)]
     credible_level: f64,
-    /// What standard output carries: the recommendation as one line of
-    /// JSON, or tables for people (one row per draft length, the
-    /// recommendation, one row per position); with --batch-table also vllm
-    /// or trtllm, that engine's schedule alone.
-    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(ADVISE_FORMATS))]
-    format: Format,
-    /// The report, as replay or merge writes it; standard input when absent
-    /// or "-".
-    #[arg(value_name = "REPORT")]
-    report: Option<PathBuf>,
+}
+
+impl AdvisorArgs {
+    /// `--max-draft-len`, which clap requires.
+    fn max_draft_len(&self) -> usize {
+        self.max_draft_len
+            .expect("clap requires --max-draft-len (an Option only so that advise batch can go without advise's)")
+    }
+
+    /// The advisor of `--prior` and `--credible-level`.
+    fn advisor(&self) -> Result<Advisor, CliError> {
+        let mut advisor = Advisor::default()
+            .with_credible_level(self.credible_level)
+            .map_err(|e| CliError::new(format!("--credible-level: {e}")))?;
+        if let Some(p) = self.prior {
+            advisor = advisor
+                .with_prior(p.alpha, p.beta)
+                .map_err(|e| CliError::new(format!("--prior: {e}")))?;
+        }
+        Ok(advisor)
+    }
 }
 
 /// The `--prior` flag, already checked.
@@ -184,26 +219,17 @@ fn parse_credible_level(s: &str) -> Result<f64, String> {
 
 /// Runs `advise`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let advisor = advisor(&args)?;
-    if args.batch_table {
-        return batch::run(&args, &advisor);
+    if let Some(Command::Batch(batch)) = args.command {
+        return batch::run(batch);
     }
-    if !args.bucket.is_empty() {
-        // clap's `requires` counts a flag's default `false` as present.
-        return Err(CliError::new(
-            "--bucket gives a bucket of a batch-size table: give --batch-table, and no REPORT, --cost-linear or --cost-table",
-        ));
-    }
-    if matches!(args.format, Format::Vllm | Format::Trtllm) {
-        return Err(schedule_without_table());
-    }
+    let advisor = args.advisor.advisor()?;
     let Some(cost) = args.cost_linear.or(args.cost_table) else {
         // The argument group makes one of them required.
         return Err(CliError::new(
             "give a step cost: --cost-linear or --cost-table",
         ));
     };
-    let max = args.max_draft_len;
+    let max = args.advisor.max_draft_len();
     // Checked before the report is read: a wrong table is known already.
     cost.check(max)
         .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
@@ -229,7 +255,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let text = match args.format {
         Format::Json => json_line(&rec, "advice")?,
         Format::Table => render_table(&rec, &cost),
-        Format::Vllm | Format::Trtllm => return Err(schedule_without_table()),
+        Format::Vllm | Format::Trtllm => {
+            unreachable!("the --format of advise takes json and table only")
+        }
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
@@ -237,26 +265,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let _ = writeln!(err, "warning: {w}");
     }
     written
-}
-
-/// `--format vllm` or `trtllm` without `--batch-table`.
-fn schedule_without_table() -> CliError {
-    CliError::new(
-        "--format vllm and --format trtllm write batch-size schedules: give --batch-table and one --bucket per batch-size range",
-    )
-}
-
-/// The advisor of `--prior` and `--credible-level`.
-fn advisor(args: &Args) -> Result<Advisor, CliError> {
-    let mut advisor = Advisor::default()
-        .with_credible_level(args.credible_level)
-        .map_err(|e| CliError::new(format!("--credible-level: {e}")))?;
-    if let Some(p) = args.prior {
-        advisor = advisor
-            .with_prior(p.alpha, p.beta)
-            .map_err(|e| CliError::new(format!("--prior: {e}")))?;
-    }
-    Ok(advisor)
 }
 
 /// The warnings of the module docs, in that order of importance: what is
