@@ -410,7 +410,50 @@ fn exactly_one_cost_flag_is_required() {
         &report,
         "the following required arguments were not provided:\n  <--cost-linear <BASE,PER_TOKEN>|--cost-table <C0,...,CK>>",
     );
-    assert_error(&["--cost-linear", "1,0.1"], &report, "--max-draft-len <K>");
+}
+
+#[test]
+fn k_defaults_to_the_reports() {
+    let dir = TempDir::new().unwrap();
+    let (text, _) = trace(2, HAND);
+    let report = replayed(&dir, "hand", 2, &text);
+    let content = fs::read_to_string(&report).unwrap();
+    for cost in [["--cost-linear", "1,0.2"], ["--cost-table", "1,1.3,1.4"]] {
+        for format in ["json", "table"] {
+            let without = advise(&[&cost[..], &["--format", format]].concat(), &report);
+            let with = advise(
+                &[&cost[..], &["--format", format, "--max-draft-len", "2"]].concat(),
+                &report,
+            );
+            assert_eq!(without.2, Some(0), "{}", without.1);
+            assert_eq!(without, with, "{cost:?} {format}");
+            let piped = bin()
+                .arg("advise")
+                .args(cost)
+                .args(["--format", format])
+                .write_stdin(content.clone())
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(piped.stdout).unwrap(), with.0);
+        }
+    }
+    // A cost table is checked against --max-draft-len before the report is
+    // read; without it, against the report's K, naming the report.
+    let missing = dir.path().join("missing.json");
+    assert_error(
+        &["--max-draft-len", "2", "--cost-table", "1,1.1"],
+        &missing,
+        "error: --cost-table: the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2)\n",
+    );
+    assert_error(&["--cost-table", "1,1.1"], &missing, "error: cannot open ");
+    assert_error(
+        &["--cost-table", "1,1.1"],
+        &report,
+        &format!(
+            "error: --cost-table: the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2); K = 2 is the num_spec_tokens of {}\n",
+            report.display()
+        ),
+    );
 }
 
 #[test]

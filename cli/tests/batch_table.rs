@@ -375,6 +375,76 @@ fn costs_reports_and_k_that_do_not_fit_are_named() {
     );
 }
 
+/// `advise batch` with one `--bucket` per value and `extra` flags, without
+/// `--max-draft-len`.
+fn batch_without_k(buckets: &[String], extra: &[&str]) -> (String, String, Option<i32>) {
+    let mut cmd = bin();
+    cmd.args(["advise", "batch"]);
+    for b in buckets {
+        cmd.arg("--bucket").arg(b);
+    }
+    let out = cmd.args(extra).output().unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn k_defaults_to_the_first_reports() {
+    let dir = TempDir::new().unwrap();
+    let (buckets, _) = falling(&dir);
+    for format in ["json", "table", "vllm", "trtllm"] {
+        let without = batch_without_k(&buckets, &["--format", format]);
+        ok(without.2, &without.1);
+        assert_eq!(without, batch(&buckets, &["--format", format]), "{format}");
+    }
+
+    let (good, _) = report(&dir, "good", GOOD);
+    let k3 = dir.path().join("k3.json");
+    let out = bin()
+        .args(["replay", "--max-draft-len", "3"])
+        .write_stdin("{\"drafted\":3,\"accepted\":1}\n")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    fs::write(&k3, out).unwrap();
+    let k3 = k3.display().to_string();
+    let (out, err, code) = batch_without_k(
+        &[
+            format!("1-4:linear:1,0.1:{good}"),
+            format!("5-8:linear:1,0.1:{k3}"),
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str()), (Some(2), ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: {k3} (bucket 5-8): num_spec_tokens (K) is 3 but {good} (bucket 1-4) has 2; every bucket's report must have the same K\n"
+        )
+    );
+    // Every cost is checked against the first report's K before the
+    // other reports are read.
+    let (out, err, code) = batch_without_k(
+        &[
+            format!("1-4:linear:1,0.1:{good}"),
+            "5-8:table:1,1.1:missing.json".to_owned(),
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str()), (Some(2), ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: bucket 2 (batch sizes 5-8): the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2) (report missing.json; K = 2 is the num_spec_tokens of {good})\n"
+        )
+    );
+}
+
 #[test]
 fn malformed_bucket_values_are_errors() {
     for (value, message) in [

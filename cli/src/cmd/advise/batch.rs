@@ -26,7 +26,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use specdec_metrics::{
-    Advisor, BatchBucket, BatchTable, BatchTableError, StepCost, TrtllmSchedule, VllmSchedule,
+    Advisor, BatchBucket, BatchTable, BatchTableError, CostError, StepCost, TrtllmSchedule,
+    VllmSchedule,
 };
 
 use super::{AdvisorArgs, level_percent, significant, trimmed, warnings};
@@ -128,39 +129,9 @@ struct Output<'a> {
 /// Runs `advise batch`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let advisor = &args.advisor.advisor()?;
-    let max = args.advisor.max_draft_len();
-    let with_flag = |msg: &dyn std::fmt::Display, b: &BucketArg| {
-        CliError::new(format!("{msg} (report {})", b.report.display()))
-    };
-    // Costs are checked before any report is read: a wrong table is known
-    // already.
-    for (index, b) in args.bucket.iter().enumerate() {
-        b.cost.check(max).map_err(|error| {
-            let e = BatchTableError::Cost {
-                index,
-                start_bs: b.start_bs,
-                end_bs: b.end_bs,
-                error,
-            };
-            with_flag(&e, b)
-        })?;
-    }
-    let mut buckets = Vec::with_capacity(args.bucket.len());
-    for b in &args.bucket {
-        let name = b.report.display().to_string();
-        let hist = read_report(&b.report, &name)?;
-        if hist.max_draft_len() != max {
-            return Err(CliError::new(format!(
-                "{name} (bucket {}-{}): num_spec_tokens (K) is {} but --max-draft-len is {max}; give the reports' K (and, with a cost table, one cost per draft length 0..=K)",
-                b.start_bs,
-                b.end_bs,
-                hist.max_draft_len()
-            )));
-        }
-        buckets.push(BatchBucket::new(b.start_bs, b.end_bs, hist, b.cost.clone()));
-    }
-    let table = BatchTable::recommend(advisor, &buckets).map_err(|e| match e.index() {
-        Some(i) => with_flag(&e, &args.bucket[i]),
+    let buckets = read_buckets(&args)?;
+    let table = BatchTable::recommend(advisor, &buckets).map_err(|e| match failing_bucket(&e) {
+        Some(i) => with_report(&e, &args.bucket[i], None),
         None => CliError::new(e),
     })?;
     let trtllm = table.trtllm_config();
@@ -197,6 +168,91 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let _ = writeln!(err, "warning: {n}");
     }
     written
+}
+
+/// Checks every bucket's cost against `K` and reads its report, whose `K`
+/// must be `--max-draft-len`, or, without it, the first report's. Costs
+/// are checked before any report is read when `--max-draft-len` gives `K`,
+/// right after the first report otherwise.
+fn read_buckets(args: &Args) -> Result<Vec<BatchBucket>, CliError> {
+    let given = args.advisor.max_draft_len;
+    if let Some(max) = given {
+        check_costs(&args.bucket, max, None)?;
+    }
+    // Without --max-draft-len: K, and the report it comes from.
+    let mut first: Option<(usize, String, &BucketArg)> = None;
+    let mut buckets = Vec::with_capacity(args.bucket.len());
+    for b in &args.bucket {
+        let name = b.report.display().to_string();
+        let hist = read_report(&b.report, &name)?;
+        let found = hist.max_draft_len();
+        match (given, &first) {
+            (Some(max), _) if found != max => {
+                return Err(CliError::new(format!(
+                    "{name} (bucket {}-{}): num_spec_tokens (K) is {found} but --max-draft-len is {max}; give the reports' K (and, with a cost table, one cost per draft length 0..=K)",
+                    b.start_bs, b.end_bs
+                )));
+            }
+            (Some(_), _) => {}
+            (None, None) => {
+                check_costs(&args.bucket, found, Some(&name))?;
+                first = Some((found, name, b));
+            }
+            (None, Some((max, first_name, f))) if found != *max => {
+                return Err(CliError::new(format!(
+                    "{name} (bucket {}-{}): num_spec_tokens (K) is {found} but {first_name} (bucket {}-{}) has {max}; every bucket's report must have the same K",
+                    b.start_bs, b.end_bs, f.start_bs, f.end_bs
+                )));
+            }
+            (None, Some(_)) => {}
+        }
+        buckets.push(BatchBucket::new(b.start_bs, b.end_bs, hist, b.cost.clone()));
+    }
+    Ok(buckets)
+}
+
+/// Whether every bucket's cost fits `K = max`; `from` names the report
+/// whose `num_spec_tokens` `K` is, when `--max-draft-len` did not give it.
+fn check_costs(buckets: &[BucketArg], max: usize, from: Option<&str>) -> Result<(), CliError> {
+    for (index, b) in buckets.iter().enumerate() {
+        b.cost.check(max).map_err(|error| {
+            with_report(&cost_error(index, b, error), b, from.map(|f| (max, f)))
+        })?;
+    }
+    Ok(())
+}
+
+/// The library's error for bucket `index`'s cost (the one place that
+/// builds a [`BatchTableError`]).
+fn cost_error(index: usize, b: &BucketArg, error: CostError) -> BatchTableError {
+    BatchTableError::Cost {
+        index,
+        start_bs: b.start_bs,
+        end_bs: b.end_bs,
+        error,
+    }
+}
+
+/// The position of the bucket a library error is about (the one place
+/// that asks a [`BatchTableError`]).
+fn failing_bucket(e: &BatchTableError) -> Option<usize> {
+    e.index()
+}
+
+/// `msg` about bucket `b`, followed by its report, and by where `K` came
+/// from when no `--max-draft-len` gave it.
+fn with_report(
+    msg: &dyn std::fmt::Display,
+    b: &BucketArg,
+    k_from: Option<(usize, &str)>,
+) -> CliError {
+    let report = b.report.display();
+    CliError::new(match k_from {
+        None => format!("{msg} (report {report})"),
+        Some((max, name)) => {
+            format!("{msg} (report {report}; K = {max} is the num_spec_tokens of {name})")
+        }
+    })
 }
 
 /// `bucket 1-8 (small.json)`.

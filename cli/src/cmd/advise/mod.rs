@@ -1,7 +1,8 @@
 //! `advise`: a report into the draft length to use.
 //!
 //! Reads one report ([`crate::io::read_report`], strictly), checks that its `K`
-//! is `--max-draft-len`, and hands it with the step cost to the library's
+//! is `--max-draft-len` when that is given (it is the report's `K`
+//! otherwise), and hands it with the step cost to the library's
 //! [`Advisor`] ([`Advisor::try_recommend`]). Standard output carries the
 //! [`Recommendation`]: serialized, on one line (`--format json`, the
 //! default, as for every subcommand: standard output is for programs unless
@@ -113,8 +114,9 @@ enum Command {
 /// parameters.
 #[derive(clap::Args, Debug)]
 pub struct AdvisorArgs {
-    /// The reports' maximum draft length K (their num_spec_tokens), 1..=64.
-    #[arg(long, value_name = "K", value_parser = parse_max_draft_len, required = true)]
+    /// The maximum draft length K, 1..=64: when given, every report's
+    /// num_spec_tokens must be K [default: the report's num_spec_tokens]
+    #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
     max_draft_len: Option<usize>,
     /// The Beta(ALPHA, BETA) prior of every continuation rate, both above
     /// 0 [default: 1,1, uniform, worth two trials].
@@ -126,12 +128,6 @@ pub struct AdvisorArgs {
 }
 
 impl AdvisorArgs {
-    /// `--max-draft-len`, which clap requires.
-    fn max_draft_len(&self) -> usize {
-        self.max_draft_len
-            .expect("clap requires --max-draft-len (an Option only so that advise batch can go without advise's)")
-    }
-
     /// The advisor of `--prior` and `--credible-level`.
     fn advisor(&self) -> Result<Advisor, CliError> {
         let mut advisor = Advisor::default()
@@ -229,11 +225,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "give a step cost: --cost-linear or --cost-table",
         ));
     };
-    let max = args.advisor.max_draft_len();
-    // Checked before the report is read: a wrong table is known already.
-    cost.check(max)
-        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
-
+    let given = args.advisor.max_draft_len;
+    // With --max-draft-len, checked before the report is read: a wrong
+    // table is known already.
+    if let Some(max) = given {
+        check_cost(&cost, max, None)?;
+    }
     let (path, name) = match args.report.as_deref() {
         Some(p) if p != Path::new("-") => (p, p.display().to_string()),
         _ => {
@@ -242,15 +239,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     };
     let hist = read_report(path, &name)?;
-    if hist.max_draft_len() != max {
-        return Err(CliError::new(format!(
-            "{name}: num_spec_tokens (K) is {} but --max-draft-len is {max}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)",
-            hist.max_draft_len()
-        )));
+    let max = hist.max_draft_len();
+    match given {
+        Some(k) if k != max => {
+            return Err(CliError::new(format!(
+                "{name}: num_spec_tokens (K) is {max} but --max-draft-len is {k}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)"
+            )));
+        }
+        Some(_) => {}
+        None => check_cost(&cost, max, Some(&name))?,
     }
-    let rec = advisor
-        .try_recommend(&hist, &cost)
-        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+    let rec = recommend(&advisor, &hist, &cost)?;
 
     let text = match args.format {
         Format::Json => json_line(&rec, "advice")?,
@@ -265,6 +264,30 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let _ = writeln!(err, "warning: {w}");
     }
     written
+}
+
+/// Whether `cost` fits `K = max` (a table has `K + 1` entries); `from`
+/// names the report whose `num_spec_tokens` `K` is, when `--max-draft-len`
+/// did not give it.
+fn check_cost(cost: &StepCost, max: usize, from: Option<&str>) -> Result<(), CliError> {
+    cost.check(max).map_err(|e| {
+        CliError::new(match from {
+            None => format!("--cost-table: {e}"),
+            Some(name) => format!("--cost-table: {e}; K = {max} is the num_spec_tokens of {name}"),
+        })
+    })
+}
+
+/// The library's advice on `hist` (whose `K` the cost fits): the one call
+/// of [`Advisor::try_recommend`].
+fn recommend(
+    advisor: &Advisor,
+    hist: &AcceptanceHistogram,
+    cost: &StepCost,
+) -> Result<Recommendation, CliError> {
+    advisor
+        .try_recommend(hist, cost)
+        .map_err(|e| CliError::new(format!("--cost-table: {e}")))
 }
 
 /// The warnings of the module docs, in that order of importance: what is
