@@ -2,6 +2,7 @@
 //! quoted in messages.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// How many characters of input a message quotes at most.
 pub const EXCERPT_CHARS: usize = 40;
@@ -86,6 +87,14 @@ pub fn sanitize(msg: &str) -> String {
         }
     }
     out
+}
+
+/// A path (a file name given on the command line) as every message and
+/// table shows it: as [`Path::display`] writes it (bytes that are not UTF-8
+/// as U+FFFD) and [sanitized](sanitize), so that a name holding control
+/// characters cannot act on the terminal it is printed to.
+pub fn display_path(path: &Path) -> String {
+    sanitize(&path.display().to_string())
 }
 
 /// Pushes `c`, escaped when it must not reach a terminal as it is.
@@ -202,6 +211,19 @@ mod tests {
                 "t".repeat(250)
             )
         );
+    }
+
+    #[test]
+    fn paths_are_shown_escaped() {
+        assert_eq!(
+            display_path(Path::new("examples/batch/bs1-8.json")),
+            "examples/batch/bs1-8.json"
+        );
+        assert_eq!(
+            display_path(Path::new("r\u{1b}]0;pwned\u{7}.json")),
+            "r\\u001b]0;pwned\\u0007.json"
+        );
+        assert_eq!(display_path(Path::new("a\u{202e}b\nc")), "a\\u202eb\\nc");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::Path;
 use specdec_metrics::AcceptanceHistogram;
 
 use crate::error::CliError;
+use crate::format::display_path;
 
 /// Reads the report at `path` (`-` is standard input), strictly: the
 /// library rejects a report whose figures disagree with its rows. `name` is
@@ -63,7 +64,7 @@ pub fn write_file(path: &Path, bytes: &[u8], what: &str) -> Result<(), CliError>
     std::fs::write(path, bytes).map_err(|e| {
         CliError::new(format!(
             "cannot write the {what} to {}: {e}",
-            path.display()
+            display_path(path)
         ))
     })
 }

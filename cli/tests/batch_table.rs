@@ -627,3 +627,48 @@ fn help_lists_advise_batch_and_its_flags() {
                 .and(predicate::str::contains("- trtllm:")),
         );
 }
+
+/// A report path holding control characters (a terminal title sequence,
+/// ESC ... BEL) reaches neither the table nor a warning raw: it is shown
+/// escaped, as every other input quoted by the command line.
+#[test]
+fn a_report_path_with_control_characters_is_escaped_everywhere() {
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let hostile = dir.path().join("r\u{1b}]0;pwned\u{7}.json");
+    fs::copy(&good, &hostile).unwrap();
+    let shown = format!("{}/r\\u001b]0;pwned\\u0007.json", dir.path().display());
+    let buckets = [
+        format!("1-4:linear:1,0.1:{}", hostile.display()),
+        format!("5-8:linear:1,0.1:{good}"),
+    ];
+    for format in ["table", "json", "vllm"] {
+        let (out, err, code) = batch(&buckets, &["--format", format]);
+        ok(code, &err);
+        for text in [&out, &err] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{format}: raw control characters in\n{text}"
+            );
+        }
+        // Every bucket's warnings name it, escaped.
+        assert!(
+            err.contains(&format!(
+                "warning: bucket 1-4 ({shown}): only 8 steps drafted a token"
+            )),
+            "{format}: {err}"
+        );
+        if format == "table" {
+            assert!(out.contains(&format!("1.781x  {shown}\n")), "{out}");
+        }
+    }
+    // Errors that name the bucket's report escape it too.
+    let (_, err, code) = batch(&[format!("1-4:table:1,1.1:{}", hostile.display())], &[]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err,
+        format!(
+            "error: bucket 1 (batch sizes 1-4): the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2) (report {shown})\n"
+        )
+    );
+}

@@ -10,6 +10,7 @@ use specdec_metrics::{AcceptanceHistogram, MergeError};
 
 use super::output::{OutputArgs, output};
 use crate::error::CliError;
+use crate::format::display_path;
 use crate::io::read_report;
 
 /// The flags of `merge`.
@@ -32,7 +33,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 pub fn merge_files<P: AsRef<Path>>(paths: &[P]) -> Result<AcceptanceHistogram, CliError> {
     let mut merged: Option<(AcceptanceHistogram, String)> = None;
     for path in paths {
-        let name = path.as_ref().display().to_string();
+        let name = display_path(path.as_ref());
         let report = read_report(path.as_ref(), &name)?;
         match &mut merged {
             None => merged = Some((report, name)),

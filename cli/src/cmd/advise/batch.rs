@@ -33,7 +33,7 @@ use specdec_metrics::{
 use super::{AdvisorArgs, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
 use crate::flags::Format;
-use crate::format::{excerpt, group_digits};
+use crate::format::{display_path, excerpt, group_digits};
 use crate::io::{read_report, write_stdout};
 use crate::render::json_line;
 use crate::render::table::{Column, Table};
@@ -67,6 +67,13 @@ pub struct BucketArg {
     end_bs: usize,
     cost: StepCost,
     report: PathBuf,
+}
+
+impl BucketArg {
+    /// The report's path as messages and the table show it, escaped.
+    fn name(&self) -> String {
+        display_path(&self.report)
+    }
 }
 
 const BUCKET_SYNTAX: &str =
@@ -183,7 +190,7 @@ fn read_buckets(args: &Args) -> Result<Vec<BatchBucket>, CliError> {
     let mut first: Option<(usize, String, &BucketArg)> = None;
     let mut buckets = Vec::with_capacity(args.bucket.len());
     for b in &args.bucket {
-        let name = b.report.display().to_string();
+        let name = b.name();
         let hist = read_report(&b.report, &name)?;
         let found = hist.max_draft_len();
         match (given, &first) {
@@ -246,7 +253,7 @@ fn with_report(
     b: &BucketArg,
     k_from: Option<(usize, &str)>,
 ) -> CliError {
-    let report = b.report.display();
+    let report = b.name();
     CliError::new(match k_from {
         None => format!("{msg} (report {report})"),
         Some((max, name)) => {
@@ -257,7 +264,7 @@ fn with_report(
 
 /// `bucket 1-8 (small.json)`.
 fn bucket_name(start: usize, end: usize, arg: &BucketArg) -> String {
-    format!("bucket {start}-{end} ({})", arg.report.display())
+    format!("bucket {start}-{end} ({})", arg.name())
 }
 
 /// The table for people, ending in a newline.
@@ -299,7 +306,7 @@ fn render(
             format!("{:.3}", chosen.tokens_per_step),
             trimmed(significant(chosen.cost, 6)),
             format!("{:.3}x", rec.expected_speedup),
-            arg.report.display().to_string(),
+            arg.name(),
         ]);
     }
     rows.render(&mut out);

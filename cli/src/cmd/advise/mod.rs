@@ -47,7 +47,7 @@ use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 
 use crate::error::CliError;
 use crate::flags::{Format, parse_max_draft_len};
-use crate::format::{excerpt, group_digits, percent};
+use crate::format::{display_path, excerpt, group_digits, percent};
 use crate::io::{note_reading_stdin, read_report, write_stdout};
 use crate::render::json_line;
 use crate::render::table::{Column, Table};
@@ -232,7 +232,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         check_cost(&cost, max, None)?;
     }
     let (path, name) = match args.report.as_deref() {
-        Some(p) if p != Path::new("-") => (p, p.display().to_string()),
+        Some(p) if p != Path::new("-") => (p, display_path(p)),
         _ => {
             note_reading_stdin("a report");
             (Path::new("-"), "<stdin>".to_owned())

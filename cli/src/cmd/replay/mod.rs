@@ -34,7 +34,7 @@ use self::input::{LineParser, Record};
 use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
-use crate::format::{excerpt, format_bytes, sanitize};
+use crate::format::{display_path, excerpt, format_bytes};
 use crate::io::note_reading_stdin;
 
 /// The flags of `replay`.
@@ -113,7 +113,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let hist = match args.file.as_deref() {
         Some(path) if path != Path::new("-") => {
-            let name = sanitize(&path.display().to_string());
+            let name = display_path(path);
             let file =
                 File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
             let len = file
