@@ -672,3 +672,62 @@ fn a_report_path_with_control_characters_is_escaped_everywhere() {
         )
     );
 }
+
+/// A report path that is not UTF-8 (any bytes but NUL and `/` name a file
+/// on unix) works in a `--bucket` as it works as the REPORT of `advise`.
+#[cfg(unix)]
+#[test]
+fn a_report_path_that_is_not_utf8_is_taken() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let mut name = dir.path().as_os_str().as_bytes().to_vec();
+    name.extend_from_slice(b"/r\xff\xfe.json");
+    let path = PathBuf::from(OsString::from_vec(name.clone()));
+    fs::copy(&good, &path).unwrap();
+
+    // As REPORT of advise: taken.
+    bin()
+        .args(["advise", "--cost-linear", "1,0.1"])
+        .arg(&path)
+        .assert()
+        .success();
+    // As a bucket's report: taken too, and named as the other errors and
+    // warnings name it (the bytes that are not UTF-8 as U+FFFD).
+    let mut bucket = b"1-4:linear:1,0.1:".to_vec();
+    bucket.extend_from_slice(&name);
+    let out = bin()
+        .args(["advise", "batch", "--format", "table"])
+        .arg("--bucket")
+        .arg(OsString::from_vec(bucket))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let shown = format!("{}/r\u{fffd}\u{fffd}.json", dir.path().display());
+    assert!(stdout.contains(&format!("1.781x  {shown}\n")), "{stdout}");
+    assert!(
+        stderr.contains(&format!("warning: bucket 1-4 ({shown}): only 8 steps")),
+        "{stderr}"
+    );
+    // The batch sizes and the cost are text: bytes that are not UTF-8
+    // there are an error that says where they are.
+    let out = bin()
+        .args(["advise", "batch", "--bucket"])
+        .arg(std::ffi::OsStr::from_bytes(b"1-4:linear:1,0.1\xff:r.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with(
+            "error: invalid value '1-4:linear:1,0.1\u{fffd}:r.json' for '--bucket <START-END:COST:REPORT>': the cost values \"1,0.1\u{fffd}\" are not UTF-8 text"
+        ),
+        "{stderr}"
+    );
+}

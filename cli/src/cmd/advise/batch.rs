@@ -20,9 +20,12 @@
 //! one row per bucket and both engines' keys. The warnings of one report
 //! are given per bucket, naming it.
 
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::PathBuf;
+
+use clap::builder::{OsStringValueParser, TypedValueParser};
 
 use serde::Serialize;
 use specdec_metrics::{
@@ -51,7 +54,7 @@ pub struct Args {
     /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
     /// cost there, the report of the steps taken there; the report comes
     /// last, so its path may hold ':'). Example: 1-8:linear:1,0.05:small.json.
-    #[arg(long, required = true, value_name = "START-END:COST:REPORT", value_parser = parse_bucket, allow_hyphen_values = true)]
+    #[arg(long, required = true, value_name = "START-END:COST:REPORT", value_parser = OsStringValueParser::new().try_map(parse_bucket), allow_hyphen_values = true)]
     bucket: Vec<BucketArg>,
     /// What standard output carries: every bucket's recommendation and
     /// both engines' schedules as one line of JSON, a table for people,
@@ -80,17 +83,70 @@ const BUCKET_SYNTAX: &str =
     "START-END:linear:BASE,PER_TOKEN:REPORT or START-END:table:C0,...,CK:REPORT";
 
 /// Parses `START-END:linear:BASE,PER_TOKEN:REPORT` or
-/// `START-END:table:C0,...,CK:REPORT`.
-pub fn parse_bucket(s: &str) -> Result<BucketArg, String> {
-    let parts: Vec<&str> = s.splitn(4, ':').collect();
+/// `START-END:table:C0,...,CK:REPORT`. The batch sizes and the cost are
+/// text; the report, everything after the third `:`, is a path, whatever
+/// bytes it holds (as `REPORT` of `advise` is).
+pub fn parse_bucket(value: OsString) -> Result<BucketArg, String> {
+    let shown = || excerpt(&value.to_string_lossy());
+    let bytes = os_bytes(&value)
+        .ok_or_else(|| format!("{} is not valid Unicode; expected {BUCKET_SYNTAX}", shown()))?;
+    let parts: Vec<&[u8]> = bytes.splitn(4, |&b| b == b':').collect();
     let [range, kind, values, report] = parts[..] else {
         return Err(format!(
             "{} has {} part{} separated by ':'; expected {BUCKET_SYNTAX}",
-            excerpt(s),
+            shown(),
             parts.len(),
             if parts.len() == 1 { "" } else { "s" }
         ));
     };
+    let text = |field: &'_ [u8], what: &str, verb: &str| {
+        std::str::from_utf8(field).map(str::to_owned).map_err(|_| {
+            format!(
+                "{what} {} {verb} not UTF-8 text; only the report, after the third ':', may be any path",
+                excerpt(&String::from_utf8_lossy(field))
+            )
+        })
+    };
+    let range = text(range, "the batch sizes", "are")?;
+    let kind = text(kind, "the cost kind", "is")?;
+    let values = text(values, "the cost values", "are")?;
+    let report = path_from_bytes(report);
+    parse_fields(&range, &kind, &values, report)
+}
+
+/// The bytes of a command-line value: on unix any (`OsStrExt`); elsewhere
+/// those of valid Unicode only.
+#[cfg(unix)]
+fn os_bytes(value: &OsStr) -> Option<&[u8]> {
+    use std::os::unix::ffi::OsStrExt;
+    Some(value.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn os_bytes(value: &OsStr) -> Option<&[u8]> {
+    value.to_str().map(str::as_bytes)
+}
+
+/// The path of the bytes after a bucket's third `:`.
+#[cfg(unix)]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    // The bytes of valid Unicode cut at an ASCII ':' are valid Unicode.
+    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// The bucket of its batch sizes, cost kind, cost values and report.
+fn parse_fields(
+    range: &str,
+    kind: &str,
+    values: &str,
+    report: PathBuf,
+) -> Result<BucketArg, String> {
     let (start, end) = range.split_once('-').ok_or_else(|| {
         format!(
             "the batch sizes {} are not START-END (e.g. 1-8); expected {BUCKET_SYNTAX}",
@@ -113,14 +169,14 @@ pub fn parse_bucket(s: &str) -> Result<BucketArg, String> {
             ));
         }
     };
-    if report.is_empty() {
+    if report.as_os_str().is_empty() {
         return Err(format!("no report is given; expected {BUCKET_SYNTAX}"));
     }
     Ok(BucketArg {
         start_bs,
         end_bs,
         cost,
-        report: PathBuf::from(report),
+        report,
     })
 }
 
