@@ -20,12 +20,52 @@ pub fn read_report(path: &Path, name: &str) -> Result<AcceptanceHistogram, CliEr
         serde_json::from_reader::<_, AcceptanceHistogram>(BufReader::new(r))
             .map_err(|e| CliError::new(format!("{name}: not a valid report: {e}")))
     };
-    if path == Path::new("-") {
+    if is_stdin(path) {
         return parse(&mut io::stdin().lock());
     }
     let mut file =
         File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
     parse(&mut file)
+}
+
+/// Whether `path` stands for standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// How messages name the input at `path`: `<stdin>` for `-`, the path
+/// [escaped](display_path) otherwise.
+pub fn input_name(path: &Path) -> String {
+    if is_stdin(path) {
+        "<stdin>".to_owned()
+    } else {
+        display_path(path)
+    }
+}
+
+/// Standard input can be read once: refuses a second `-` among `paths`
+/// (the reports of one run, in order), before any of them is read. `what`
+/// names one input in the message ("bucket", "report"). One `-` gets the
+/// [note](note_reading_stdin) for a terminal.
+pub fn stdin_at_most_once<'a>(
+    paths: impl IntoIterator<Item = &'a Path>,
+    what: &str,
+) -> Result<(), CliError> {
+    let mut readers = paths
+        .into_iter()
+        .enumerate()
+        .filter(|(_, p)| is_stdin(p))
+        .map(|(i, _)| i + 1);
+    match (readers.next(), readers.next()) {
+        (Some(first), Some(second)) => Err(CliError::new(format!(
+            "{what} {second} reads standard input (-), which {what} {first} already reads; only one {what} can read standard input"
+        ))),
+        (Some(_), None) => {
+            note_reading_stdin("a report");
+            Ok(())
+        }
+        (None, _) => Ok(()),
+    }
 }
 
 /// Tells a person at a terminal that `what` ("JSON Lines", "a report") is

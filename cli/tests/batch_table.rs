@@ -731,3 +731,44 @@ fn a_report_path_that_is_not_utf8_is_taken() {
         "{stderr}"
     );
 }
+
+/// Standard input can be read once: a second bucket reading `-` is refused
+/// before any report is read, naming both buckets, instead of failing on
+/// an empty "-" once the first bucket has read everything.
+#[test]
+fn only_one_bucket_reads_standard_input() {
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let content = fs::read_to_string(&good).unwrap();
+    let run = |buckets: &[&str]| {
+        let mut cmd = bin();
+        cmd.args(["advise", "batch", "--format", "vllm"]);
+        for b in buckets {
+            cmd.arg("--bucket").arg(b);
+        }
+        cmd.write_stdin(content.clone()).output().unwrap()
+    };
+    // One bucket from standard input: fine, and named as advise names it.
+    let one = run(&["1-4:linear:1,0.1:-", &format!("5-8:linear:1,0.1:{good}")]);
+    assert_eq!(one.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&one.stderr)
+            .contains("warning: bucket 1-4 (<stdin>): only 8 steps drafted a token"),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    // Two: refused up front (bucket 1's missing report is never opened).
+    let two = run(&[
+        "1-4:linear:1,0.1:missing.json",
+        "5-8:linear:1,0.1:-",
+        "9-12:linear:1,0.1:-",
+    ]);
+    assert_eq!(
+        (two.status.code(), two.stdout.as_slice()),
+        (Some(2), &b""[..])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&two.stderr),
+        "error: bucket 3 reads standard input (-), which bucket 2 already reads; only one bucket can read standard input\n"
+    );
+}

@@ -1211,6 +1211,23 @@ fn merge_equals_replay_of_all_the_input() {
     assert!(table.starts_with("Acceptance histogram by draft length (K = num_spec_tokens = 4)"));
 }
 
+/// Standard input can be read once: `merge - -` is refused before any
+/// report is read, instead of failing on an empty second "-".
+#[test]
+fn merge_reads_standard_input_once() {
+    let dir = TempDir::new().unwrap();
+    let report = write(&dir, "r.json", EXAMPLE_REPORT);
+    bin()
+        .args(["merge", "missing.json", "-"])
+        .arg(&report)
+        .arg("-")
+        .write_stdin(EXAMPLE_REPORT)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: report 4 reads standard input (-), which report 2 already reads; only one report can read standard input\n");
+}
+
 #[test]
 fn merge_spec_report_with_itself_doubles_the_counts() {
     let dir = TempDir::new().unwrap();

@@ -10,8 +10,7 @@ use specdec_metrics::{AcceptanceHistogram, MergeError};
 
 use super::output::{OutputArgs, output};
 use crate::error::CliError;
-use crate::format::display_path;
-use crate::io::read_report;
+use crate::io::{input_name, read_report, stdin_at_most_once};
 
 /// The flags of `merge`.
 #[derive(clap::Args, Debug)]
@@ -31,9 +30,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 /// Reads and merges the reports at `paths` (`-` is standard input), in order.
 pub fn merge_files<P: AsRef<Path>>(paths: &[P]) -> Result<AcceptanceHistogram, CliError> {
+    stdin_at_most_once(paths.iter().map(AsRef::as_ref), "report")?;
     let mut merged: Option<(AcceptanceHistogram, String)> = None;
     for path in paths {
-        let name = display_path(path.as_ref());
+        let name = input_name(path.as_ref());
         let report = read_report(path.as_ref(), &name)?;
         match &mut merged {
             None => merged = Some((report, name)),

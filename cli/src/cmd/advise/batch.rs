@@ -36,8 +36,8 @@ use specdec_metrics::{
 use super::{AdvisorArgs, level_percent, significant, trimmed, warnings};
 use crate::error::CliError;
 use crate::flags::Format;
-use crate::format::{display_path, excerpt, group_digits};
-use crate::io::{read_report, write_stdout};
+use crate::format::{excerpt, group_digits};
+use crate::io::{input_name, read_report, stdin_at_most_once, write_stdout};
 use crate::render::json_line;
 use crate::render::table::{Column, Table};
 
@@ -73,9 +73,10 @@ pub struct BucketArg {
 }
 
 impl BucketArg {
-    /// The report's path as messages and the table show it, escaped.
+    /// The report as messages and the table name it: `<stdin>` for `-`,
+    /// the path escaped otherwise.
     fn name(&self) -> String {
-        display_path(&self.report)
+        input_name(&self.report)
     }
 }
 
@@ -238,6 +239,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 /// are checked before any report is read when `--max-draft-len` gives `K`,
 /// right after the first report otherwise.
 fn read_buckets(args: &Args) -> Result<Vec<BatchBucket>, CliError> {
+    stdin_at_most_once(args.bucket.iter().map(|b| b.report.as_path()), "bucket")?;
     let given = args.advisor.max_draft_len;
     if let Some(max) = given {
         check_costs(&args.bucket, max, None)?;

@@ -47,8 +47,8 @@ use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 
 use crate::error::CliError;
 use crate::flags::{Format, parse_max_draft_len};
-use crate::format::{display_path, excerpt, group_digits, percent};
-use crate::io::{note_reading_stdin, read_report, write_stdout};
+use crate::format::{excerpt, group_digits, percent};
+use crate::io::{input_name, is_stdin, note_reading_stdin, read_report, write_stdout};
 use crate::render::json_line;
 use crate::render::table::{Column, Table};
 
@@ -231,13 +231,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(max) = given {
         check_cost(&cost, max, None)?;
     }
-    let (path, name) = match args.report.as_deref() {
-        Some(p) if p != Path::new("-") => (p, display_path(p)),
-        _ => {
-            note_reading_stdin("a report");
-            (Path::new("-"), "<stdin>".to_owned())
-        }
-    };
+    let path = args.report.as_deref().unwrap_or(Path::new("-"));
+    if is_stdin(path) {
+        note_reading_stdin("a report");
+    }
+    let name = input_name(path);
     let hist = read_report(path, &name)?;
     let max = hist.max_draft_len();
     match given {

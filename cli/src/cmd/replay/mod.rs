@@ -23,7 +23,7 @@ mod input;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -35,7 +35,7 @@ use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
 use crate::format::{display_path, excerpt, format_bytes};
-use crate::io::note_reading_stdin;
+use crate::io::{is_stdin, note_reading_stdin};
 
 /// The flags of `replay`.
 #[derive(clap::Args, Debug)]
@@ -112,7 +112,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         progress: stderr_is_terminal(),
     };
     let hist = match args.file.as_deref() {
-        Some(path) if path != Path::new("-") => {
+        Some(path) if !is_stdin(path) => {
             let name = display_path(path);
             let file =
                 File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
