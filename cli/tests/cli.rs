@@ -472,6 +472,46 @@ fn replay_invalid_text_is_malformed_in_ignored_values_too() {
         .success();
 }
 
+/// A count with a minus sign is a negative number, whatever its value:
+/// `-0` (and `-0.0`, `-0e3`, which serde reads as the same -0.0) is told to
+/// be written as 0, never called "a whole number written with a decimal
+/// point or an exponent"; other negatives are named as negative, in every
+/// place a count goes, on the fast path's shapes and the others alike.
+#[test]
+fn replay_names_negative_zero_and_negative_numbers_as_such() {
+    let negative_zero = "must be an integer >= 0, got -0, a zero with a minus sign (write it as 0)";
+    for (line, message) in [
+        (r#"{"drafted":-0,"accepted":0}"#, format!("\"drafted\" {negative_zero}")),
+        (r#"{"drafted":0,"accepted":-0}"#, format!("\"accepted\" {negative_zero}")),
+        (r#"{"accepted":-0,"drafted":1}"#, format!("\"accepted\" {negative_zero}")),
+        (r#"{"scheduled":-0}"#, format!("\"scheduled\" {negative_zero}")),
+        (r#"{"scheduled":-0.0}"#, format!("\"scheduled\" {negative_zero}")),
+        (r#"{"scheduled":-0e3}"#, format!("\"scheduled\" {negative_zero}")),
+        (
+            r#"{"per_step_drafted":[1,-0],"per_step_accepted":[0,0]}"#,
+            format!("\"per_step_drafted\"[1] {negative_zero}"),
+        ),
+        (
+            r#"{"drafted":-1.0,"accepted":0}"#,
+            "\"drafted\" must be an integer >= 0, got the negative number -1".to_owned(),
+        ),
+        (
+            r#"{"drafted":-18446744073709551616,"accepted":0}"#,
+            "\"drafted\" must be an integer >= 0, got the negative number -18446744073709552000".to_owned(),
+        ),
+        (
+            r#"{"per_step_drafted":-0,"per_step_accepted":[]}"#,
+            "\"per_step_drafted\" must be an array of integers >= 0, got -0, a zero with a minus sign (write it as 0)".to_owned(),
+        ),
+    ] {
+        replay_stdin(3, &format!("{line}\n"))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(format!("error: <stdin>: line 1: {message}\n"));
+    }
+}
+
 #[test]
 fn replay_messages_say_what_is_wrong_with_a_number() {
     for (line, message) in [

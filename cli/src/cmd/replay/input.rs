@@ -422,16 +422,21 @@ impl Scalar {
         match self {
             Scalar::UInt(v) => format!("the integer {v}"),
             Scalar::NegInt(v) => format!("the negative integer {v}"),
+            // `-0` (or `-0.0`, `-0e3`): serde reads every spelling as -0.0,
+            // which is not below 0 but has its minus sign all the same.
+            Scalar::Float(v) if v == 0.0 && v.is_sign_negative() => {
+                "-0, a zero with a minus sign (write it as 0)".into()
+            }
             Scalar::Float(v) if v < 0.0 => format!("the negative number {v}"),
             Scalar::Float(v) if v.fract() != 0.0 => format!("the fraction {v}"),
             Scalar::Float(v) if v >= TWO_POW_64 => {
                 format!("a number above {}, the largest count", u64::MAX)
             }
-            // A whole number spelt `1.0` or `1e2` (or `-0`): serde reads
-            // it as a float, so its spelling is gone, but not its value.
+            // A whole number `>= 0` spelt `1.0` or `1e2`: serde reads it as
+            // a float, so its spelling is gone, but not its value.
             Scalar::Float(v) => format!(
                 "{v:?}, a whole number written with a decimal point or an exponent (write it as {})",
-                v.abs() as u64
+                v as u64
             ),
             Scalar::Bool(v) => format!("{v}"),
             Scalar::Null => "null".into(),
@@ -930,6 +935,11 @@ mod tests {
             r#"{"scheduled":01}"#,
             r#"{"scheduled":-1}"#,
             r#"{"scheduled":1.0}"#,
+            r#"{"scheduled":-0}"#,
+            r#"{"scheduled":-0.0}"#,
+            r#"{"drafted":-0,"accepted":0}"#,
+            r#"{"drafted":0,"accepted":-0}"#,
+            r#"{"accepted":-0,"drafted":0}"#,
             r#"{"scheduled":1.5}"#,
             r#"{"scheduled":1e1}"#,
             r#"{"scheduled":"2"}"#,
@@ -1145,6 +1155,19 @@ mod tests {
         assert_eq!(
             err(r#"{"drafted":-2.5,"accepted":0}"#),
             "\"drafted\" must be an integer >= 0, got the negative number -2.5"
+        );
+        // Every spelling of -0 is read as -0.0: a minus sign, not a
+        // decimal point or an exponent, is what is wrong with it.
+        for minus_zero in ["-0", "-0.0", "-0e1", "-0E-3"] {
+            assert_eq!(
+                err(&format!(r#"{{"drafted":{minus_zero},"accepted":0}}"#)),
+                "\"drafted\" must be an integer >= 0, got -0, a zero with a minus sign (write it as 0)",
+                "{minus_zero}"
+            );
+        }
+        assert_eq!(
+            err(r#"{"drafted":0.0,"accepted":0}"#),
+            "\"drafted\" must be an integer >= 0, got 0.0, a whole number written with a decimal point or an exponent (write it as 0)"
         );
         for too_large in ["18446744073709551616", "100000000000000000000000", "2e19"] {
             assert_eq!(
