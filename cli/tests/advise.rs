@@ -800,7 +800,7 @@ fn rows_whose_own_mean_disagrees_with_the_chain_are_warned_about() {
     }
 }
 
-/// Uniforms in `[0, 1)` from the top 53 bits of a seeded SplitMix64.
+/// Uniforms in `[0, 1)` from the top 53 bits of the seeded generator.
 struct Uniform(SplitMix64);
 
 impl Uniform {
@@ -813,7 +813,7 @@ impl Uniform {
     }
 }
 
-/// The generator is SplitMix64 as published (Steele, Lea, Flood 2014),
+/// The generator is splitmix64 as published (Steele, Lea, Flood 2014),
 /// seeded with its state: the first numbers of seed 1, computed by hand
 /// from its definition, so the rows below are the ones the test was
 /// written against.

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use specdec_metrics::AcceptanceHistogram;
 use tempfile::TempDir;
 
@@ -148,14 +150,8 @@ fn replay_accepts_crlf_and_a_last_line_without_newline() {
 /// lines. Returns the input and the expected
 /// histogram.
 fn random_trace(lines: usize, max: usize, seed: u64) -> (String, AcceptanceHistogram) {
-    let mut state = seed;
-    let mut next = move |n: u64| {
-        // xorshift64*
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
-    };
+    let mut rng = SplitMix64::seed_from_u64(seed);
+    let mut next = move |n: u64| rng.next_u64() % n;
     let mut h = AcceptanceHistogram::new(max).unwrap();
     let mut s = String::new();
     let k_max = max as u64;

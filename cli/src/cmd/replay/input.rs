@@ -969,6 +969,9 @@ mod tests {
     /// the serde path answers the same.
     #[test]
     fn fast_path_agrees_with_serde_path_on_mutated_lines() {
+        use rand_xoshiro::SplitMix64;
+        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+
         let seeds: [&[u8]; 6] = [
             br#"{"drafted":12,"accepted":3}"#,
             br#" { "accepted" : 0 , "drafted" : 7 } "#,
@@ -978,13 +981,8 @@ mod tests {
             br#" { "scheduled" : 0 } "#,
         ];
         let alphabet = b"{}[]\":,. -+eE0123456789tru\\\tadcepdfnxshl";
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut rng = SplitMix64::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut rand = |n: usize| (rng.next_u64() % n as u64) as usize;
         let mut fast_answers = 0;
         for _ in 0..50_000 {
             let mut line = seeds[rand(seeds.len())].to_vec();
