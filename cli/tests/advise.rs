@@ -10,7 +10,7 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use rand_xoshiro::SplitMix64;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
-use specdec_metrics::{AcceptanceHistogram, Advisor, StepCost};
+use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 use tempfile::TempDir;
 
 fn bin() -> Command {
@@ -64,6 +64,11 @@ fn advise(args: &[&str], report: &PathBuf) -> (String, String, Option<i32>) {
     )
 }
 
+/// What the library advises on `h`: the tests' one call of the advisor.
+fn library_advice(advisor: &Advisor, h: &AcceptanceHistogram, cost: &StepCost) -> Recommendation {
+    advisor.try_recommend(h, cost).unwrap()
+}
+
 /// The hand example, K = 2:
 ///
 /// | steps | (k, a) | pos 1   | pos 2     |
@@ -91,9 +96,11 @@ fn json_is_the_library_advice_and_matches_the_hand_computation() {
     // g(2) = (19/9) / 1.4 = 1.508: draft 2, speedup 95/63.
     let (stdout, _, code) = advise(&["--max-draft-len", "2", "--cost-linear", "1,0.2"], &report);
     assert_eq!(code, Some(0));
-    let library = Advisor::default()
-        .try_recommend(&h, &StepCost::linear(1.0, 0.2).unwrap())
-        .unwrap();
+    let library = library_advice(
+        &Advisor::default(),
+        &h,
+        &StepCost::linear(1.0, 0.2).unwrap(),
+    );
     assert_eq!(stdout, serde_json::to_string(&library).unwrap() + "\n");
     assert_eq!(stdout.lines().count(), 1);
 
@@ -178,7 +185,7 @@ fn json_follows_the_cost_table_prior_and_credible_level() {
         .with_credible_level(0.95)
         .unwrap();
     let cost = StepCost::table(vec![20.0, 22.5, 24.0, 26.5, 29.0]).unwrap();
-    let library = advisor.try_recommend(&h, &cost).unwrap();
+    let library = library_advice(&advisor, &h, &cost);
     assert_eq!(stdout, serde_json::to_string(&library).unwrap() + "\n");
     // Not the defaults: the flags reached the advisor.
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -777,10 +784,12 @@ fn rows_whose_own_mean_disagrees_with_the_chain_are_warned_about() {
         (2, 2, 60),
     ];
     let (_, h) = trace(2, &rows);
-    let k2 = &Advisor::default()
-        .try_recommend(&h, &StepCost::linear(1.0, 0.1).unwrap())
-        .unwrap()
-        .candidates[2];
+    let k2 = &library_advice(
+        &Advisor::default(),
+        &h,
+        &StepCost::linear(1.0, 0.1).unwrap(),
+    )
+    .candidates[2];
     assert!(k2.row_mean_accepted.unwrap() < k2.accepted_interval[0]);
     let (_, stderr) = advise_trace(2, &rows, "1,0.1", "json");
     assert!(!stderr.contains("row's own mean"), "{stderr}");
