@@ -138,6 +138,33 @@ fn is_hidden(c: char) -> bool {
             | '\u{fff9}'..='\u{fffb}')
 }
 
+/// `v` with `digits` significant digits (at least none after the point):
+/// `2.400`, `0.01235`, `1235`. Whatever the unit of the cost, a goodput
+/// keeps its precision.
+pub fn significant(v: f64, digits: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).clamp(0, 15) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// A number without its trailing zeros: `1.450` as `1.45`, `20.0` as `20`.
+pub fn trimmed(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// A probability as a percentage without needless decimals: `90%`,
+/// `99.9%`.
+pub fn level_percent(p: f64) -> String {
+    format!("{}%", trimmed(significant(p * 100.0, 6)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +251,18 @@ mod tests {
             "r\\u001b]0;pwned\\u0007.json"
         );
         assert_eq!(display_path(Path::new("a\u{202e}b\nc")), "a\\u202eb\\nc");
+    }
+
+    #[test]
+    fn significant_digits_drop_trailing_zeros() {
+        assert_eq!(trimmed(significant(1.0 + 0.15 * 3.0, 6)), "1.45");
+        assert_eq!(trimmed(significant(20.0, 6)), "20");
+        assert_eq!(significant(2.4, 4), "2.400");
+        assert_eq!(significant(0.012_345_6, 4), "0.01235");
+        assert_eq!(significant(1234.56, 4), "1235");
+        assert_eq!(significant(0.0, 4), "0");
+        assert_eq!(level_percent(0.9), "90%");
+        assert_eq!(level_percent(0.999), "99.9%");
     }
 
     #[test]

@@ -21,7 +21,6 @@
 //! are given per bucket, naming it.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -29,17 +28,15 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 
 use serde::Serialize;
 use specdec_metrics::{
-    Advisor, BatchBucket, BatchTable, BatchTableError, CostError, StepCost, TrtllmSchedule,
-    VllmSchedule,
+    BatchBucket, BatchTable, BatchTableError, CostError, StepCost, TrtllmSchedule, VllmSchedule,
 };
 
-use super::{AdvisorArgs, level_percent, significant, trimmed, warnings};
+use super::{AdvisorArgs, warnings};
 use crate::error::CliError;
 use crate::flags::Format;
-use crate::format::{excerpt, group_digits};
+use crate::format::excerpt;
 use crate::io::{input_name, read_report, stdin_at_most_once, write_stdout};
-use crate::render::json_line;
-use crate::render::table::{Column, Table};
+use crate::render::{self, json_line};
 
 /// The values of `--format`.
 const BATCH_FORMATS: &[Format] = &[Format::Json, Format::Table, Format::Vllm, Format::Trtllm];
@@ -215,7 +212,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         Format::Vllm => json_line(&table.vllm_config(), "advice")?,
         Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?, "advice")?,
-        Format::Table => render(&table, &args.bucket, &trtllm, advisor)?,
+        Format::Table => {
+            let reports: Vec<String> = args.bucket.iter().map(BucketArg::name).collect();
+            render::batch_table::render(&table, &reports, &trtllm, advisor)?
+        }
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
@@ -323,80 +323,4 @@ fn with_report(
 /// `bucket 1-8 (small.json)`.
 fn bucket_name(start: usize, end: usize, arg: &BucketArg) -> String {
     format!("bucket {start}-{end} ({})", arg.name())
-}
-
-/// The table for people, ending in a newline.
-fn render(
-    table: &BatchTable,
-    args: &[BucketArg],
-    trtllm: &Result<TrtllmSchedule, BatchTableError>,
-    advisor: &Advisor,
-) -> Result<String, CliError> {
-    let mut out = String::new();
-    let prior = advisor.prior();
-    let _ = writeln!(
-        out,
-        "Draft length by batch size (K = num_spec_tokens = {}; prior Beta({}, {}); {} credible intervals)",
-        table.max_draft_len(),
-        prior.alpha,
-        prior.beta,
-        level_percent(advisor.credible_level())
-    );
-    out.push('\n');
-    let mut rows = Table::new(vec![
-        Column::right("batch sizes"),
-        Column::right("verify steps"),
-        Column::right("k"),
-        Column::right("E[accepted]"),
-        Column::right("tokens/step"),
-        Column::right("cost(k)"),
-        Column::right("speedup"),
-        Column::left("report"),
-    ]);
-    for (e, arg) in table.entries().iter().zip(args) {
-        let rec = &e.recommendation;
-        let chosen = &rec.candidates[rec.draft_len];
-        rows.row(vec![
-            format!("{}-{}", e.start_bs, e.end_bs),
-            group_digits(rec.num_spec_steps),
-            rec.draft_len.to_string(),
-            format!("{:.3}", chosen.expected_accepted),
-            format!("{:.3}", chosen.tokens_per_step),
-            trimmed(significant(chosen.cost, 6)),
-            format!("{:.3}x", rec.expected_speedup),
-            arg.name(),
-        ]);
-    }
-    rows.render(&mut out);
-    out.push_str(
-        "k: the recommended draft length of the bucket (0: do not speculate); speedup: expected goodput over not speculating.\n",
-    );
-    out.push('\n');
-    let _ = writeln!(
-        out,
-        "vLLM speculative_config: {}",
-        json_line(&table.vllm_config(), "advice")?.trim_end()
-    );
-    match trtllm {
-        Ok(t) => {
-            let _ = writeln!(
-                out,
-                "TensorRT-LLM speculative config: {}",
-                json_line(t, "advice")?.trim_end()
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(out, "TensorRT-LLM: no draft_len_schedule: {e}");
-        }
-    }
-    // `recommend` refuses an empty table.
-    if let Some(last) = table.entries().last() {
-        let _ = writeln!(
-            out,
-            "Above batch size {}, vLLM keeps draft length {} and TensorRT-LLM drafts none: end the last bucket at the engine's largest batch size.",
-            last.end_bs,
-            last.draft_len()
-        );
-    }
-    Ok(out)
 }

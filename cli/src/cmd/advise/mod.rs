@@ -38,7 +38,6 @@
 //! - **Rejected observations** in the report: invalid steps an engine
 //!   recorded (a bug to look into); they are in no estimate.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -47,10 +46,9 @@ use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 
 use crate::error::CliError;
 use crate::flags::{Format, parse_max_draft_len};
-use crate::format::{excerpt, group_digits, percent};
+use crate::format::{excerpt, group_digits};
 use crate::io::{input_name, is_stdin, note_reading_stdin, read_report, write_stdout};
-use crate::render::json_line;
-use crate::render::table::{Column, Table};
+use crate::render::{self, json_line};
 
 mod batch;
 
@@ -251,7 +249,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
     let text = match args.format {
         Format::Json => json_line(&rec, "advice")?,
-        Format::Table => render_table(&rec, &cost),
+        Format::Table => render::advice::render(&rec, &cost),
         Format::Vllm | Format::Trtllm => {
             unreachable!("the --format of advise takes json and table only")
         }
@@ -353,174 +351,9 @@ fn warnings(rec: &Recommendation, h: &AcceptanceHistogram) -> Vec<String> {
     out
 }
 
-/// The tables for people, ending in a newline.
-fn render_table(rec: &Recommendation, cost: &StepCost) -> String {
-    let mut out = String::new();
-    let level = level_percent(rec.credible_level);
-    let max = rec.candidates.len() - 1;
-    let _ = writeln!(
-        out,
-        "Draft length advice (K = num_spec_tokens = {max}, {} verify steps)",
-        group_digits(rec.num_spec_steps)
-    );
-    let _ = writeln!(
-        out,
-        "step cost: {cost}; prior Beta({}, {}) on every continuation rate; {level} credible intervals",
-        rec.prior.alpha, rec.prior.beta
-    );
-    out.push('\n');
-
-    let mut table = Table::new(vec![
-        Column::right(""),
-        Column::right("k"),
-        Column::right("E[accepted]"),
-        Column::right(format!("{level} interval")),
-        Column::right("tokens/step"),
-        Column::right("cost"),
-        Column::right("goodput"),
-        Column::right("speedup"),
-        Column::right("P(beats)"),
-        Column::right("row steps"),
-        Column::right("row mean"),
-        Column::left("notes"),
-    ]);
-    let mut any_prior = false;
-    for c in &rec.candidates {
-        let chosen = c.draft_len == rec.draft_len;
-        let mut notes = Vec::new();
-        if c.uses_prior {
-            notes.push("prior");
-            any_prior = true;
-        }
-        if c.row_disagrees {
-            notes.push("row differs");
-        }
-        table.row(vec![
-            if chosen { "*" } else { "" }.to_owned(),
-            c.draft_len.to_string(),
-            format!("{:.3}", c.expected_accepted),
-            format!(
-                "[{:.3}, {:.3}]",
-                c.accepted_interval[0], c.accepted_interval[1]
-            ),
-            format!("{:.3}", c.tokens_per_step),
-            trimmed(significant(c.cost, 6)),
-            significant(c.goodput, 4),
-            format!("{:.3}x", c.speedup),
-            if chosen {
-                "-".to_owned()
-            } else {
-                percent(c.prob_beats_choice)
-            },
-            group_digits(c.row_steps),
-            c.row_mean_accepted
-                .map_or("-".to_owned(), |m| format!("{m:.3}")),
-            notes.join(", "),
-        ]);
-    }
-    table.render(&mut out);
-    out.push_str(
-        "* the recommendation. P(beats): posterior probability that k has a higher goodput than it.\n",
-    );
-    if any_prior {
-        let _ = writeln!(
-            out,
-            "prior: a position up to k has no trials; E[accepted] leans on the prior there, not on data."
-        );
-    }
-    if rec.candidates.iter().any(|c| c.row_disagrees) {
-        out.push_str(
-            "row differs: the row's own mean is further from E[accepted] than chance allows (see the warning).\n",
-        );
-    }
-    out.push('\n');
-
-    match rec.draft_len {
-        0 => out.push_str(
-            "Recommendation: do not speculate (k = 0): no draft length is expected to beat a step without drafts.\n",
-        ),
-        k => {
-            let _ = writeln!(
-                out,
-                "Recommendation: draft {k} token{} per step: expected speedup {:.2}x over not speculating.",
-                if k == 1 { "" } else { "s" },
-                rec.expected_speedup
-            );
-        }
-    }
-    out.push('\n');
-
-    out.push_str(
-        "Continuation by position i (trials: steps that reached i with every earlier draft accepted)\n",
-    );
-    let mut table = Table::new(vec![
-        Column::right(""),
-        Column::right("i"),
-        Column::right("accepted"),
-        Column::right("trials"),
-        Column::right("rate"),
-        Column::right("posterior"),
-        Column::right(format!("{level} interval")),
-        Column::left("notes"),
-    ]);
-    for p in &rec.positions {
-        table.row(vec![
-            String::new(),
-            p.position.to_string(),
-            group_digits(p.successes),
-            group_digits(p.trials),
-            p.rate.map_or("-".to_owned(), percent),
-            percent(p.posterior_mean),
-            format!("[{}, {}]", percent(p.interval[0]), percent(p.interval[1])),
-            if p.from_prior { "prior" } else { "" }.to_owned(),
-        ]);
-    }
-    table.render(&mut out);
-    out
-}
-
-/// `v` with `digits` significant digits (at least none after the point):
-/// `2.400`, `0.01235`, `1235`. Whatever the unit of the cost, a goodput
-/// keeps its precision.
-fn significant(v: f64, digits: i32) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return v.to_string();
-    }
-    let magnitude = v.abs().log10().floor() as i32;
-    let decimals = (digits - 1 - magnitude).clamp(0, 15) as usize;
-    format!("{v:.decimals$}")
-}
-
-/// A number without its trailing zeros: `1.450` as `1.45`, `20.0` as `20`.
-fn trimmed(s: String) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    } else {
-        s
-    }
-}
-
-/// A probability as a percentage without needless decimals: `90%`,
-/// `99.9%`.
-fn level_percent(p: f64) -> String {
-    format!("{}%", trimmed(significant(p * 100.0, 6)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn significant_digits_drop_trailing_zeros() {
-        assert_eq!(trimmed(significant(1.0 + 0.15 * 3.0, 6)), "1.45");
-        assert_eq!(trimmed(significant(20.0, 6)), "20");
-        assert_eq!(significant(2.4, 4), "2.400");
-        assert_eq!(significant(0.012_345_6, 4), "0.01235");
-        assert_eq!(significant(1234.56, 4), "1235");
-        assert_eq!(significant(0.0, 4), "0");
-        assert_eq!(level_percent(0.9), "90%");
-        assert_eq!(level_percent(0.999), "99.9%");
-    }
 
     #[test]
     fn numbers_are_parsed_with_messages() {
