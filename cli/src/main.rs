@@ -22,6 +22,7 @@ mod format;
 mod io;
 mod render;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -33,7 +34,9 @@ use clap::{Parser, Subcommand};
 /// a step cost or K that does not fit the report), with a message on
 /// standard error.
 #[derive(Parser, Debug)]
-#[command(name = "specdec-metrics", version)]
+// Plain, without colours: clap writes the values it quotes raw among its
+// colour codes, which could not then be told apart and escaped.
+#[command(name = "specdec-metrics", version, styles = clap::builder::Styles::plain())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,7 +81,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse(); // usage errors: clap prints them and exits with 2
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return usage_error(&e),
+        Err(e) => e.exit(), // --help, --version: standard output, status 0
+    };
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Merge(args) => cmd::merge::run(args),
@@ -88,4 +95,20 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => e.exit(),
     }
+}
+
+/// Prints a usage error as clap words it, [sanitized](format::sanitize)
+/// line by line: clap quotes the offending value whole and raw (on a
+/// terminal; elsewhere it strips escape sequences, and the value with
+/// them), so a value holding control characters would act on the
+/// terminal. Returns clap's exit status for it (2).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Without styles, the "ANSI" rendering is the text with the value's
+    // bytes as given, which sanitize then escapes.
+    let text = e.render().ansi().to_string();
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = writeln!(err, "{}", format::sanitize(line));
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }

@@ -982,6 +982,53 @@ fn on_a_terminal(sh_command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A flag value with control characters (a terminal title sequence, ESC
+/// ... BEL) is escaped in the argument parser's errors too: on a terminal,
+/// where clap would write it raw among its colours, as in a pipe, where it
+/// would strip it.
+#[test]
+fn flag_errors_escape_the_value_they_quote() {
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    for args in [
+        "replay --max-draft-len \"$v\"",
+        "advise batch --bucket \"1-4:x$v:1:r.json\"",
+        "merge --format \"$v\" r.json",
+        "\"$v\"",
+    ] {
+        let sh = format!(
+            "v=$(printf 'x\\033]0;pwned\\007'); {} {args}; echo \"exit $?\"",
+            bin.display()
+        );
+        let screen = on_a_terminal(&sh);
+        assert!(!screen.contains('\x1b'), "{args}: {screen:?}");
+        assert!(!screen.contains("\\u001b["), "{args}: {screen:?}");
+        assert!(
+            screen.contains("x\\u001b]0;pwned\\u0007"),
+            "{args}: {screen:?}"
+        );
+        assert!(screen.contains("exit 2"), "{args}: {screen:?}");
+        let piped = std::process::Command::new("sh")
+            .args(["-c", &sh])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&piped.stderr);
+        assert!(
+            stderr.contains("x\\u001b]0;pwned\\u0007"),
+            "{args}: {stderr}"
+        );
+    }
+    // Version and help are not errors: standard output, status 0.
+    for flag in ["--version", "--help"] {
+        let out = std::process::Command::new(bin).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("specdec-metrics"),
+            "{flag}"
+        );
+        assert!(out.stderr.is_empty(), "{flag}");
+    }
+}
+
 #[test]
 fn replay_shows_progress_when_stderr_is_a_terminal() {
     let dir = TempDir::new().unwrap();
