@@ -113,7 +113,8 @@ enum Command {
 #[derive(clap::Args, Debug)]
 pub struct AdvisorArgs {
     /// The maximum draft length K, 1..=64: when given, every report's
-    /// num_spec_tokens must be K [default: the report's num_spec_tokens]
+    /// num_spec_tokens must be K [default: the (first) report's
+    /// num_spec_tokens]
     #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
     max_draft_len: Option<usize>,
     /// The Beta(ALPHA, BETA) prior of every continuation rate, both above
