@@ -1,4 +1,4 @@
-//! Integration tests of the `specdec-metrics` binary: `replay` (the reference's "Command line"),
+//! Integration tests of the `specdec-metrics` binary: `replay` (`docs/cli.md`),
 //! its output formats and plot, `merge`, and every kind of bad input.
 
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! One line of a replay trace (JSON Lines), parsed without building a
 //! `serde_json::Value`.
 //!
-//! A line is one of (the reference's "Replay input lines"):
+//! A line is one of (`docs/cli.md`, "Replay input lines"):
 //!
 //! - a verify step, `{"drafted": k, "accepted": a}` (exactly these two keys);
 //! - an undrafted step, `{"undrafted": true}` (exactly this key);
@@ -38,8 +38,8 @@
 //! by `fast_path_agrees_with_serde_path*` below). It earns its place: on a
 //! trace of 2,000,000 steps replay takes 0.069 s of CPU with it and 0.206 s
 //! with the serde path alone (2.99x), and 0.136 s (1.97x) with the quickest
-//! serde-only variant tried, a derived two-key struct tried first (README,
-//! "Throughput").
+//! serde-only variant tried, a derived two-key struct tried first
+//! (`docs/cli.md`, "Streaming, threads and throughput").
 
 use std::borrow::Cow;
 use std::fmt;
