@@ -190,11 +190,11 @@ mod record;
 mod report;
 
 pub use draft::{
-    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Continuation,
+    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison, Continuation,
     ContinuationBounds, CounterSeries, DraftController, DraftPlan, EXPLORATION_PERIOD,
-    EngineCounters, EngineCountersError, Exactness, Identified, MAX_STEP_COST, MIN_ROW_STEPS,
-    MIN_STEP_COST, PositionEstimate, Recommendation, RequestState, SharedPlan, SharedStatePlan,
-    StateController, StatePlan, StepCost, TrtllmSchedule, VllmSchedule,
+    EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified, MAX_STEP_COST,
+    MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState, SharedPlan,
+    SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

@@ -28,7 +28,9 @@ mod plan;
 mod state;
 mod stats;
 
-pub use advisor::{Advisor, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation};
+pub use advisor::{
+    Advisor, Candidate, Comparison, Extrapolation, MIN_ROW_STEPS, PositionEstimate, Recommendation,
+};
 pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmSchedule};
 pub use continuation::Continuation;
 pub use controller::DraftController;
