@@ -48,7 +48,10 @@ fn controller_against_naive(alphas: &[f64], seed: u64) -> (f64, f64, Vec<usize>)
         controller.update(&window);
         choices.push(controller.draft_len());
         let window = interval(&mut rng_n, &mut step_n, naive, alpha);
-        let best = Advisor::default().recommend(&window, &cost()).unwrap().draft_len;
+        let best = Advisor::default()
+            .recommend(&window, &cost())
+            .unwrap()
+            .draft_len;
         naive = DraftPlan::new(best, MAX).unwrap();
     }
     let n = alphas.len() as f64;
@@ -64,11 +67,11 @@ fn controller_against_naive(alphas: &[f64], seed: u64) -> (f64, f64, Vec<usize>)
 /// Acceptance falling steadily, 0.02 of alpha per update from 0.95. The
 /// controller used to freeze (the drift read as noise: dispersion in the
 /// thousands, 92% of the optimum against the naive rule's 98%); it now
-/// measures noise from second differences, which a steady drift does not
-/// inflate, and keeps within 0.25% of the naive rule, which has no
-/// hysteresis at all and no memory to lag by.
+/// measures noise around a line through the latest intervals, which a
+/// steady drift does not inflate, and does at least as well as the naive
+/// rule.
 #[test]
-fn gradual_drift_is_tracked_about_as_well_as_the_previous_windows_best() {
+fn gradual_drift_is_tracked_at_least_as_well_as_the_previous_windows_best() {
     let alphas: Vec<f64> = (0..30).map(|i| 0.95 - 0.02 * i as f64).collect();
     let (mut sum_c, mut sum_n) = (0.0, 0.0);
     for seed in 1..=4 {
@@ -78,7 +81,7 @@ fn gradual_drift_is_tracked_about_as_well_as_the_previous_windows_best() {
         sum_n += n;
     }
     assert!(
-        sum_c >= sum_n - 0.0025 * 4.0 && sum_c / 4.0 > 0.975,
+        sum_c >= sum_n,
         "controller {:.4} vs naive {:.4} of the optimum",
         sum_c / 4.0,
         sum_n / 4.0
@@ -118,14 +121,27 @@ fn climbing_after_a_change_takes_at_most_two_switches() {
                     if reached { later += 1 } else { to_reach += 1 }
                 }
                 reached |= efficiency(c.draft_len()) >= 0.99;
-                if std::env::var("TRACE").is_ok() { println!("alpha {alpha} k {} explore {} eff {:.4}", c.draft_len(), c.plan().explore_len(), efficiency(c.draft_len())); }
+                if std::env::var("TRACE").is_ok() {
+                    println!(
+                        "alpha {alpha} k {} explore {} eff {:.4}",
+                        c.draft_len(),
+                        c.plan().explore_len(),
+                        efficiency(c.draft_len())
+                    );
+                }
             }
-            assert!(reached, "seed {seed}, alpha {alpha}: never within 1% of the optimum");
+            assert!(
+                reached,
+                "seed {seed}, alpha {alpha}: never within 1% of the optimum"
+            );
             report.push((alpha, to_reach, later, c.draft_len()));
         }
         println!("seed {seed}: (alpha, switches to reach 99%, later switches, final k) {report:?}");
         for &(alpha, to_reach, _, _) in &report[1..] {
-            assert!(to_reach <= 2, "seed {seed}, alpha {alpha}: {to_reach} switches");
+            assert!(
+                to_reach <= 2,
+                "seed {seed}, alpha {alpha}: {to_reach} switches"
+            );
         }
     }
 }

@@ -2,12 +2,14 @@
 //! interval from that interval's histogram, switching only on strong
 //! evidence.
 
+use std::collections::VecDeque;
+
 use super::continuation::Continuation;
 use super::cost::{BoundCost, StepCost};
 use super::plan::DraftPlan;
 use super::stats::{
     BetaPrior, Chain, GoodputDifference, best_by_mean_from, chi_square_1_quantile, goodput,
-    normal_cdf, normal_quantile,
+    goodput_of, normal_cdf, normal_quantile,
 };
 use crate::AcceptanceHistogram;
 use crate::error::{ConfigError, ParameterError};
@@ -61,7 +63,7 @@ use crate::error::{ConfigError, ParameterError};
 /// made on the new regime alone instead of a blend of old and new. A change
 /// is therefore followed at the first update after it (to the best length
 /// within the exploration range, when the new regime makes one clearly
-/// better; a length beyond `2c + 1` takes one more step per doubling). A
+/// better; a farther one takes one more switch, see "Climbing"). A
 /// change too small to be detected is still out of the memory after
 /// `memory` updates: **within `memory` updates of a change, every remembered
 /// interval is of the new regime.**
@@ -69,13 +71,24 @@ use crate::error::{ConfigError, ParameterError};
 /// # Intervals that vary more than chance
 ///
 /// Real intervals differ more than binomial noise explains (a different mix
-/// of requests each interval). The controller measures this: each interval's
-/// squared z-score against the memory, over its median under binomial noise,
-/// goes into a history of the last 9 intervals, and their median, at least
-/// 1, is the *dispersion*. Both tests above widen the posterior variance by
-/// it (quasi-likelihood), so an engine whose intervals jitter does not
-/// mistake jitter for evidence or for a change of regime; the median keeps
-/// one real change from inflating it.
+/// of requests each interval). The controller measures this: each interval
+/// is compared with the straight line through the four intervals before it
+/// (in the same figure, `E[a | e]`), and the squared distance over its
+/// variance under binomial noise, over that ratio's median under binomial
+/// noise, goes into a history of the last 9 intervals; their median, at
+/// least 1, is the *dispersion*. Both tests above widen the posterior
+/// variance by it (quasi-likelihood), so an engine whose intervals jitter
+/// does not mistake jitter for evidence or for a change of regime; the
+/// median keeps one real change from inflating it.
+///
+/// Measuring the noise around a line rather than around the memory keeps
+/// a steady drift out of it. Acceptance that falls a little every interval
+/// is a change the controller must follow, not noise: measured against the
+/// memory, such a drift used to read as noise thousands of times binomial,
+/// and the controller froze, behind the optimum by several updates. Around
+/// a line the drift leaves only the noise, the change test sees the drift
+/// for what it is, and the controller follows it at least as closely as
+/// drafting the previous interval's best length.
 ///
 /// A dispersion estimated from a few intervals is itself uncertain, and an
 /// underestimate makes jitter look like a change. The change test allows
@@ -91,14 +104,28 @@ use crate::error::{ConfigError, ParameterError};
 /// # Exploration
 ///
 /// Positions above `c` are drafted only on exploration steps: on one engine
-/// step in [`EXPLORATION_PERIOD`](crate::EXPLORATION_PERIOD) (32, about 3%: the steps `step % 32 ==
-/// 31`), [`draft_len_for`](Self::draft_len_for) returns the
-/// exploration length `min(2c + 1, K)` instead of `c`. It is deterministic,
-/// costs at most one step in 32 at about twice the draft length, and keeps
-/// data flowing for every position up to twice the current choice, so the
-/// choice can grow again (from `c = 0` it explores `k = 1`: not speculating
-/// is a choice the controller can leave). Thanks to censoring, these longer
-/// drafts are pooled with the rest without bias.
+/// step in [`EXPLORATION_PERIOD`](crate::EXPLORATION_PERIOD) (32, about 3%:
+/// the steps `step % 32 == 31`), [`draft_len_for`](Self::draft_len_for)
+/// returns the exploration length instead of `c`: `min(2c + 1, K)`, or
+/// further when the remembered rates say a longer draft could pay (the
+/// length that would be best if the positions beyond the data continued at
+/// the last measured rate, taken at the upper end of its interval: a guess
+/// used only to decide where to look). It is deterministic, costs one step
+/// in 32 at a longer draft, and keeps data flowing above the current
+/// choice, so the choice can grow again (from `c = 0` it explores `k = 1`:
+/// not speculating is a choice the controller can leave). Thanks to
+/// censoring, these longer drafts are pooled with the rest without bias.
+///
+/// # Climbing
+///
+/// After a change to high acceptance the optimum may be far above the
+/// current choice. The controller switches to the best length the data
+/// shows; the wider exploration then measures the positions up to the
+/// guessed optimum, and among the lengths that beat the current choice it
+/// takes the longest one the evidence cannot tell from the best (on a flat
+/// top several are as good; the longest measures every position the others
+/// do on every step). So a far optimum is reached in about two switches,
+/// where doubling the exploration took one per doubling.
 ///
 /// ```
 /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
@@ -166,6 +193,11 @@ pub struct DraftController {
     dispersion_history: Box<[f64]>,
     /// Intervals recorded in `dispersion_history` so far.
     dispersion_slot: usize,
+    /// The continuation counts of the latest intervals (newest last, at
+    /// most `max(memory, 2)`), kept across changes of regime: how well a
+    /// straight line through them predicts the next interval measures the
+    /// intervals' noise, a steady drift excluded.
+    history: VecDeque<Box<[(u64, u64)]>>,
     updates: u64,
     switches: u64,
     regime_changes: u64,
@@ -177,6 +209,14 @@ const DEFAULT_MEMORY: usize = 8;
 const MAX_MEMORY: usize = 1024;
 // The error message of `with_memory` spells the range out.
 const _: () = assert!(MAX_MEMORY == 1024);
+/// Earlier intervals the trend residual's line goes through. Two make it a
+/// second difference, which misses noise that persists from one interval
+/// to the next (a request mix that lasts a few intervals) and then reads
+/// such noise as a change; many make the line's slope noisy and its
+/// extension overshoot. Four passed both the drift and the jitter tests of
+/// `tests/controller_faults.rs` and `tests/controller.rs`, where 2, 3 and
+/// 8 each failed one.
+const TREND_WINDOWS: usize = 4;
 /// Intervals whose variability the dispersion is the median of.
 const DISPERSION_HISTORY: usize = 9;
 /// Default evidence level.
@@ -312,6 +352,7 @@ impl DraftController {
             dispersion: 1.0,
             dispersion_history: vec![1.0; DISPERSION_HISTORY].into_boxed_slice(),
             dispersion_slot: 0,
+            history: VecDeque::new(),
             updates: 0,
             switches: 0,
             regime_changes: 0,
@@ -479,8 +520,14 @@ impl DraftController {
                 self.totals.fill((0, 0));
                 self.regime_changes += 1;
             }
-            self.record_dispersion(z2 / chi_square_1_median());
         }
+        if let Some(r) = self.trend_residual(&counts) {
+            self.record_dispersion(r / chi_square_1_median());
+        }
+        if self.history.len() >= self.memory().max(2) {
+            self.history.pop_front();
+        }
+        self.history.push_back(counts.clone().into_boxed_slice());
         let old = &mut self.ring[self.slot * k_max..(self.slot + 1) * k_max];
         for ((total, slot), &new) in self.totals.iter_mut().zip(old.iter_mut()).zip(&counts) {
             // The ring's entries are part of the totals, which are exact, so
@@ -493,11 +540,50 @@ impl DraftController {
         self.updates += 1;
 
         let chain = self.chain();
-        let current = self.plan.draft_len();
+        let mut current = self.plan.draft_len();
         if let Some(next) = self.better_than(&chain, current) {
-            self.plan = DraftPlan::new_unchecked(next, k_max);
+            current = next;
             self.switches += 1;
         }
+        let explore = self.exploration_len(&chain, current);
+        self.plan = DraftPlan::with_explore_len_unchecked(current, explore);
+    }
+
+    /// How far exploration steps draft when the choice is `c`: `min(2c + 1,
+    /// K)`, or further when the remembered rates say a longer draft could
+    /// pay: the length that would be best if every position beyond the last
+    /// one with trials continued at that position's posterior mean rate.
+    /// That continuation is a guess, used only to decide where to look; no
+    /// estimate is made from it. It lets the choice reach a far optimum in
+    /// two steps after a change (one to the best length the data shows, one
+    /// to the best the exploration then shows) instead of doubling its way
+    /// there.
+    fn exploration_len(&self, chain: &Chain, c: usize) -> usize {
+        let k_max = self.max_draft_len;
+        let doubling = (2 * c + 1).min(k_max);
+        let Some(last) = self.totals.iter().rposition(|&(_, n)| n > 0) else {
+            return doubling;
+        };
+        let (s, n) = self.totals[last];
+        // Optimistic: the upper end of the rate's interval at the evidence
+        // level, so a rate estimated from few trials does not stop the
+        // exploration short of where the optimum may be.
+        let rate = self.prior.posterior(s as f64, n as f64).interval(self.z)[1];
+        // E[a | k] on the data up to position `last + 1`, then at `rate`.
+        let (mut expected, mut product) = (
+            chain.mean(last + 1),
+            chain.mean(last + 1) - chain.mean(last),
+        );
+        let mut best = (last + 1, goodput_of(expected, &self.cost, last + 1));
+        for k in last + 2..=k_max {
+            product *= rate;
+            expected += product;
+            let g = goodput_of(expected, &self.cost, k);
+            if g > best.1 {
+                best = (k, g);
+            }
+        }
+        doubling.max(best.0).max(c.max(1))
     }
 
     /// How far the latest interval is from the memory, in the one figure
@@ -520,6 +606,62 @@ impl DraftController {
         let diff = window.mean(e) - memory.mean(e);
         let var = window.variance(e) + memory.variance(e);
         (var > 0.0).then(|| diff * diff / var)
+    }
+
+    /// The noise of the intervals, a steady drift removed: how far the
+    /// latest interval's figure (its own posterior mean of `E[a | e]`, as
+    /// in [`window_statistic`](Self::window_statistic)) is from the straight
+    /// line fitted by least squares through the figures of the intervals
+    /// before it, extended one interval; squared, over its variance under
+    /// binomial noise (`v + sum w_j^2 v_j`, `w_j` the line's weights). About
+    /// chi-square with one degree of freedom times the dispersion whether
+    /// acceptance holds still or drifts steadily, so a drift is not
+    /// mistaken for noise (it is a change the memory must follow); with two
+    /// earlier intervals it is their second difference. `None` until two
+    /// earlier intervals with trials at position 1 are known.
+    fn trend_residual(&self, counts: &[(u64, u64)]) -> Option<f64> {
+        // The figure at a length every interval has trials up to, so that
+        // no interval's figure leans on the prior where another's has data.
+        let reached = |counts: &[(u64, u64)]| counts.iter().take_while(|c| c.1 > 0).count();
+        let e = self
+            .history
+            .iter()
+            .map(|c| reached(c))
+            .fold(reached(counts), usize::min)
+            .min(self.plan.explore_len());
+        if e == 0 {
+            return None;
+        }
+        let figure = |counts: &[(u64, u64)]| {
+            (counts.first()?.1 > 0).then(|| {
+                let chain = Chain::from_counts(&counts[..e], self.prior);
+                (chain.mean(e), chain.variance(e))
+            })
+        };
+        let (x, v) = figure(counts)?;
+        let earlier: Vec<(f64, f64)> = self
+            .history
+            .iter()
+            .skip(self.history.len().saturating_sub(TREND_WINDOWS))
+            .filter_map(|c| figure(c))
+            .collect();
+        let m = earlier.len();
+        if m < 2 {
+            return None;
+        }
+        // The line through (j, x_j), j = 0..m, read at j = m: weights
+        // w_j = 1/m + (m - t)(j - t) / S, t the mean index, S the sum of
+        // (j - t)^2.
+        let t = (m as f64 - 1.0) / 2.0;
+        let spread: f64 = (0..m).map(|j| (j as f64 - t).powi(2)).sum();
+        let (mut predicted, mut var) = (0.0, v);
+        for (j, &(xj, vj)) in earlier.iter().enumerate() {
+            let w = 1.0 / m as f64 + (m as f64 - t) * (j as f64 - t) / spread;
+            predicted += w * xj;
+            var += w * w * vj;
+        }
+        let d = x - predicted;
+        (var > 0.0).then(|| d * d / var)
     }
 
     /// Adds one interval's statistic over its median under binomial noise (about 1
@@ -549,18 +691,39 @@ impl DraftController {
         // The posterior variance assumes binomial noise; intervals that vary
         // more than that widen it by the dispersion (quasi-likelihood).
         let z2 = self.z * self.z * self.dispersion;
-        let mut best: Option<(usize, f64)> = None;
-        for (k, &cov_k) in cov.iter().enumerate() {
-            let g_k = goodput(chain, &self.cost, k);
-            if k == current || k < self.min_draft_len || best.is_some_and(|(_, g)| g_k <= g) {
-                continue;
-            }
-            let d = GoodputDifference::new(chain, &self.cost, k, current, cov_k);
-            if d.mean > 0.0 && d.mean * d.mean >= z2 * d.variance {
-                best = Some((k, g_k));
-            }
+        // Every length that beats the current one at the evidence level.
+        let beats: Vec<(usize, f64)> = cov
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != current && k >= self.min_draft_len)
+            .filter_map(|(k, &cov_k)| {
+                let d = GoodputDifference::new(chain, &self.cost, k, current, cov_k);
+                (d.mean > 0.0 && d.mean * d.mean >= z2 * d.variance)
+                    .then(|| (k, goodput(chain, &self.cost, k)))
+            })
+            .collect();
+        // The one with the highest mean goodput, the shorter on a tie.
+        let &(best, _) = beats.iter().reduce(|a, b| if b.1 > a.1 { b } else { a })?;
+        if best < current {
+            return Some(best);
         }
-        best.map(|(k, _)| k)
+        // Climbing: of those, the longest the evidence cannot tell from the
+        // best. On a flat top several lengths are as good as the best; the
+        // longest drafts every position the others do, so the positions it
+        // adds are measured on every step from now on, and the choice does
+        // not creep up one length at a time as exploration measures them.
+        chain.covariances_with(best, &mut cov);
+        let longest = beats
+            .iter()
+            .map(|&(k, _)| k)
+            .filter(|&k| k > best)
+            .filter(|&k| {
+                let d = GoodputDifference::new(chain, &self.cost, best, k, cov[k]);
+                d.mean * d.mean < z2 * d.variance
+            })
+            .max()
+            .unwrap_or(best);
+        Some(longest)
     }
 
     /// The draft length for engine step `step`: the current choice, or the
@@ -732,8 +895,10 @@ mod tests {
     /// The change-of-regime statistic and the dispersion against an independent
     /// computation for K = 1 (exploration length 1): `d^2 / (v_w + v_m)` with
     /// Beta(1, 1) posteriors of the window and of the memory; the dispersion is
-    /// the median of the last 9 statistics over 0.45494 (the median of
-    /// chi-square with one degree of freedom), at least 1; the memory is
+    /// the median of the last 9 trend residuals (the window against the line
+    /// through the up to 4 intervals before it, over its binomial variance)
+    /// over 0.45494 (the median of chi-square with one degree of freedom),
+    /// at least 1; the memory is
     /// forgotten when the statistic over the dispersion before it passes the
     /// 0.99 quantile of that ratio when nothing changed, which depends on how
     /// many statistics the dispersion is the median of
@@ -761,6 +926,7 @@ mod tests {
             .with_memory(4)
             .unwrap();
         let mut memory: Vec<(u64, u64)> = Vec::new();
+        let mut seen: Vec<(u64, u64)> = Vec::new();
         let mut history: Vec<f64> = Vec::new();
         let mut dispersion = 1.0;
         let mut changes = 0;
@@ -785,7 +951,26 @@ mod tests {
                     memory.clear();
                     changes += 1;
                 }
-                history.push(z2 / 0.454_936_423);
+            }
+            let earlier = &seen[seen.len().saturating_sub(4)..];
+            if earlier.len() >= 2 {
+                // Posterior mean and variance of h_1 under Beta(1, 1).
+                let figure = |(s, n): (u64, u64)| {
+                    let m = (s as f64 + 1.0) / (n as f64 + 2.0);
+                    (m, m * (1.0 - m) / (n as f64 + 3.0))
+                };
+                let m = earlier.len() as f64;
+                let t = (m - 1.0) / 2.0;
+                let spread: f64 = (0..earlier.len()).map(|j| (j as f64 - t).powi(2)).sum();
+                let (x, v) = figure((s, n));
+                let (mut predicted, mut var) = (0.0, v);
+                for (j, &w) in earlier.iter().enumerate() {
+                    let (xj, vj) = figure(w);
+                    let weight = 1.0 / m + (m - t) * (j as f64 - t) / spread;
+                    predicted += weight * xj;
+                    var += weight * weight * vj;
+                }
+                history.push((x - predicted).powi(2) / var / 0.454_936_423);
                 let mut last: Vec<f64> = history.iter().rev().take(9).copied().collect();
                 last.sort_by(f64::total_cmp);
                 let mid = last.len() / 2;
@@ -796,6 +981,7 @@ mod tests {
                 };
                 dispersion = median.max(1.0);
             }
+            seen.push((s, n));
             memory.push((s, n));
             if memory.len() > 4 {
                 memory.remove(0);

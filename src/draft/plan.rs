@@ -39,10 +39,40 @@ impl DraftPlan {
     }
 
     pub(crate) fn new_unchecked(draft_len: usize, max_draft_len: usize) -> Self {
+        Self::with_explore_len_unchecked(draft_len, (2 * draft_len + 1).min(max_draft_len))
+    }
+
+    /// The plan that drafts `draft_len` and explores `explore_len`.
+    ///
+    /// `None` when `max_draft_len` is outside `1..=64`, `draft_len` above
+    /// it, or `explore_len` outside `max(draft_len, 1)..=max_draft_len`
+    /// (an exploration step drafts at least one token and at least the
+    /// ordinary draft length).
+    ///
+    /// ```
+    /// use specdec_metrics::DraftPlan;
+    /// let plan = DraftPlan::with_explore_len(2, 8, 8).unwrap();
+    /// assert_eq!((plan.draft_len_for(0), plan.draft_len_for(31)), (2, 8));
+    /// assert_eq!(DraftPlan::with_explore_len(0, 0, 8), None);
+    /// assert_eq!(DraftPlan::with_explore_len(3, 2, 8), None);
+    /// assert_eq!(DraftPlan::with_explore_len(3, 9, 8), None);
+    /// ```
+    pub fn with_explore_len(
+        draft_len: usize,
+        explore_len: usize,
+        max_draft_len: usize,
+    ) -> Option<Self> {
+        let valid = (1..=MAX_MAX_DRAFT_LEN).contains(&max_draft_len)
+            && draft_len <= max_draft_len
+            && (draft_len.max(1)..=max_draft_len).contains(&explore_len);
+        valid.then(|| Self::with_explore_len_unchecked(draft_len, explore_len))
+    }
+
+    pub(crate) fn with_explore_len_unchecked(draft_len: usize, explore_len: usize) -> Self {
         // Both at most 64, so `u8` holds them.
         Self {
             draft_len: draft_len as u8,
-            explore_len: (2 * draft_len + 1).min(max_draft_len) as u8,
+            explore_len: explore_len as u8,
         }
     }
 
@@ -81,11 +111,8 @@ impl DraftPlan {
     }
 
     /// The plan packed by [`to_bits`](Self::to_bits); `None` for any word
-    /// that no [`DraftPlan::new`] packs to.
-    ///
-    /// A plan of draft length `d` explores `min(2d + 1, K)` for some `K` in
-    /// `d..=64` with `K >= 1`: so `e` is `2d + 1`, or any length from
-    /// `max(d, 1)` below it.
+    /// that no plan packs to: a plan of draft length `d` explores a length
+    /// `e` in `max(d, 1)..=64`.
     ///
     /// ```
     /// use specdec_metrics::DraftPlan;
@@ -95,7 +122,6 @@ impl DraftPlan {
     /// }
     /// assert_eq!(DraftPlan::from_bits(0), None);
     /// assert_eq!(DraftPlan::from_bits(0x1_0000), None); // explores 0: no K gives that
-    /// assert_eq!(DraftPlan::from_bits(0x1_0803), None); // explores 8 > 2 * 3 + 1
     /// assert_eq!(DraftPlan::from_bits(0x1_0102), None); // explores 1 < 2
     /// assert_eq!(DraftPlan::from_bits(0x3_0302), None); // a stray high bit
     /// assert_eq!(DraftPlan::from_bits(0x1_4141), None); // explores 65 > 64
@@ -103,10 +129,7 @@ impl DraftPlan {
     #[inline]
     pub fn from_bits(bits: u64) -> Option<Self> {
         let (d, e) = (bits as u8, (bits >> 8) as u8);
-        let valid = bits >> 16 == 1
-            && usize::from(e) <= MAX_MAX_DRAFT_LEN
-            && e >= d.max(1)
-            && u16::from(e) <= 2 * u16::from(d) + 1;
+        let valid = bits >> 16 == 1 && usize::from(e) <= MAX_MAX_DRAFT_LEN && e >= d.max(1);
         valid.then_some(Self {
             draft_len: d,
             explore_len: e,

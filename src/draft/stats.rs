@@ -203,7 +203,13 @@ impl Chain {
 /// speculation: `(1 + E[a | k]) / (cost(k) / cost(0))`. Its ratio to
 /// `goodput(chain, cost, 0) = 1` is the speedup.
 pub(crate) fn goodput(chain: &Chain, cost: &BoundCost, k: usize) -> f64 {
-    (1.0 + chain.mean(k)) / cost.relative(k)
+    goodput_of(chain.mean(k), cost, k)
+}
+
+/// Goodput of drafting `k` with `expected_accepted` accepted drafts per
+/// step, in the unit of [`goodput`].
+pub(crate) fn goodput_of(expected_accepted: f64, cost: &BoundCost, k: usize) -> f64 {
+    (1.0 + expected_accepted) / cost.relative(k)
 }
 
 /// `g(k) - g(c)`: the posterior mean and variance of the difference of two
