@@ -17,6 +17,7 @@
 
 mod cmd;
 mod error;
+mod exposition;
 mod flags;
 mod format;
 mod io;
