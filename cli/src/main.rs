@@ -16,12 +16,16 @@
 //! or a `K` that does not fit the report), with a message on standard error.
 
 mod cmd;
+mod engines;
 mod error;
 mod exposition;
 mod flags;
 mod format;
+mod http;
 mod io;
 mod render;
+mod sources;
+mod vllm_log;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -88,12 +92,12 @@ fn main() -> ExitCode {
         Err(e) => e.exit(), // --help, --version: standard output, status 0
     };
     let result = match cli.command {
-        Command::Replay(args) => cmd::replay::run(args),
-        Command::Merge(args) => cmd::merge::run(args),
+        Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Advise(args) => cmd::advise::run(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => e.exit(),
     }
 }
