@@ -11,7 +11,8 @@
 //! [`render`] (the text printed: tables, JSON, the plot). No module
 //! imports from `main.rs` or from another subcommand.
 //!
-//! Exit status: 0 on success, 2 on any error (bad flag, missing file,
+//! Exit status: 0 on success, 3 when `advise` on engine counters gives
+//! bounds instead of advice, 2 on any error (bad flag, missing file,
 //! malformed input, `--strict` rejection, inconsistent report, a step cost
 //! or a `K` that does not fit the report), with a message on standard error.
 
@@ -76,6 +77,13 @@ enum Command {
     /// on standard error when the advice should not be trusted (fewer than
     /// 1,000 steps drafted a token; the recommendation leans on the prior; a
     /// row's own mean disagrees with the chain; rejected observations).
+    ///
+    /// With --metrics FILE|URL|- (a /metrics scrape), --prometheus URL
+    /// --window D (a fleet through Prometheus) or --vllm-log FILE it reads
+    /// the counters vLLM, mistral.rs or this crate export instead, and
+    /// gives per model the recommendation, its speedup over the current K,
+    /// and the engine's setting; counters that give only bounds (drafts of
+    /// varying length) print the bounds and exit with status 3.
     ///
     /// `advise batch` takes one report and one step cost per bucket of
     /// batch sizes (--bucket START-END:COST:REPORT, repeated) and gives one
