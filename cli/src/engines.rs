@@ -306,6 +306,9 @@ pub fn count(sample: &Sample, values: Values) -> Result<u64, CliError> {
     Ok(v as u64)
 }
 
+/// A series set: a family's name and its labels but the index labels.
+type SeriesSet = (String, Vec<(String, String)>);
+
 /// The counts of one group (one `--by` label value), summed over the
 /// group's series (engines, instances).
 #[derive(Clone, Debug, Default)]
@@ -318,7 +321,7 @@ pub struct GroupCounts {
     pub buckets: BTreeMap<(usize, usize), u64>,
     /// The positions of each label set of the per-position families (for
     /// the gap check).
-    position_sets: BTreeMap<(String, Vec<(String, String)>), BTreeSet<usize>>,
+    position_sets: BTreeMap<SeriesSet, BTreeSet<usize>>,
     bucket_sets: BTreeMap<Vec<(String, String)>, usize>,
 }
 
@@ -500,9 +503,23 @@ pub fn build(
     };
 
     // K, and the gap check where every position is always exported.
-    let k = if families.positions_always_exported() {
-        let sets: Vec<(&(String, Vec<(String, String)>), &BTreeSet<usize>)> =
-            g.position_sets.iter().collect();
+    let k = if by_length_source {
+        // From the buckets alone: the largest draft length.
+        let k = g
+            .buckets
+            .keys()
+            .map(|&(k, _)| k)
+            .max()
+            .ok_or_else(|| missing(families.by_draft_length().unwrap_or_default()))?;
+        if let Some(given) = max_draft_len.filter(|&m| m != k) {
+            return Err(CliError::new(format!(
+                "{} has draft lengths 0..={k} (K = {k}) but --max-draft-len is {given}",
+                in_group(&families.by_draft_length().unwrap_or_default(), "")
+            )));
+        }
+        k
+    } else if families.positions_always_exported() {
+        let sets: Vec<(&SeriesSet, &BTreeSet<usize>)> = g.position_sets.iter().collect();
         let mut k = None;
         for ((name, labels), positions) in &sets {
             let n = positions.last().map_or(0, |&p| p + 1);

@@ -90,7 +90,7 @@ enum Command {
     /// draft length per bucket, printed as vLLM's
     /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
     /// draft_len_schedule.
-    Advise(cmd::advise::Args),
+    Advise(Box<cmd::advise::Args>),
 }
 
 fn main() -> ExitCode {
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
         Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
-        Command::Advise(args) => cmd::advise::run(args),
+        Command::Advise(args) => cmd::advise::run(*args),
     };
     match result {
         Ok(code) => code,
