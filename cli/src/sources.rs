@@ -154,6 +154,12 @@ pub fn from_metrics(
     let mut source_name = name.clone();
     if let Some(earlier) = since {
         let (earlier_name, _, before) = scrape(earlier, settings.limits, None, Some(&families))?;
+        if before.is_empty() {
+            return Err(CliError::new(format!(
+                "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",
+                families.drafts()
+            )));
+        }
         samples = subtract(samples, &before, &name, &earlier_name)?;
         source_name = format!("{name} since {earlier_name}");
     }

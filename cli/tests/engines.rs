@@ -408,6 +408,17 @@ fn since_gives_the_counts_between_two_scrapes_and_refuses_a_reset() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("the counter was reset"), "{err}");
+    let other = fixture("mistralrs_qwen3_8b_mtbench_k3.prom");
+    let (_, err, code) = advise(&[
+        "--metrics",
+        after.to_str().unwrap(),
+        "--since",
+        other.to_str().unwrap(),
+        "--cost-linear",
+        "1,0.1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a scrape of the same engine"), "{err}");
 }
 
 /// A server on loopback that answers every connection with `respond`, for
