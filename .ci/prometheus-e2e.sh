@@ -50,6 +50,7 @@ passed=0
 failed=0
 demo_pid=""
 prom_pid=""
+fleet_pids=()
 work="$(mktemp -d "${TMPDIR:-/tmp}/specdec-e2e.XXXXXX")"
 
 start_ms=$(($(date +%s%N) / 1000000))
@@ -73,6 +74,8 @@ cleanup() {
   local status=$?
   stop_pid "$demo_pid"
   stop_pid "$prom_pid"
+  # (advise fleet block) its replicas and its Prometheus.
+  for pid in ${fleet_pids[@]+"${fleet_pids[@]}"}; do stop_pid "$pid"; done
   if [ "$failed" -gt 0 ] || [ "$status" -ne 0 ]; then
     echo "---- demo log (tail) ----";       tail -n 15 "$work/demo.log" 2>/dev/null
     echo "---- prometheus log (tail) ----"; tail -n 15 "$work/prometheus.log" 2>/dev/null
@@ -537,5 +540,172 @@ else
   wait "$demo_pid"; status=$?; demo_pid=""
   if [ "$status" = 0 ]; then pass "the demo exited 0"; else fail "the demo exited $status"; fi
 fi
+
+# ============================================================================
+# advise fleet (issue 16): advise --prometheus on a fleet of replicas
+# ----------------------------------------------------------------------------
+# Three demo replicas with vLLM's names (--prefix vllm:spec_decode), other
+# seeds and workloads, scraped every second by a Prometheus of their own;
+# replica c is stopped mid-run (SIGTERM: it prints its report) and started
+# again on the same port, so its counters reset inside the window. Then
+#   specdec-metrics advise --prometheus URL --window <the run> --by model_name
+# must agree, per model, with `advise` on the replicas' reports merged
+# (`specdec-metrics merge`): the same draft length, the speedup within
+# FLEET_TOL (relative), every continuation rate with 500 trials or more
+# within FLEET_TOL (absolute), the drafts within FLEET_COUNT_TOL. Why a
+# tolerance: increase() extrapolates each series
+# from its first and last sample in the window towards the window's edges
+# (up to half a scrape interval before a series that starts in the window,
+# never below zero, and up to the window's end), at the series' average
+# rate over the samples. For the series of one replica (same scrape times)
+# that scales every count by about the same factor, (run + about one scrape
+# interval) / run: a few percent on a 15-second run, which leaves the
+# rates, and so the advice, nearly untouched; what differs between series
+# is the clamp at zero where they start, a fraction of a count each. And
+# what replica c counted after its last scrape before it was stopped no
+# Prometheus ever saw (its report has it): up to one scrape interval of its
+# first life, some 15% of it, measured 8% of fleet-b's drafts. Those steps
+# are a sample of the same workload, so rates move by sampling noise only
+# (measured: speedup 0.3%, rates 1.2% relative at the thin last positions).
+# So: counts within 20%, speedup and rates within 0.01. `--engine vllm`, which
+# reads vLLM's four families only, must give bounds (exit status 3): the
+# replicas' draft lengths vary.
+# Environment: E2E_FLEET_PROM_PORT (19091), E2E_FLEET_PORT (19470: the
+# replicas take it and the next two).
+fleet_block() {
+  local fprom="127.0.0.1:${E2E_FLEET_PROM_PORT:-19091}"
+  local p0="${E2E_FLEET_PORT:-19470}"
+  local a="127.0.0.1:$p0" b="127.0.0.1:$((p0 + 1))" c="127.0.0.1:$((p0 + 2))"
+  local fw="$work/fleet" FLEET_TOL=0.01 FLEET_COUNT_TOL=0.20
+  mkdir -p "$fw" || { fail "fleet: mkdir $fw"; return; }
+  for addr in "$fprom" "$a" "$b" "$c"; do
+    if curl -s --max-time 1 -o /dev/null "http://$addr/"; then
+      fail "fleet: something already listens on $addr"; return
+    fi
+  done
+  log "fleet: building the command line (cargo build -p specdec-metrics-cli)"
+  timeout 900 cargo build -p specdec-metrics-cli -q || { fail "fleet: cargo build -p specdec-metrics-cli"; return; }
+  local cli="${demo_bin%/release/serving_engine}/debug/specdec-metrics"
+  [ -x "$cli" ] || { fail "fleet: no command line at $cli"; return; }
+
+  printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 900ms" "scrape_configs:" \
+    "  - job_name: fleet" "    static_configs:" "      - targets: ['$a', '$b', '$c']" >"$fw/prometheus.yml"
+  timeout 180 prometheus --config.file="$fw/prometheus.yml" --storage.tsdb.path="$fw/data" \
+    --web.listen-address="$fprom" --log.level=warn >"$fw/prometheus.log" 2>&1 &
+  fleet_pids+=($!)
+  local ready=0
+  for _ in $(seq 150); do
+    if [ "$(curl -sf --max-time 1 --get "http://$fprom/api/v1/query" --data-urlencode 'query=count(up{job="fleet"})' |
+      python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else 0)' 2>/dev/null)" = 3 ]; then
+      ready=1; break
+    fi
+    sleep 0.2
+  done
+  [ "$ready" = 1 ] || { fail "fleet: prometheus did not scrape the 3 targets within 30 s"; return; }
+
+  # replica NAME ADDR MODEL WORKLOAD SEED SECONDS
+  replica() {
+    timeout 120 "$demo_bin" --metrics-addr "$2" --prefix "$PREFIX" --model-name "$3" --workload "$4" \
+      --seed "$5" --seconds "$6" --linger-seconds 60 --max-draft-len "$K" --workers 1 --max-batch 8 \
+      --interval-ms 1000 >"$fw/$1.out" 2>"$fw/$1.log" &
+    fleet_pids+=($!)
+  }
+  local fleet_start
+  fleet_start=$(date +%s)
+  log "fleet: replicas a (transition) and b (steady) of model fleet-a, c (mixed) of fleet-b"
+  replica a "$a" fleet-a transition 11 15
+  replica b "$b" fleet-a steady 12 15
+  replica c1 "$c" fleet-b mixed 13 60
+  local c1_pid=${fleet_pids[${#fleet_pids[@]} - 1]}
+  sleep 6
+  log "fleet: restarting replica c on $c"
+  stop_pid "$c1_pid"
+  replica c2 "$c" fleet-b mixed 14 8
+  local done_running=0
+  for _ in $(seq 200); do
+    if [ "$(grep -l "serving the final counters" "$fw/a.log" "$fw/b.log" "$fw/c2.log" 2>/dev/null | wc -l)" = 3 ]; then
+      done_running=1; break
+    fi
+    sleep 0.2
+  done
+  [ "$done_running" = 1 ] || { fail "fleet: the replicas did not finish within 40 s"; return; }
+  sleep 3
+  local at window
+  at=$(date +%s)
+  window="$((at - fleet_start + 5))s"
+
+  # The replicas' reports (the first JSON value of each standard output).
+  for r in a b c1 c2; do
+    python3 -c 'import json,sys; t=open(sys.argv[1]).read(); json.dump(json.JSONDecoder().raw_decode(t)[0], open(sys.argv[2],"w"))' \
+      "$fw/$r.out" "$fw/$r.json" 2>/dev/null || { fail "fleet: replica $r printed no report"; return; }
+  done
+  "$cli" merge "$fw/a.json" "$fw/b.json" >"$fw/fleet-a.json" &&
+    "$cli" merge "$fw/c1.json" "$fw/c2.json" >"$fw/fleet-b.json" || { fail "fleet: specdec-metrics merge"; return; }
+  for m in fleet-a fleet-b; do
+    "$cli" advise --cost-linear 1,0.1 "$fw/$m.json" >"$fw/$m.advice.json" 2>/dev/null ||
+      { fail "fleet: advise on the merged report of $m"; return; }
+  done
+  local resets
+  resets=$(curl -sf --max-time 5 --get "http://$fprom/api/v1/query" --data-urlencode "time=$at" \
+    --data-urlencode "query=sum(resets(${PREFIX}_num_drafts_total{model_name=\"fleet-b\"}[$window]))" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")' 2>/dev/null)
+  if [ -n "$resets" ] && [ "$resets" != none ] && python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 1 else 1)' "$resets"; then
+    pass "fleet: Prometheus saw replica c's counters reset ($resets) inside the window"
+  else
+    fail "fleet: no counter reset seen for the restarted replica (resets: ${resets:-no answer})"
+  fi
+
+  log "fleet: advise --prometheus http://$fprom --window $window --at $at --by model_name"
+  local status
+  timeout 60 "$cli" advise --prometheus "http://$fprom" --window "$window" --at "$at" --by model_name \
+    --cost-linear 1,0.1 >"$fw/prom.advice.json" 2>"$fw/prom.advice.err"
+  status=$?
+  if [ "$status" != 0 ]; then
+    fail "fleet: advise --prometheus exited $status: $(head -c 400 "$fw/prom.advice.err")"; return
+  fi
+  if python3 - "$fw" "$FLEET_TOL" "$FLEET_COUNT_TOL" <<'PY'
+import json, sys
+fw, tol, count_tol = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+prom = json.load(open(f"{fw}/prom.advice.json"))
+groups = {g["labels"].get("model_name"): g for g in prom["groups"]}
+ok = sorted(groups) == ["fleet-a", "fleet-b"] and prom["engine"] == "specdec"
+for model in ["fleet-a", "fleet-b"]:
+    g, own = groups.get(model), json.load(open(f"{fw}/{model}.advice.json"))
+    report = json.load(open(f"{fw}/{model}.json"))
+    if g is None or g["recommendation"] is None:
+        print(f"      {model}: no advice from Prometheus"); ok = False; continue
+    rec = g["recommendation"]
+    speed = abs(rec["expected_speedup"] / own["expected_speedup"] - 1)
+    rates = [(p["rate"], q["rate"]) for p, q in zip(rec["positions"], own["positions"])
+             if p["rate"] is not None and q["rate"] is not None and q["trials"] >= 500]
+    rate_err = max(abs(x - y) for x, y in rates) if rates else 0.0
+    drafts = g["drafts"] / report["num_spec_steps"] - 1
+    print(f"      {model}: k = {rec['draft_len']} (merged reports: {own['draft_len']}), speedup {rec['expected_speedup']:.4f} vs {own['expected_speedup']:.4f} "
+          f"(rel {speed:.2e}), largest rate difference {rate_err:.2e} ({len(rates)} positions of 500+ trials), drafts {g['drafts']} vs {report['num_spec_steps']} ({drafts:+.2%}), "
+          f"exact because {g['exact_because']}")
+    ok &= (rec["draft_len"] == own["draft_len"] and speed <= tol and rate_err <= tol
+           and abs(drafts) <= count_tol and g["exact_because"] == "by_draft_length")
+sys.exit(0 if ok else 1)
+PY
+  then
+    pass "fleet: advise --prometheus (increase() over $window, by model_name) == advise on the merged replica reports, per model (speedup and rates within $FLEET_TOL, counts within $FLEET_COUNT_TOL)"
+  else
+    fail "fleet: advise --prometheus disagrees with advise on the merged reports"
+  fi
+
+  timeout 60 "$cli" advise --prometheus "http://$fprom" --window "$window" --at "$at" --engine vllm \
+    --cost-linear 1,0.1 >"$fw/prom.vllm.json" 2>"$fw/prom.vllm.err"
+  status=$?
+  if [ "$status" = 3 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if len(d["groups"]) == 2 and all(g["identified"] == "bounds" for g in d["groups"]) else 1)' "$fw/prom.vllm.json"; then
+    pass "fleet: --engine vllm (vLLM's four families alone) gives bounds for both models, exit status 3"
+  else
+    fail "fleet: --engine vllm exited $status: $(head -c 300 "$fw/prom.vllm.err")"
+  fi
+  for pid in "${fleet_pids[@]}"; do stop_pid "$pid"; done
+  fleet_pids=()
+}
+log "fleet: advise --prometheus on three replicas (issue 16)"
+fleet_block
+# ======================================================= end of the advise fleet block
 
 finish

@@ -1,5 +1,6 @@
 //! The error every subcommand returns: one or more messages for the user,
-//! each printed as `error: <message>` on standard error, exit status 2.
+//! each printed as `error: <message>` on standard error, exit status 2
+//! (3 where [`CliError::with_status`] says so).
 //! Every message is [sanitized](crate::format::sanitize) as it is printed,
 //! whatever input it came to quote.
 
@@ -16,6 +17,9 @@ pub struct CliError {
     /// Further errors of the same run (the report could not be written,
     /// and neither could the plot), printed after the first.
     more: Vec<String>,
+    /// The exit status: 2, or 3 for counters that do not identify the
+    /// advice (`advise` on another engine's counters).
+    status: u8,
 }
 
 impl CliError {
@@ -23,7 +27,14 @@ impl CliError {
         Self {
             first: msg.to_string(),
             more: Vec::new(),
+            status: 2,
         }
+    }
+
+    /// The same error with exit status `status` instead of 2.
+    pub fn with_status(mut self, status: u8) -> Self {
+        self.status = status;
+        self
     }
 
     /// This error followed by `other`.
@@ -39,7 +50,7 @@ impl CliError {
         for msg in std::iter::once(&self.first).chain(&self.more) {
             let _ = writeln!(err, "error: {}", sanitize(msg));
         }
-        ExitCode::from(2)
+        ExitCode::from(self.status)
     }
 }
 

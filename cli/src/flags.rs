@@ -30,6 +30,37 @@ pub fn parse_max_draft_len(s: &str) -> Result<usize, String> {
     Ok(k)
 }
 
+/// `4096`, `64K`, `64KiB`, `64M`, `64MiB`, `1G`, `1GiB` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let shift = match unit {
+        "" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{} is not a size: write a whole number of bytes, optionally followed by K, M or G (KiB, MiB, GiB)",
+                excerpt(s)
+            ));
+        }
+    };
+    if digits.is_empty() {
+        return Err(format!("{} is not a size: it needs a number", excerpt(s)));
+    }
+    let bytes = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| usize::try_from(n).is_ok())
+        .ok_or_else(|| format!("{} is too large", excerpt(s)))?;
+    if bytes == 0 {
+        return Err("the limit must be at least 1 byte".into());
+    }
+    Ok(bytes)
+}
+
 /// `--format`: what standard output carries. One set of values for every
 /// subcommand; each takes those that make sense for it ([`Format::parser`]),
 /// so that clap refuses the others and lists the ones it takes.

@@ -11,16 +11,22 @@
 //! [`render`] (the text printed: tables, JSON, the plot). No module
 //! imports from `main.rs` or from another subcommand.
 //!
-//! Exit status: 0 on success, 2 on any error (bad flag, missing file,
+//! Exit status: 0 on success, 3 when `advise` on engine counters gives
+//! bounds instead of advice, 2 on any error (bad flag, missing file,
 //! malformed input, `--strict` rejection, inconsistent report, a step cost
 //! or a `K` that does not fit the report), with a message on standard error.
 
 mod cmd;
+mod engines;
 mod error;
+mod exposition;
 mod flags;
 mod format;
+mod http;
 mod io;
 mod render;
+mod sources;
+mod vllm_log;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -72,12 +78,19 @@ enum Command {
     /// 1,000 steps drafted a token; the recommendation leans on the prior; a
     /// row's own mean disagrees with the chain; rejected observations).
     ///
+    /// With --metrics FILE|URL|- (a /metrics scrape), --prometheus URL
+    /// --window D (a fleet through Prometheus) or --vllm-log FILE it reads
+    /// the counters vLLM, mistral.rs or this crate export instead, and
+    /// gives per model the recommendation, its speedup over the current K,
+    /// and the engine's setting; counters that give only bounds (drafts of
+    /// varying length) print the bounds and exit with status 3.
+    ///
     /// `advise batch` takes one report and one step cost per bucket of
     /// batch sizes (--bucket START-END:COST:REPORT, repeated) and gives one
     /// draft length per bucket, printed as vLLM's
     /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
     /// draft_len_schedule.
-    Advise(cmd::advise::Args),
+    Advise(Box<cmd::advise::Args>),
 }
 
 fn main() -> ExitCode {
@@ -87,12 +100,12 @@ fn main() -> ExitCode {
         Err(e) => e.exit(), // --help, --version: standard output, status 0
     };
     let result = match cli.command {
-        Command::Replay(args) => cmd::replay::run(args),
-        Command::Merge(args) => cmd::merge::run(args),
-        Command::Advise(args) => cmd::advise::run(args),
+        Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Advise(args) => cmd::advise::run(*args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => e.exit(),
     }
 }

@@ -3,7 +3,8 @@
 //! `examples/`, and what it prints (standard output and standard error
 //! together, in order) must be exactly what the manual shows (commands that
 //! generate their input, such as the `awk` line of the `advise` example,
-//! run too); the example trace it shows is the file `examples/trace.jsonl`;
+//! run too, and the engine fixtures of `cli/tests/fixtures` are in
+//! `fixtures/`); the example trace it shows is the file `examples/trace.jsonl`;
 //! and every relative link in it leads to a file, and to a heading of that
 //! file when it names one.
 
@@ -101,6 +102,16 @@ fn console_examples_print_what_the_manual_shows() {
             )
             .unwrap();
         }
+    }
+    // The engine fixtures that advise --metrics and --vllm-log read.
+    fs::create_dir(dir.path().join("fixtures")).unwrap();
+    for entry in fs::read_dir(repo_root().join("cli/tests/fixtures")).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(
+            &path,
+            dir.path().join("fixtures").join(path.file_name().unwrap()),
+        )
+        .unwrap();
     }
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
     let path = format!(

@@ -8,6 +8,7 @@ use core::fmt;
 use super::continuation::Continuation;
 use crate::AcceptanceHistogram;
 use crate::record::MAX_MAX_DRAFT_LEN;
+use crate::record::layout::{bucket_count, checked_bucket_index};
 
 /// The per-position counters an engine exports, with what is known about
 /// its drafts, from which [`identify`](Self::identify) derives the
@@ -218,6 +219,11 @@ enum Problem {
     },
     /// Not what the by-draft-length family gives.
     Disagrees { derived: u64 },
+    /// A bucket of the by-draft-length family outside the triangle
+    /// `accepted <= draft_length <= K` (the value is the draft length).
+    OutsideTriangle { accepted: usize },
+    /// Buckets that add up past `u64::MAX`.
+    Overflow,
 }
 
 impl EngineCountersError {
@@ -246,9 +252,37 @@ impl EngineCountersError {
     }
 }
 
-impl fmt::Display for EngineCountersError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (series, value) = (self.series, self.value);
+impl EngineCountersError {
+    /// The message, with every series named by `name` instead of this
+    /// crate's short names: a program that read another engine's counters
+    /// names them as that engine exports them.
+    ///
+    /// ```
+    /// use specdec_metrics::{CounterSeries, EngineCounters};
+    /// let err = EngineCounters::new(2, 10, 20, 9, vec![4, 5]).unwrap_err();
+    /// let vllm = |s: CounterSeries| match s {
+    ///     CounterSeries::AcceptedPerPos { position } => {
+    ///         format!("vllm:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{position}\"}}")
+    ///     }
+    ///     other => other.to_string(),
+    /// };
+    /// assert!(err.to_string_with(vllm).starts_with(
+    ///     "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} is 5, above the 4 of \
+    ///      vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"}"
+    /// ));
+    /// ```
+    pub fn to_string_with(&self, name: impl Fn(CounterSeries) -> String) -> String {
+        let mut out = String::new();
+        let _ = self.write_with(&mut out, &name);
+        out
+    }
+
+    fn write_with(
+        &self,
+        f: &mut impl fmt::Write,
+        name: &dyn Fn(CounterSeries) -> String,
+    ) -> fmt::Result {
+        let (series, value) = (name(self.series), self.value);
         match &self.problem {
             Problem::MaxDraftLen => write!(
                 f,
@@ -259,13 +293,26 @@ impl fmt::Display for EngineCountersError {
                 "{series} has {value} positions; expected {expected}, one per draft position"
             ),
             Problem::Above { bound, of, why } => {
+                let of = name(*of);
                 write!(f, "{series} is {value}, above the {bound} of {of}: {why}")
             }
             Problem::Disagrees { derived } => write!(
                 f,
-                "{series} is {value} but the acceptance_by_draft_length family gives {derived}"
+                "{series} is {value} but the {} family gives {derived}",
+                name(CounterSeries::ByDraftLength)
             ),
+            Problem::OutsideTriangle { accepted } => write!(
+                f,
+                "{series} has a bucket draft_length={value}, accepted={accepted}: a bucket needs accepted <= draft_length <= K"
+            ),
+            Problem::Overflow => write!(f, "{series} adds up past 18446744073709551615"),
         }
+    }
+}
+
+impl fmt::Display for EngineCountersError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_with(f, &|s: CounterSeries| s.to_string())
     }
 }
 
@@ -431,6 +478,57 @@ impl EngineCounters {
         }
         self.by_draft_length = Some(histogram);
         Ok(self)
+    }
+
+    /// Adds the by-draft-length family from its buckets, as an exposition
+    /// carries them: `(draft_length, accepted, count)` for any buckets of
+    /// the triangle (absent ones are zero; a bucket given twice is summed,
+    /// as for several engines of one group), then as
+    /// [`with_by_draft_length`](Self::with_by_draft_length).
+    ///
+    /// # Errors
+    ///
+    /// A bucket outside `accepted <= draft_length <= K`, buckets whose sum
+    /// overflows, and the errors of `with_by_draft_length`.
+    ///
+    /// ```
+    /// use specdec_metrics::{EngineCounters, Exactness, Identified};
+    /// // K = 2: one step (1, 1) and one step (2, 0).
+    /// let c = EngineCounters::new(2, 2, 3, 1, vec![1, 0])?
+    ///     .with_by_draft_length_buckets([(1, 1, 1), (2, 0, 1), (0, 0, 0)])?;
+    /// let Identified::Exact { because, .. } = c.identify()? else { panic!() };
+    /// assert_eq!(because, Exactness::ByDraftLength);
+    /// assert!(EngineCounters::new(2, 2, 3, 1, vec![1, 0])?.with_by_draft_length_buckets([(1, 2, 1)]).is_err());
+    /// # Ok::<(), specdec_metrics::EngineCountersError>(())
+    /// ```
+    pub fn with_by_draft_length_buckets(
+        self,
+        buckets: impl IntoIterator<Item = (usize, usize, u64)>,
+    ) -> Result<Self, EngineCountersError> {
+        let k_max = self.max_draft_len;
+        let mut counts = vec![0u64; bucket_count(k_max)].into_boxed_slice();
+        for (drafted, accepted, count) in buckets {
+            let Some(i) = checked_bucket_index(k_max, drafted, accepted) else {
+                return Err(EngineCountersError {
+                    series: CounterSeries::ByDraftLength,
+                    value: drafted as u64,
+                    problem: Problem::OutsideTriangle { accepted },
+                });
+            };
+            counts[i] = counts[i].checked_add(count).ok_or(EngineCountersError {
+                series: CounterSeries::ByDraftLength,
+                value: count,
+                problem: Problem::Overflow,
+            })?;
+        }
+        let histogram = AcceptanceHistogram::from_parts(
+            k_max,
+            counts,
+            0,
+            0,
+            vec![0; k_max + 1].into_boxed_slice(),
+        );
+        self.with_by_draft_length(histogram)
     }
 
     /// The maximum draft length `K`.
@@ -606,4 +704,53 @@ fn check_falling(
         bound = (v, series(position));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_summed_checked_and_agree_with_the_totals() {
+        // K = 2: (2, 1) twice (given as two buckets, as two engines would),
+        // (0, 0) once.
+        let base = EngineCounters::new(2, 3, 4, 2, vec![2, 0]).unwrap();
+        let c = base
+            .clone()
+            .with_by_draft_length_buckets([(2, 1, 1), (2, 1, 1), (0, 0, 1)])
+            .unwrap();
+        let Identified::Exact { continuation, .. } = c.identify().unwrap() else {
+            panic!()
+        };
+        // (0, 0) drafted nothing: position 1 has the two (2, 1) steps.
+        assert_eq!(continuation.counts(), &[(2, 2), (0, 2)]);
+        // Totals that the buckets do not give name the series.
+        let err = base
+            .clone()
+            .with_by_draft_length_buckets([(2, 1, 2)])
+            .unwrap_err();
+        assert_eq!(err.series(), CounterSeries::Drafts);
+        let err = base
+            .clone()
+            .with_by_draft_length_buckets([(1, 1, u64::MAX), (1, 1, 1)])
+            .unwrap_err();
+        assert_eq!(err.series(), CounterSeries::ByDraftLength);
+        assert!(err.to_string().contains("past 18446744073709551615"));
+        let err = base.with_by_draft_length_buckets([(3, 0, 1)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "acceptance_by_draft_length has a bucket draft_length=3, accepted=0: a bucket needs accepted <= draft_length <= K"
+        );
+    }
+
+    #[test]
+    fn messages_name_every_series_as_asked() {
+        let err = EngineCounters::new(2, 10, 21, 9, vec![4, 3]).unwrap_err();
+        let named = err.to_string_with(|s| format!("<{s}>"));
+        assert_eq!(
+            named,
+            "<num_draft_tokens> is 21, above the 20 of <num_drafts>: times K: no draft is longer than K"
+        );
+        assert_eq!(err.to_string_with(|s| s.to_string()), err.to_string());
+    }
 }

@@ -7,6 +7,7 @@
 
 pub mod advice;
 pub mod batch_table;
+pub mod engine_advice;
 pub mod plot;
 pub mod report;
 pub mod table;

@@ -221,7 +221,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
     for ((entry, bucket), arg) in table.entries().iter().zip(&buckets).zip(&args.bucket) {
-        for w in warnings(&entry.recommendation, &bucket.histogram) {
+        for w in warnings(
+            &entry.recommendation,
+            bucket.histogram.num_rejected_observations(),
+        ) {
             let _ = writeln!(
                 err,
                 "warning: {}: {w}",

@@ -40,6 +40,7 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use clap::ArgGroup;
 use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
@@ -51,6 +52,7 @@ use crate::io::{input_name, is_stdin, note_reading_stdin, read_report, write_std
 use crate::render::{self, json_line};
 
 mod batch;
+pub mod engines;
 
 /// Below this many trials at position 1 (steps that drafted at least one
 /// token) the advice comes with a warning.
@@ -91,6 +93,8 @@ pub struct Args {
     /// or "-".
     #[arg(value_name = "REPORT")]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    sources: engines::SourceArgs,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -213,9 +217,9 @@ fn parse_credible_level(s: &str) -> Result<f64, String> {
 }
 
 /// Runs `advise`.
-pub fn run(args: Args) -> Result<(), CliError> {
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(Command::Batch(batch)) = args.command {
-        return batch::run(batch);
+        return batch::run(batch).map(|()| ExitCode::SUCCESS);
     }
     let advisor = args.advisor.advisor()?;
     let Some(cost) = args.cost_linear.or(args.cost_table) else {
@@ -229,6 +233,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     // table is known already.
     if let Some(max) = given {
         check_cost(&cost, max, None)?;
+    }
+    if args.sources.given() {
+        return engines::run(&args.sources, &advisor, &cost, given, args.format);
     }
     let path = args.report.as_deref().unwrap_or(Path::new("-"));
     if is_stdin(path) {
@@ -257,10 +264,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
-    for w in warnings(&rec, &hist) {
+    for w in warnings(&rec, hist.num_rejected_observations()) {
         let _ = writeln!(err, "warning: {w}");
     }
-    written
+    written.map(|()| ExitCode::SUCCESS)
 }
 
 /// Whether `cost` fits `K = max` (a table has `K + 1` entries); `from`
@@ -289,9 +296,8 @@ fn recommend(
 
 /// The warnings of the module docs, in that order of importance: what is
 /// wrong with the data, then with the advice.
-fn warnings(rec: &Recommendation, h: &AcceptanceHistogram) -> Vec<String> {
+fn warnings(rec: &Recommendation, rejected: u64) -> Vec<String> {
     let mut out = Vec::new();
-    let rejected = h.num_rejected_observations();
     if rejected > 0 {
         out.push(format!(
             "the report counts {} rejected observation{} (invalid steps the engine recorded: a bug to look into); rejected observations are in no estimate",

@@ -34,7 +34,7 @@ use self::input::{LineParser, Record};
 use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
-use crate::format::{display_path, excerpt, format_bytes};
+use crate::format::{display_path, format_bytes};
 use crate::io::{is_stdin, note_reading_stdin};
 
 /// The flags of `replay`.
@@ -61,44 +61,13 @@ pub struct Args {
     /// counted), with an optional suffix K, M or G (KiB, MiB, GiB). A longer
     /// line stops the run with exit status 2; memory stays bounded by a
     /// small multiple of this limit whatever the input.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::flags::parse_size)]
     max_line_bytes: u64,
     #[command(flatten)]
     output: OutputArgs,
     /// The JSON Lines input; standard input when absent or "-".
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
-}
-
-/// `4096`, `64K`, `64KiB`, `64M`, `64MiB`, `1G`, `1GiB` (powers of 1024).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let shift = match unit {
-        "" => 0,
-        "K" | "KiB" => 10,
-        "M" | "MiB" => 20,
-        "G" | "GiB" => 30,
-        _ => {
-            return Err(format!(
-                "{} is not a size: write a whole number of bytes, optionally followed by K, M or G (KiB, MiB, GiB)",
-                excerpt(s)
-            ));
-        }
-    };
-    if digits.is_empty() {
-        return Err(format!("{} is not a size: it needs a number", excerpt(s)));
-    }
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .filter(|&n| usize::try_from(n).is_ok())
-        .ok_or_else(|| format!("{} is too large", excerpt(s)))?;
-    if bytes == 0 {
-        return Err("the limit must be at least 1 byte".into());
-    }
-    Ok(bytes)
 }
 
 /// Runs `replay`: the file (or standard input) into the report.

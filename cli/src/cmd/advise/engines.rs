@@ -1,0 +1,411 @@
+//! `advise --metrics`, `--prometheus`, `--vllm-log`: advice from the
+//! counters other engines already export (see [`crate::engines`] for what
+//! each exports, [`crate::sources`] and [`crate::vllm_log`] for how they
+//! are read).
+//!
+//! Per group (one `--by` label value, `model_name` by default) the
+//! library's [`EngineCounters::identify`](specdec_metrics::EngineCounters::identify)
+//! says how the continuation counts are known:
+//!
+//! - **exact**: the recommendation ([`Advisor::recommend_continuation`]),
+//!   the expected speedup of the recommendation over the engine's current
+//!   `K` with its credible interval ([`Advisor::compare`]), the engine's
+//!   exact setting for it, and, when the last measured continuation rate
+//!   suggests a longer draft than `K` would pay, that length labelled as an
+//!   extrapolation ([`Advisor::extrapolate`]);
+//! - **bounds**: no advice; the bounds on each position's trials and rate,
+//!   labelled as bounds, and exit status 3 (so that a script does not take
+//!   them for advice).
+//!
+//! Inconsistent counters are an error (exit status 2) naming the series as
+//! the engine exports it.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Serialize;
+use specdec_metrics::{
+    Advisor, Exactness, Extrapolation, Identified, MAX_MAX_DRAFT_LEN, Recommendation, StepCost,
+};
+
+use crate::engines::{Engine, Families};
+use crate::error::CliError;
+use crate::flags::{Format, parse_size};
+use crate::format::excerpt;
+use crate::http::Limits;
+use crate::io::write_stdout;
+use crate::render::{self, json_line};
+use crate::sources::{self, Counted, Settings};
+use crate::vllm_log::{self, Reconstruction};
+
+/// Exit status when some group's counters give bounds, not advice.
+pub const NOT_IDENTIFIED: u8 = 3;
+
+/// The flags that read another engine's counters instead of a report.
+#[derive(clap::Args, Debug)]
+pub struct SourceArgs {
+    /// A Prometheus exposition (classic text or OpenMetrics): a file, "-"
+    /// for standard input, or an http(s) /metrics URL. vLLM, mistral.rs
+    /// and this crate's families are recognised under any prefix.
+    #[arg(long, value_name = "FILE|URL|-", conflicts_with_all = ["prometheus", "vllm_log", "report"])]
+    pub metrics: Option<String>,
+    /// An earlier scrape of the same engine (file or URL): advise on the
+    /// counts between the two (a counter lower than before, an engine
+    /// restart, is an error).
+    #[arg(long, value_name = "FILE|URL", requires = "metrics")]
+    pub since: Option<String>,
+    /// A Prometheus server (or Thanos, Mimir, VictoriaMetrics): advise on
+    /// increase() of the families over --window, summed across instances
+    /// by the --by label; counter resets are handled as Prometheus does.
+    #[arg(long, value_name = "URL", requires = "window", conflicts_with_all = ["vllm_log", "report"])]
+    pub prometheus: Option<String>,
+    /// The window of --prometheus, as PromQL writes durations (30m, 1h,
+    /// 1h30m); it ends at --at.
+    #[arg(long, value_name = "DURATION", requires = "prometheus")]
+    pub window: Option<String>,
+    /// Label matchers that every series of --prometheus must match, in
+    /// braces: '{job="vllm",cluster="eu"}'.
+    #[arg(
+        long,
+        value_name = "{MATCHERS}",
+        requires = "prometheus",
+        allow_hyphen_values = true
+    )]
+    pub selector: Option<String>,
+    /// The end of the --prometheus window, in Unix seconds [default: now].
+    #[arg(long, value_name = "UNIX_SECONDS", requires = "prometheus")]
+    pub at: Option<String>,
+    /// One recommendation per value of this label (series without it form
+    /// one group of their own).
+    #[arg(long, value_name = "LABEL", default_value = "model_name", value_parser = parse_label)]
+    pub by: String,
+    /// vLLM's log: its periodic "SpecDecoding metrics: ..." lines,
+    /// reconstructed into counts (see the manual for their precision).
+    #[arg(long, value_name = "FILE", conflicts_with = "report")]
+    pub vllm_log: Option<PathBuf>,
+    /// Read the counters of this engine and no other [default: detected
+    /// from the names].
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<Engine>,
+    /// The largest exposition, file or HTTP answer read (K, M, G suffixes
+    /// as powers of 1024).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub max_bytes: u64,
+    /// The longest an HTTP request may take, answer included, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+impl SourceArgs {
+    /// Whether a source flag was given (advise then reads no report).
+    pub fn given(&self) -> bool {
+        self.metrics.is_some() || self.prometheus.is_some() || self.vllm_log.is_some()
+    }
+}
+
+fn parse_label(s: &str) -> Result<String, String> {
+    let mut chars = s.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)",
+            excerpt(s)
+        ))
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t > 0.0 && *t <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{} is not a number of seconds in (0, 86400]", excerpt(s)))
+}
+
+/// What `advise` prints for engine counters (`--format json`).
+#[derive(Serialize)]
+struct EngineAdvice<'a> {
+    source: &'a str,
+    engine: Engine,
+    /// The sample names read start with this.
+    prefix: &'a str,
+    /// The label the groups are by (`null` for a log).
+    by: Option<&'a str>,
+    /// How precise counts reconstructed from a log are.
+    reconstruction: Option<&'a Reconstruction>,
+    groups: Vec<GroupAdvice>,
+}
+
+/// One group's advice, or its bounds.
+#[derive(Serialize)]
+struct GroupAdvice {
+    labels: BTreeMap<String, String>,
+    max_draft_len: usize,
+    drafts: u64,
+    /// `exact` or `bounds`.
+    identified: &'static str,
+    /// Why exact: `by_draft_length` or `same_length`.
+    exact_because: Option<&'static str>,
+    notes: Vec<String>,
+    recommendation: Option<Recommendation>,
+    versus_current: Option<Versus>,
+    setting: Option<String>,
+    /// Positions above this (`K`) were never drafted.
+    never_drafted_above: usize,
+    extrapolation: Option<Extrapolation>,
+    bounds: Option<Vec<PositionBounds>>,
+}
+
+/// The recommendation against drafting the current `K`.
+#[derive(Serialize)]
+struct Versus {
+    /// The current `K`.
+    draft_len: usize,
+    /// Goodput of the recommendation over goodput at `K`.
+    ratio: f64,
+    interval: [f64; 2],
+    /// Posterior probability that the recommendation has the higher
+    /// goodput (0.5 when it is `K`).
+    prob_better: f64,
+}
+
+/// Bounds on one position's continuation (positions from 1).
+#[derive(Serialize)]
+pub struct PositionBounds {
+    pub position: usize,
+    pub successes: u64,
+    pub trials_min: u64,
+    pub trials_max: u64,
+    pub rate_min: Option<f64>,
+    pub rate_max: Option<f64>,
+}
+
+/// Reads the counters the flags name and advises on them.
+pub fn run(
+    src: &SourceArgs,
+    advisor: &Advisor,
+    cost: &StepCost,
+    max_draft_len: Option<usize>,
+    format: Format,
+) -> Result<ExitCode, CliError> {
+    let settings = Settings {
+        limits: Limits {
+            timeout: src.timeout,
+            max_bytes: src.max_bytes,
+        },
+        engine: src.engine,
+        by: src.by.clone(),
+        max_draft_len,
+    };
+    let (counted, reconstruction, by): (Counted, Option<Reconstruction>, Option<&str>) =
+        if let Some(metrics) = &src.metrics {
+            (
+                sources::from_metrics(metrics, src.since.as_deref(), &settings)?,
+                None,
+                Some(&src.by),
+            )
+        } else if let Some(url) = &src.prometheus {
+            let window = src.window.as_deref().unwrap_or_default();
+            (
+                sources::from_prometheus(
+                    url,
+                    window,
+                    src.selector.as_deref(),
+                    src.at.as_deref(),
+                    &settings,
+                )?,
+                None,
+                Some(&src.by),
+            )
+        } else if let Some(path) = &src.vllm_log {
+            if let Some(e) = src.engine.filter(|&e| e != Engine::Vllm) {
+                return Err(CliError::new(format!(
+                    "--vllm-log reads vLLM's log; --engine {} does not apply",
+                    e.name()
+                )));
+            }
+            let (counted, rec) = vllm_log::read(path, max_draft_len)?;
+            (counted, Some(rec), None)
+        } else {
+            return Err(CliError::new("give --metrics, --prometheus or --vllm-log"));
+        };
+
+    let mut groups = Vec::new();
+    let mut warnings = Vec::new();
+    let mut not_identified = false;
+    for group in &counted.groups {
+        let counters = &group.built.counters;
+        let k = counters.max_draft_len();
+        let name = group.selector();
+        let labels: BTreeMap<String, String> = group.label.iter().cloned().collect();
+        cost.check(k).map_err(|e| {
+            CliError::new(format!(
+                "--cost-table: {e}; K = {k} is the number of draft positions of {}",
+                if name.is_empty() {
+                    counted.source.clone()
+                } else {
+                    name.clone()
+                }
+            ))
+        })?;
+        let identified = counters
+            .identify()
+            .map_err(|e| CliError::new(format!("{}: {e}", counted.source)))?;
+        let mut advice = GroupAdvice {
+            labels,
+            max_draft_len: k,
+            drafts: counters.drafts(),
+            identified: "exact",
+            exact_because: None,
+            notes: group.built.notes.clone(),
+            recommendation: None,
+            versus_current: None,
+            setting: None,
+            never_drafted_above: k,
+            extrapolation: None,
+            bounds: None,
+        };
+        match identified {
+            Identified::Exact {
+                continuation,
+                because,
+            } => {
+                advice.exact_because = Some(match because {
+                    Exactness::ByDraftLength => "by_draft_length",
+                    _ => "same_length",
+                });
+                let rec = advisor
+                    .recommend_continuation(&continuation, cost)
+                    .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+                let versus = advisor
+                    .compare(&continuation, cost, rec.draft_len, k)
+                    .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+                advice.versus_current = Some(Versus {
+                    draft_len: k,
+                    ratio: versus.ratio,
+                    interval: versus.interval,
+                    prob_better: versus.prob_better,
+                });
+                advice.setting = Some(counted.families.engine.setting(rec.draft_len));
+                match advisor.extrapolate(&continuation, cost, MAX_MAX_DRAFT_LEN) {
+                    Ok(guess) => advice.extrapolation = guess,
+                    Err(_) => advice.notes.push(
+                        "a cost table covers 0..=K only, so no longer draft can be extrapolated; give --cost-linear to see one".into(),
+                    ),
+                }
+                for w in super::warnings(&rec, 0) {
+                    warnings.push(if name.is_empty() {
+                        w
+                    } else {
+                        format!("{name}: {w}")
+                    });
+                }
+                advice.recommendation = Some(rec);
+            }
+            Identified::Bounds(b) => {
+                not_identified = true;
+                advice.identified = "bounds";
+                advice.bounds = Some(
+                    (1..=k)
+                        .filter_map(|i| {
+                            let (s, lo, hi) = b.at(i)?;
+                            let rate = b.rate(i);
+                            Some(PositionBounds {
+                                position: i,
+                                successes: s,
+                                trials_min: lo,
+                                trials_max: hi,
+                                rate_min: rate.map(|r| r.0),
+                                rate_max: rate.map(|r| r.1),
+                            })
+                        })
+                        .collect(),
+                );
+            }
+            _ => {
+                return Err(CliError::new(
+                    "the library identified the counters in a way this command does not know",
+                ));
+            }
+        }
+        groups.push(advice);
+    }
+    let out = EngineAdvice {
+        source: &counted.source,
+        engine: counted.families.engine,
+        prefix: &counted.families.prefix,
+        by,
+        reconstruction: reconstruction.as_ref(),
+        groups,
+    };
+    let text = match format {
+        Format::Json => json_line(&out, "advice")?,
+        _ => render_table(&out, &counted.families, cost, advisor),
+    };
+    let written = write_stdout(text.as_bytes(), "advice");
+    let mut err = io::stderr().lock();
+    for w in warnings {
+        let _ = writeln!(err, "warning: {w}");
+    }
+    if not_identified {
+        let _ = writeln!(
+            err,
+            "error: not advised: the counters give bounds only (see the output); exit status {NOT_IDENTIFIED}"
+        );
+    }
+    written?;
+    Ok(if not_identified {
+        ExitCode::from(NOT_IDENTIFIED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn render_table(
+    out: &EngineAdvice<'_>,
+    families: &Families,
+    cost: &StepCost,
+    advisor: &Advisor,
+) -> String {
+    let view = render::engine_advice::View {
+        source: out.source,
+        engine: out.engine,
+        families: families.all(),
+        reconstruction: out.reconstruction.map(|r| r.lines),
+        credible_level: advisor.credible_level(),
+        groups: out
+            .groups
+            .iter()
+            .map(|g| render::engine_advice::GroupView {
+                name: g
+                    .labels
+                    .iter()
+                    .map(|(l, v)| sources::selector_of(Some(&(l.clone(), v.clone()))))
+                    .next()
+                    .unwrap_or_default(),
+                max_draft_len: g.max_draft_len,
+                drafts: g.drafts,
+                exact_because: g.exact_because,
+                notes: &g.notes,
+                recommendation: g.recommendation.as_ref(),
+                versus: g
+                    .versus_current
+                    .as_ref()
+                    .map(|v| (v.draft_len, v.ratio, v.interval, v.prob_better)),
+                setting: g.setting.as_deref(),
+                extrapolation: g.extrapolation.as_ref(),
+                bounds: g.bounds.as_deref(),
+            })
+            .collect(),
+    };
+    render::engine_advice::render(&view, cost)
+}

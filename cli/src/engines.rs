@@ -1,0 +1,788 @@
+//! The speculative-decoding counters of the engines `advise` reads, as
+//! each exports them, and how they become the library's
+//! [`EngineCounters`].
+//!
+//! What each engine exports (read in its own source):
+//!
+//! - **vLLM**, `vllm/v1/spec_decode/metrics.py` (`SpecDecodingProm`, read at
+//!   vllm-project/vllm ee4ceaae5953d367d8edd2132fd86d6c42506e1e):
+//!   `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
+//!   `..._num_accepted_tokens_total` and
+//!   `..._num_accepted_tokens_per_pos_total{position}`, all labelled
+//!   `model_name` and `engine`; `position` counts from 0 and every position
+//!   `0..num_speculative_tokens` is created at start-up (`labels()` on each),
+//!   so a missing position is an error. `prometheus_client` adds a
+//!   `..._created` gauge per counter, which is ignored. Drafts may be
+//!   shorter than `K` (the drafter proposes fewer, the context ends), and
+//!   nothing says which: the four counters identify the continuation
+//!   counts only when every draft had `K` tokens.
+//! - **This crate** (`specdec_metrics::METRIC_FAMILIES`), under any
+//!   prefix: the same four names plus `..._num_draft_tokens_per_pos_total`
+//!   and `..._acceptance_by_draft_length_total{draft_length, accepted}`,
+//!   which makes the counts exact whatever the draft lengths; every
+//!   position and every bucket exists from the first scrape.
+//! - **mistral.rs**, `mistralrs-core/src/engine/logger.rs`
+//!   (`IntervalLogger::add_speculative_stats`, read at
+//!   EricLBuehler/mistral.rs 9e922623f24b32d41f3892b74f0eed18707f4e6c),
+//!   through the `metrics` crate and `metrics-exporter-prometheus`
+//!   (`mistralrs-server-core/src/metrics.rs`, classic text):
+//!   `mistralrs_speculative_drafts_total`,
+//!   `mistralrs_speculative_draft_tokens_proposed_total`,
+//!   `mistralrs_speculative_draft_tokens_accepted_total`, and
+//!   `mistralrs_speculative_draft_tokens_accepted_per_pos_total{position}`,
+//!   `position` from 0, a position's series created only once something
+//!   was accepted there (`if *count > 0`): a missing position is zero, and
+//!   `K` is the drafted tokens over the drafts. No labels (one process per
+//!   model).
+//! - **llama.cpp**'s server, `tools/server/server-context.cpp` (the
+//!   `/metrics` handler, read at ggml-org/llama.cpp
+//!   fb4026604c67c682f552337ec9b91eced0abd35a): `llamacpp:prompt_tokens_total`,
+//!   `llamacpp:tokens_predicted_total`, `llamacpp:n_decode_total`,
+//!   throughput gauges and request gauges; **no speculative-decoding
+//!   counter at all**. Draft counts exist only per request
+//!   (`timings.draft_n`, `timings.draft_n_accepted`) and in the slot log
+//!   line `draft acceptance rate = ...`: totals, never per position. So
+//!   `--engine llamacpp` is an error that says so.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use specdec_metrics::{CounterSeries, EngineCounters, METRIC_FAMILIES, VLLM_METRIC_PREFIX};
+
+use crate::error::CliError;
+use crate::exposition::{Sample, series_name};
+use crate::format::excerpt;
+
+/// An engine whose counters `advise` reads (`--engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// vLLM's four vllm:spec_decode_* counters (a by-draft-length family
+    /// beside them is ignored).
+    Vllm,
+    /// llama.cpp's server (exports no speculative-decoding counters: an
+    /// error that says so).
+    Llamacpp,
+    /// mistral.rs's mistralrs_speculative_* counters.
+    Mistralrs,
+    /// This crate's families, under any prefix (the by-draft-length family
+    /// required).
+    Specdec,
+}
+
+impl Engine {
+    /// The engine's name for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Vllm => "vLLM",
+            Self::Llamacpp => "llama.cpp",
+            Self::Mistralrs => "mistral.rs",
+            Self::Specdec => "specdec-metrics",
+        }
+    }
+
+    /// The exact setting that makes the engine draft `k` tokens.
+    pub fn setting(self, k: usize) -> String {
+        match (self, k) {
+            (Self::Vllm, 0) => "vLLM: start it without --speculative-config (do not speculate)".into(),
+            (Self::Vllm, k) => format!(
+                "vLLM: --speculative-config '{{\"num_speculative_tokens\": {k}, ...}}' (keep your method and model keys; Python: speculative_config={{\"num_speculative_tokens\": {k}, ...}})"
+            ),
+            (Self::Mistralrs, 0) => "mistral.rs: start it without --mtp / --mtp-model (do not speculate)".into(),
+            (Self::Mistralrs, k) => format!(
+                "mistral.rs: --mtp-n-predict {k} (TOML: mtp_n_predict = {k}; it also turns adaptive draft depth off)"
+            ),
+            (Self::Llamacpp, 0) => "llama.cpp: start llama-server without --model-draft (do not speculate)".into(),
+            (Self::Llamacpp, k) => format!("llama.cpp: llama-server --draft-max {k}"),
+            (Self::Specdec, 0) => "specdec-metrics: draft 0 tokens (do not speculate); the Recorder keeps its max_draft_len".into(),
+            (Self::Specdec, k) => format!(
+                "specdec-metrics: max_draft_len = {k} (Recorder::new({k}), DraftController::new({k}, cost)), or draft {k} from a larger K"
+            ),
+        }
+    }
+}
+
+/// Why `--engine llamacpp` cannot be advised, and what would be needed.
+pub const LLAMACPP_EXPORTS_NOTHING: &str = "llama.cpp's server exports no speculative-decoding counters on /metrics (tools/server/server-context.cpp: prompt and predicted tokens, llama_decode calls, throughput and request gauges only); its draft counts exist only per request (timings.draft_n, timings.draft_n_accepted) and in its log, as totals without positions, and advice needs the accepted count per draft position (num_accepted_tokens_per_pos, as vLLM exports it). Record llama.cpp's drafts with this crate (or a patch that exports per-position counters) to advise it";
+
+/// The suffixes that name the families of each schema.
+const VLLM_PER_POS: &str = "_num_accepted_tokens_per_pos_total";
+const MISTRAL_PROPOSED: &str = "_draft_tokens_proposed_total";
+
+/// The families of one engine under one prefix: the names `advise` reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Families {
+    pub engine: Engine,
+    pub prefix: String,
+}
+
+impl Families {
+    fn name(&self, vllm: &str, mistral: &str) -> String {
+        match self.engine {
+            Engine::Mistralrs => format!("{}_{mistral}", self.prefix),
+            _ => format!("{}_{vllm}", self.prefix),
+        }
+    }
+
+    /// Drafts (verify steps that drafted).
+    pub fn drafts(&self) -> String {
+        self.name(METRIC_FAMILIES[0], "drafts_total")
+    }
+
+    pub fn draft_tokens(&self) -> String {
+        self.name(METRIC_FAMILIES[1], "draft_tokens_proposed_total")
+    }
+
+    pub fn accepted_tokens(&self) -> String {
+        self.name(METRIC_FAMILIES[2], "draft_tokens_accepted_total")
+    }
+
+    pub fn accepted_per_pos(&self) -> String {
+        self.name(METRIC_FAMILIES[3], "draft_tokens_accepted_per_pos_total")
+    }
+
+    /// This crate's drafted-per-position family (`Specdec` only).
+    pub fn draft_tokens_per_pos(&self) -> Option<String> {
+        (self.engine == Engine::Specdec).then(|| format!("{}_{}", self.prefix, METRIC_FAMILIES[4]))
+    }
+
+    /// This crate's by-draft-length family (`Specdec` only).
+    pub fn by_draft_length(&self) -> Option<String> {
+        (self.engine == Engine::Specdec).then(|| format!("{}_{}", self.prefix, METRIC_FAMILIES[5]))
+    }
+
+    /// Every family read.
+    pub fn all(&self) -> Vec<String> {
+        let mut v = vec![
+            self.drafts(),
+            self.draft_tokens(),
+            self.accepted_tokens(),
+            self.accepted_per_pos(),
+        ];
+        v.extend(self.draft_tokens_per_pos());
+        v.extend(self.by_draft_length());
+        v
+    }
+
+    /// Whether the engine creates every position's series from the start
+    /// (so that a missing position is an error, not a zero).
+    fn positions_always_exported(&self) -> bool {
+        self.engine != Engine::Mistralrs
+    }
+}
+
+/// The families among `names` (the sample names of a scrape, or those a
+/// Prometheus knows), of `forced` when given. `source` names where they
+/// came from in errors.
+pub fn detect<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    forced: Option<Engine>,
+    source: &str,
+) -> Result<Families, CliError> {
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    if forced == Some(Engine::Llamacpp) {
+        return Err(CliError::new(format!(
+            "--engine llamacpp: {LLAMACPP_EXPORTS_NOTHING}"
+        )));
+    }
+    let mut found: Vec<Families> = Vec::new();
+    let mut add = |f: Families| {
+        if !found.contains(&f) {
+            found.push(f);
+        }
+    };
+    for name in &names {
+        let vllm_prefix = name
+            .strip_suffix(VLLM_PER_POS)
+            .or_else(|| name.strip_suffix(&format!("_{}", METRIC_FAMILIES[0])));
+        if let Some(prefix) = vllm_prefix.filter(|p| !p.is_empty()) {
+            let by_length = format!("{prefix}_{}", METRIC_FAMILIES[5]);
+            let engine = match forced {
+                Some(Engine::Vllm) => Engine::Vllm,
+                _ if names.contains(by_length.as_str()) => Engine::Specdec,
+                _ => Engine::Vllm,
+            };
+            add(Families {
+                engine,
+                prefix: prefix.to_owned(),
+            });
+        }
+        if let Some(prefix) = name
+            .strip_suffix(MISTRAL_PROPOSED)
+            .filter(|p| !p.is_empty())
+        {
+            add(Families {
+                engine: Engine::Mistralrs,
+                prefix: prefix.to_owned(),
+            });
+        }
+    }
+    let wanted = |f: &Families| match forced {
+        None => true,
+        Some(Engine::Vllm) => f.engine == Engine::Vllm,
+        Some(Engine::Specdec) => f.engine == Engine::Specdec,
+        Some(e) => f.engine == e,
+    };
+    let matching: Vec<Families> = found.iter().filter(|f| wanted(f)).cloned().collect();
+    match (matching.len(), forced) {
+        (1, _) => Ok(matching.into_iter().next().expect("one")),
+        (0, Some(Engine::Specdec)) if found.iter().any(|f| f.engine == Engine::Vllm) => {
+            let f = found
+                .iter()
+                .find(|f| f.engine == Engine::Vllm)
+                .expect("found");
+            Err(CliError::new(format!(
+                "--engine specdec: {source} has {} but no {}_{}: these are vLLM's families, not this crate's (use --engine vllm)",
+                f.drafts(),
+                f.prefix,
+                METRIC_FAMILIES[5]
+            )))
+        }
+        (0, _) => {
+            let what = match forced {
+                Some(e) => e.name().to_owned(),
+                None => "speculative-decoding".to_owned(),
+            };
+            let mut msg = format!(
+                "{source}: no {what} counters found (looked for vLLM's {VLLM_METRIC_PREFIX}_num_drafts_total and {VLLM_METRIC_PREFIX}_num_accepted_tokens_per_pos_total, this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, under any prefix)"
+            );
+            if names.iter().any(|n| n.starts_with("llamacpp:")) {
+                let _ = write!(
+                    msg,
+                    "; this looks like llama.cpp: {LLAMACPP_EXPORTS_NOTHING}"
+                );
+            }
+            Err(CliError::new(msg))
+        }
+        (_, _) => Err(CliError::new(format!(
+            "{source}: several sets of speculative-decoding counters: {}; give --engine, or a --selector that keeps one",
+            matching
+                .iter()
+                .map(|f| format!("{} ({})", f.drafts(), f.engine.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// How sample values become counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Values {
+    /// Counters as an engine exports them: whole numbers `>= 0`; anything
+    /// else is an error naming the series.
+    Exact,
+    /// Prometheus' `increase()`: extrapolated, so fractional; rounded to
+    /// the nearest count (still finite and `>= 0`).
+    Extrapolated,
+}
+
+/// A count from a sample value, or an error naming the series.
+pub fn count(sample: &Sample, values: Values) -> Result<u64, CliError> {
+    let v = sample.value;
+    let series = || series_name(&sample.name, &sample.labels);
+    if !v.is_finite() || v < 0.0 {
+        return Err(CliError::new(format!(
+            "{} is {v}: a counter is a finite number >= 0",
+            series()
+        )));
+    }
+    let v = match values {
+        Values::Exact if v.fract() != 0.0 => {
+            return Err(CliError::new(format!(
+                "{} is {v}: a count is a whole number",
+                series()
+            )));
+        }
+        Values::Exact => v,
+        Values::Extrapolated => v.round(),
+    };
+    if v >= 18_446_744_073_709_551_616.0 {
+        return Err(CliError::new(format!(
+            "{} is {v}: above the largest count, 18446744073709551615",
+            series()
+        )));
+    }
+    Ok(v as u64)
+}
+
+/// A series set: a family's name and its labels but the index labels.
+type SeriesSet = (String, Vec<(String, String)>);
+
+/// The counts of one group (one `--by` label value), summed over the
+/// group's series (engines, instances).
+#[derive(Clone, Debug, Default)]
+pub struct GroupCounts {
+    pub drafts: Option<u64>,
+    pub draft_tokens: Option<u64>,
+    pub accepted_tokens: Option<u64>,
+    pub accepted_per_pos: BTreeMap<usize, u64>,
+    pub draft_tokens_per_pos: BTreeMap<usize, u64>,
+    pub buckets: BTreeMap<(usize, usize), u64>,
+    /// The positions of each label set of the per-position families (for
+    /// the gap check).
+    position_sets: BTreeMap<SeriesSet, BTreeSet<usize>>,
+    bucket_sets: BTreeMap<Vec<(String, String)>, usize>,
+}
+
+/// The samples of `families` grouped by the label `by` (a sample without
+/// it is in the group ""), each series checked and counted. `source` names
+/// the input in errors.
+pub fn group(
+    samples: &[Sample],
+    families: &Families,
+    by: &str,
+    values: Values,
+) -> Result<BTreeMap<String, GroupCounts>, CliError> {
+    let mut groups: BTreeMap<String, GroupCounts> = BTreeMap::new();
+    let (drafts, tokens, accepted, per_pos) = (
+        families.drafts(),
+        families.draft_tokens(),
+        families.accepted_tokens(),
+        families.accepted_per_pos(),
+    );
+    let drafted_per_pos = families.draft_tokens_per_pos();
+    let by_length = families.by_draft_length();
+    let add = |slot: &mut Option<u64>, n: u64, s: &Sample| -> Result<(), CliError> {
+        *slot = Some(checked_sum(slot.unwrap_or(0), n, s)?);
+        Ok(())
+    };
+    for s in samples {
+        let name = s.name.as_str();
+        let known = [&drafts, &tokens, &accepted, &per_pos].contains(&&s.name)
+            || drafted_per_pos.as_deref() == Some(name)
+            || by_length.as_deref() == Some(name);
+        if !known {
+            continue;
+        }
+        let n = count(s, values)?;
+        let g = groups
+            .entry(s.label(by).unwrap_or("").to_owned())
+            .or_default();
+        let rest = |skip: &[&str]| -> Vec<(String, String)> {
+            let mut v: Vec<(String, String)> = s
+                .labels
+                .iter()
+                .filter(|(l, _)| !skip.contains(&l.as_str()))
+                .cloned()
+                .collect();
+            v.sort();
+            v
+        };
+        if *name == drafts {
+            add(&mut g.drafts, n, s)?;
+        } else if *name == tokens {
+            add(&mut g.draft_tokens, n, s)?;
+        } else if *name == accepted {
+            add(&mut g.accepted_tokens, n, s)?;
+        } else if *name == per_pos || drafted_per_pos.as_deref() == Some(name) {
+            let position = index_label(s, "position")?;
+            let map = if *name == per_pos {
+                &mut g.accepted_per_pos
+            } else {
+                &mut g.draft_tokens_per_pos
+            };
+            let slot = map.entry(position).or_insert(0);
+            *slot = checked_sum(*slot, n, s)?;
+            g.position_sets
+                .entry((s.name.clone(), rest(&["position"])))
+                .or_default()
+                .insert(position);
+        } else {
+            let k = index_label(s, "draft_length")?;
+            let a = index_label(s, "accepted")?;
+            let slot = g.buckets.entry((k, a)).or_insert(0);
+            *slot = checked_sum(*slot, n, s)?;
+            *g.bucket_sets
+                .entry(rest(&["draft_length", "accepted"]))
+                .or_default() += 1;
+        }
+    }
+    Ok(groups)
+}
+
+fn checked_sum(a: u64, b: u64, s: &Sample) -> Result<u64, CliError> {
+    a.checked_add(b).ok_or_else(|| {
+        CliError::new(format!(
+            "the sum of {} and its group passes 18446744073709551615",
+            series_name(&s.name, &s.labels)
+        ))
+    })
+}
+
+/// A label that holds an index (`position`, `draft_length`, `accepted`).
+fn index_label(s: &Sample, label: &str) -> Result<usize, CliError> {
+    let v = s.label(label).ok_or_else(|| {
+        CliError::new(format!(
+            "{} has no {label} label",
+            series_name(&s.name, &s.labels)
+        ))
+    })?;
+    let canonical = !v.is_empty()
+        && v.len() <= 3
+        && v.bytes().all(|b| b.is_ascii_digit())
+        && (v == "0" || !v.starts_with('0'));
+    canonical.then(|| v.parse().ok()).flatten().ok_or_else(|| {
+        CliError::new(format!(
+            "{}: {label} {} is not an index (0, 1, 2, ...)",
+            series_name(&s.name, &s.labels),
+            excerpt(v)
+        ))
+    })
+}
+
+/// The counters of one group, ready to identify, and what was assumed to
+/// build them.
+#[derive(Debug)]
+pub struct Built {
+    pub counters: EngineCounters,
+    pub notes: Vec<String>,
+}
+
+/// The relative slack given to Prometheus' extrapolated counts, with
+/// [`EXTRAPOLATION_SLACK_COUNTS`]: see [`build`].
+pub const EXTRAPOLATION_SLACK: f64 = 0.01;
+/// The absolute slack (counts) given to extrapolated counts.
+pub const EXTRAPOLATION_SLACK_COUNTS: u64 = 2;
+
+fn slack(x: u64) -> u64 {
+    EXTRAPOLATION_SLACK_COUNTS.max((x as f64 * EXTRAPOLATION_SLACK).ceil() as u64)
+}
+
+/// Builds the group's [`EngineCounters`].
+///
+/// `K` is the number of positions (vLLM, this crate; every position must
+/// be there, `0..K` without a gap, in every label set), the drafted tokens
+/// over the drafts (mistral.rs, whose positions appear lazily), or
+/// `max_draft_len` when given (which the others must then agree with).
+/// `group_label` is `by="value"` for the messages ("" for the group of
+/// series without the label).
+///
+/// With [`Values::Extrapolated`] (Prometheus' `increase()`), every series
+/// is extrapolated on its own, so sums that agree exactly in the engine
+/// agree only roughly here. The by-draft-length family then gives every
+/// other figure (its own totals, consistent by construction); without it,
+/// drafted tokens within [`EXTRAPOLATION_SLACK`] (1%, at least 2 counts)
+/// of drafts × `K` count as every draft having `K` tokens, and accepted
+/// counts that exceed the drafts or the position before by no more than
+/// that are clipped; each such adjustment is a note.
+pub fn build(
+    families: &Families,
+    group_label: &str,
+    g: &GroupCounts,
+    max_draft_len: Option<usize>,
+    values: Values,
+) -> Result<Built, CliError> {
+    let in_group = |name: &str, extra: &str| -> String {
+        match (group_label.is_empty(), extra.is_empty()) {
+            (true, true) => name.to_owned(),
+            (true, false) => format!("{name}{{{extra}}}"),
+            (false, true) => format!("{name}{{{group_label}}}"),
+            (false, false) => format!("{name}{{{group_label},{extra}}}"),
+        }
+    };
+    let missing = |name: String| {
+        CliError::new(format!(
+            "{} is missing: {} exports it, and advice needs it",
+            in_group(&name, ""),
+            families.engine.name()
+        ))
+    };
+    let mut notes = Vec::new();
+    let by_length_source = values == Values::Extrapolated && families.by_draft_length().is_some();
+    let (mut drafts, mut draft_tokens, mut accepted) = if by_length_source {
+        (0, 0, 0)
+    } else {
+        (
+            g.drafts.ok_or_else(|| missing(families.drafts()))?,
+            g.draft_tokens
+                .ok_or_else(|| missing(families.draft_tokens()))?,
+            g.accepted_tokens
+                .ok_or_else(|| missing(families.accepted_tokens()))?,
+        )
+    };
+
+    // K, and the gap check where every position is always exported.
+    let k = if by_length_source {
+        // From the buckets alone: the largest draft length.
+        let k = g
+            .buckets
+            .keys()
+            .map(|&(k, _)| k)
+            .max()
+            .ok_or_else(|| missing(families.by_draft_length().unwrap_or_default()))?;
+        if let Some(given) = max_draft_len.filter(|&m| m != k) {
+            return Err(CliError::new(format!(
+                "{} has draft lengths 0..={k} (K = {k}) but --max-draft-len is {given}",
+                in_group(&families.by_draft_length().unwrap_or_default(), "")
+            )));
+        }
+        k
+    } else if families.positions_always_exported() {
+        let sets: Vec<(&SeriesSet, &BTreeSet<usize>)> = g.position_sets.iter().collect();
+        let mut k = None;
+        for ((name, labels), positions) in &sets {
+            let n = positions.last().map_or(0, |&p| p + 1);
+            if let Some(gap) = (0..n).find(|p| !positions.contains(p)) {
+                let mut labels = labels.clone();
+                labels.push(("position".into(), gap.to_string()));
+                return Err(CliError::new(format!(
+                    "{} is missing, though position {} is there: {} exports every position from 0 to K - 1",
+                    series_name(name, &labels),
+                    n - 1,
+                    families.engine.name()
+                )));
+            }
+            match k {
+                None => k = Some(n),
+                Some(k) if k != n => {
+                    return Err(CliError::new(format!(
+                        "{} has positions 0..{} in one series set and 0..{} in another: engines of one {} have different K; advise them apart (--by, --selector)",
+                        in_group(name, ""),
+                        k.min(n),
+                        k.max(n),
+                        if group_label.is_empty() {
+                            "group"
+                        } else {
+                            group_label
+                        },
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        let k = k
+            .filter(|&k| k > 0)
+            .ok_or_else(|| missing(families.accepted_per_pos()))?;
+        if let Some(given) = max_draft_len.filter(|&m| m != k) {
+            return Err(CliError::new(format!(
+                "{} has positions 0..{} (K = {k}) but --max-draft-len is {given}",
+                in_group(&families.accepted_per_pos(), ""),
+                k - 1
+            )));
+        }
+        k
+    } else if let Some(given) = max_draft_len {
+        given
+    } else if drafts == 0 {
+        return Err(CliError::new(format!(
+            "{} is 0: {} does not export K, which only drafts show (drafted tokens / drafts); give --max-draft-len K",
+            in_group(&families.drafts(), ""),
+            families.engine.name()
+        )));
+    } else {
+        let k = (draft_tokens as f64 / drafts as f64).round() as u64;
+        let exact = draft_tokens == drafts.saturating_mul(k);
+        let close = values == Values::Extrapolated
+            && draft_tokens.abs_diff(drafts.saturating_mul(k)) <= slack(draft_tokens);
+        if k == 0 || !(exact || close) {
+            return Err(CliError::new(format!(
+                "{} ({draft_tokens}) over {} ({drafts}) is not a whole number: drafts had different lengths (mistral.rs adapts its draft depth unless --mtp-n-predict is set), and mistral.rs does not export K; give --max-draft-len K (its --mtp-n-predict, or the largest depth)",
+                in_group(&families.draft_tokens(), ""),
+                in_group(&families.drafts(), ""),
+            )));
+        }
+        if !exact {
+            notes.push(format!(
+                "K = {k} taken from drafted tokens {draft_tokens} / drafts {drafts} within the extrapolation slack of increase()"
+            ));
+            draft_tokens = drafts * k;
+        }
+        let k = usize::try_from(k).unwrap_or(usize::MAX);
+        if let Some((&p, _)) = g
+            .accepted_per_pos
+            .iter()
+            .next_back()
+            .filter(|(p, _)| **p >= k)
+        {
+            return Err(CliError::new(format!(
+                "{} exists but K (drafted tokens / drafts) is {k}: drafts had different lengths; give --max-draft-len K",
+                in_group(&families.accepted_per_pos(), &format!("position=\"{p}\""))
+            )));
+        }
+        k
+    };
+    if !(1..=specdec_metrics::MAX_MAX_DRAFT_LEN).contains(&k) {
+        return Err(CliError::new(format!(
+            "K = {k} ({}): advice takes K in 1..=64",
+            in_group(&families.accepted_per_pos(), "")
+        )));
+    }
+
+    let mut per_pos: Vec<u64> = (0..k)
+        .map(|p| g.accepted_per_pos.get(&p).copied().unwrap_or(0))
+        .collect();
+    if let Some((&p, _)) = g
+        .accepted_per_pos
+        .iter()
+        .next_back()
+        .filter(|(p, _)| **p >= k)
+    {
+        return Err(CliError::new(format!(
+            "{} exists but K is {k}",
+            in_group(&families.accepted_per_pos(), &format!("position=\"{p}\""))
+        )));
+    }
+    let buckets: Option<Vec<(usize, usize, u64)>> = families
+        .by_draft_length()
+        .map(|_| g.buckets.iter().map(|(&(k, a), &n)| (k, a, n)).collect());
+    if let (Some(name), Some(buckets)) = (families.by_draft_length(), &buckets) {
+        if buckets.is_empty() {
+            return Err(missing(name));
+        }
+        let triangle = (k + 1) * (k + 2) / 2;
+        if let Some((labels, &n)) = g.bucket_sets.iter().find(|(_, n)| **n != triangle) {
+            return Err(CliError::new(format!(
+                "{} has {n} buckets but K = {k} has {triangle} (every accepted <= draft_length <= K): this crate exports every bucket",
+                series_name(&name, labels)
+            )));
+        }
+        if by_length_source {
+            // Every figure from the buckets: one extrapolation, consistent.
+            per_pos = vec![0; k];
+            for &(kk, a, n) in buckets {
+                drafts = drafts.saturating_add(n);
+                draft_tokens = draft_tokens.saturating_add(n.saturating_mul(kk as u64));
+                accepted = accepted.saturating_add(n.saturating_mul(a as u64));
+                for p in per_pos.iter_mut().take(a) {
+                    *p = p.saturating_add(n);
+                }
+            }
+        }
+    }
+    if values == Values::Extrapolated && buckets.is_none() {
+        let full = drafts.saturating_mul(k as u64);
+        if draft_tokens != full && draft_tokens.abs_diff(full) <= slack(full) {
+            notes.push(format!(
+                "drafted tokens {draft_tokens} are within the extrapolation slack of increase() (1%) of drafts × K = {full}: every draft is taken to have had K = {k} tokens"
+            ));
+            draft_tokens = full;
+        }
+        let mut bound = drafts;
+        for (p, v) in per_pos.iter_mut().enumerate() {
+            if *v > bound && *v - bound <= slack(bound) {
+                notes.push(format!(
+                    "accepted at position {p} ({v}) clipped to {bound} (within the extrapolation slack of increase())"
+                ));
+                *v = bound;
+            }
+            bound = *v;
+        }
+        accepted = accepted.min(draft_tokens);
+    }
+    let name_series = |s: CounterSeries| -> String {
+        match s {
+            CounterSeries::Drafts => in_group(&families.drafts(), ""),
+            CounterSeries::DraftTokens => in_group(&families.draft_tokens(), ""),
+            CounterSeries::AcceptedTokens => in_group(&families.accepted_tokens(), ""),
+            CounterSeries::AcceptedPerPos { position } => in_group(
+                &families.accepted_per_pos(),
+                &format!("position=\"{position}\""),
+            ),
+            CounterSeries::DraftTokensPerPos { position } => in_group(
+                &families.draft_tokens_per_pos().unwrap_or_default(),
+                &format!("position=\"{position}\""),
+            ),
+            _ => in_group(&families.by_draft_length().unwrap_or_default(), ""),
+        }
+    };
+    let fail =
+        |e: specdec_metrics::EngineCountersError| CliError::new(e.to_string_with(name_series));
+    let mut counters =
+        EngineCounters::new(k, drafts, draft_tokens, accepted, per_pos).map_err(fail)?;
+    if let Some(buckets) = buckets {
+        if !by_length_source && !g.draft_tokens_per_pos.is_empty() {
+            let drafted: Vec<u64> = (0..k)
+                .map(|p| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0))
+                .collect();
+            counters = counters.with_draft_tokens_per_pos(drafted).map_err(fail)?;
+        }
+        counters = counters
+            .with_by_draft_length_buckets(buckets)
+            .map_err(fail)?;
+    }
+    Ok(Built { counters, notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn detects_each_engine_under_any_prefix() {
+        let vllm = names(&[
+            "vllm:spec_decode_num_drafts_total",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "vllm:spec_decode_num_drafts_created",
+        ]);
+        let f = detect(vllm.iter().map(String::as_str), None, "x").unwrap();
+        assert_eq!(
+            (f.engine, f.prefix.as_str()),
+            (Engine::Vllm, "vllm:spec_decode")
+        );
+        let mut ours = vllm.clone();
+        ours.push("vllm:spec_decode_acceptance_by_draft_length_total".into());
+        let f = detect(ours.iter().map(String::as_str), None, "x").unwrap();
+        assert_eq!(f.engine, Engine::Specdec);
+        assert_eq!(
+            f.by_draft_length().as_deref(),
+            Some("vllm:spec_decode_acceptance_by_draft_length_total")
+        );
+        let f = detect(ours.iter().map(String::as_str), Some(Engine::Vllm), "x").unwrap();
+        assert_eq!(f.engine, Engine::Vllm);
+        let err = detect(vllm.iter().map(String::as_str), Some(Engine::Specdec), "x").unwrap_err();
+        assert!(err.to_string().contains("use --engine vllm"), "{err}");
+        let mistral = names(&[
+            "mistralrs_speculative_drafts_total",
+            "mistralrs_speculative_draft_tokens_proposed_total",
+        ]);
+        let f = detect(mistral.iter().map(String::as_str), None, "x").unwrap();
+        assert_eq!(
+            (f.engine, f.prefix.as_str()),
+            (Engine::Mistralrs, "mistralrs_speculative")
+        );
+        assert_eq!(
+            f.accepted_per_pos(),
+            "mistralrs_speculative_draft_tokens_accepted_per_pos_total"
+        );
+        let llama = names(&["llamacpp:n_decode_total", "llamacpp:tokens_predicted_total"]);
+        let err = detect(llama.iter().map(String::as_str), None, "x").unwrap_err();
+        assert!(err.to_string().contains("looks like llama.cpp"), "{err}");
+        let err = detect(vllm.iter().map(String::as_str), Some(Engine::Llamacpp), "x").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exports no speculative-decoding counters")
+        );
+        let both: Vec<String> = vllm.iter().chain(&mistral).cloned().collect();
+        let err = detect(both.iter().map(String::as_str), None, "x").unwrap_err();
+        assert!(err.to_string().contains("several sets"), "{err}");
+    }
+
+    #[test]
+    fn counts_are_whole_finite_and_not_negative() {
+        let s = |v: f64| Sample {
+            name: "a_total".into(),
+            labels: vec![("m".into(), "x".into())],
+            value: v,
+        };
+        assert_eq!(count(&s(3.0), Values::Exact).unwrap(), 3);
+        assert_eq!(count(&s(2.6), Values::Extrapolated).unwrap(), 3);
+        for (v, says) in [
+            (f64::NAN, "is NaN"),
+            (f64::INFINITY, "is inf"),
+            (-1.0, "is -1"),
+            (1.5, "a whole number"),
+            (1e20, "above the largest count"),
+        ] {
+            let e = count(&s(v), Values::Exact).unwrap_err().to_string();
+            assert!(
+                e.starts_with("a_total{m=\"x\"} ") && e.contains(says),
+                "{e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! HTTP GET with limits, for `advise --metrics URL` and `advise
+//! --prometheus`: one blocking request through `ureq`, bounded in time
+//! (`--timeout`, end to end: connecting, the headers and the whole body,
+//! however slowly it trickles) and in size (`--max-bytes`: the body is read
+//! up to the limit and one byte more, never further). Errors name the URL.
+
+use std::time::Duration;
+
+use crate::error::CliError;
+use crate::format::{excerpt, format_bytes};
+
+/// What one request may take.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub timeout: Duration,
+    pub max_bytes: u64,
+}
+
+/// A response: its status, media type and body.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub mime_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The response when its status is 2xx; otherwise an error naming
+    /// `url` that quotes the start of the body (which often says why).
+    pub fn success(self, url: &str) -> Result<Self, CliError> {
+        if (200..300).contains(&self.status) {
+            return Ok(self);
+        }
+        let text = String::from_utf8_lossy(&self.body);
+        let head: String = text.trim().chars().take(200).collect();
+        Err(CliError::new(format!(
+            "{}: HTTP status {}{}",
+            crate::format::sanitize(url),
+            self.status,
+            if head.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", excerpt(&head))
+            }
+        )))
+    }
+}
+
+/// Whether `source` is an http(s) URL rather than a file name.
+pub fn is_url(source: &str) -> bool {
+    let lower = source.get(..8).unwrap_or(source).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// GETs `url` with the query parameters `query` (encoded here) and the
+/// `Accept` header `accept`, whatever the status ([`Response::success`]
+/// checks it). A body past `limits.max_bytes`, a time past
+/// `limits.timeout` and any network failure are errors naming `url`.
+pub fn get(
+    url: &str,
+    query: &[(&str, &str)],
+    accept: &str,
+    limits: Limits,
+) -> Result<Response, CliError> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(limits.timeout))
+        .http_status_as_error(false)
+        .max_redirects(5)
+        // No proxy from the environment: a /metrics endpoint is usually on
+        // the same network, and a proxy that answers for it would be
+        // advised on instead.
+        .proxy(None)
+        .user_agent(concat!("specdec-metrics/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let shown = crate::format::sanitize(url);
+    let mut request = agent.get(url).header("Accept", accept);
+    for (k, v) in query {
+        request = request.query(*k, *v);
+    }
+    let mut response = request
+        .call()
+        .map_err(|e| network_error(&shown, &e, limits))?;
+    let status = response.status().as_u16();
+    let mime_type = response.body().mime_type().map(str::to_owned);
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(limits.max_bytes)
+        .read_to_vec()
+        .map_err(|e| network_error(&shown, &e, limits))?;
+    Ok(Response {
+        status,
+        mime_type,
+        body,
+    })
+}
+
+fn network_error(url: &str, e: &ureq::Error, limits: Limits) -> CliError {
+    match e {
+        ureq::Error::BodyExceedsLimit(_) => CliError::new(format!(
+            "{url}: the response is larger than --max-bytes {}; raise the limit if that much is expected",
+            format_bytes(limits.max_bytes)
+        )),
+        ureq::Error::Timeout(_) => CliError::new(format!(
+            "{url}: no complete response within --timeout {} s",
+            limits.timeout.as_secs_f64()
+        )),
+        other => CliError::new(format!("{url}: {other}")),
+    }
+}

@@ -1,0 +1,151 @@
+//! `advise --metrics/--prometheus/--vllm-log --format table`: per group,
+//! a heading (the group, `K`, the drafts, how the counts are known), the
+//! notes, then either the advice's tables ([`super::advice`]) followed by
+//! the comparison with the current `K`, the engine's setting, the
+//! positions never drafted and any extrapolation (labelled as one), or the
+//! bounds, labelled as bounds.
+
+use std::fmt::Write as _;
+
+use specdec_metrics::{Extrapolation, Recommendation, StepCost};
+
+use super::table::{Column, Table};
+use crate::cmd::advise::engines::PositionBounds;
+use crate::engines::Engine;
+use crate::format::{group_digits, level_percent, percent};
+
+/// What the table shows.
+pub struct View<'a> {
+    pub source: &'a str,
+    pub engine: Engine,
+    pub families: Vec<String>,
+    /// Log lines the counts were reconstructed from.
+    pub reconstruction: Option<u64>,
+    pub credible_level: f64,
+    pub groups: Vec<GroupView<'a>>,
+}
+
+/// One group's part.
+pub struct GroupView<'a> {
+    /// `model_name="m"`, or "" for one group without the label.
+    pub name: String,
+    pub max_draft_len: usize,
+    pub drafts: u64,
+    pub exact_because: Option<&'static str>,
+    pub notes: &'a [String],
+    pub recommendation: Option<&'a Recommendation>,
+    /// `(K, ratio, interval, probability better)`.
+    pub versus: Option<(usize, f64, [f64; 2], f64)>,
+    pub setting: Option<&'a str>,
+    pub extrapolation: Option<&'a Extrapolation>,
+    pub bounds: Option<&'a [PositionBounds]>,
+}
+
+/// The text, ending in a newline.
+pub fn render(view: &View<'_>, cost: &StepCost) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Source: {} ({} counters: {})",
+        view.source,
+        view.engine.name(),
+        view.families.join(", ")
+    );
+    let level = level_percent(view.credible_level);
+    for g in &view.groups {
+        out.push('\n');
+        let k = g.max_draft_len;
+        let known = match g.exact_because {
+            Some("by_draft_length") => "counts exact (the by-draft-length family)".to_owned(),
+            Some(_) if view.reconstruction.is_some() => {
+                "counts reconstructed from the log, every draft of K tokens".to_owned()
+            }
+            Some(_) => "counts exact (every draft had K tokens)".to_owned(),
+            None => "NOT ADVISED: the counters give bounds only".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "== {}K = {k}, {} drafts; {known} ==",
+            if g.name.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", g.name)
+            },
+            group_digits(g.drafts)
+        );
+        for note in g.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        if let Some(rec) = g.recommendation {
+            out.push('\n');
+            out.push_str(&super::advice::render(rec, cost));
+            out.push('\n');
+            if let Some((current, ratio, interval, prob)) = g.versus {
+                if rec.draft_len == current {
+                    let _ = writeln!(
+                        out,
+                        "Versus the current K = {current}: keep it; no shorter draft is expected to do better."
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "Versus the current K = {current}: drafting {} is expected to give {ratio:.3}x the goodput of drafting {current} ({level} interval {:.3}x to {:.3}x; probability it is better {}).",
+                        rec.draft_len,
+                        interval[0],
+                        interval[1],
+                        percent(prob)
+                    );
+                }
+            }
+            if let Some(setting) = g.setting {
+                let _ = writeln!(out, "Set: {setting}");
+            }
+            let _ = writeln!(
+                out,
+                "Positions above K = {k} were never drafted: nothing measured says how drafts longer than {k} would do."
+            );
+            if let Some(x) = g.extrapolation {
+                let _ = writeln!(
+                    out,
+                    "Extrapolation (a guess, not a measurement): if every position above {} continued at the rate measured there ({}), drafting {} would be best (speedup {:.2}x over not speculating). Raise K to {} and measure before trusting it.",
+                    x.from_position,
+                    percent(x.rate),
+                    x.draft_len,
+                    x.expected_speedup,
+                    x.draft_len
+                );
+            }
+        }
+        if let Some(bounds) = g.bounds {
+            let _ = writeln!(
+                out,
+                "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",
+                view.engine.name()
+            );
+            out.push('\n');
+            out.push_str("Continuation bounds by position i (bounds, not estimates)\n");
+            let mut table = Table::new(vec![
+                Column::right(""),
+                Column::right("i"),
+                Column::right("accepted"),
+                Column::right("trials min"),
+                Column::right("trials max"),
+                Column::right("rate min"),
+                Column::right("rate max"),
+            ]);
+            for b in bounds {
+                table.row(vec![
+                    String::new(),
+                    b.position.to_string(),
+                    group_digits(b.successes),
+                    group_digits(b.trials_min),
+                    group_digits(b.trials_max),
+                    b.rate_min.map_or("-".into(), percent),
+                    b.rate_max.map_or("-".into(), percent),
+                ]);
+            }
+            table.render(&mut out);
+        }
+    }
+    out
+}

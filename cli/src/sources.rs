@@ -1,0 +1,543 @@
+//! Where `advise` reads other engines' counters: a scrape of `/metrics`
+//! (`--metrics FILE|URL|-`, optionally `--since` an earlier one) and the
+//! Prometheus HTTP API (`--prometheus URL --window D`). Both end as
+//! samples of the [`Families`] found, grouped by the `--by` label and
+//! built into [`EngineCounters`](specdec_metrics::EngineCounters)
+//! ([`engines::build`]). vLLM's log lines are [`crate::vllm_log`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::engines::{self, Built, Engine, Families, GroupCounts, Values};
+use crate::error::CliError;
+use crate::exposition::{self, Sample, series_name};
+use crate::format::{excerpt, format_bytes, sanitize};
+use crate::http::{self, Limits};
+use crate::io::{input_name, note_reading_stdin};
+
+/// One group's counters, named by its label (`model_name="m"`, or "" for
+/// the series without the `--by` label).
+#[derive(Debug)]
+pub struct Group {
+    /// `(label, value)`, absent for the series without the label.
+    pub label: Option<(String, String)>,
+    pub built: Built,
+}
+
+impl Group {
+    /// `by="value"` as a series would write it, "" without the label.
+    pub fn selector(&self) -> String {
+        selector_of(self.label.as_ref())
+    }
+}
+
+/// `label="value"` as a series writes it (escaped), "" for none.
+pub fn selector_of(label: Option<&(String, String)>) -> String {
+    label.map_or(String::new(), |(l, v)| {
+        let s = series_name("", &[(l.clone(), v.clone())]);
+        s[1..s.len() - 1].to_owned()
+    })
+}
+
+/// What a source gave: its name, the families read, the groups.
+#[derive(Debug)]
+pub struct Counted {
+    pub source: String,
+    pub families: Families,
+    pub groups: Vec<Group>,
+}
+
+/// What `Accept` asks of a `/metrics` endpoint: OpenMetrics first, the
+/// classic text format next, as Prometheus asks.
+const SCRAPE_ACCEPT: &str =
+    "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// The body of `source`: a file, standard input (`-`) or an http(s) URL,
+/// at most `limits.max_bytes`, as UTF-8 text. Returns its name for
+/// messages and the text.
+pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliError> {
+    let (name, bytes) = if http::is_url(source) {
+        let name = sanitize(source);
+        let response = http::get(source, &[], SCRAPE_ACCEPT, limits)?.success(source)?;
+        if response
+            .mime_type
+            .as_deref()
+            .is_some_and(|m| m.eq_ignore_ascii_case("text/html"))
+        {
+            return Err(CliError::new(format!(
+                "{name}: the answer is an HTML page (Content-Type text/html), not a Prometheus exposition: is the URL the engine's /metrics path?"
+            )));
+        }
+        (name, response.body)
+    } else {
+        let path = Path::new(source);
+        let name = input_name(path);
+        let mut bytes = Vec::new();
+        let limit = limits.max_bytes.saturating_add(1);
+        let read = if source == "-" {
+            note_reading_stdin("a Prometheus exposition");
+            io::stdin().lock().take(limit).read_to_end(&mut bytes)
+        } else {
+            std::fs::File::open(path)
+                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?
+                .take(limit)
+                .read_to_end(&mut bytes)
+        };
+        read.map_err(|e| CliError::new(format!("{name}: read error: {e}")))?;
+        if bytes.len() as u64 > limits.max_bytes {
+            return Err(CliError::new(format!(
+                "{name}: larger than --max-bytes {}; raise the limit if that much is expected",
+                format_bytes(limits.max_bytes)
+            )));
+        }
+        (name, bytes)
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CliError::new(format!(
+            "{name}: not UTF-8 text (byte {}): not a Prometheus exposition",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    Ok((name, text))
+}
+
+/// A scrape read and checked: every sample of `families`, typed counter.
+fn scrape(
+    source: &str,
+    limits: Limits,
+    forced: Option<Engine>,
+    families: Option<&Families>,
+) -> Result<(String, Families, Vec<Sample>), CliError> {
+    let (name, text) = read_text(source, limits)?;
+    let exposition = exposition::parse(&text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
+    let families = match families {
+        Some(f) => f.clone(),
+        None => engines::detect(
+            exposition.samples.iter().map(|s| s.name.as_str()),
+            forced,
+            &name,
+        )?,
+    };
+    let wanted = families.all();
+    for family in &wanted {
+        if let Some(t) = exposition
+            .type_of(family)
+            .filter(|t| !matches!(*t, "counter" | "untyped" | "unknown"))
+        {
+            return Err(CliError::new(format!(
+                "{name}: {family} is a {t}, not a counter"
+            )));
+        }
+    }
+    let samples = exposition
+        .samples
+        .into_iter()
+        .filter(|s| wanted.contains(&s.name))
+        .collect();
+    Ok((name, families, samples))
+}
+
+/// `--metrics SOURCE [--since EARLIER]`: the counters of one scrape, or
+/// the counts between two (each series of `SOURCE` minus the same series
+/// of `EARLIER`; a series lower than before is a counter reset, an error:
+/// the engine restarted between the scrapes, and what it counted before
+/// is lost, so use `SOURCE` alone or Prometheus' `increase()`).
+pub fn from_metrics(
+    source: &str,
+    since: Option<&str>,
+    settings: &Settings,
+) -> Result<Counted, CliError> {
+    let (name, families, mut samples) = scrape(source, settings.limits, settings.engine, None)?;
+    let mut source_name = name.clone();
+    if let Some(earlier) = since {
+        let (earlier_name, _, before) = scrape(earlier, settings.limits, None, Some(&families))?;
+        if before.is_empty() {
+            return Err(CliError::new(format!(
+                "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",
+                families.drafts()
+            )));
+        }
+        samples = subtract(samples, &before, &name, &earlier_name)?;
+        source_name = format!("{name} since {earlier_name}");
+    }
+    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)?;
+    finish(source_name, families, groups, settings, Values::Exact)
+}
+
+/// Each series of `now` minus the same series of `before` (absent before:
+/// zero, as a series mistral.rs creates lazily).
+fn subtract(
+    now: Vec<Sample>,
+    before: &[Sample],
+    now_name: &str,
+    before_name: &str,
+) -> Result<Vec<Sample>, CliError> {
+    let key = |s: &Sample| {
+        let mut labels = s.labels.clone();
+        labels.sort();
+        (s.name.clone(), labels)
+    };
+    let mut earlier: HashMap<_, &Sample> = before.iter().map(|s| (key(s), s)).collect();
+    let mut out = Vec::with_capacity(now.len());
+    for mut s in now {
+        if let Some(b) = earlier.remove(&key(&s)) {
+            // Values are checked as counts first, so that a NaN is named
+            // as such rather than as a reset.
+            let (a, b_count) = (
+                engines::count(&s, Values::Exact)?,
+                engines::count(b, Values::Exact)?,
+            );
+            if a < b_count {
+                return Err(CliError::new(format!(
+                    "{} is {a} in {now_name} but {b_count} in --since {before_name}: the counter was reset (the engine restarted between the scrapes), so the counts between them are lost; advise on {now_name} alone, or on Prometheus' increase() (--prometheus), which handles resets",
+                    series_name(&s.name, &s.labels)
+                )));
+            }
+            s.value = (a - b_count) as f64;
+        }
+        out.push(s);
+    }
+    if let Some((_, s)) = earlier.into_iter().next() {
+        return Err(CliError::new(format!(
+            "{} is in --since {before_name} but not in {now_name}: the series vanished (an engine restarted or was removed between the scrapes)",
+            series_name(&s.name, &s.labels)
+        )));
+    }
+    Ok(out)
+}
+
+/// What every source needs besides its input.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub limits: Limits,
+    pub engine: Option<Engine>,
+    pub by: String,
+    pub max_draft_len: Option<usize>,
+}
+
+fn finish(
+    source: String,
+    families: Families,
+    groups: BTreeMap<String, GroupCounts>,
+    settings: &Settings,
+    values: Values,
+) -> Result<Counted, CliError> {
+    if groups.is_empty() {
+        return Err(CliError::new(format!(
+            "{source}: no series of {}",
+            families.drafts()
+        )));
+    }
+    let mut out = Vec::new();
+    for (value, g) in groups {
+        let label = (!value.is_empty()).then(|| (settings.by.clone(), value));
+        let selector = selector_of(label.as_ref());
+        let built = engines::build(&families, &selector, &g, settings.max_draft_len, values)
+            .map_err(|e| CliError::new(format!("{source}: {e}")))?;
+        out.push(Group { label, built });
+    }
+    Ok(Counted {
+        source,
+        families,
+        groups: out,
+    })
+}
+
+/// `--prometheus URL --window D`: `increase()` of every family over the
+/// window ending at `at` (default: now), summed by the `--by` label across
+/// instances and engines, through `/api/v1/query`; the families are found
+/// with `/api/v1/series` over the same window.
+pub fn from_prometheus(
+    url: &str,
+    window: &str,
+    selector: Option<&str>,
+    at: Option<&str>,
+    settings: &Settings,
+) -> Result<Counted, CliError> {
+    let base = url.trim_end_matches('/');
+    let shown = sanitize(base);
+    let inner = match selector {
+        None => String::new(),
+        Some(s) => {
+            let t = s.trim();
+            let inner = t
+                .strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .ok_or_else(|| {
+                    CliError::new(format!(
+                        "--selector {}: write label matchers in braces, e.g. '{{job=\"vllm\"}}'",
+                        excerpt(s)
+                    ))
+                })?;
+            inner.trim().to_owned()
+        }
+    };
+    let seconds = parse_duration(window).map_err(|e| CliError::new(format!("--window: {e}")))?;
+    let end: f64 = match at {
+        Some(t) => t
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "--at {}: give the end of the window as Unix seconds (e.g. 1700000000)",
+                    excerpt(t)
+                ))
+            })?,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+    };
+    let end_text = format!("{end:.3}");
+    let start_text = format!("{:.3}", (end - seconds).max(0.0));
+
+    // The names in the window, for detection.
+    let pattern = ".+(_num_drafts_total|_num_accepted_tokens_per_pos_total|_acceptance_by_draft_length_total|_draft_tokens_proposed_total)|llamacpp:.+";
+    let matcher = if inner.is_empty() {
+        format!("{{__name__=~\"{pattern}\"}}")
+    } else {
+        format!("{{__name__=~\"{pattern}\",{inner}}}")
+    };
+    let series = api(
+        base,
+        "series",
+        &[
+            ("match[]", &matcher),
+            ("start", &start_text),
+            ("end", &end_text),
+        ],
+        settings.limits,
+    )?;
+    let names: Vec<String> = series
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.get("__name__").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let families = engines::detect(
+        names.iter().map(String::as_str),
+        settings.engine,
+        &format!("{shown} (window {window})"),
+    )?;
+
+    // One query per family: sum by the group label (and the family's own
+    // labels) of increase() over the window.
+    let by = &settings.by;
+    let mut queries: Vec<(String, String)> = Vec::new();
+    let selected = |f: &str| {
+        if inner.is_empty() {
+            format!("{f}[{window}]")
+        } else {
+            format!("{f}{{{inner}}}[{window}]")
+        }
+    };
+    if let Some(buckets) = families.by_draft_length() {
+        // Every figure comes from the buckets (see engines::build).
+        queries.push((
+            buckets.clone(),
+            format!(
+                "sum by ({by}, draft_length, accepted) (increase({}))",
+                selected(&buckets)
+            ),
+        ));
+    } else {
+        for f in [
+            families.drafts(),
+            families.draft_tokens(),
+            families.accepted_tokens(),
+        ] {
+            queries.push((
+                f.clone(),
+                format!("sum by ({by}) (increase({}))", selected(&f)),
+            ));
+        }
+        let f = families.accepted_per_pos();
+        queries.push((
+            f.clone(),
+            format!("sum by ({by}, position) (increase({}))", selected(&f)),
+        ));
+    }
+    let mut samples = Vec::new();
+    for (family, query) in &queries {
+        let data = api(
+            base,
+            "query",
+            &[("query", query), ("time", &end_text)],
+            settings.limits,
+        )?;
+        let result = data
+            .get("result")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "{shown}: the answer to {query} has no result vector"
+                ))
+            })?;
+        for r in result {
+            let labels: Vec<(String, String)> = r
+                .get("metric")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let value = r
+                .get("value")
+                .and_then(|v| v.get(1))
+                .and_then(Value::as_str)
+                .and_then(|v| match v {
+                    "NaN" => Some(f64::NAN),
+                    "+Inf" => Some(f64::INFINITY),
+                    "-Inf" => Some(f64::NEG_INFINITY),
+                    v => v.parse().ok(),
+                })
+                .ok_or_else(|| {
+                    CliError::new(format!("{shown}: a sample of {query} has no value"))
+                })?;
+            samples.push(Sample {
+                name: family.clone(),
+                labels,
+                value,
+            });
+        }
+    }
+    let groups = engines::group(&samples, &families, by, Values::Extrapolated)?;
+    finish(
+        format!("{shown}, increase() over {window} ending at {end_text}"),
+        families,
+        groups,
+        settings,
+        Values::Extrapolated,
+    )
+}
+
+/// One call of the Prometheus HTTP API (`/api/v1/<endpoint>`): its `data`,
+/// or an error with Prometheus' own message.
+fn api(
+    base: &str,
+    endpoint: &str,
+    params: &[(&str, &str)],
+    limits: Limits,
+) -> Result<Value, CliError> {
+    let url = format!("{base}/api/v1/{endpoint}");
+    let shown = sanitize(&url);
+    let response = http::get(&url, params, "application/json", limits)?;
+    let parsed: Result<Value, _> = serde_json::from_slice(&response.body);
+    let json = match parsed {
+        Ok(v) if v.get("status").is_some() => v,
+        _ => {
+            // Not the API's JSON: say the status, or what came instead.
+            let response = response.success(&url)?;
+            let head: String = String::from_utf8_lossy(&response.body)
+                .trim()
+                .chars()
+                .take(100)
+                .collect();
+            return Err(CliError::new(format!(
+                "{shown}: not a Prometheus API answer (JSON with a status): {}",
+                excerpt(&head)
+            )));
+        }
+    };
+    match json.get("status").and_then(Value::as_str) {
+        Some("success") => json
+            .get("data")
+            .cloned()
+            .ok_or_else(|| CliError::new(format!("{shown}: a success without data"))),
+        _ => Err(CliError::new(format!(
+            "{shown}: Prometheus answered an error (HTTP status {}): {}: {}",
+            response.status,
+            json.get("errorType").and_then(Value::as_str).unwrap_or("?"),
+            excerpt(json.get("error").and_then(Value::as_str).unwrap_or("?")),
+        ))),
+    }
+}
+
+/// A Prometheus duration (`90s`, `5m`, `1h30m`, `2d`, `500ms`) in seconds.
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    let bad = || {
+        format!(
+            "{} is not a duration: write it as Prometheus does, e.g. 90s, 5m, 1h30m",
+            excerpt(s)
+        )
+    };
+    let mut total = 0.0;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let units = [
+            ("ms", 0.001),
+            ("s", 1.0),
+            ("m", 60.0),
+            ("h", 3600.0),
+            ("d", 86400.0),
+            ("w", 604_800.0),
+            ("y", 31_536_000.0),
+        ];
+        let (unit, scale) = units
+            .iter()
+            .find(|(u, _)| rest.starts_with(u) && !(*u == "m" && rest.starts_with("ms")))
+            .ok_or_else(bad)?;
+        total += n * scale;
+        rest = &rest[unit.len()..];
+    }
+    if total <= 0.0 {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_prometheus_durations() {
+        assert_eq!(parse_duration("90s"), Ok(90.0));
+        assert_eq!(parse_duration("1h30m"), Ok(5400.0));
+        assert_eq!(parse_duration("500ms"), Ok(0.5));
+        assert_eq!(parse_duration("2d"), Ok(172_800.0));
+        for bad in ["", "5", "m", "1.5m", "5x", "0s", "-1m"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn since_subtracts_each_series_and_refuses_resets() {
+        let s = |name: &str, v: f64| Sample {
+            name: name.into(),
+            labels: vec![("position".into(), "0".into())],
+            value: v,
+        };
+        let out = subtract(
+            vec![s("a", 10.0), s("b", 3.0)],
+            &[s("a", 4.0)],
+            "now",
+            "then",
+        )
+        .unwrap();
+        assert_eq!((out[0].value, out[1].value), (6.0, 3.0));
+        let e = subtract(vec![s("a", 3.0)], &[s("a", 4.0)], "now", "then").unwrap_err();
+        assert!(e.to_string().starts_with(
+            "a{position=\"0\"} is 3 in now but 4 in --since then: the counter was reset"
+        ));
+        let e = subtract(vec![], &[s("a", 4.0)], "now", "then").unwrap_err();
+        assert!(e.to_string().contains("vanished"));
+    }
+}
