@@ -63,6 +63,8 @@ pub struct Config {
     pub workload: Workload,
     /// Length of one phase of `transition`, seconds.
     pub phase_secs: f64,
+    /// Mean steps a `bursty` request stays in one condition (at least 1).
+    pub persistence: f64,
     /// Engine threads.
     pub workers: usize,
     /// `K`.
@@ -135,6 +137,12 @@ impl Config {
             return Err(format!(
                 "--phase-seconds {}: must be a number of seconds above 0",
                 self.phase_secs
+            ));
+        }
+        if !(self.persistence.is_finite() && self.persistence >= 1.0) {
+            return Err(format!(
+                "--persistence {}: must be a number of steps of at least 1",
+                self.persistence
             ));
         }
         if self.virtual_time && self.step_us == 0 {
@@ -220,6 +228,7 @@ impl Config {
         Phases {
             workload: self.workload,
             phase_secs: self.phase_secs,
+            persistence: self.persistence,
         }
     }
 
@@ -519,7 +528,7 @@ fn summarize(
             overall.switches += counts.all.switches;
             let end = match config.workload {
                 Workload::Transition => phases_of.phase_start(index + 1).min(run_secs),
-                Workload::Steady | Workload::Mixed => run_secs,
+                _ => run_secs,
             };
             Phase {
                 index,
@@ -948,6 +957,8 @@ impl<'a> Engine<'a> {
         let mut tokens = 0u64;
         let rng = &mut self.rng;
         for request in &mut self.batch {
+            // A bursty request may change condition (one draw, bursty only).
+            self.phases.advance(rng, &mut request.traits);
             if rng.chance(UNDRAFTED_SHARE) {
                 // Nothing drafted: not a k = 0 row (an undrafted step).
                 self.worker.observe_undrafted();
@@ -1059,6 +1070,7 @@ mod tests {
             policy,
             workload: Workload::Transition,
             phase_secs: 4.0,
+            persistence: crate::workload::DEFAULT_PERSISTENCE,
             workers: 2,
             max_draft_len: 8,
             max_batch: 8,

@@ -206,7 +206,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 20] = [
+    let cases: [(&[&str], &str); 22] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -220,7 +220,9 @@ fn invalid_values_exit_2_with_a_message() {
             "above --max-draft-len 8",
         ),
         (&["--policy", "vllm-44337"], "not a policy"),
-        (&["--workload", "bursty"], "not a workload"),
+        (&["--workload", "burst"], "not a workload"),
+        (&["--persistence", "0.5"], "at least 1"),
+        (&["--persistence", "nan"], "at least 1"),
         (&["--phase-seconds", "0"], "above 0"),
         (&["--phase-seconds", "inf"], "above 0"),
         (&["--cost-linear", "1"], "BASE,PER_TOKEN"),

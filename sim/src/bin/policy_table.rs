@@ -53,6 +53,9 @@ struct Args {
     /// time; steady and mixed run as long as the four transition phases.
     #[arg(long, value_name = "N", default_value_t = 20)]
     phase_seconds: u64,
+    /// Mean steps a request of the bursty workload stays in one condition.
+    #[arg(long, value_name = "STEPS", default_value_t = specdec_sim::workload::DEFAULT_PERSISTENCE)]
+    persistence: f64,
     /// The metrics interval, milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     interval_ms: u64,
@@ -89,6 +92,7 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> eng
         policy,
         workload,
         phase_secs: args.phase_seconds as f64,
+        persistence: args.persistence,
         workers: 2,
         max_draft_len: MAX_DRAFT_LEN,
         max_batch: 32,

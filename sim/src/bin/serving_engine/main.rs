@@ -166,13 +166,19 @@ struct Args {
     #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy)]
     policy: PolicySpec,
     /// Workload: transition (low- and high-acceptance phases in turn),
-    /// steady (one level) or mixed (code-like and chat-like requests in
-    /// every batch).
+    /// steady (one level), mixed (code-like and chat-like requests in every
+    /// batch), bursty (every request alternates between an easy and a hard
+    /// condition) or classes (code, math and summarization requests with
+    /// measured profiles).
     #[arg(long, value_name = "W", default_value = "transition", value_parser = parse_workload)]
     workload: Workload,
     /// Length of each phase of the transition workload, in seconds.
     #[arg(long, value_name = "N", default_value_t = 4.0, value_parser = phase_seconds)]
     phase_seconds: f64,
+    /// Mean number of steps a request of the bursty workload stays in its
+    /// easy or hard condition (geometric durations; at least 1).
+    #[arg(long, value_name = "STEPS", default_value_t = specdec_sim::workload::DEFAULT_PERSISTENCE, value_parser = persistence)]
+    persistence: f64,
     /// Simulated cost of an engine step with draft budget b: BASE +
     /// PER_TOKEN * b cost units (one unit = --step-us microseconds); also
     /// the controller's step cost.
@@ -223,6 +229,13 @@ fn parse_policy(v: &str) -> Result<PolicySpec, String> {
 
 fn parse_workload(v: &str) -> Result<Workload, String> {
     v.parse()
+}
+
+fn persistence(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 1.0 => Ok(s),
+        _ => Err(format!("{v:?} is not a number of steps of at least 1")),
+    }
 }
 
 fn phase_seconds(v: &str) -> Result<f64, String> {
@@ -398,6 +411,7 @@ impl Args {
             policy: self.policy,
             workload: self.workload,
             phase_secs: self.phase_seconds,
+            persistence: self.persistence,
             workers: self.workers,
             max_draft_len: self.max_draft_len,
             max_batch: self.max_batch,
@@ -482,10 +496,10 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         args.max_batch,
         args.policy,
         args.workload,
-        if args.workload == Workload::Transition {
-            format!(" ({} s phases)", args.phase_seconds)
-        } else {
-            String::new()
+        match args.workload {
+            Workload::Transition => format!(" ({} s phases)", args.phase_seconds),
+            Workload::Bursty => format!(" (conditions last {} steps on average)", args.persistence),
+            _ => String::new(),
         },
         args.cost_linear.base,
         args.cost_linear.per_token,
