@@ -16,8 +16,11 @@
 //!
 //! # Time
 //!
-//! A step with budget `b` costs `base + per_token * b` cost units, one unit
-//! being `step_us` microseconds of simulated time.
+//! A step costs `base + per_token * b` cost units, `b` being the mean draft
+//! length per request of its batch (the budget, for a policy that gives
+//! every request the same; see the policy module's "The step's cost with
+//! per-request lengths"), one unit being `step_us` microseconds of
+//! simulated time.
 //!
 //! - Real time: an engine thread sleeps for the cost of each step, and the
 //!   coordinator wakes on the wall clock.
@@ -47,11 +50,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, DraftPlan, Recorder, SharedPlan, StepCost, Worker,
+    AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan, StepCost,
+    Worker,
 };
 
 use crate::peers::{Sglang, Vllm44336};
-use crate::policy::{Adaptive, Policy, PolicySpec, Static};
+use crate::policy::{
+    Adaptive, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
+    scheduled_budget,
+};
 use crate::rng::{self, Rng};
 use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
 use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
@@ -250,10 +257,6 @@ impl Config {
     fn interval_end(&self, i: u64) -> f64 {
         (i + 1) as f64 * self.interval.as_secs_f64()
     }
-
-    fn step_cost_units(&self, budget: usize) -> f64 {
-        self.cost.base + self.cost.per_token * budget as f64
-    }
 }
 
 /// One interval, as the coordinator saw it.
@@ -270,10 +273,11 @@ pub struct Interval<'a> {
     pub phase_name: &'static str,
     /// Each engine thread's chosen draft length at its latest step.
     pub chosen: &'a [usize],
-    /// Steps, scheduled budgets and tokens of every engine thread in the
-    /// interval, and the switches per engine thread.
+    /// Steps, budgets (the sum of each step's mean draft length per
+    /// request) and tokens of every engine thread in the interval, and the
+    /// switches per engine thread.
     pub steps: u64,
-    pub budget_sum: u64,
+    pub budget_sum: f64,
     pub tokens: u64,
     pub switches: f64,
     pub cost_units: f64,
@@ -322,8 +326,12 @@ pub struct EngineStep {
     /// Requests admitted just before the step, and finished by it.
     pub admitted: usize,
     pub finished: usize,
-    /// The draft budget the step was scheduled with.
+    /// The draft budget the step recorded (`observe_scheduled`): its mean
+    /// draft length per request, rounded half up.
     pub budget: usize,
+    /// The step's mean draft length per request, unrounded: its cost is
+    /// `base + per_token × draft_len`.
+    pub draft_len: f64,
 }
 
 /// What the simulation tells its caller while it runs (the demo logs it;
@@ -569,6 +577,7 @@ fn summarize(
 /// has one writer (its engine thread); the coordinator reads them.
 struct Live {
     steps: AtomicU64,
+    /// `f64` bits.
     budget_sum: AtomicU64,
     tokens: AtomicU64,
     switches: AtomicU64,
@@ -581,7 +590,7 @@ struct Live {
 #[derive(Clone, Copy, Debug, Default)]
 struct LiveCounts {
     steps: u64,
-    budget_sum: u64,
+    budget_sum: f64,
     tokens: u64,
     switches: u64,
 }
@@ -590,7 +599,7 @@ impl Live {
     fn new(chosen: usize) -> Self {
         Self {
             steps: AtomicU64::new(0),
-            budget_sum: AtomicU64::new(0),
+            budget_sum: AtomicU64::new(0.0f64.to_bits()),
             tokens: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             chosen: AtomicUsize::new(chosen),
@@ -614,7 +623,8 @@ impl Live {
         // real time a read may see one field a step ahead of another,
         // which a log line can live with.
         self.steps.store(counts.steps, Ordering::Relaxed);
-        self.budget_sum.store(counts.budget_sum, Ordering::Relaxed);
+        self.budget_sum
+            .store(counts.budget_sum.to_bits(), Ordering::Relaxed);
         self.tokens.store(counts.tokens, Ordering::Relaxed);
         self.switches.store(counts.switches, Ordering::Relaxed);
         self.chosen.store(chosen, Ordering::Relaxed);
@@ -625,7 +635,7 @@ impl Live {
         (
             LiveCounts {
                 steps: self.steps.load(Ordering::Relaxed),
-                budget_sum: self.budget_sum.load(Ordering::Relaxed),
+                budget_sum: f64::from_bits(self.budget_sum.load(Ordering::Relaxed)),
                 tokens: self.tokens.load(Ordering::Relaxed),
                 switches: self.switches.load(Ordering::Relaxed),
             },
@@ -815,7 +825,7 @@ impl Coordinator<'_> {
             tokens: sum.tokens,
             switches: sum.switches as f64 / self.config.workers as f64,
             cost_units: self.config.cost.base * sum.steps as f64
-                + self.config.cost.per_token * sum.budget_sum as f64,
+                + self.config.cost.per_token * sum.budget_sum,
             controller,
             last,
         });
@@ -837,6 +847,11 @@ struct Request {
     output_len: usize,
     generated: usize,
     traits: RequestTraits,
+    /// How well its drafts have been doing lately, updated after each of
+    /// its verify steps.
+    state: RequestState,
+    /// What the policy keeps for it.
+    memory: RequestMemory,
     /// The request's own metrics, allocated once here; reported at the end.
     metrics: AcceptanceHistogram,
 }
@@ -856,9 +871,14 @@ struct Engine<'a> {
     batch: Vec<Request>,
     /// `(drafted, accepted)` of the latest step's drafting requests.
     outcomes: Vec<(usize, usize)>,
+    /// What the policy sees of each request before a step, and the lengths
+    /// it gives them (allocated once, for a full batch).
+    views: Vec<RequestView>,
+    lens: Vec<usize>,
     next_request: u64,
     step: u64,
-    chosen: usize,
+    /// The policy's plan at the latest step (a change is a switch).
+    plan_key: u64,
     counts: LiveCounts,
     stats: EngineStats,
     finished: u64,
@@ -874,7 +894,7 @@ impl<'a> Engine<'a> {
         events: &'a dyn Events,
     ) -> Self {
         let rng = Rng::new(rng::engine_seed(config.seed, index));
-        let chosen = policy.chosen();
+        let plan_key = policy.plan_key();
         Self {
             index,
             config,
@@ -887,9 +907,11 @@ impl<'a> Engine<'a> {
             rng,
             batch: Vec::with_capacity(config.max_batch),
             outcomes: Vec::with_capacity(config.max_batch),
+            views: Vec::with_capacity(config.max_batch),
+            lens: Vec::with_capacity(config.max_batch),
             next_request: 0,
             step: 0,
-            chosen,
+            plan_key,
             counts: LiveCounts::default(),
             stats: EngineStats::default(),
             finished: 0,
@@ -943,20 +965,37 @@ impl<'a> Engine<'a> {
         }
         let phase = self.phases.phase_at(now);
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
-        // A policy never gets to schedule more than K (clamped, not
-        // rejected: the step still happens).
-        let budget = self.policy.budget(self.step).min(self.config.max_draft_len);
+        // The policy's length for each request of the batch, never above K
+        // (clamped, not rejected: the step still happens).
+        self.views.clear();
+        self.views.extend(self.batch.iter().map(|r| RequestView {
+            state: r.state,
+            memory: r.memory,
+        }));
+        self.lens.clear();
+        self.lens.resize(self.batch.len(), 0);
+        self.policy
+            .draft_lens(self.step, &self.views, &mut self.lens);
+        for len in &mut self.lens {
+            *len = (*len).min(self.config.max_draft_len);
+        }
+        // The step's cost is paid for the mean drafted per request; it
+        // records that mean, rounded, as its scheduled budget (see the
+        // policy module's docs).
+        let draft_len = mean_draft_len(&self.lens);
+        let budget = scheduled_budget(&self.lens);
         let chosen = self.policy.chosen();
-        let switched = chosen != self.chosen;
-        self.chosen = chosen;
-        // The scheduler's own choice, 0 included; never above K (clamped
-        // above), so never an error.
+        let plan_key = self.policy.plan_key();
+        let switched = plan_key != self.plan_key;
+        self.plan_key = plan_key;
+        // The scheduler's own choice, 0 included; never above K (the
+        // lengths are clamped above), so never an error.
         let _ = self.worker.observe_scheduled(budget);
 
         self.outcomes.clear();
         let mut tokens = 0u64;
         let rng = &mut self.rng;
-        for request in &mut self.batch {
+        for (index, request) in self.batch.iter_mut().enumerate() {
             // A bursty request may change condition (one draw, bursty only).
             self.phases.advance(rng, &mut request.traits);
             if rng.chance(UNDRAFTED_SHARE) {
@@ -967,26 +1006,26 @@ impl<'a> Engine<'a> {
                 tokens += 1;
                 continue;
             }
+            let len = self.lens[index];
             // The grammar of a structured-output request cuts some drafts
             // short, sometimes to nothing (k = 0).
-            let drafted = if request.traits.structured && budget > 0 {
+            let drafted = if request.traits.structured && len > 0 {
                 let r = rng.unit();
                 if r < 0.5 {
-                    budget
+                    len
                 } else if r < 0.88 {
-                    rng.below(budget)
+                    rng.below(len)
                 } else {
                     0
                 }
             } else {
-                budget
+                len
             };
             let accepted = verify(rng, drafted, self.phases.acceptance(phase, &request.traits));
             // Rarely, a grammar invalidates drafts after the verifier
             // sampled them, so the engine reports a > k: rejected and
             // counted in num_rejected_observations, never in a bucket.
-            let reported = if request.traits.structured && drafted < budget && rng.below(2_000) == 0
-            {
+            let reported = if request.traits.structured && drafted < len && rng.below(2_000) == 0 {
                 drafted + 1
             } else {
                 accepted
@@ -994,19 +1033,23 @@ impl<'a> Engine<'a> {
             // Engine-wide and per-request; an error is already counted.
             let _ = self.worker.observe(drafted, reported);
             let _ = request.metrics.observe(drafted, reported);
+            request.state = request.state.after(drafted, accepted);
+            self.policy
+                .after_request(index, &mut request.memory, drafted, accepted);
             self.outcomes.push((drafted, accepted));
             request.generated += accepted + 1; // the bonus token
             tokens += accepted as u64 + 1;
         }
         self.policy.after_step(budget, &self.outcomes);
-        self.stats.record(phase, settled, budget, tokens, switched);
+        self.stats
+            .record(phase, settled, draft_len, tokens, switched);
         self.counts.steps += 1;
-        self.counts.budget_sum += budget as u64;
+        self.counts.budget_sum += draft_len;
         self.counts.tokens += tokens;
         self.counts.switches += u64::from(switched);
         self.live.publish(&self.counts, chosen);
         self.step += 1;
-        let cost = self.config.step_cost_units(budget);
+        let cost = self.config.cost.step(draft_len);
         let seconds = cost * self.config.step_us as f64 * 1e-6;
         let batch = self.batch.len();
         let finished = self.retire(now + seconds);
@@ -1018,6 +1061,7 @@ impl<'a> Engine<'a> {
             admitted,
             finished,
             budget,
+            draft_len,
         });
         cost
     }
@@ -1030,6 +1074,8 @@ impl<'a> Engine<'a> {
             output_len: 32 + self.rng.below(481),
             generated: 0,
             traits,
+            state: RequestState::new(),
+            memory: RequestMemory::default(),
             metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
         });
         self.next_request += 1;

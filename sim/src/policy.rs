@@ -1,34 +1,122 @@
-//! Drafting policies: what budget the scheduler of one engine thread gives
-//! its next step.
+//! Drafting policies: how many tokens the scheduler of one engine thread
+//! drafts for each request of its next step.
 //!
-//! Every engine thread owns one `Box<dyn Policy>` and calls
-//! [`Policy::budget`] before each step and [`Policy::after_step`] after it.
-//! A policy whose choice is made elsewhere (the metrics thread's
-//! `DraftController`, published through a `SharedPlan`: [`Adaptive`]) reads
-//! it in `budget`; a policy that learns per step (the peer rules of other
-//! engines) learns in `after_step`.
+//! Every engine thread owns one `Box<dyn Policy>`. Before each step it
+//! calls [`Policy::draft_lens`] with a view of every request of the batch
+//! ([`RequestView`]); after each request's verify step,
+//! [`Policy::after_request`]; after the step, [`Policy::after_step`]. A
+//! batch-level policy only implements [`Policy::budget`] (one length for the
+//! whole batch, which `draft_lens` gives every request). A policy whose
+//! choice is made elsewhere (the metrics thread's `DraftController`,
+//! published through a `SharedPlan`: [`Adaptive`]) reads it there; a policy that
+//! learns per step (the peer rules of other engines) learns in
+//! `after_request` and `after_step`.
+//!
+//! # The step's cost with per-request lengths
+//!
+//! A step whose requests draft `k_1, ..., k_n` tokens costs `base +
+//! per_token × (k_1 + ... + k_n) / n` cost units: the per-token cost is paid
+//! for the mean drafted per request ([`mean_draft_len`]). When every request
+//! drafts the same `k` that is `base + per_token × k`, the cost of a
+//! batch-level budget `k`: the cost model of the batch-level policies is
+//! unchanged, and a policy that drafts longer for some requests and shorter
+//! for others pays for the average. The lengths are the scheduled ones: a
+//! grammar that cuts a request's draft short, or a proposer with nothing to
+//! propose, does not make the step cheaper (as before).
+//!
+//! The budget the step records with `observe_scheduled` (the
+//! `scheduled_steps_by_budget` of the report, one integer `0..=K` per
+//! engine step) is that mean, rounded half up ([`scheduled_budget`]), not
+//! the longest draft of the step: with the linear cost, the scheduled
+//! budgets then add up to the cost's draft term within half a token per
+//! step, while the maximum would count most steps of a per-request policy
+//! as drafting `K` (one easy request is enough) and overstate the draft
+//! cost about twice. An engine whose verification pads every request to
+//! the longest draft would pay the maximum, and should record it.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use specdec_metrics::{DraftPlan, SharedPlan};
+use specdec_metrics::{DraftPlan, RequestState, SharedPlan};
+
+/// Numbers a policy keeps for one request (for example its own estimate of
+/// the request's acceptance): zero when the request is admitted, changed
+/// only by [`Policy::after_request`], stored by the engine with the request.
+pub type RequestMemory = [f64; 2];
+
+/// What a policy sees of one request of the batch before a step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestView {
+    /// The request's state, which the engine updates after each of its
+    /// verify steps ([`RequestState::after`]).
+    pub state: RequestState,
+    /// What the policy keeps for the request.
+    pub memory: RequestMemory,
+}
+
+/// The mean of a step's per-request draft lengths: the draft term of its
+/// cost, `base + per_token × mean` (see the module docs). `lens` is not
+/// empty (a step has at least one request).
+pub fn mean_draft_len(lens: &[usize]) -> f64 {
+    lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64
+}
+
+/// The budget a step records with `observe_scheduled`: the mean draft
+/// length per request, rounded half up (see the module docs). Equal
+/// lengths `k` give `k`.
+pub fn scheduled_budget(lens: &[usize]) -> usize {
+    let n = lens.len().max(1);
+    (2 * lens.iter().sum::<usize>() + n) / (2 * n)
+}
 
 /// One engine thread's drafting policy (one scheduler).
 pub trait Policy: Send {
-    /// The draft budget for engine step `step` (counted from 0 on this
-    /// engine thread), at most `K`. May differ from [`chosen`](Self::chosen)
-    /// on exploration or probe steps.
+    /// The batch-level draft budget for engine step `step` (counted from 0
+    /// on this engine thread), at most `K`. May differ from
+    /// [`chosen`](Self::chosen) on exploration or probe steps. A
+    /// per-request policy returns what it would draft for a request it
+    /// knows nothing about.
     fn budget(&mut self, step: u64) -> usize;
 
-    /// The outcome of that step: its budget, and `(drafted, accepted)` for
-    /// every request of the batch that drafted (`drafted <= budget`; a
-    /// grammar may have cut a request's draft short).
+    /// The draft length of each request of step `step`: `lens[i]` for
+    /// `requests[i]` (the engine clamps them to `K`). By default the
+    /// step's [`budget`](Self::budget) for every request.
+    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        let _ = requests;
+        lens.fill(self.budget(step));
+    }
+
+    /// After the verify step of request `index` (of the views given to
+    /// `draft_lens`): it drafted `drafted` tokens (at most its length; a
+    /// grammar may have cut it short) and `accepted` of them were accepted.
+    /// Not called for a request on which the proposer had nothing to
+    /// propose (an undrafted step).
+    fn after_request(
+        &mut self,
+        index: usize,
+        memory: &mut RequestMemory,
+        drafted: usize,
+        accepted: usize,
+    ) {
+        let _ = (index, memory, drafted, accepted);
+    }
+
+    /// The outcome of that step: its scheduled budget
+    /// ([`scheduled_budget`] of the lengths), and `(drafted, accepted)` for
+    /// every request of the batch that drafted.
     fn after_step(&mut self, budget: usize, outcomes: &[(usize, usize)]);
 
-    /// The draft length the policy currently chooses, exploration aside. A
-    /// change of this value between two steps counts as one switch.
+    /// The draft length the policy currently chooses, exploration aside;
+    /// for a per-request policy, the latest step's scheduled budget.
     fn chosen(&self) -> usize;
+
+    /// What identifies the policy's current choice: a change between two
+    /// steps counts as one switch. By default [`chosen`](Self::chosen); a
+    /// plan of one length per state counts a change of any of them.
+    fn plan_key(&self) -> u64 {
+        self.chosen() as u64
+    }
 }
 
 /// The same draft length at every step.

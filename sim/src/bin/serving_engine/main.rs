@@ -817,11 +817,11 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
             }
         }
     };
-    let per_step = |x: u64| {
+    let per_step = |x: f64| {
         if interval.steps == 0 {
             "n/a".to_owned()
         } else {
-            format!("{:.2}", x as f64 / interval.steps as f64)
+            format!("{:.2}", x / interval.steps as f64)
         }
     };
     let goodput = if interval.cost_units > 0.0 {
