@@ -50,17 +50,19 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan, StepCost,
-    Worker,
+    AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan,
+    SharedStatePlan, StateController, StepCost, Worker,
 };
 
 use crate::peers::{Sglang, Vllm44336};
 use crate::policy::{
-    Adaptive, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
+    Adaptive, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
     scheduled_budget,
 };
 use crate::rng::{self, Rng};
-use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
+use crate::summary::{
+    ControllerFigures, CostLinear, EngineStats, Figures, Phase, StateControllerFigures, Summary,
+};
 use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
 
 /// The settings of one simulation.
@@ -283,6 +285,8 @@ pub struct Interval<'a> {
     pub cost_units: f64,
     /// For `adaptive`: the controller after its update.
     pub controller: Option<ControllerStep>,
+    /// For `per-state`: the state controller after its update.
+    pub state_controller: Option<StateControllerStep>,
     /// The last interval of the run (possibly partial).
     pub last: bool,
 }
@@ -298,6 +302,21 @@ pub struct ControllerStep {
     /// memory (forgotten).
     pub regime_change: bool,
     pub dispersion: f64,
+}
+
+/// What the state controller did during one interval (one update or
+/// more).
+#[derive(Clone, Copy, Debug)]
+pub struct StateControllerStep {
+    /// The draft length of each state, in `RequestState::index` order.
+    pub draft_lens: [usize; RequestState::COUNT],
+    /// The same before the interval's first update.
+    pub previous: [usize; RequestState::COUNT],
+    /// An update of the interval found a state's data incompatible with
+    /// its memory.
+    pub regime_change: bool,
+    /// Verify steps recorded in each state during the interval.
+    pub steps_by_state: [u64; RequestState::COUNT],
 }
 
 /// A request that finished.
@@ -373,11 +392,33 @@ fn controller(config: &Config) -> Result<Option<DraftController>, String> {
     }
 }
 
+/// The state controller of `per-state` (`None` for the other policies).
+fn state_controller(config: &Config) -> Result<Option<StateController>, String> {
+    match config.policy {
+        PolicySpec::PerState => StateController::new(config.max_draft_len, config.step_cost()?)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        _ => Ok(None),
+    }
+}
+
+/// The recorder a run of `config` records in: one histogram per request
+/// state for `per-state` (`Recorder::with_states`, whose engine-wide
+/// snapshot is their sum), one for the other policies.
+pub fn recorder(config: &Config) -> Result<Recorder, String> {
+    match config.policy {
+        PolicySpec::PerState => Recorder::with_states(config.max_draft_len, RequestState::COUNT),
+        _ => Recorder::new(config.max_draft_len),
+    }
+    .map_err(|e| e.to_string())
+}
+
 /// The plan that holds the policy's choice, for a `/metrics` gauge: for
 /// `adaptive`, the cell the controller publishes in and every engine thread
 /// reads (to pass to [`run`]), holding the controller's first plan; for
 /// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
-/// which choose per engine thread.
+/// which choose per engine thread, and for `per-state`, which has one length
+/// per state.
 pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
     config.validate()?;
     Ok(match config.policy {
@@ -385,14 +426,15 @@ pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
         PolicySpec::Static(k) => {
             DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
         }
-        PolicySpec::Sglang | PolicySpec::Vllm44336 => None,
+        PolicySpec::Sglang | PolicySpec::Vllm44336 | PolicySpec::PerState => None,
     })
 }
 
-/// Runs a simulation on `recorder` (whose `K` must be the config's) until
-/// `config.seconds` have passed or `stop` is set. For `adaptive`, the
-/// controller publishes in `plan` when given (see [`shared_plan`]), in a
-/// cell of its own otherwise; other policies ignore it.
+/// Runs a simulation on `recorder` (whose `K` must be the config's; see
+/// [`recorder`]) until `config.seconds` have passed or `stop` is set. For
+/// `adaptive`, the controller publishes in `plan` when given (see
+/// [`shared_plan`]), in a cell of its own otherwise; other policies ignore
+/// it.
 pub fn run(
     config: &Config,
     recorder: &Recorder,
@@ -410,8 +452,18 @@ pub fn run(
         plan.publish(c.plan());
         plan
     });
+    let mut state_controller = state_controller(config)?;
+    if state_controller.is_some() && recorder.states() < RequestState::COUNT {
+        return Err(format!(
+            "per-state needs a recorder with {} request states (engine::recorder)",
+            RequestState::COUNT
+        ));
+    }
+    let state_plan = state_controller
+        .as_ref()
+        .map(|c| Arc::new(SharedStatePlan::new(c.plan())));
     let policies = (0..config.workers)
-        .map(|index| make_policy(config, index, plan.as_ref()))
+        .map(|index| make_policy(config, index, plan.as_ref(), state_plan.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
     let done = AtomicBool::new(false);
@@ -424,14 +476,19 @@ pub fn run(
         live: &live,
         controller: controller.as_mut(),
         plan: plan.as_deref(),
+        state_controller: state_controller.as_mut(),
+        state_plan: state_plan.as_deref(),
         previous: recorder.snapshot(),
         previous_update: recorder.snapshot(),
+        previous_states: recorder.snapshot_by_state(),
+        previous_update_states: recorder.snapshot_by_state(),
         previous_live: vec![LiveCounts::default(); config.workers],
         chosen: vec![0; config.workers],
         index: 0,
         start_s: 0.0,
         tick: 0,
         interval_controller: None,
+        interval_state_controller: None,
     };
 
     let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
@@ -442,6 +499,7 @@ pub fn run(
                 let (live, done, barrier) = (&live[index], &done, &barrier);
                 let mut engine =
                     Engine::new(index, config, recorder.worker(), policy, live, events);
+                engine.record_states = state_plan.is_some();
                 thread::Builder::new()
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
@@ -485,22 +543,41 @@ pub fn run(
         regime_changes: c.regime_changes(),
         draft_len: c.draft_len(),
     });
+    let state_controller = state_controller.map(|c| {
+        let states = || (0..RequestState::COUNT).map(|s| c.controller(state_of(s)));
+        StateControllerFigures {
+            updates: c.controller(RequestState::new()).updates(),
+            switches: c.switches(),
+            regime_changes: states().map(DraftController::regime_changes).sum(),
+            draft_lens: states().map(DraftController::draft_len).collect(),
+        }
+    });
     Ok(Outcome {
-        summary: summarize(config, &total, run_secs, controller),
+        summary: summarize(config, &total, run_secs, controller, state_controller),
         requests_finished,
         ran_to_the_end,
     })
 }
 
+/// A request state whose index is `index` (the middle of its quarter).
+pub fn state_of(index: usize) -> RequestState {
+    RequestState::with_score((index as f64 + 0.5) / RequestState::COUNT as f64)
+}
+
 /// The policy of engine thread `index`: each thread has its own (a peer
 /// rule learns from its own steps, as in its engine), except that every
-/// `Adaptive` reads the one shared plan.
+/// `Adaptive` reads the one shared plan, and every `PerState` the one
+/// shared state plan.
 fn make_policy(
     config: &Config,
     index: usize,
     plan: Option<&Arc<SharedPlan>>,
+    state_plan: Option<&Arc<SharedStatePlan>>,
 ) -> Result<Box<dyn Policy>, String> {
     match config.policy {
+        PolicySpec::PerState => Ok(Box::new(PerState::new(Arc::clone(
+            state_plan.ok_or("per-state needs a state plan")?,
+        )))),
         PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
             plan.ok_or("adaptive needs a plan")?,
@@ -521,6 +598,7 @@ fn summarize(
     total: &EngineStats,
     run_secs: f64,
     controller: Option<ControllerFigures>,
+    state_controller: Option<StateControllerFigures>,
 ) -> Summary {
     let phases_of = config.phases();
     let workers = config.workers;
@@ -566,6 +644,7 @@ fn summarize(
         overall: Figures::new(&overall, &config.cost, workers),
         phases,
         controller,
+        state_controller,
     }
 }
 
@@ -654,10 +733,15 @@ struct Coordinator<'a> {
     live: &'a [Live],
     controller: Option<&'a mut DraftController>,
     plan: Option<&'a SharedPlan>,
+    state_controller: Option<&'a mut StateController>,
+    state_plan: Option<&'a SharedStatePlan>,
     /// The snapshot at the end of the last interval.
     previous: AcceptanceHistogram,
     /// The snapshot at the last controller update.
     previous_update: AcceptanceHistogram,
+    /// The same, per request state (one state without `per-state`).
+    previous_states: Vec<AcceptanceHistogram>,
+    previous_update_states: Vec<AcceptanceHistogram>,
     previous_live: Vec<LiveCounts>,
     chosen: Vec<usize>,
     /// The interval (from 0), and when it started.
@@ -669,6 +753,8 @@ struct Coordinator<'a> {
     /// the interval's first update, and whether an update detected a change
     /// of regime.
     interval_controller: Option<(usize, bool)>,
+    /// The same for the state controller: every state's length.
+    interval_state_controller: Option<([usize; RequestState::COUNT], bool)>,
 }
 
 impl Coordinator<'_> {
@@ -772,6 +858,29 @@ impl Coordinator<'_> {
                 plan.publish(controller.plan());
                 *regime |= controller.regime_changes() > regime_changes;
             }
+            if let (Some(controller), Some(plan)) =
+                (self.state_controller.as_deref_mut(), self.state_plan)
+            {
+                // The windows of every state since the last update, in
+                // `RequestState::index` order.
+                let states = self.recorder.snapshot_by_state();
+                let windows: Vec<AcceptanceHistogram> = states
+                    .iter()
+                    .zip(&self.previous_update_states)
+                    .map(|(now, before)| {
+                        now.delta_since(before)
+                            .expect("snapshots of one recorder never decrease")
+                    })
+                    .collect();
+                let regime_changes = state_regime_changes(controller);
+                let (_, regime) = self
+                    .interval_state_controller
+                    .get_or_insert((state_draft_lens(controller), false));
+                controller.update(&windows);
+                plan.publish(controller.plan());
+                *regime |= state_regime_changes(controller) > regime_changes;
+                self.previous_update_states = states;
+            }
             self.previous_update = now.clone();
         }
         self.tick += 1;
@@ -813,6 +922,26 @@ impl Coordinator<'_> {
         let phases = self.config.phases();
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
+        let state_controller = match (
+            self.state_controller.as_deref(),
+            self.interval_state_controller.take(),
+        ) {
+            (Some(controller), Some((previous, regime_change))) => {
+                let states = self.recorder.snapshot_by_state();
+                let mut steps_by_state = [0; RequestState::COUNT];
+                for (s, (now, before)) in states.iter().zip(&self.previous_states).enumerate() {
+                    steps_by_state[s] = now.num_spec_steps() - before.num_spec_steps();
+                }
+                self.previous_states = states;
+                Some(StateControllerStep {
+                    draft_lens: state_draft_lens(controller),
+                    previous,
+                    regime_change,
+                    steps_by_state,
+                })
+            }
+            _ => None,
+        };
         self.events.interval(&Interval {
             start_s,
             end_s,
@@ -827,12 +956,25 @@ impl Coordinator<'_> {
             cost_units: self.config.cost.base * sum.steps as f64
                 + self.config.cost.per_token * sum.budget_sum,
             controller,
+            state_controller,
             last,
         });
         self.previous = now;
         self.index += 1;
         self.start_s = end_s;
     }
+}
+
+/// Every state's draft length, in `RequestState::index` order.
+fn state_draft_lens(controller: &StateController) -> [usize; RequestState::COUNT] {
+    core::array::from_fn(|s| controller.draft_len(state_of(s)))
+}
+
+/// Changes of regime any state's controller has seen.
+fn state_regime_changes(controller: &StateController) -> u64 {
+    (0..RequestState::COUNT)
+        .map(|s| controller.controller(state_of(s)).regime_changes())
+        .sum()
 }
 
 // ---------------------------------------------------------------------------
@@ -865,6 +1007,9 @@ struct Engine<'a> {
     settle_secs: f64,
     worker: Worker,
     policy: Box<dyn Policy>,
+    /// Record each verify step in the request's state
+    /// (`Worker::observe_in`), for `per-state`.
+    record_states: bool,
     live: &'a Live,
     events: &'a dyn Events,
     rng: Rng,
@@ -902,6 +1047,7 @@ impl<'a> Engine<'a> {
             settle_secs: config.settle_secs(),
             worker,
             policy,
+            record_states: false,
             live,
             events,
             rng,
@@ -1030,8 +1176,14 @@ impl<'a> Engine<'a> {
             } else {
                 accepted
             };
-            // Engine-wide and per-request; an error is already counted.
-            let _ = self.worker.observe(drafted, reported);
+            // Engine-wide (in the state the request drafted in, for
+            // per-state) and per-request; an error is already counted.
+            let _ = if self.record_states {
+                self.worker
+                    .observe_in(request.state.index(), drafted, reported)
+            } else {
+                self.worker.observe(drafted, reported)
+            };
             let _ = request.metrics.observe(drafted, reported);
             request.state = request.state.after(drafted, accepted);
             self.policy

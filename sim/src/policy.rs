@@ -8,7 +8,8 @@
 //! batch-level policy only implements [`Policy::budget`] (one length for the
 //! whole batch, which `draft_lens` gives every request). A policy whose
 //! choice is made elsewhere (the metrics thread's `DraftController`,
-//! published through a `SharedPlan`: [`Adaptive`]) reads it there; a policy that
+//! published through a `SharedPlan`: [`Adaptive`]; its `StateController`
+//! through a `SharedStatePlan`: [`PerState`]) reads it there; a policy that
 //! learns per step (the peer rules of other engines) learns in
 //! `after_request` and `after_step`.
 //!
@@ -38,7 +39,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use specdec_metrics::{DraftPlan, RequestState, SharedPlan};
+use specdec_metrics::{DraftPlan, RequestState, SharedPlan, SharedStatePlan, StatePlan};
 
 /// Numbers a policy keeps for one request (for example its own estimate of
 /// the request's acceptance): zero when the request is admitted, changed
@@ -172,6 +173,57 @@ impl Policy for Adaptive {
     }
 }
 
+/// Follows the plan the metrics thread's `StateController` publishes: a
+/// request in state `s` drafts `plan.draft_len_for(s, step)`, one relaxed
+/// atomic load per request-step (no lock, no allocation). The plan is also
+/// loaded once per step to tell when it changed ([`Policy::plan_key`]: a
+/// change of any state's length is one switch); [`chosen`](Policy::chosen)
+/// is the latest step's scheduled budget (the mean length, rounded).
+#[derive(Debug)]
+pub struct PerState {
+    plan: Arc<SharedStatePlan>,
+    last: StatePlan,
+    chosen: usize,
+}
+
+impl PerState {
+    pub fn new(plan: Arc<SharedStatePlan>) -> Self {
+        let last = plan.load();
+        Self {
+            chosen: last.draft_len(RequestState::new()),
+            plan,
+            last,
+        }
+    }
+}
+
+impl Policy for PerState {
+    /// What a new request (in [`RequestState::new`]'s state) drafts.
+    fn budget(&mut self, step: u64) -> usize {
+        self.plan.draft_len_for(RequestState::new(), step)
+    }
+
+    #[inline]
+    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        self.last = self.plan.load();
+        for (len, request) in lens.iter_mut().zip(requests) {
+            *len = self.plan.draft_len_for(request.state, step);
+        }
+    }
+
+    fn after_step(&mut self, budget: usize, _outcomes: &[(usize, usize)]) {
+        self.chosen = budget;
+    }
+
+    fn chosen(&self) -> usize {
+        self.chosen
+    }
+
+    fn plan_key(&self) -> u64 {
+        self.last.to_bits()
+    }
+}
+
 /// A `--policy` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicySpec {
@@ -184,6 +236,9 @@ pub enum PolicySpec {
     Sglang,
     /// vLLM #44336's per-position EMA with epsilon-greedy.
     Vllm44336,
+    /// A draft length per request state: `StateController` on the metrics
+    /// thread, a `SharedStatePlan` read at every request-step.
+    PerState,
 }
 
 impl PolicySpec {
@@ -205,6 +260,7 @@ impl fmt::Display for PolicySpec {
             PolicySpec::Static(k) => write!(f, "static:{k}"),
             PolicySpec::Sglang => f.write_str("sglang"),
             PolicySpec::Vllm44336 => f.write_str("vllm-44336"),
+            PolicySpec::PerState => f.write_str("per-state"),
         }
     }
 }
@@ -216,12 +272,13 @@ impl FromStr for PolicySpec {
             "adaptive" => Ok(PolicySpec::Adaptive),
             "sglang" => Ok(PolicySpec::Sglang),
             "vllm-44336" => Ok(PolicySpec::Vllm44336),
+            "per-state" => Ok(PolicySpec::PerState),
             _ => match s.strip_prefix("static:") {
                 Some(k) => k.parse().map(PolicySpec::Static).map_err(|_| {
                     format!("{s:?}: the K of static:K must be a whole number (0..=64)")
                 }),
                 None => Err(format!(
-                    "{s:?} is not a policy (adaptive, static:K, sglang or vllm-44336)"
+                    "{s:?} is not a policy (adaptive, per-state, static:K, sglang or vllm-44336)"
                 )),
             },
         }
@@ -246,6 +303,37 @@ mod tests {
     }
 
     #[test]
+    fn per_state_drafts_each_requests_states_length_from_the_published_plan() {
+        let plan = Arc::new(SharedStatePlan::new(
+            StatePlan::new([1, 2, 4, 7], 8).unwrap(),
+        ));
+        let mut policy = PerState::new(Arc::clone(&plan));
+        let view = |score: f64| RequestView {
+            state: RequestState::with_score(score),
+            memory: [0.0; 2],
+        };
+        let requests = [view(0.0), view(0.3), view(0.6), view(1.0), view(0.9)];
+        let mut lens = [0; 5];
+        policy.draft_lens(0, &requests, &mut lens);
+        assert_eq!(lens, [1, 2, 4, 7, 7]);
+        let key = policy.plan_key();
+        // Exploration on 1 step in 32: min(2 k + 1, K).
+        policy.draft_lens(31, &requests, &mut lens);
+        assert_eq!(lens, [3, 5, 8, 8, 8]);
+        assert_eq!(policy.plan_key(), key, "the same plan");
+        policy.after_step(5, &[]);
+        assert_eq!(policy.chosen(), 5);
+        // A new plan is read at the next step, and is a switch.
+        plan.publish(StatePlan::new([1, 1, 4, 8], 8).unwrap());
+        assert_eq!(policy.plan_key(), key);
+        policy.draft_lens(32, &requests, &mut lens);
+        assert_eq!(lens, [1, 1, 4, 8, 8]);
+        assert_ne!(policy.plan_key(), key);
+        // A request nothing is known about drafts the middle state's.
+        assert_eq!(policy.budget(33), 4);
+    }
+
+    #[test]
     fn static_drafts_its_k_at_every_step() {
         let mut policy = Static::new(3);
         for step in 0..100 {
@@ -263,6 +351,7 @@ mod tests {
             ("static:8", PolicySpec::Static(8)),
             ("sglang", PolicySpec::Sglang),
             ("vllm-44336", PolicySpec::Vllm44336),
+            ("per-state", PolicySpec::PerState),
         ] {
             assert_eq!(text.parse::<PolicySpec>(), Ok(spec));
             assert_eq!(spec.to_string(), text);

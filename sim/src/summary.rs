@@ -14,6 +14,7 @@
 //! | `overall` | figures of the whole run (below) |
 //! | `phases` | one object per phase seen: `index`, `name`, `start_s`, `end_s`, the figures, and `settled`: the figures of the steps that started at least `settle_seconds` after the phase did (`null` figures when there are none) |
 //! | `controller` | adaptive only (else `null`): the `DraftController`'s `updates`, `switches`, `regime_changes` and final `draft_len` |
+//! | `state_controller` | per-state only (else `null`): the `StateController`'s `updates`, `switches` (of any state's length, added up over the states), `regime_changes` (likewise) and final `draft_lens` (one per state, in `RequestState::index` order) |
 //!
 //! The figures, all added up over engine threads:
 //!
@@ -172,6 +173,15 @@ pub struct ControllerFigures {
     pub draft_len: usize,
 }
 
+/// The state controller's own counters, for `per-state`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StateControllerFigures {
+    pub updates: u64,
+    pub switches: u64,
+    pub regime_changes: u64,
+    pub draft_lens: Vec<usize>,
+}
+
 /// The summary printed after the report (see the module docs for its keys).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
@@ -192,6 +202,7 @@ pub struct Summary {
     pub overall: Figures,
     pub phases: Vec<Phase>,
     pub controller: Option<ControllerFigures>,
+    pub state_controller: Option<StateControllerFigures>,
 }
 
 #[cfg(test)]

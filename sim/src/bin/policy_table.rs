@@ -30,7 +30,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use specdec_metrics::Recorder;
 
 use specdec_sim::engine;
 use specdec_sim::policy::PolicySpec;
@@ -187,7 +186,7 @@ fn main() -> ExitCode {
 }
 
 fn run_one(config: &engine::Config, stop: &AtomicBool) -> Run {
-    let recorder = Recorder::new(config.max_draft_len).map_err(|e| e.to_string())?;
+    let recorder = engine::recorder(config)?;
     engine::run(config, &recorder, None, stop, &engine::NoEvents).map(|o| o.summary)
 }
 
@@ -578,6 +577,7 @@ mod tests {
                 })
                 .collect(),
             controller: None,
+            state_controller: None,
         }
     }
 

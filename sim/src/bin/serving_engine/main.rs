@@ -63,6 +63,7 @@
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 //!
+//! [`Recorder`]: specdec_metrics::Recorder
 //! [`Worker`]: specdec_metrics::Worker
 //! [`DraftController`]: specdec_metrics::DraftController
 //! [`SharedPlan`]: specdec_metrics::SharedPlan
@@ -86,7 +87,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_metrics::AcceptanceHistogram;
 use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
 use specdec_sim::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
@@ -449,7 +450,9 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape), with the gauge of the chosen draft length
     // when the policy has one plan (adaptive, static:K).
-    let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
+    // One histogram per request state for per-state; the engine-wide
+    // families stay their sum.
+    let recorder = engine::recorder(&config)?;
     let mut collector = SpecDecodeCollector::new(recorder.clone())
         .with_prefix(args.prefix.as_str())
         .and_then(|c| {
@@ -780,8 +783,40 @@ impl Events for DemoEvents {
 /// The drafting policy's line: the chosen `k` (and what changed), the
 /// phase, the mean scheduled budget and the goodput of the interval.
 fn log_draft_length(output: &Output, interval: &Interval<'_>) {
-    let choice = match &interval.controller {
-        Some(c) => {
+    let choice = match (&interval.controller, &interval.state_controller) {
+        (_, Some(c)) => {
+            let list = |lens: &[usize]| {
+                lens.iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let mut what = Vec::new();
+            if c.draft_lens != c.previous {
+                what.push(format!("switched from {}", list(&c.previous)));
+            }
+            if c.regime_change {
+                what.push("regime change detected".to_owned());
+            }
+            let steps: u64 = c.steps_by_state.iter().sum();
+            let shares: Vec<String> = c
+                .steps_by_state
+                .iter()
+                .map(|&n| format!("{:.0}%", 100.0 * n as f64 / steps.max(1) as f64))
+                .collect();
+            format!(
+                "k by request state (recent acceptance under 1/4, 1/2, 3/4, above) = {}{}, \
+                 verify steps by state {}",
+                list(&c.draft_lens),
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", what.join("; "))
+                },
+                shares.join(" / "),
+            )
+        }
+        (Some(c), None) => {
             let mut what = Vec::new();
             if c.draft_len != c.previous {
                 what.push(format!("switched from {}", c.previous));
@@ -802,7 +837,7 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
                 c.dispersion,
             )
         }
-        None => {
+        (None, None) => {
             let first = interval.chosen.first().copied().unwrap_or(0);
             let ks = if interval.chosen.iter().all(|&k| k == first) {
                 format!("k = {first}")
