@@ -54,7 +54,7 @@ use specdec_metrics::{
     SharedStatePlan, StateController, StepCost, Worker,
 };
 
-use crate::peers::{Sglang, Vllm44336};
+use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
 use crate::policy::{
     Adaptive, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
     scheduled_budget,
@@ -426,7 +426,11 @@ pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
         PolicySpec::Static(k) => {
             DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
         }
-        PolicySpec::Sglang | PolicySpec::Vllm44336 | PolicySpec::PerState => None,
+        PolicySpec::Sglang
+        | PolicySpec::Vllm44336
+        | PolicySpec::PerState
+        | PolicySpec::SmartSpec
+        | PolicySpec::VllmAv => None,
     })
 }
 
@@ -583,6 +587,18 @@ fn make_policy(
             plan.ok_or("adaptive needs a plan")?,
         )))),
         PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
+        PolicySpec::SmartSpec => Ok(Box::new(SmartSpec::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.max_batch,
+        ))),
+        PolicySpec::VllmAv => Ok(Box::new(VllmAdaptiveVerification::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.max_batch,
+        ))),
         // `new` panics on a cost that `validate` has already rejected.
         PolicySpec::Vllm44336 => Ok(Box::new(Vllm44336::new(
             config.max_draft_len,

@@ -239,9 +239,22 @@ pub enum PolicySpec {
     /// A draft length per request state: `StateController` on the metrics
     /// thread, a `SharedStatePlan` read at every request-step.
     PerState,
+    /// A SmartSpec-style per-request rule (arXiv 2406.14066).
+    SmartSpec,
+    /// vLLM's adaptive verification (#47808, #52228), per request.
+    VllmAv,
 }
 
 impl PolicySpec {
+    /// Whether the policy gives each request its own length (its switches
+    /// then count changes of the step's rounded mean length).
+    pub fn per_request(self) -> bool {
+        matches!(
+            self,
+            PolicySpec::PerState | PolicySpec::SmartSpec | PolicySpec::VllmAv
+        )
+    }
+
     /// Checks the policy against `--max-draft-len`.
     pub fn check(self, max_draft_len: usize) -> Result<(), String> {
         match self {
@@ -261,6 +274,8 @@ impl fmt::Display for PolicySpec {
             PolicySpec::Sglang => f.write_str("sglang"),
             PolicySpec::Vllm44336 => f.write_str("vllm-44336"),
             PolicySpec::PerState => f.write_str("per-state"),
+            PolicySpec::SmartSpec => f.write_str("smartspec"),
+            PolicySpec::VllmAv => f.write_str("vllm-av"),
         }
     }
 }
@@ -273,12 +288,14 @@ impl FromStr for PolicySpec {
             "sglang" => Ok(PolicySpec::Sglang),
             "vllm-44336" => Ok(PolicySpec::Vllm44336),
             "per-state" => Ok(PolicySpec::PerState),
+            "smartspec" => Ok(PolicySpec::SmartSpec),
+            "vllm-av" => Ok(PolicySpec::VllmAv),
             _ => match s.strip_prefix("static:") {
                 Some(k) => k.parse().map(PolicySpec::Static).map_err(|_| {
                     format!("{s:?}: the K of static:K must be a whole number (0..=64)")
                 }),
                 None => Err(format!(
-                    "{s:?} is not a policy (adaptive, per-state, static:K, sglang or vllm-44336)"
+                    "{s:?} is not a policy (adaptive, per-state, static:K, sglang, vllm-44336, smartspec or vllm-av)"
                 )),
             },
         }
@@ -352,6 +369,8 @@ mod tests {
             ("sglang", PolicySpec::Sglang),
             ("vllm-44336", PolicySpec::Vllm44336),
             ("per-state", PolicySpec::PerState),
+            ("smartspec", PolicySpec::SmartSpec),
+            ("vllm-av", PolicySpec::VllmAv),
         ] {
             assert_eq!(text.parse::<PolicySpec>(), Ok(spec));
             assert_eq!(spec.to_string(), text);

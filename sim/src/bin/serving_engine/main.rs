@@ -29,9 +29,14 @@
 //! (one atomic load), records the budget it scheduled
 //! (`observe_scheduled`) and each request's `(k, a)` (`observe`). The
 //! interval log shows the chosen `k`, when it switched and when the
-//! controller saw a change of regime. `--policy static:K` drafts `K` at
-//! every step, for comparison; `sglang` and `vllm-44336` are the adaptive
-//! rules of those engines.
+//! controller saw a change of regime. `--policy per-state` drafts per
+//! request state instead: each request keeps a `RequestState`, each verify
+//! step is recorded in its state (`observe_in`), and a `StateController`
+//! chooses a length per state, published in a `SharedStatePlan`.
+//! `--policy static:K` drafts `K` at every step, for comparison; `sglang`
+//! and `vllm-44336` are the batch-level adaptive rules of those engines,
+//! `smartspec` and `vllm-av` per-request rules (SmartSpec's, vLLM's
+//! adaptive verification).
 //!
 //! The workload (`--workload`, see [`specdec_sim::workload`]) sets how well the
 //! proposer predicts each request: `transition` (the default) alternates
@@ -161,9 +166,11 @@ struct Args {
     /// Random seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Drafting policy: adaptive (the DraftController's plan), static:K,
-    /// sglang (SGLang's EMA tiers) or vllm-44336 (vLLM #44336's
-    /// per-position EMA).
+    /// Drafting policy: adaptive (the DraftController's plan), per-state
+    /// (the StateController's plan, a length per request state), static:K,
+    /// sglang (SGLang's EMA tiers), vllm-44336 (vLLM #44336's per-position
+    /// EMA), smartspec (a SmartSpec-style per-request rule) or vllm-av
+    /// (vLLM's adaptive verification, per request).
     #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy)]
     policy: PolicySpec,
     /// Workload: transition (low- and high-acceptance phases in turn),
