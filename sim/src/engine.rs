@@ -60,6 +60,7 @@ use crate::policy::{
     scheduled_budget,
 };
 use crate::rng::{self, Rng};
+use crate::state_rule::{RuleState, StateRule};
 use crate::summary::{
     ControllerFigures, CostLinear, EngineStats, Figures, Phase, StateControllerFigures, Summary,
 };
@@ -74,6 +75,9 @@ pub struct Config {
     pub phase_secs: f64,
     /// Mean steps a `bursty` request stays in one condition (at least 1).
     pub persistence: f64,
+    /// What a request's state is, for `per-state` (the library's
+    /// `RequestState` by default).
+    pub state_rule: StateRule,
     /// Engine threads.
     pub workers: usize,
     /// `K`.
@@ -654,6 +658,8 @@ fn summarize(
         interval_ms: config.interval.as_millis() as u64,
         update_ms: config.update.as_millis() as u64,
         phase_seconds: config.phase_secs,
+        persistence: config.persistence,
+        state_rule: config.state_rule.to_string(),
         virtual_time: config.virtual_time,
         seconds: run_secs,
         settle_seconds: config.settle_secs(),
@@ -1008,6 +1014,9 @@ struct Request {
     /// How well its drafts have been doing lately, updated after each of
     /// its verify steps.
     state: RequestState,
+    /// The same under the config's state rule, when it is not the
+    /// library's.
+    rule_state: RuleState,
     /// What the policy keeps for it.
     memory: RequestMemory,
     /// The request's own metrics, allocated once here; reported at the end.
@@ -1129,9 +1138,14 @@ impl<'a> Engine<'a> {
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
         // The policy's length for each request of the batch, never above K
         // (clamped, not rejected: the step still happens).
+        let rule = self.config.state_rule;
         self.views.clear();
         self.views.extend(self.batch.iter().map(|r| RequestView {
-            state: r.state,
+            state: match rule {
+                StateRule::Library => r.state,
+                // A request state in the rule's state.
+                _ => state_of(rule.index(r.rule_state)),
+            },
             memory: r.memory,
         }));
         self.lens.clear();
@@ -1196,12 +1210,13 @@ impl<'a> Engine<'a> {
             // per-state) and per-request; an error is already counted.
             let _ = if self.record_states {
                 self.worker
-                    .observe_in(request.state.index(), drafted, reported)
+                    .observe_in(self.views[index].state.index(), drafted, reported)
             } else {
                 self.worker.observe(drafted, reported)
             };
             let _ = request.metrics.observe(drafted, reported);
             request.state = request.state.after(drafted, accepted);
+            request.rule_state = rule.after(request.rule_state, drafted, accepted);
             self.policy
                 .after_request(index, &mut request.memory, drafted, accepted);
             self.outcomes.push((drafted, accepted));
@@ -1243,6 +1258,7 @@ impl<'a> Engine<'a> {
             generated: 0,
             traits,
             state: RequestState::new(),
+            rule_state: self.config.state_rule.start(),
             memory: RequestMemory::default(),
             metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
         });
@@ -1285,6 +1301,7 @@ mod tests {
             workload: Workload::Transition,
             phase_secs: 4.0,
             persistence: crate::workload::DEFAULT_PERSISTENCE,
+            state_rule: StateRule::Library,
             workers: 2,
             max_draft_len: 8,
             max_batch: 8,

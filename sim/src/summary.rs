@@ -10,6 +10,7 @@
 //! | `policy`, `workload`, `seed`, `max_draft_len`, `workers`, `max_batch` | the run's settings (`max_draft_len` is `K`) |
 //! | `cost_linear` | `{"base": B, "per_token": P}`: a step with budget `b` costs `B + P b` cost units |
 //! | `step_us`, `interval_ms`, `update_ms`, `phase_seconds`, `virtual_time`, `seconds` | time settings (`update_ms`: the controller's update period); `seconds` is the run's length (virtual or wall-clock) |
+//! | `persistence`, `state_rule` | the `bursty` workload's mean steps per condition, and what a request's state is (`library` unless `--state-rule` says otherwise; used by `per-state`) |
 //! | `settle_seconds` | the start of each phase left out of its `settled` figures |
 //! | `overall` | figures of the whole run (below) |
 //! | `phases` | one object per phase seen: `index`, `name`, `start_s`, `end_s`, the figures, and `settled`: the figures of the steps that started at least `settle_seconds` after the phase did (`null` figures when there are none) |
@@ -196,6 +197,8 @@ pub struct Summary {
     pub interval_ms: u64,
     pub update_ms: u64,
     pub phase_seconds: f64,
+    pub persistence: f64,
+    pub state_rule: String,
     pub virtual_time: bool,
     pub seconds: f64,
     pub settle_seconds: f64,

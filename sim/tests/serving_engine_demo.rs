@@ -206,7 +206,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 22] = [
+    let cases: [(&[&str], &str); 24] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -223,6 +223,8 @@ fn invalid_values_exit_2_with_a_message() {
         (&["--workload", "burst"], "not a workload"),
         (&["--persistence", "0.5"], "at least 1"),
         (&["--persistence", "nan"], "at least 1"),
+        (&["--state-rule", "ewma:3"], "power of two"),
+        (&["--state-rule", "newest"], "not a state rule"),
         (&["--phase-seconds", "0"], "above 0"),
         (&["--phase-seconds", "inf"], "above 0"),
         (&["--cost-linear", "1"], "BASE,PER_TOKEN"),
@@ -368,6 +370,8 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
             "interval_ms",
             "update_ms",
             "phase_seconds",
+            "persistence",
+            "state_rule",
             "virtual_time",
             "seconds",
             "settle_seconds",
@@ -613,6 +617,36 @@ fn the_per_state_policy_drafts_by_request_state_and_reports_it() {
         f64_of(&adaptive["overall"]["goodput"]),
     );
     assert!(g > 1.04 * a, "per-state {g} vs adaptive {a}");
+}
+
+#[test]
+fn a_state_rule_decides_the_states_per_state_records_in() {
+    // The previous step's outcome in three levels: the fourth state is
+    // never used, so no interval has a verify step in it.
+    let (stdout, log) = run_virtual(&[
+        "--seconds",
+        "5",
+        "--workload",
+        "bursty",
+        "--policy",
+        "per-state",
+        "--state-rule",
+        "last-outcome",
+    ]);
+    let (_, summary) = report_and_summary(&stdout);
+    assert_eq!(summary["state_rule"], "last-outcome");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("verify steps by state"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    for line in lines {
+        let shares = &line[line.find("verify steps by state ").unwrap() + 22..];
+        let shares: Vec<&str> = shares.split(';').next().unwrap().split(" / ").collect();
+        assert_eq!(shares.len(), 4, "{line}");
+        assert_eq!(shares[3], "0%", "{line}");
+        assert_ne!(shares[0], "0%", "{line}");
+    }
 }
 
 #[test]

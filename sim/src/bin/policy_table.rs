@@ -38,6 +38,7 @@ use clap::Parser;
 
 use specdec_sim::engine;
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::{CostLinear, Summary};
 use specdec_sim::workload::Workload;
 
@@ -70,6 +71,12 @@ struct Args {
     /// Simulations run at once.
     #[arg(long, value_name = "N", default_value_t = 2)]
     jobs: usize,
+    /// Instead of the table, measure the definitions of a request's state
+    /// (the library's RequestState and others, see the state_rule module)
+    /// for per-state against adaptive on bursty (several persistences),
+    /// mixed, classes and steady.
+    #[arg(long)]
+    state_rules: bool,
     /// The step cost's per-token part P (cost 1 + P b); the targets are
     /// stated for 0.1.
     #[arg(long, value_name = "P", default_value_t = 0.1)]
@@ -115,6 +122,7 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> eng
         workload,
         phase_secs: args.phase_seconds as f64,
         persistence: args.persistence,
+        state_rule: StateRule::Library,
         workers: 2,
         max_draft_len: MAX_DRAFT_LEN,
         max_batch: 32,
@@ -157,6 +165,10 @@ fn main() -> ExitCode {
         eprintln!("policy_table: --seed + --seeds overflows");
         return ExitCode::from(2);
     };
+    if args.state_rules {
+        println!("{}", state_rules(&args, last_seed));
+        return ExitCode::SUCCESS;
+    }
     let jobs: Vec<(u64, Workload, PolicySpec)> = (args.seed..=last_seed)
         .flat_map(|seed| {
             Workload::ALL
@@ -165,36 +177,11 @@ fn main() -> ExitCode {
         })
         .collect();
     let started = Instant::now();
-    let results: Vec<Mutex<Option<Run>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    thread::scope(|scope| {
-        for _ in 0..args.jobs.min(jobs.len()) {
-            scope.spawn(|| {
-                loop {
-                    // Relaxed: a work counter; the scope's join orders the
-                    // results.
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(seed, workload, policy)) = jobs.get(i) else {
-                        return;
-                    };
-                    let run = run_one(&config(&args, seed, workload, policy), &stop);
-                    eprintln!(
-                        "policy_table: seed {seed} {workload} {policy}: {}",
-                        match &run {
-                            Ok(s) => format!("goodput {:.3}", s.overall.goodput.unwrap_or(0.0)),
-                            Err(e) => e.clone(),
-                        }
-                    );
-                    *results[i].lock().unwrap() = Some(run);
-                }
-            });
-        }
-    });
-    let results: Vec<Run> = results
-        .into_iter()
-        .map(|r| r.into_inner().unwrap().expect("every job ran"))
+    let configs: Vec<engine::Config> = jobs
+        .iter()
+        .map(|&(seed, workload, policy)| config(&args, seed, workload, policy))
         .collect();
+    let results = run_all(&args, &configs);
     let tables: Vec<Table> = (args.seed..=last_seed)
         .map(|seed| Table::new(&args, seed, &jobs, &results))
         .collect();
@@ -209,6 +196,142 @@ fn main() -> ExitCode {
     );
     println!("{out}");
     ExitCode::SUCCESS
+}
+
+/// Runs every configuration, `--jobs` at a time; their results in order.
+fn run_all(args: &Args, configs: &[engine::Config]) -> Vec<Run> {
+    let results: Vec<Mutex<Option<Run>>> = configs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    thread::scope(|scope| {
+        for _ in 0..args.jobs.min(configs.len()) {
+            scope.spawn(|| {
+                loop {
+                    // Relaxed: a work counter; the scope's join orders the
+                    // results.
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(config) = configs.get(i) else {
+                        return;
+                    };
+                    let run = run_one(config, &stop);
+                    eprintln!(
+                        "policy_table: seed {} {} {} (state rule {}, persistence {}): {}",
+                        config.seed,
+                        config.workload,
+                        config.policy,
+                        config.state_rule,
+                        config.persistence,
+                        match &run {
+                            Ok(s) => format!("goodput {:.3}", s.overall.goodput.unwrap_or(0.0)),
+                            Err(e) => e.clone(),
+                        }
+                    );
+                    *results[i].lock().unwrap() = Some(run);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.into_inner().unwrap().expect("every job ran"))
+        .collect()
+}
+
+/// The workloads of the state-rule measurements: `bursty` at several
+/// persistences, then `mixed`, `classes` and `steady`.
+const STATE_RULE_WORKLOADS: [(Workload, f64); 7] = [
+    (Workload::Bursty, 5.0),
+    (Workload::Bursty, 15.0),
+    (Workload::Bursty, 30.0),
+    (Workload::Bursty, 100.0),
+    (Workload::Mixed, 30.0),
+    (Workload::Classes, 30.0),
+    (Workload::Steady, 30.0),
+];
+
+/// `--state-rules`: `per-state` under each rule of
+/// [`StateRule::COMPARED`] against `adaptive`, on every workload of
+/// [`STATE_RULE_WORKLOADS`] and seed: a markdown table of goodput ratios.
+fn state_rules(args: &Args, last_seed: u64) -> String {
+    let started = Instant::now();
+    let seeds: Vec<u64> = (args.seed..=last_seed).collect();
+    // Per workload and seed: adaptive, then per-state under each rule.
+    let mut configs = Vec::new();
+    for &(workload, persistence) in &STATE_RULE_WORKLOADS {
+        for &seed in &seeds {
+            let base = engine::Config {
+                persistence,
+                ..config(args, seed, workload, PolicySpec::Adaptive)
+            };
+            configs.push(base.clone());
+            for rule in StateRule::COMPARED {
+                configs.push(engine::Config {
+                    policy: PolicySpec::PerState,
+                    state_rule: rule,
+                    ..base.clone()
+                });
+            }
+        }
+    }
+    let results = run_all(args, &configs);
+    let per_run = 1 + StateRule::COMPARED.len();
+    let mut out = format!(
+        "State rules: per-state's goodput over adaptive's (the batch-level controller), mean over \
+         seeds {} to {last_seed} and (in brackets) the lowest and highest; K = {MAX_DRAFT_LEN}, \
+         step cost 1 + {} b, {} s runs, otherwise as the policy table. Rules: {}.\n\n\
+         | workload | adaptive goodput |",
+        args.seed,
+        args.per_token_cost,
+        args.phase_seconds * TRANSITION_PHASES,
+        StateRule::COMPARED
+            .iter()
+            .map(StateRule::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    for rule in StateRule::COMPARED {
+        let _ = write!(out, " {rule} |");
+    }
+    out.push_str("\n|---|---:|");
+    out.push_str(&"---:|".repeat(StateRule::COMPARED.len()));
+    out.push('\n');
+    for (w, &(workload, persistence)) in STATE_RULE_WORKLOADS.iter().enumerate() {
+        let runs = |s: usize| &results[(w * seeds.len() + s) * per_run..][..per_run];
+        let name = if workload == Workload::Bursty {
+            format!("bursty, persistence {persistence}")
+        } else {
+            workload.to_string()
+        };
+        let adaptive: Vec<f64> = (0..seeds.len())
+            .map(|s| runs(s)[0].as_ref().map_or(f64::NAN, goodput))
+            .collect();
+        let _ = write!(
+            out,
+            "| {name} | {:.2} |",
+            adaptive.iter().sum::<f64>() / seeds.len() as f64
+        );
+        for r in 0..StateRule::COMPARED.len() {
+            let ratios: Vec<f64> = (0..seeds.len())
+                .map(|s| runs(s)[1 + r].as_ref().map_or(f64::NAN, goodput) / adaptive[s])
+                .collect();
+            let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+            let (lo, hi) = ratios
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                    (lo.min(x), hi.max(x))
+                });
+            let _ = write!(out, " {mean:.3} ({lo:.3}–{hi:.3}) |");
+        }
+        out.push('\n');
+    }
+    let _ = write!(
+        out,
+        "\n({} simulations in {:.1} s, {} at a time.)",
+        configs.len(),
+        started.elapsed().as_secs_f64(),
+        args.jobs
+    );
+    out
 }
 
 fn run_one(config: &engine::Config, stop: &AtomicBool) -> Run {
@@ -710,6 +833,8 @@ mod tests {
             interval_ms: 1000,
             update_ms: 250,
             phase_seconds: 20.0,
+            persistence: 30.0,
+            state_rule: "library".into(),
             virtual_time: true,
             seconds: 20.0 * phases.len() as f64,
             settle_seconds: 3.0,

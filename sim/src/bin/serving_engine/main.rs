@@ -98,6 +98,7 @@ use specdec_sim::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
 };
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::CostLinear;
 use specdec_sim::workload::Workload;
 
@@ -187,6 +188,12 @@ struct Args {
     /// easy or hard condition (geometric durations; at least 1).
     #[arg(long, value_name = "STEPS", default_value_t = specdec_sim::workload::DEFAULT_PERSISTENCE, value_parser = persistence)]
     persistence: f64,
+    /// What a request's state is, for --policy per-state: library (the
+    /// library's RequestState), ewma:N (its score with weight 1/N),
+    /// last-outcome (the previous step's outcome in three levels) or
+    /// tested:N (a score of accepted over tested positions).
+    #[arg(long, value_name = "RULE", default_value = "library", value_parser = parse_state_rule)]
+    state_rule: StateRule,
     /// Simulated cost of an engine step with draft budget b: BASE +
     /// PER_TOKEN * b cost units (one unit = --step-us microseconds); also
     /// the controller's step cost.
@@ -236,6 +243,10 @@ fn parse_policy(v: &str) -> Result<PolicySpec, String> {
 }
 
 fn parse_workload(v: &str) -> Result<Workload, String> {
+    v.parse()
+}
+
+fn parse_state_rule(v: &str) -> Result<StateRule, String> {
     v.parse()
 }
 
@@ -420,6 +431,7 @@ impl Args {
             workload: self.workload,
             phase_secs: self.phase_seconds,
             persistence: self.persistence,
+            state_rule: self.state_rule,
             workers: self.workers,
             max_draft_len: self.max_draft_len,
             max_batch: self.max_batch,
