@@ -353,6 +353,8 @@ struct Target {
     met: bool,
     figure: f64,
     unit: &'static str,
+    /// Decimals of the figure across seeds.
+    digits: usize,
     text: String,
 }
 
@@ -567,6 +569,7 @@ impl<'a> Table<'a> {
                 met: false,
                 figure: 0.0,
                 unit: "",
+                digits: 1,
                 text: "one did not".into(),
             });
             return;
@@ -574,7 +577,7 @@ impl<'a> Table<'a> {
         let (g, a) = (goodput(per_state), goodput(adaptive));
         let ratio = g / a;
         let versus = format!(
-            "{g:.2} vs adaptive {a:.2} ({:+.1}%); per-state k = {}",
+            "{g:.2} vs adaptive {a:.2} ({:+.2}%); per-state k = {}",
             100.0 * (ratio - 1.0),
             per_state
                 .state_controller
@@ -615,6 +618,7 @@ impl<'a> Table<'a> {
             met,
             figure: 100.0 * (ratio - 1.0),
             unit: "% over adaptive",
+            digits: 2,
             text: versus,
         });
         if workload == Workload::Bursty {
@@ -627,7 +631,8 @@ impl<'a> Table<'a> {
                 met: ratio >= 1.0 - PER_STATE_MAX_LOSS,
                 figure: 100.0 * (ratio - 1.0),
                 unit: "% over adaptive",
-                text: format!("{:+.1}%", 100.0 * (ratio - 1.0)),
+                digits: 2,
+                text: format!("{:+.2}%", 100.0 * (ratio - 1.0)),
             });
         }
         if workload == Workload::Mixed {
@@ -640,6 +645,7 @@ impl<'a> Table<'a> {
                 met: g >= best,
                 figure: 100.0 * (g / best - 1.0),
                 unit: "% over the best static k",
+                digits: 1,
                 text: format!(
                     "per-state {g:.2}, best static k = {} {best:.2}, adaptive {a:.2} ({:+.1}%, \
                      mean draft length {:.2})",
@@ -664,6 +670,7 @@ impl<'a> Table<'a> {
                 met: false,
                 figure: 0.0,
                 unit: "",
+                digits: 1,
                 text: "it did not".into(),
             });
             return;
@@ -676,6 +683,7 @@ impl<'a> Table<'a> {
                 met: ratio > 1.0,
                 figure: 100.0 * (ratio - 1.0),
                 unit: "% over the best static k",
+                digits: 1,
                 text: format!(
                     "{g:.2} vs best static k = {} at {:.2} ({:+.1}%)",
                     oracle.overall.0,
@@ -699,6 +707,7 @@ impl<'a> Table<'a> {
             met: worst >= SETTLED_SHARE,
             figure: 100.0 * worst,
             unit: "% in its worst phase",
+            digits: 1,
             text: settled
                 .iter()
                 .map(|r| format!("{:.1}%", 100.0 * r))
@@ -715,6 +724,7 @@ impl<'a> Table<'a> {
             met: most <= FEW_SWITCHES,
             figure: most,
             unit: "switches in its busiest phase",
+            digits: 1,
             text: format!("at most {most} (in all {})", adaptive.overall.switches),
         });
         let peers: Vec<(PolicySpec, &Summary)> = runs
@@ -735,6 +745,7 @@ impl<'a> Table<'a> {
                 met: false,
                 figure: 0.0,
                 unit: "",
+                digits: 1,
                 text: "no peer rule ran".into(),
             }),
             Some((peer, ps)) => {
@@ -744,6 +755,7 @@ impl<'a> Table<'a> {
                     met: ratio >= 1.0 && adaptive.overall.switches < ps.overall.switches,
                     figure: 100.0 * (ratio - 1.0),
                     unit: "% over the best peer",
+                    digits: 1,
                     text: format!(
                         "best peer {peer}: goodput {g:.2} vs {:.2} ({:+.1}%), switches {} vs {}",
                         goodput(ps),
@@ -786,9 +798,10 @@ fn robustness(tables: &[Table]) -> String {
                 (lo.min(f), hi.max(f))
             });
         let mean = figures.iter().sum::<f64>() / figures.len() as f64;
+        let d = target.digits;
         let _ = writeln!(
             out,
-            "- {}: met on {met} of {} seeds; {} from {lo:.1} to {hi:.1} (mean {mean:.1})",
+            "- {}: met on {met} of {} seeds; {} from {lo:.d$} to {hi:.d$} (mean {mean:.d$})",
             target.name,
             tables.len(),
             target.unit,
