@@ -14,6 +14,15 @@
 //! records its scheduled budget (`Worker::observe_scheduled`) and each
 //! drafting request's `(k, a)` (`Worker::observe`).
 //!
+//! For `--policy per-state` the same loop runs per request state: each
+//! request keeps a `RequestState`, replaced after each of its verify steps;
+//! the engine records each verify step in the state the request drafted in
+//! (`Worker::observe_in`, into a recorder with one histogram per state:
+//! [`recorder`]); every update the coordinator takes
+//! `Recorder::snapshot_by_state`, feeds the per-state deltas to a
+//! `StateController` and publishes its plan in a `SharedStatePlan`, which
+//! the [`PerState`] policy reads at every request-step.
+//!
 //! # Time
 //!
 //! A step costs `base + per_token * b` cost units, `b` being the mean draft

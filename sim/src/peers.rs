@@ -541,7 +541,7 @@ const SMARTSPEC_POOL_WEIGHT: f64 = 0.01;
 ///   (1 - alpha_r)` over `base + per_token × sum_r k_r / n`. Its maximum
 ///   gives the next token to the request whose next position is likeliest
 ///   to be accepted (`alpha_r^(k_r + 1)`), as long as that raises the
-///   goodput: [`allocate_by_survival`] with survival `alpha_r^i`, at most
+///   goodput: the best slots of the batch with survival `alpha_r^i`, at most
 ///   `K` per request. A request may get 0 and then learns nothing more (no
 ///   verify step, no news) until it finishes: the paper's "from 0" has this
 ///   trap, and the rule keeps it.
