@@ -620,6 +620,27 @@ fn the_per_state_policy_drafts_by_request_state_and_reports_it() {
 }
 
 #[test]
+fn the_per_request_peers_run_in_the_demo_and_say_they_choose_per_request() {
+    for policy in ["smartspec", "vllm-av"] {
+        let (stdout, log) =
+            run_virtual(&["--seconds", "8", "--workload", "bursty", "--policy", policy]);
+        let (report, summary) = report_and_summary(&stdout);
+        assert_eq!(summary["policy"], policy);
+        assert_eq!(summary["controller"], serde_json::Value::Null);
+        assert_eq!(summary["state_controller"], serde_json::Value::Null);
+        assert!(log.contains("chosen per request"), "{policy}: {log}");
+        // Lengths differ between requests: the mean is not a whole number,
+        // and the engine-wide report saw drafts of several lengths.
+        let mean = f64_of(&summary["overall"]["mean_draft_len"]);
+        assert!(mean.fract() != 0.0, "{policy}: {mean}");
+        let rows = report["acceptance_histogram_by_draft_length"]
+            .as_object()
+            .unwrap();
+        assert!(rows.len() >= 3, "{policy}: {rows:?}");
+    }
+}
+
+#[test]
 fn a_state_rule_decides_the_states_per_state_records_in() {
     // The previous step's outcome in three levels: the fourth state is
     // never used, so no interval has a verify step in it.

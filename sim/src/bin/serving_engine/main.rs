@@ -549,6 +549,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             output,
             print_requests: args.print_requests,
             engine_metrics,
+            per_request: args.policy.per_request(),
         };
         thread::Builder::new()
             .name("metrics".into())
@@ -749,6 +750,9 @@ struct DemoEvents {
     output: Arc<Output>,
     print_requests: bool,
     engine_metrics: EngineMetrics,
+    /// The policy chooses a length per request (its `k` is then the
+    /// latest step's mean, rounded).
+    per_request: bool,
 }
 
 impl Events for DemoEvents {
@@ -773,7 +777,7 @@ impl Events for DemoEvents {
             interval.delta,
             interval.end_s - interval.start_s,
         );
-        log_draft_length(&self.output, interval);
+        log_draft_length(&self.output, interval, self.per_request);
     }
 
     fn request_finished(&self, request: &FinishedRequest<'_>) {
@@ -801,7 +805,7 @@ impl Events for DemoEvents {
 
 /// The drafting policy's line: the chosen `k` (and what changed), the
 /// phase, the mean scheduled budget and the goodput of the interval.
-fn log_draft_length(output: &Output, interval: &Interval<'_>) {
+fn log_draft_length(output: &Output, interval: &Interval<'_>, per_request: bool) {
     let choice = match (&interval.controller, &interval.state_controller) {
         (_, Some(c)) => {
             let list = |lens: &[usize]| {
@@ -858,7 +862,13 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
         }
         (None, None) => {
             let first = interval.chosen.first().copied().unwrap_or(0);
-            let ks = if interval.chosen.iter().all(|&k| k == first) {
+            let ks = if per_request {
+                let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
+                format!(
+                    "chosen per request (latest step's mean, rounded, by engine thread: {})",
+                    ks.join(", ")
+                )
+            } else if interval.chosen.iter().all(|&k| k == first) {
                 format!("k = {first}")
             } else {
                 let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
