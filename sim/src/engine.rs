@@ -14,10 +14,22 @@
 //! records its scheduled budget (`Worker::observe_scheduled`) and each
 //! drafting request's `(k, a)` (`Worker::observe`).
 //!
+//! For `--policy per-state` the same loop runs per request state: each
+//! request keeps a `RequestState`, replaced after each of its verify steps;
+//! the engine records each verify step in the state the request drafted in
+//! (`Worker::observe_in`, into a recorder with one histogram per state:
+//! [`recorder`]); every update the coordinator takes
+//! `Recorder::snapshot_by_state`, feeds the per-state deltas to a
+//! `StateController` and publishes its plan in a `SharedStatePlan`, which
+//! the [`PerState`] policy reads at every request-step.
+//!
 //! # Time
 //!
-//! A step with budget `b` costs `base + per_token * b` cost units, one unit
-//! being `step_us` microseconds of simulated time.
+//! A step costs `base + per_token * b` cost units, `b` being the mean draft
+//! length per request of its batch (the budget, for a policy that gives
+//! every request the same; see the policy module's "The step's cost with
+//! per-request lengths"), one unit being `step_us` microseconds of
+//! simulated time.
 //!
 //! - Real time: an engine thread sleeps for the cost of each step, and the
 //!   coordinator wakes on the wall clock.
@@ -47,13 +59,20 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, DraftPlan, Recorder, SharedPlan, StepCost, Worker,
+    AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan,
+    SharedStatePlan, StateController, StepCost, Worker,
 };
 
-use crate::peers::{Sglang, Vllm44336};
-use crate::policy::{Adaptive, Policy, PolicySpec, Static};
+use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
+use crate::policy::{
+    Adaptive, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
+    scheduled_budget,
+};
 use crate::rng::{self, Rng};
-use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
+use crate::state_rule::{RuleState, StateRule};
+use crate::summary::{
+    ControllerFigures, CostLinear, EngineStats, Figures, Phase, StateControllerFigures, Summary,
+};
 use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
 
 /// The settings of one simulation.
@@ -63,6 +82,11 @@ pub struct Config {
     pub workload: Workload,
     /// Length of one phase of `transition`, seconds.
     pub phase_secs: f64,
+    /// Mean steps a `bursty` request stays in one condition (at least 1).
+    pub persistence: f64,
+    /// What a request's state is, for `per-state` (the library's
+    /// `RequestState` by default).
+    pub state_rule: StateRule,
     /// Engine threads.
     pub workers: usize,
     /// `K`.
@@ -135,6 +159,12 @@ impl Config {
             return Err(format!(
                 "--phase-seconds {}: must be a number of seconds above 0",
                 self.phase_secs
+            ));
+        }
+        if !(self.persistence.is_finite() && self.persistence >= 1.0) {
+            return Err(format!(
+                "--persistence {}: must be a number of steps of at least 1",
+                self.persistence
             ));
         }
         if self.virtual_time && self.step_us == 0 {
@@ -220,6 +250,7 @@ impl Config {
         Phases {
             workload: self.workload,
             phase_secs: self.phase_secs,
+            persistence: self.persistence,
         }
     }
 
@@ -241,10 +272,6 @@ impl Config {
     fn interval_end(&self, i: u64) -> f64 {
         (i + 1) as f64 * self.interval.as_secs_f64()
     }
-
-    fn step_cost_units(&self, budget: usize) -> f64 {
-        self.cost.base + self.cost.per_token * budget as f64
-    }
 }
 
 /// One interval, as the coordinator saw it.
@@ -261,15 +288,18 @@ pub struct Interval<'a> {
     pub phase_name: &'static str,
     /// Each engine thread's chosen draft length at its latest step.
     pub chosen: &'a [usize],
-    /// Steps, scheduled budgets and tokens of every engine thread in the
-    /// interval, and the switches per engine thread.
+    /// Steps, budgets (the sum of each step's mean draft length per
+    /// request) and tokens of every engine thread in the interval, and the
+    /// switches per engine thread.
     pub steps: u64,
-    pub budget_sum: u64,
+    pub budget_sum: f64,
     pub tokens: u64,
     pub switches: f64,
     pub cost_units: f64,
     /// For `adaptive`: the controller after its update.
     pub controller: Option<ControllerStep>,
+    /// For `per-state`: the state controller after its update.
+    pub state_controller: Option<StateControllerStep>,
     /// The last interval of the run (possibly partial).
     pub last: bool,
 }
@@ -285,6 +315,21 @@ pub struct ControllerStep {
     /// memory (forgotten).
     pub regime_change: bool,
     pub dispersion: f64,
+}
+
+/// What the state controller did during one interval (one update or
+/// more).
+#[derive(Clone, Copy, Debug)]
+pub struct StateControllerStep {
+    /// The draft length of each state, in `RequestState::index` order.
+    pub draft_lens: [usize; RequestState::COUNT],
+    /// The same before the interval's first update.
+    pub previous: [usize; RequestState::COUNT],
+    /// An update of the interval found a state's data incompatible with
+    /// its memory.
+    pub regime_change: bool,
+    /// Verify steps recorded in each state during the interval.
+    pub steps_by_state: [u64; RequestState::COUNT],
 }
 
 /// A request that finished.
@@ -313,8 +358,12 @@ pub struct EngineStep {
     /// Requests admitted just before the step, and finished by it.
     pub admitted: usize,
     pub finished: usize,
-    /// The draft budget the step was scheduled with.
+    /// The draft budget the step recorded (`observe_scheduled`): its mean
+    /// draft length per request, rounded half up.
     pub budget: usize,
+    /// The step's mean draft length per request, unrounded: its cost is
+    /// `base + per_token × draft_len`.
+    pub draft_len: f64,
 }
 
 /// What the simulation tells its caller while it runs (the demo logs it;
@@ -356,11 +405,33 @@ fn controller(config: &Config) -> Result<Option<DraftController>, String> {
     }
 }
 
+/// The state controller of `per-state` (`None` for the other policies).
+fn state_controller(config: &Config) -> Result<Option<StateController>, String> {
+    match config.policy {
+        PolicySpec::PerState => StateController::new(config.max_draft_len, config.step_cost()?)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        _ => Ok(None),
+    }
+}
+
+/// The recorder a run of `config` records in: one histogram per request
+/// state for `per-state` (`Recorder::with_states`, whose engine-wide
+/// snapshot is their sum), one for the other policies.
+pub fn recorder(config: &Config) -> Result<Recorder, String> {
+    match config.policy {
+        PolicySpec::PerState => Recorder::with_states(config.max_draft_len, RequestState::COUNT),
+        _ => Recorder::new(config.max_draft_len),
+    }
+    .map_err(|e| e.to_string())
+}
+
 /// The plan that holds the policy's choice, for a `/metrics` gauge: for
 /// `adaptive`, the cell the controller publishes in and every engine thread
 /// reads (to pass to [`run`]), holding the controller's first plan; for
 /// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
-/// which choose per engine thread.
+/// which choose per engine thread, and for `per-state`, which has one length
+/// per state.
 pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
     config.validate()?;
     Ok(match config.policy {
@@ -368,14 +439,19 @@ pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
         PolicySpec::Static(k) => {
             DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
         }
-        PolicySpec::Sglang | PolicySpec::Vllm44336 => None,
+        PolicySpec::Sglang
+        | PolicySpec::Vllm44336
+        | PolicySpec::PerState
+        | PolicySpec::SmartSpec
+        | PolicySpec::VllmAv => None,
     })
 }
 
-/// Runs a simulation on `recorder` (whose `K` must be the config's) until
-/// `config.seconds` have passed or `stop` is set. For `adaptive`, the
-/// controller publishes in `plan` when given (see [`shared_plan`]), in a
-/// cell of its own otherwise; other policies ignore it.
+/// Runs a simulation on `recorder` (whose `K` must be the config's; see
+/// [`recorder`]) until `config.seconds` have passed or `stop` is set. For
+/// `adaptive`, the controller publishes in `plan` when given (see
+/// [`shared_plan`]), in a cell of its own otherwise; other policies ignore
+/// it.
 pub fn run(
     config: &Config,
     recorder: &Recorder,
@@ -393,8 +469,18 @@ pub fn run(
         plan.publish(c.plan());
         plan
     });
+    let mut state_controller = state_controller(config)?;
+    if state_controller.is_some() && recorder.states() < RequestState::COUNT {
+        return Err(format!(
+            "per-state needs a recorder with {} request states (engine::recorder)",
+            RequestState::COUNT
+        ));
+    }
+    let state_plan = state_controller
+        .as_ref()
+        .map(|c| Arc::new(SharedStatePlan::new(c.plan())));
     let policies = (0..config.workers)
-        .map(|index| make_policy(config, index, plan.as_ref()))
+        .map(|index| make_policy(config, index, plan.as_ref(), state_plan.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
     let done = AtomicBool::new(false);
@@ -407,14 +493,19 @@ pub fn run(
         live: &live,
         controller: controller.as_mut(),
         plan: plan.as_deref(),
+        state_controller: state_controller.as_mut(),
+        state_plan: state_plan.as_deref(),
         previous: recorder.snapshot(),
         previous_update: recorder.snapshot(),
+        previous_states: recorder.snapshot_by_state(),
+        previous_update_states: recorder.snapshot_by_state(),
         previous_live: vec![LiveCounts::default(); config.workers],
         chosen: vec![0; config.workers],
         index: 0,
         start_s: 0.0,
         tick: 0,
         interval_controller: None,
+        interval_state_controller: None,
     };
 
     let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
@@ -425,6 +516,7 @@ pub fn run(
                 let (live, done, barrier) = (&live[index], &done, &barrier);
                 let mut engine =
                     Engine::new(index, config, recorder.worker(), policy, live, events);
+                engine.record_states = state_plan.is_some();
                 thread::Builder::new()
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
@@ -468,27 +560,58 @@ pub fn run(
         regime_changes: c.regime_changes(),
         draft_len: c.draft_len(),
     });
+    let state_controller = state_controller.map(|c| {
+        let states = || (0..RequestState::COUNT).map(|s| c.controller(state_of(s)));
+        StateControllerFigures {
+            updates: c.controller(RequestState::new()).updates(),
+            switches: c.switches(),
+            regime_changes: states().map(DraftController::regime_changes).sum(),
+            draft_lens: states().map(DraftController::draft_len).collect(),
+        }
+    });
     Ok(Outcome {
-        summary: summarize(config, &total, run_secs, controller),
+        summary: summarize(config, &total, run_secs, controller, state_controller),
         requests_finished,
         ran_to_the_end,
     })
 }
 
+/// A request state whose index is `index` (the middle of its quarter).
+pub fn state_of(index: usize) -> RequestState {
+    RequestState::with_score((index as f64 + 0.5) / RequestState::COUNT as f64)
+}
+
 /// The policy of engine thread `index`: each thread has its own (a peer
 /// rule learns from its own steps, as in its engine), except that every
-/// `Adaptive` reads the one shared plan.
+/// `Adaptive` reads the one shared plan, and every `PerState` the one
+/// shared state plan.
 fn make_policy(
     config: &Config,
     index: usize,
     plan: Option<&Arc<SharedPlan>>,
+    state_plan: Option<&Arc<SharedStatePlan>>,
 ) -> Result<Box<dyn Policy>, String> {
     match config.policy {
+        PolicySpec::PerState => Ok(Box::new(PerState::new(Arc::clone(
+            state_plan.ok_or("per-state needs a state plan")?,
+        )))),
         PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
             plan.ok_or("adaptive needs a plan")?,
         )))),
         PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
+        PolicySpec::SmartSpec => Ok(Box::new(SmartSpec::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.max_batch,
+        ))),
+        PolicySpec::VllmAv => Ok(Box::new(VllmAdaptiveVerification::new(
+            config.max_draft_len,
+            config.cost.base,
+            config.cost.per_token,
+            config.max_batch,
+        ))),
         // `new` panics on a cost that `validate` has already rejected.
         PolicySpec::Vllm44336 => Ok(Box::new(Vllm44336::new(
             config.max_draft_len,
@@ -504,6 +627,7 @@ fn summarize(
     total: &EngineStats,
     run_secs: f64,
     controller: Option<ControllerFigures>,
+    state_controller: Option<StateControllerFigures>,
 ) -> Summary {
     let phases_of = config.phases();
     let workers = config.workers;
@@ -519,7 +643,7 @@ fn summarize(
             overall.switches += counts.all.switches;
             let end = match config.workload {
                 Workload::Transition => phases_of.phase_start(index + 1).min(run_secs),
-                Workload::Steady | Workload::Mixed => run_secs,
+                _ => run_secs,
             };
             Phase {
                 index,
@@ -543,12 +667,15 @@ fn summarize(
         interval_ms: config.interval.as_millis() as u64,
         update_ms: config.update.as_millis() as u64,
         phase_seconds: config.phase_secs,
+        persistence: config.persistence,
+        state_rule: config.state_rule.to_string(),
         virtual_time: config.virtual_time,
         seconds: run_secs,
         settle_seconds: config.settle_secs(),
         overall: Figures::new(&overall, &config.cost, workers),
         phases,
         controller,
+        state_controller,
     }
 }
 
@@ -560,6 +687,7 @@ fn summarize(
 /// has one writer (its engine thread); the coordinator reads them.
 struct Live {
     steps: AtomicU64,
+    /// `f64` bits.
     budget_sum: AtomicU64,
     tokens: AtomicU64,
     switches: AtomicU64,
@@ -572,7 +700,7 @@ struct Live {
 #[derive(Clone, Copy, Debug, Default)]
 struct LiveCounts {
     steps: u64,
-    budget_sum: u64,
+    budget_sum: f64,
     tokens: u64,
     switches: u64,
 }
@@ -581,7 +709,7 @@ impl Live {
     fn new(chosen: usize) -> Self {
         Self {
             steps: AtomicU64::new(0),
-            budget_sum: AtomicU64::new(0),
+            budget_sum: AtomicU64::new(0.0f64.to_bits()),
             tokens: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             chosen: AtomicUsize::new(chosen),
@@ -605,7 +733,8 @@ impl Live {
         // real time a read may see one field a step ahead of another,
         // which a log line can live with.
         self.steps.store(counts.steps, Ordering::Relaxed);
-        self.budget_sum.store(counts.budget_sum, Ordering::Relaxed);
+        self.budget_sum
+            .store(counts.budget_sum.to_bits(), Ordering::Relaxed);
         self.tokens.store(counts.tokens, Ordering::Relaxed);
         self.switches.store(counts.switches, Ordering::Relaxed);
         self.chosen.store(chosen, Ordering::Relaxed);
@@ -616,7 +745,7 @@ impl Live {
         (
             LiveCounts {
                 steps: self.steps.load(Ordering::Relaxed),
-                budget_sum: self.budget_sum.load(Ordering::Relaxed),
+                budget_sum: f64::from_bits(self.budget_sum.load(Ordering::Relaxed)),
                 tokens: self.tokens.load(Ordering::Relaxed),
                 switches: self.switches.load(Ordering::Relaxed),
             },
@@ -635,10 +764,15 @@ struct Coordinator<'a> {
     live: &'a [Live],
     controller: Option<&'a mut DraftController>,
     plan: Option<&'a SharedPlan>,
+    state_controller: Option<&'a mut StateController>,
+    state_plan: Option<&'a SharedStatePlan>,
     /// The snapshot at the end of the last interval.
     previous: AcceptanceHistogram,
     /// The snapshot at the last controller update.
     previous_update: AcceptanceHistogram,
+    /// The same, per request state (one state without `per-state`).
+    previous_states: Vec<AcceptanceHistogram>,
+    previous_update_states: Vec<AcceptanceHistogram>,
     previous_live: Vec<LiveCounts>,
     chosen: Vec<usize>,
     /// The interval (from 0), and when it started.
@@ -650,6 +784,8 @@ struct Coordinator<'a> {
     /// the interval's first update, and whether an update detected a change
     /// of regime.
     interval_controller: Option<(usize, bool)>,
+    /// The same for the state controller: every state's length.
+    interval_state_controller: Option<([usize; RequestState::COUNT], bool)>,
 }
 
 impl Coordinator<'_> {
@@ -753,6 +889,29 @@ impl Coordinator<'_> {
                 plan.publish(controller.plan());
                 *regime |= controller.regime_changes() > regime_changes;
             }
+            if let (Some(controller), Some(plan)) =
+                (self.state_controller.as_deref_mut(), self.state_plan)
+            {
+                // The windows of every state since the last update, in
+                // `RequestState::index` order.
+                let states = self.recorder.snapshot_by_state();
+                let windows: Vec<AcceptanceHistogram> = states
+                    .iter()
+                    .zip(&self.previous_update_states)
+                    .map(|(now, before)| {
+                        now.delta_since(before)
+                            .expect("snapshots of one recorder never decrease")
+                    })
+                    .collect();
+                let regime_changes = state_regime_changes(controller);
+                let (_, regime) = self
+                    .interval_state_controller
+                    .get_or_insert((state_draft_lens(controller), false));
+                controller.update(&windows);
+                plan.publish(controller.plan());
+                *regime |= state_regime_changes(controller) > regime_changes;
+                self.previous_update_states = states;
+            }
             self.previous_update = now.clone();
         }
         self.tick += 1;
@@ -794,6 +953,26 @@ impl Coordinator<'_> {
         let phases = self.config.phases();
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
+        let state_controller = match (
+            self.state_controller.as_deref(),
+            self.interval_state_controller.take(),
+        ) {
+            (Some(controller), Some((previous, regime_change))) => {
+                let states = self.recorder.snapshot_by_state();
+                let mut steps_by_state = [0; RequestState::COUNT];
+                for (s, (now, before)) in states.iter().zip(&self.previous_states).enumerate() {
+                    steps_by_state[s] = now.num_spec_steps() - before.num_spec_steps();
+                }
+                self.previous_states = states;
+                Some(StateControllerStep {
+                    draft_lens: state_draft_lens(controller),
+                    previous,
+                    regime_change,
+                    steps_by_state,
+                })
+            }
+            _ => None,
+        };
         self.events.interval(&Interval {
             start_s,
             end_s,
@@ -806,14 +985,27 @@ impl Coordinator<'_> {
             tokens: sum.tokens,
             switches: sum.switches as f64 / self.config.workers as f64,
             cost_units: self.config.cost.base * sum.steps as f64
-                + self.config.cost.per_token * sum.budget_sum as f64,
+                + self.config.cost.per_token * sum.budget_sum,
             controller,
+            state_controller,
             last,
         });
         self.previous = now;
         self.index += 1;
         self.start_s = end_s;
     }
+}
+
+/// Every state's draft length, in `RequestState::index` order.
+fn state_draft_lens(controller: &StateController) -> [usize; RequestState::COUNT] {
+    core::array::from_fn(|s| controller.draft_len(state_of(s)))
+}
+
+/// Changes of regime any state's controller has seen.
+fn state_regime_changes(controller: &StateController) -> u64 {
+    (0..RequestState::COUNT)
+        .map(|s| controller.controller(state_of(s)).regime_changes())
+        .sum()
 }
 
 // ---------------------------------------------------------------------------
@@ -828,6 +1020,14 @@ struct Request {
     output_len: usize,
     generated: usize,
     traits: RequestTraits,
+    /// How well its drafts have been doing lately, updated after each of
+    /// its verify steps.
+    state: RequestState,
+    /// The same under the config's state rule, when it is not the
+    /// library's.
+    rule_state: RuleState,
+    /// What the policy keeps for it.
+    memory: RequestMemory,
     /// The request's own metrics, allocated once here; reported at the end.
     metrics: AcceptanceHistogram,
 }
@@ -841,15 +1041,23 @@ struct Engine<'a> {
     settle_secs: f64,
     worker: Worker,
     policy: Box<dyn Policy>,
+    /// Record each verify step in the request's state
+    /// (`Worker::observe_in`), for `per-state`.
+    record_states: bool,
     live: &'a Live,
     events: &'a dyn Events,
     rng: Rng,
     batch: Vec<Request>,
     /// `(drafted, accepted)` of the latest step's drafting requests.
     outcomes: Vec<(usize, usize)>,
+    /// What the policy sees of each request before a step, and the lengths
+    /// it gives them (allocated once, for a full batch).
+    views: Vec<RequestView>,
+    lens: Vec<usize>,
     next_request: u64,
     step: u64,
-    chosen: usize,
+    /// The policy's plan at the latest step (a change is a switch).
+    plan_key: u64,
     counts: LiveCounts,
     stats: EngineStats,
     finished: u64,
@@ -865,7 +1073,7 @@ impl<'a> Engine<'a> {
         events: &'a dyn Events,
     ) -> Self {
         let rng = Rng::new(rng::engine_seed(config.seed, index));
-        let chosen = policy.chosen();
+        let plan_key = policy.plan_key();
         Self {
             index,
             config,
@@ -873,14 +1081,17 @@ impl<'a> Engine<'a> {
             settle_secs: config.settle_secs(),
             worker,
             policy,
+            record_states: false,
             live,
             events,
             rng,
             batch: Vec::with_capacity(config.max_batch),
             outcomes: Vec::with_capacity(config.max_batch),
+            views: Vec::with_capacity(config.max_batch),
+            lens: Vec::with_capacity(config.max_batch),
             next_request: 0,
             step: 0,
-            chosen,
+            plan_key,
             counts: LiveCounts::default(),
             stats: EngineStats::default(),
             finished: 0,
@@ -934,20 +1145,44 @@ impl<'a> Engine<'a> {
         }
         let phase = self.phases.phase_at(now);
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
-        // A policy never gets to schedule more than K (clamped, not
-        // rejected: the step still happens).
-        let budget = self.policy.budget(self.step).min(self.config.max_draft_len);
+        // The policy's length for each request of the batch, never above K
+        // (clamped, not rejected: the step still happens).
+        let rule = self.config.state_rule;
+        self.views.clear();
+        self.views.extend(self.batch.iter().map(|r| RequestView {
+            state: match rule {
+                StateRule::Library => r.state,
+                // A request state in the rule's state.
+                _ => state_of(rule.index(r.rule_state)),
+            },
+            memory: r.memory,
+        }));
+        self.lens.clear();
+        self.lens.resize(self.batch.len(), 0);
+        self.policy
+            .draft_lens(self.step, &self.views, &mut self.lens);
+        for len in &mut self.lens {
+            *len = (*len).min(self.config.max_draft_len);
+        }
+        // The step's cost is paid for the mean drafted per request; it
+        // records that mean, rounded, as its scheduled budget (see the
+        // policy module's docs).
+        let draft_len = mean_draft_len(&self.lens);
+        let budget = scheduled_budget(&self.lens);
         let chosen = self.policy.chosen();
-        let switched = chosen != self.chosen;
-        self.chosen = chosen;
-        // The scheduler's own choice, 0 included; never above K (clamped
-        // above), so never an error.
+        let plan_key = self.policy.plan_key();
+        let switched = plan_key != self.plan_key;
+        self.plan_key = plan_key;
+        // The scheduler's own choice, 0 included; never above K (the
+        // lengths are clamped above), so never an error.
         let _ = self.worker.observe_scheduled(budget);
 
         self.outcomes.clear();
         let mut tokens = 0u64;
         let rng = &mut self.rng;
-        for request in &mut self.batch {
+        for (index, request) in self.batch.iter_mut().enumerate() {
+            // A bursty request may change condition (one draw, bursty only).
+            self.phases.advance(rng, &mut request.traits);
             if rng.chance(UNDRAFTED_SHARE) {
                 // Nothing drafted: not a k = 0 row (an undrafted step).
                 self.worker.observe_undrafted();
@@ -956,46 +1191,57 @@ impl<'a> Engine<'a> {
                 tokens += 1;
                 continue;
             }
+            let len = self.lens[index];
             // The grammar of a structured-output request cuts some drafts
             // short, sometimes to nothing (k = 0).
-            let drafted = if request.traits.structured && budget > 0 {
+            let drafted = if request.traits.structured && len > 0 {
                 let r = rng.unit();
                 if r < 0.5 {
-                    budget
+                    len
                 } else if r < 0.88 {
-                    rng.below(budget)
+                    rng.below(len)
                 } else {
                     0
                 }
             } else {
-                budget
+                len
             };
             let accepted = verify(rng, drafted, self.phases.acceptance(phase, &request.traits));
             // Rarely, a grammar invalidates drafts after the verifier
             // sampled them, so the engine reports a > k: rejected and
             // counted in num_rejected_observations, never in a bucket.
-            let reported = if request.traits.structured && drafted < budget && rng.below(2_000) == 0
-            {
+            let reported = if request.traits.structured && drafted < len && rng.below(2_000) == 0 {
                 drafted + 1
             } else {
                 accepted
             };
-            // Engine-wide and per-request; an error is already counted.
-            let _ = self.worker.observe(drafted, reported);
+            // Engine-wide (in the state the request drafted in, for
+            // per-state) and per-request; an error is already counted.
+            let _ = if self.record_states {
+                self.worker
+                    .observe_in(self.views[index].state.index(), drafted, reported)
+            } else {
+                self.worker.observe(drafted, reported)
+            };
             let _ = request.metrics.observe(drafted, reported);
+            request.state = request.state.after(drafted, accepted);
+            request.rule_state = rule.after(request.rule_state, drafted, accepted);
+            self.policy
+                .after_request(index, &mut request.memory, drafted, accepted);
             self.outcomes.push((drafted, accepted));
             request.generated += accepted + 1; // the bonus token
             tokens += accepted as u64 + 1;
         }
         self.policy.after_step(budget, &self.outcomes);
-        self.stats.record(phase, settled, budget, tokens, switched);
+        self.stats
+            .record(phase, settled, draft_len, tokens, switched);
         self.counts.steps += 1;
-        self.counts.budget_sum += budget as u64;
+        self.counts.budget_sum += draft_len;
         self.counts.tokens += tokens;
         self.counts.switches += u64::from(switched);
         self.live.publish(&self.counts, chosen);
         self.step += 1;
-        let cost = self.config.step_cost_units(budget);
+        let cost = self.config.cost.step(draft_len);
         let seconds = cost * self.config.step_us as f64 * 1e-6;
         let batch = self.batch.len();
         let finished = self.retire(now + seconds);
@@ -1007,6 +1253,7 @@ impl<'a> Engine<'a> {
             admitted,
             finished,
             budget,
+            draft_len,
         });
         cost
     }
@@ -1019,6 +1266,9 @@ impl<'a> Engine<'a> {
             output_len: 32 + self.rng.below(481),
             generated: 0,
             traits,
+            state: RequestState::new(),
+            rule_state: self.config.state_rule.start(),
+            memory: RequestMemory::default(),
             metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
         });
         self.next_request += 1;
@@ -1059,6 +1309,8 @@ mod tests {
             policy,
             workload: Workload::Transition,
             phase_secs: 4.0,
+            persistence: crate::workload::DEFAULT_PERSISTENCE,
+            state_rule: StateRule::Library,
             workers: 2,
             max_draft_len: 8,
             max_batch: 8,

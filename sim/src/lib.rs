@@ -27,9 +27,14 @@
 //!   predicts them, by phase of the run and kind of request, and the fake
 //!   verifier.
 //! - [`policy`]: the drafting policies an engine thread can follow (a
-//!   static draft length, or the controller's shared plan) and the
-//!   `--policy` values.
-//! - [`peers`]: the adaptive rules of SGLang and vLLM #44336, as policies.
+//!   static draft length, the controller's shared plan, the state
+//!   controller's per-state plan), the `--policy` values, and the cost of a
+//!   step whose requests draft different lengths.
+//! - [`peers`]: the adaptive rules of SGLang and vLLM #44336 (one length
+//!   per step), and the per-request rules of SmartSpec and vLLM's adaptive
+//!   verification, as policies.
+//! - [`state_rule`]: other definitions of a request's state than the
+//!   library's `RequestState`, to measure it against (`--state-rule`).
 //! - [`summary`]: what a run achieved, per phase and overall (the JSON
 //!   summary the demo prints and the policy table compares).
 //! - [`engine_metrics`]: vLLM's engine metrics (running requests, generated
@@ -46,5 +51,6 @@ pub mod engine_metrics;
 pub mod peers;
 pub mod policy;
 pub mod rng;
+pub mod state_rule;
 pub mod summary;
 pub mod workload;

@@ -10,10 +10,12 @@
 //! | `policy`, `workload`, `seed`, `max_draft_len`, `workers`, `max_batch` | the run's settings (`max_draft_len` is `K`) |
 //! | `cost_linear` | `{"base": B, "per_token": P}`: a step with budget `b` costs `B + P b` cost units |
 //! | `step_us`, `interval_ms`, `update_ms`, `phase_seconds`, `virtual_time`, `seconds` | time settings (`update_ms`: the controller's update period); `seconds` is the run's length (virtual or wall-clock) |
+//! | `persistence`, `state_rule` | the `bursty` workload's mean steps per condition, and what a request's state is (`library` unless `--state-rule` says otherwise; used by `per-state`) |
 //! | `settle_seconds` | the start of each phase left out of its `settled` figures |
 //! | `overall` | figures of the whole run (below) |
 //! | `phases` | one object per phase seen: `index`, `name`, `start_s`, `end_s`, the figures, and `settled`: the figures of the steps that started at least `settle_seconds` after the phase did (`null` figures when there are none) |
 //! | `controller` | adaptive only (else `null`): the `DraftController`'s `updates`, `switches`, `regime_changes` and final `draft_len` |
+//! | `state_controller` | per-state only (else `null`): the `StateController`'s `updates`, `switches` (of any state's length, added up over the states), `regime_changes` (likewise) and final `draft_lens` (one per state, in `RequestState::index` order) |
 //!
 //! The figures, all added up over engine threads:
 //!
@@ -21,9 +23,12 @@
 //! - `tokens`: tokens produced (per request and step: the accepted drafts
 //!   plus the bonus token; one for a request that drafted nothing);
 //! - `cost_units`: the simulated cost of those steps, `B steps + P * (sum
-//!   of budgets)`;
+//!   of budgets)`, a step's budget being the mean draft length per request
+//!   of its batch (the policy's length for each request, see
+//!   `policy`'s "The step's cost with per-request lengths"; for a
+//!   batch-level policy, the one length it scheduled);
 //! - `goodput`: `tokens / cost_units` (`null` without steps);
-//! - `mean_draft_len`: the mean scheduled budget per step, exploration and
+//! - `mean_draft_len`: the mean of the steps' budgets, exploration and
 //!   probe steps included (`null` without steps);
 //! - `switches`: changes of the policy's chosen draft length
 //!   (`Policy::chosen`) between consecutive steps of one engine thread,
@@ -36,10 +41,11 @@
 use serde::Serialize;
 
 /// What one engine thread counts, for one part of a phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Counts {
     pub steps: u64,
-    pub budget_sum: u64,
+    /// The sum of the steps' budgets (mean draft length per request).
+    pub budget_sum: f64,
     pub tokens: u64,
     pub switches: u64,
 }
@@ -54,25 +60,26 @@ impl Counts {
 }
 
 /// One phase: every step, and the settled ones.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PhaseCounts {
     pub all: Counts,
     pub settled: Counts,
 }
 
 /// One engine thread's counts, by phase index.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineStats {
     pub phases: Vec<PhaseCounts>,
 }
 
 impl EngineStats {
-    /// Counts one engine step of phase `phase`.
+    /// Counts one engine step of phase `phase` whose budget (mean draft
+    /// length per request) was `budget`.
     pub fn record(
         &mut self,
         phase: usize,
         settled: bool,
-        budget: usize,
+        budget: f64,
         tokens: u64,
         switched: bool,
     ) {
@@ -81,7 +88,7 @@ impl EngineStats {
         }
         let step = Counts {
             steps: 1,
-            budget_sum: budget as u64,
+            budget_sum: budget,
             tokens,
             switches: u64::from(switched),
         };
@@ -118,15 +125,14 @@ pub struct Figures {
 
 impl Figures {
     pub fn new(counts: &Counts, cost: &CostLinear, workers: usize) -> Self {
-        let cost_units =
-            cost.base * counts.steps as f64 + cost.per_token * counts.budget_sum as f64;
+        let cost_units = cost.base * counts.steps as f64 + cost.per_token * counts.budget_sum;
         let has_steps = counts.steps > 0;
         Self {
             steps: counts.steps,
             tokens: counts.tokens,
             cost_units,
             goodput: has_steps.then(|| counts.tokens as f64 / cost_units),
-            mean_draft_len: has_steps.then(|| counts.budget_sum as f64 / counts.steps as f64),
+            mean_draft_len: has_steps.then(|| counts.budget_sum / counts.steps as f64),
             switches: counts.switches as f64 / workers.max(1) as f64,
         }
     }
@@ -137,6 +143,14 @@ impl Figures {
 pub struct CostLinear {
     pub base: f64,
     pub per_token: f64,
+}
+
+impl CostLinear {
+    /// The cost of a step whose budget (mean draft length per request,
+    /// `policy::mean_draft_len`) is `budget`: `base + per_token × budget`.
+    pub fn step(&self, budget: f64) -> f64 {
+        self.base + self.per_token * budget
+    }
 }
 
 /// One phase of the summary.
@@ -160,6 +174,15 @@ pub struct ControllerFigures {
     pub draft_len: usize,
 }
 
+/// The state controller's own counters, for `per-state`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StateControllerFigures {
+    pub updates: u64,
+    pub switches: u64,
+    pub regime_changes: u64,
+    pub draft_lens: Vec<usize>,
+}
+
 /// The summary printed after the report (see the module docs for its keys).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
@@ -174,12 +197,15 @@ pub struct Summary {
     pub interval_ms: u64,
     pub update_ms: u64,
     pub phase_seconds: f64,
+    pub persistence: f64,
+    pub state_rule: String,
     pub virtual_time: bool,
     pub seconds: f64,
     pub settle_seconds: f64,
     pub overall: Figures,
     pub phases: Vec<Phase>,
     pub controller: Option<ControllerFigures>,
+    pub state_controller: Option<StateControllerFigures>,
 }
 
 #[cfg(test)]
@@ -194,7 +220,7 @@ mod tests {
         };
         let counts = Counts {
             steps: 10,
-            budget_sum: 30,
+            budget_sum: 30.0,
             tokens: 80,
             switches: 3,
         };
@@ -210,16 +236,17 @@ mod tests {
     #[test]
     fn engine_stats_add_up_by_phase_and_settled_is_a_part() {
         let mut a = EngineStats::default();
-        a.record(0, false, 2, 5, false);
-        a.record(0, true, 3, 6, true);
+        a.record(0, false, 2.0, 5, false);
+        a.record(0, true, 3.5, 6, true);
         let mut b = EngineStats::default();
-        b.record(2, true, 8, 9, false);
+        b.record(2, true, 8.0, 9, false);
         a.add(&b);
         assert_eq!(a.phases.len(), 3);
         assert_eq!(a.phases[0].all.steps, 2);
         assert_eq!(a.phases[0].settled.steps, 1);
         assert_eq!(a.phases[0].all.switches, 1);
         assert_eq!(a.phases[1], PhaseCounts::default());
-        assert_eq!(a.phases[2].all.budget_sum, 8);
+        assert_eq!(a.phases[0].all.budget_sum, 5.5);
+        assert_eq!(a.phases[2].all.budget_sum, 8.0);
     }
 }

@@ -1,12 +1,14 @@
 //! The peer rules of the simulator ([`specdec_sim::peers`]): SGLang's EMA
-//! tiers and vLLM #44336's per-position goodput rule, checked against
+//! tiers, vLLM #44336's per-position goodput rule, the SmartSpec-style
+//! per-request rule and vLLM's adaptive verification, checked against
 //! sequences computed by hand from the engines' published rules.
 
 mod counting_alloc;
 
 use counting_alloc::allocations_during;
-use specdec_sim::peers::{Sglang, Vllm44336};
-use specdec_sim::policy::Policy;
+use specdec_metrics::RequestState;
+use specdec_sim::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
+use specdec_sim::policy::{Policy, RequestMemory, RequestView};
 use specdec_sim::rng::Rng;
 
 /// `n` requests that drafted `drafted` and had `accepted` accepted.
@@ -23,6 +25,14 @@ fn step(policy: &mut impl Policy, index: u64, outcomes: &[(usize, usize)]) -> us
 
 fn close(actual: f64, expected: f64) -> bool {
     (actual - expected).abs() < 1e-9
+}
+
+/// A request with `memory` (its state is not read by the peer rules).
+fn view(memory: RequestMemory) -> RequestView {
+    RequestView {
+        state: RequestState::new(),
+        memory,
+    }
 }
 
 // ---------------------------------------------------------------- SGLang
@@ -420,6 +430,7 @@ fn vllm_probe_data_lets_the_choice_grow_again() {
 /// than K.
 #[test]
 fn budgets_never_exceed_k() {
+    per_request_lengths_never_exceed_k();
     let mut rng = Rng::new(0x5EED);
     let mut next = move |n: usize| rng.below(n);
     for k in 0..=9 {
@@ -439,6 +450,31 @@ fn budgets_never_exceed_k() {
                     outcomes.push((drafted, next(drafted + 1)));
                 }
                 policy.after_step(budget, &outcomes);
+            }
+        }
+    }
+}
+
+/// The per-request rules, fed random outcomes of their own lengths.
+fn per_request_lengths_never_exceed_k() {
+    let mut rng = Rng::new(0x5EEE);
+    for k in 1..=9 {
+        let mut policies: Vec<Box<dyn Policy>> = vec![
+            Box::new(SmartSpec::new(k, 1.0, 0.1, 8)),
+            Box::new(VllmAdaptiveVerification::new(k, 1.0, 0.1, 8)),
+        ];
+        for policy in &mut policies {
+            let mut memories = [[0.0; 2]; 8];
+            let mut lens = [0; 8];
+            for i in 0..1_000 {
+                let views: Vec<RequestView> = memories.iter().map(|&m| view(m)).collect();
+                policy.draft_lens(i, &views, &mut lens);
+                for (r, &len) in lens.iter().enumerate() {
+                    assert!(len <= k, "length {len} above K = {k}");
+                    let drafted = rng.below(len + 1);
+                    policy.after_request(r, &mut memories[r], drafted, rng.below(drafted + 1));
+                }
+                policy.after_step(0, &[]);
             }
         }
     }
@@ -471,4 +507,181 @@ fn steps_never_allocate() {
         }
     });
     assert_eq!(n, 0, "{n} allocations in 2,000 steps");
+
+    // The per-request rules, with full batches of 32 (warm-up, refits and
+    // allocation included).
+    let mut smartspec = SmartSpec::new(7, 1.0, 0.1, 32);
+    let mut av = VllmAdaptiveVerification::new(7, 1.0, 0.1, 32);
+    let mut memories = [[0.0; 2]; 32];
+    let mut views = [view([0.0; 2]); 32];
+    let mut lens = [0usize; 32];
+    let n = allocations_during(|| {
+        for i in 0..2_000u64 {
+            for policy in [&mut smartspec as &mut dyn Policy, &mut av] {
+                for (v, m) in views.iter_mut().zip(&memories) {
+                    v.memory = *m;
+                }
+                policy.draft_lens(i, &views, &mut lens);
+                for (r, &len) in lens.iter().enumerate() {
+                    let accepted = (r + i as usize) % (len + 1);
+                    policy.after_request(r, &mut memories[r], len, accepted);
+                }
+                policy.after_step(3, &[]);
+            }
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in 2,000 per-request steps");
+    assert!(av.refits() >= 3, "the estimator was refitted");
+}
+
+// ------------------------------------------------------------- SmartSpec
+
+#[test]
+fn smartspec_gives_tokens_where_they_are_likeliest_while_the_goodput_rises() {
+    // K = 3, cost 1 + 0.1 mean k, two requests at alpha 0.9 and 0.3
+    // (memories whose ratio is alpha). Survivals 0.9, 0.81, 0.729 and 0.3,
+    // 0.09, 0.027; the goodput (2 + best B) / (1 + 0.05 B) for B = 0..=6 is
+    // 2, 2.762, 3.373, 3.860, 3.949, 3.863, 3.735: B = 4, all three of the
+    // first request's and the second's first.
+    let mut rule = SmartSpec::new(3, 1.0, 0.1, 2);
+    let requests = [view([0.9, 1.0]), view([0.3, 1.0])];
+    assert!(close(rule.alpha(&requests[0].memory), 0.9));
+    let mut lens = [0; 2];
+    rule.draft_lens(0, &requests, &mut lens);
+    assert_eq!(lens, [3, 1]);
+    // Drafting is free: every slot. Ten times a step without drafts per
+    // token: none (from 0: no speculation).
+    let mut free = SmartSpec::new(3, 1.0, 0.0, 2);
+    free.draft_lens(0, &requests, &mut lens);
+    assert_eq!(lens, [3, 3]);
+    let mut dear = SmartSpec::new(3, 1.0, 10.0, 2);
+    dear.draft_lens(0, &requests, &mut lens);
+    assert_eq!(lens, [0, 0]);
+    // A request whose drafts are all rejected gets nothing.
+    rule.draft_lens(1, &[view([0.0, 1.0]), view([0.9, 1.0])], &mut lens);
+    assert_eq!(lens, [0, 3]);
+}
+
+#[test]
+fn smartspec_estimates_alpha_from_the_engine_then_the_requests_own_steps() {
+    let mut rule = SmartSpec::new(4, 1.0, 0.1, 4);
+    let mut memory = [0.0; 2];
+    // No verify step yet: the engine's rate, 1/2 at first.
+    assert!(close(rule.alpha(&memory), 0.5));
+    // Drafted 4, accepted 2: 3 tested. From the engine's (0.5, 1), a
+    // quarter of the way: (0.875, 1.5), alpha 0.5833.
+    rule.after_request(0, &mut memory, 4, 2);
+    assert!(
+        close(memory[0], 0.875) && close(memory[1], 1.5),
+        "{memory:?}"
+    );
+    assert!(close(rule.alpha(&memory), 0.875 / 1.5));
+    // The engine's rate moves 1/100 toward the step's (2 of 3).
+    rule.after_step(2, &[(4, 2)]);
+    assert!(close(rule.alpha(&[0.0; 2]), 0.515 / 1.02));
+    // All 4 accepted: 4 tested. (1.65625, 2.125), alpha 0.7794.
+    rule.after_request(0, &mut memory, 4, 4);
+    assert!(
+        close(memory[0], 1.65625) && close(memory[1], 2.125),
+        "{memory:?}"
+    );
+    // A step that drafted nothing says nothing.
+    let before = memory;
+    rule.after_request(0, &mut memory, 0, 0);
+    assert_eq!(memory, before);
+    // chosen and budget: the latest step's scheduled budget.
+    rule.after_step(3, &[]);
+    assert_eq!((rule.chosen(), rule.budget(9)), (3, 3));
+}
+
+// ------------------------------------------------- vLLM adaptive verification
+
+#[test]
+fn vllm_av_verifies_whole_drafts_until_its_third_refit_then_allocates_by_survival() {
+    // Nothing observed: the first coefficients stay (slope 0, bias 1.5),
+    // every position at sigmoid(1.5) = 0.8176.
+    let mut av = VllmAdaptiveVerification::new(3, 1.0, 0.6, 2);
+    let requests = [view([0.0; 2]); 2];
+    let mut lens = [0; 2];
+    assert!(close(av.acceptance(2, 0.3), 1.0 / (1.0 + (-1.5f64).exp())));
+    for step in 0..300 {
+        assert!(av.warming_up());
+        av.draft_lens(step, &requests, &mut lens);
+        assert_eq!(lens, [3, 3], "step {step}: whole drafts");
+        av.after_step(6, &[]);
+    }
+    assert_eq!(av.refits(), 3);
+    assert!(!av.warming_up());
+    // Survivals 0.8176, 0.6684, 0.5465 per request; cost 1 + 0.6 B / 2:
+    // goodput 2, 2.167, 2.272, 2.265, 2.260, ... for B = 0, 1, 2, 3, 4:
+    // B = 2, one slot each.
+    av.draft_lens(300, &requests, &mut lens);
+    assert_eq!(lens, [1, 1]);
+    // Cheaper drafts (0.1 per token): every slot.
+    let mut cheap = VllmAdaptiveVerification::new(3, 1.0, 0.1, 2);
+    for _ in 0..300 {
+        cheap.after_step(6, &[]);
+    }
+    cheap.draft_lens(300, &requests, &mut lens);
+    assert_eq!(lens, [3, 3]);
+}
+
+/// 100 requests with feature 0 (20 accepted at position 1) and 100 with
+/// feature 1 (`accepted_at_1` accepted), K = 1, then the 100 steps of a
+/// round: the estimator's first refit.
+fn av_after_one_round(accepted_at_0: usize, accepted_at_1: usize) -> VllmAdaptiveVerification {
+    let mut av = VllmAdaptiveVerification::new(1, 1.0, 0.1, 200);
+    let mut memories: Vec<RequestMemory> = (0..200)
+        .map(|r| [if r < 100 { 0.0 } else { 1.0 }, 1.0])
+        .collect();
+    let views: Vec<RequestView> = memories.iter().map(|&m| view(m)).collect();
+    let mut lens = vec![0; 200];
+    av.draft_lens(0, &views, &mut lens);
+    assert!(lens.iter().all(|&k| k == 1), "warm-up: whole drafts");
+    for (r, memory) in memories.iter_mut().enumerate() {
+        let accepted = if r < 100 {
+            usize::from(r < accepted_at_0)
+        } else {
+            usize::from(r - 100 < accepted_at_1)
+        };
+        av.after_request(r, memory, 1, accepted);
+    }
+    for _ in 0..100 {
+        av.after_step(1, &[]);
+    }
+    assert_eq!(av.refits(), 1);
+    av
+}
+
+#[test]
+fn vllm_av_refits_one_newton_step_per_position_from_the_round() {
+    // Predictions p = sigmoid(1.5) = 0.81757 at draft time, IRLS weight
+    // p (1 - p) = 0.14915. Information [[14.9156, 14.9146], [14.9146,
+    // 29.8302]] (ridge 1e-3), gradient [90 - 81.757, 110 - 163.515] =
+    // [8.2426, -53.5149]: the step (4.69247, -4.14013), so slope 4.69247
+    // and bias -2.64013: p(0) = 0.06660, p(1) = 0.88618.
+    let av = av_after_one_round(20, 90);
+    assert!((av.acceptance(1, 0.0) - 0.066_599_766).abs() < 1e-6);
+    assert!((av.acceptance(1, 1.0) - 0.886_183_205).abs() < 1e-6);
+    // The other way round (recent acceptance predicting rejection) would
+    // need a negative slope: rejected, the coefficients stay.
+    let av = av_after_one_round(90, 20);
+    assert!(close(av.acceptance(1, 0.0), 1.0 / (1.0 + (-1.5f64).exp())));
+    assert!(close(av.acceptance(1, 1.0), 1.0 / (1.0 + (-1.5f64).exp())));
+}
+
+#[test]
+fn vllm_av_feature_is_the_requests_recent_acceptance() {
+    let mut av = VllmAdaptiveVerification::new(4, 1.0, 0.1, 1);
+    let mut memory = [0.0; 2];
+    assert_eq!(VllmAdaptiveVerification::feature(&memory), 0.5);
+    // 4 drafted, 3 accepted: a quarter of the way from 1/2 to 3/4.
+    av.after_request(0, &mut memory, 4, 3);
+    assert!(close(VllmAdaptiveVerification::feature(&memory), 0.5625));
+    // 2 drafted, 0 accepted: a quarter of the way to 0.
+    av.after_request(0, &mut memory, 2, 0);
+    assert!(close(VllmAdaptiveVerification::feature(&memory), 0.421875));
+    // Nothing drafted: unchanged.
+    av.after_request(0, &mut memory, 0, 0);
+    assert!(close(VllmAdaptiveVerification::feature(&memory), 0.421875));
 }

@@ -206,7 +206,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 20] = [
+    let cases: [(&[&str], &str); 24] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -220,7 +220,11 @@ fn invalid_values_exit_2_with_a_message() {
             "above --max-draft-len 8",
         ),
         (&["--policy", "vllm-44337"], "not a policy"),
-        (&["--workload", "bursty"], "not a workload"),
+        (&["--workload", "burst"], "not a workload"),
+        (&["--persistence", "0.5"], "at least 1"),
+        (&["--persistence", "nan"], "at least 1"),
+        (&["--state-rule", "ewma:3"], "power of two"),
+        (&["--state-rule", "newest"], "not a state rule"),
         (&["--phase-seconds", "0"], "above 0"),
         (&["--phase-seconds", "inf"], "above 0"),
         (&["--cost-linear", "1"], "BASE,PER_TOKEN"),
@@ -366,14 +370,18 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
             "interval_ms",
             "update_ms",
             "phase_seconds",
+            "persistence",
+            "state_rule",
             "virtual_time",
             "seconds",
             "settle_seconds",
             "overall",
             "phases",
             "controller",
+            "state_controller",
         ])
     );
+    assert_eq!(summary["state_controller"], serde_json::Value::Null);
     assert_eq!(summary["policy"], "adaptive");
     assert_eq!(summary["workload"], "transition");
     assert_eq!(summary["seed"], 3);
@@ -532,6 +540,134 @@ fn a_static_policy_schedules_only_its_draft_length() {
         report["scheduled_steps_by_budget"],
         serde_json::json!([0, 0, 0, engine_steps, 0, 0])
     );
+}
+
+#[test]
+fn the_per_state_policy_drafts_by_request_state_and_reports_it() {
+    let args = |policy: &str| {
+        run_virtual(&[
+            "--seconds",
+            "30",
+            "--max-draft-len",
+            "8",
+            "--workload",
+            "bursty",
+            "--policy",
+            policy,
+        ])
+    };
+    let (stdout, log) = args("per-state");
+    let (report, summary) = report_and_summary(&stdout);
+    assert_eq!(summary["policy"], "per-state");
+    assert_eq!(summary["workload"], "bursty");
+    assert_eq!(summary["controller"], serde_json::Value::Null);
+    let state = &summary["state_controller"];
+    let mut keys: Vec<_> = state.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["draft_lens", "regime_changes", "switches", "updates"]
+    );
+    // 30 one-second intervals of four updates each.
+    assert_eq!(state["updates"], 120);
+    let lens: Vec<u64> = state["draft_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_u64().unwrap())
+        .collect();
+    assert_eq!(lens.len(), 4, "{state}");
+    // Requests whose recent drafts were mostly rejected draft short, those
+    // whose drafts were mostly accepted draft long; none drafts nothing.
+    assert!(lens.iter().all(|&k| (1..=8).contains(&k)), "{lens:?}");
+    assert!(lens[0] <= 2 && lens[3] >= 6, "{lens:?}");
+    assert!(log.contains("k by request state"), "{log}");
+    assert!(log.contains("verify steps by state"), "{log}");
+    // The engine-wide report is the sum over the states: its scheduled
+    // budgets are one per engine step, each the step's mean length
+    // rounded, so their mean is within half a token of the summary's.
+    let scheduled: Vec<u64> = report["scheduled_steps_by_budget"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    let steps: u64 = scheduled.iter().sum();
+    assert_eq!(summary["overall"]["steps"].as_u64(), Some(steps));
+    let rounded_mean = scheduled
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| b as f64 * n as f64)
+        .sum::<f64>()
+        / steps as f64;
+    let mean = f64_of(&summary["overall"]["mean_draft_len"]);
+    assert!(
+        (rounded_mean - mean).abs() <= 0.5,
+        "{rounded_mean} vs {mean}"
+    );
+    // Per-request lengths: steps whose lengths differ have a mean that is
+    // not a whole number.
+    assert!(mean.fract() != 0.0, "{mean}");
+    // Drafting by state pays on bursty requests: well ahead of the
+    // batch-level controller on the same seed.
+    let (adaptive, _) = args("adaptive");
+    let (_, adaptive) = report_and_summary(&adaptive);
+    let (g, a) = (
+        f64_of(&summary["overall"]["goodput"]),
+        f64_of(&adaptive["overall"]["goodput"]),
+    );
+    assert!(g > 1.04 * a, "per-state {g} vs adaptive {a}");
+}
+
+#[test]
+fn the_per_request_peers_run_in_the_demo_and_say_they_choose_per_request() {
+    for policy in ["smartspec", "vllm-av"] {
+        let (stdout, log) =
+            run_virtual(&["--seconds", "8", "--workload", "bursty", "--policy", policy]);
+        let (report, summary) = report_and_summary(&stdout);
+        assert_eq!(summary["policy"], policy);
+        assert_eq!(summary["controller"], serde_json::Value::Null);
+        assert_eq!(summary["state_controller"], serde_json::Value::Null);
+        assert!(log.contains("chosen per request"), "{policy}: {log}");
+        // Lengths differ between requests: the mean is not a whole number,
+        // and the engine-wide report saw drafts of several lengths.
+        let mean = f64_of(&summary["overall"]["mean_draft_len"]);
+        assert!(mean.fract() != 0.0, "{policy}: {mean}");
+        let rows = report["acceptance_histogram_by_draft_length"]
+            .as_object()
+            .unwrap();
+        assert!(rows.len() >= 3, "{policy}: {rows:?}");
+    }
+}
+
+#[test]
+fn a_state_rule_decides_the_states_per_state_records_in() {
+    // The previous step's outcome in three levels: the fourth state is
+    // never used, so no interval has a verify step in it.
+    let (stdout, log) = run_virtual(&[
+        "--seconds",
+        "5",
+        "--workload",
+        "bursty",
+        "--policy",
+        "per-state",
+        "--state-rule",
+        "last-outcome",
+    ]);
+    let (_, summary) = report_and_summary(&stdout);
+    assert_eq!(summary["state_rule"], "last-outcome");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("verify steps by state"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    for line in lines {
+        let shares = &line[line.find("verify steps by state ").unwrap() + 22..];
+        let shares: Vec<&str> = shares.split(';').next().unwrap().split(" / ").collect();
+        assert_eq!(shares.len(), 4, "{line}");
+        assert_eq!(shares[3], "0%", "{line}");
+        assert_ne!(shares[0], "0%", "{line}");
+    }
 }
 
 #[test]

@@ -29,9 +29,14 @@
 //! (one atomic load), records the budget it scheduled
 //! (`observe_scheduled`) and each request's `(k, a)` (`observe`). The
 //! interval log shows the chosen `k`, when it switched and when the
-//! controller saw a change of regime. `--policy static:K` drafts `K` at
-//! every step, for comparison; `sglang` and `vllm-44336` are the adaptive
-//! rules of those engines.
+//! controller saw a change of regime. `--policy per-state` drafts per
+//! request state instead: each request keeps a `RequestState`, each verify
+//! step is recorded in its state (`observe_in`), and a `StateController`
+//! chooses a length per state, published in a `SharedStatePlan`.
+//! `--policy static:K` drafts `K` at every step, for comparison; `sglang`
+//! and `vllm-44336` are the batch-level adaptive rules of those engines,
+//! `smartspec` and `vllm-av` per-request rules (SmartSpec's, vLLM's
+//! adaptive verification).
 //!
 //! The workload (`--workload`, see [`specdec_sim::workload`]) sets how well the
 //! proposer predicts each request: `transition` (the default) alternates
@@ -63,6 +68,7 @@
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 //!
+//! [`Recorder`]: specdec_metrics::Recorder
 //! [`Worker`]: specdec_metrics::Worker
 //! [`DraftController`]: specdec_metrics::DraftController
 //! [`SharedPlan`]: specdec_metrics::SharedPlan
@@ -86,12 +92,13 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_metrics::AcceptanceHistogram;
 use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
 use specdec_sim::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
 };
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::CostLinear;
 use specdec_sim::workload::Workload;
 
@@ -160,19 +167,33 @@ struct Args {
     /// Random seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Drafting policy: adaptive (the DraftController's plan), static:K,
-    /// sglang (SGLang's EMA tiers) or vllm-44336 (vLLM #44336's
-    /// per-position EMA).
+    /// Drafting policy: adaptive (the DraftController's plan), per-state
+    /// (the StateController's plan, a length per request state), static:K,
+    /// sglang (SGLang's EMA tiers), vllm-44336 (vLLM #44336's per-position
+    /// EMA), smartspec (a SmartSpec-style per-request rule) or vllm-av
+    /// (vLLM's adaptive verification, per request).
     #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy)]
     policy: PolicySpec,
     /// Workload: transition (low- and high-acceptance phases in turn),
-    /// steady (one level) or mixed (code-like and chat-like requests in
-    /// every batch).
+    /// steady (one level), mixed (code-like and chat-like requests in every
+    /// batch), bursty (every request alternates between an easy and a hard
+    /// condition) or classes (code, math and summarization requests with
+    /// measured profiles).
     #[arg(long, value_name = "W", default_value = "transition", value_parser = parse_workload)]
     workload: Workload,
     /// Length of each phase of the transition workload, in seconds.
     #[arg(long, value_name = "N", default_value_t = 4.0, value_parser = phase_seconds)]
     phase_seconds: f64,
+    /// Mean number of steps a request of the bursty workload stays in its
+    /// easy or hard condition (geometric durations; at least 1).
+    #[arg(long, value_name = "STEPS", default_value_t = specdec_sim::workload::DEFAULT_PERSISTENCE, value_parser = persistence)]
+    persistence: f64,
+    /// What a request's state is, for --policy per-state: library (the
+    /// library's RequestState), ewma:N (its score with weight 1/N),
+    /// last-outcome (the previous step's outcome in three levels) or
+    /// tested:N (a score of accepted over tested positions).
+    #[arg(long, value_name = "RULE", default_value = "library", value_parser = parse_state_rule)]
+    state_rule: StateRule,
     /// Simulated cost of an engine step with draft budget b: BASE +
     /// PER_TOKEN * b cost units (one unit = --step-us microseconds); also
     /// the controller's step cost.
@@ -223,6 +244,17 @@ fn parse_policy(v: &str) -> Result<PolicySpec, String> {
 
 fn parse_workload(v: &str) -> Result<Workload, String> {
     v.parse()
+}
+
+fn parse_state_rule(v: &str) -> Result<StateRule, String> {
+    v.parse()
+}
+
+fn persistence(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 1.0 => Ok(s),
+        _ => Err(format!("{v:?} is not a number of steps of at least 1")),
+    }
 }
 
 fn phase_seconds(v: &str) -> Result<f64, String> {
@@ -398,6 +430,8 @@ impl Args {
             policy: self.policy,
             workload: self.workload,
             phase_secs: self.phase_seconds,
+            persistence: self.persistence,
+            state_rule: self.state_rule,
             workers: self.workers,
             max_draft_len: self.max_draft_len,
             max_batch: self.max_batch,
@@ -435,7 +469,9 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape), with the gauge of the chosen draft length
     // when the policy has one plan (adaptive, static:K).
-    let recorder = Recorder::new(args.max_draft_len).map_err(|e| e.to_string())?;
+    // One histogram per request state for per-state; the engine-wide
+    // families stay their sum.
+    let recorder = engine::recorder(&config)?;
     let mut collector = SpecDecodeCollector::new(recorder.clone())
         .with_prefix(args.prefix.as_str())
         .and_then(|c| {
@@ -482,10 +518,10 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         args.max_batch,
         args.policy,
         args.workload,
-        if args.workload == Workload::Transition {
-            format!(" ({} s phases)", args.phase_seconds)
-        } else {
-            String::new()
+        match args.workload {
+            Workload::Transition => format!(" ({} s phases)", args.phase_seconds),
+            Workload::Bursty => format!(" (conditions last {} steps on average)", args.persistence),
+            _ => String::new(),
         },
         args.cost_linear.base,
         args.cost_linear.per_token,
@@ -513,6 +549,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             output,
             print_requests: args.print_requests,
             engine_metrics,
+            per_request: args.policy.per_request(),
         };
         thread::Builder::new()
             .name("metrics".into())
@@ -713,6 +750,9 @@ struct DemoEvents {
     output: Arc<Output>,
     print_requests: bool,
     engine_metrics: EngineMetrics,
+    /// The policy chooses a length per request (its `k` is then the
+    /// latest step's mean, rounded).
+    per_request: bool,
 }
 
 impl Events for DemoEvents {
@@ -737,7 +777,7 @@ impl Events for DemoEvents {
             interval.delta,
             interval.end_s - interval.start_s,
         );
-        log_draft_length(&self.output, interval);
+        log_draft_length(&self.output, interval, self.per_request);
     }
 
     fn request_finished(&self, request: &FinishedRequest<'_>) {
@@ -765,9 +805,41 @@ impl Events for DemoEvents {
 
 /// The drafting policy's line: the chosen `k` (and what changed), the
 /// phase, the mean scheduled budget and the goodput of the interval.
-fn log_draft_length(output: &Output, interval: &Interval<'_>) {
-    let choice = match &interval.controller {
-        Some(c) => {
+fn log_draft_length(output: &Output, interval: &Interval<'_>, per_request: bool) {
+    let choice = match (&interval.controller, &interval.state_controller) {
+        (_, Some(c)) => {
+            let list = |lens: &[usize]| {
+                lens.iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
+            let mut what = Vec::new();
+            if c.draft_lens != c.previous {
+                what.push(format!("switched from {}", list(&c.previous)));
+            }
+            if c.regime_change {
+                what.push("regime change detected".to_owned());
+            }
+            let steps: u64 = c.steps_by_state.iter().sum();
+            let shares: Vec<String> = c
+                .steps_by_state
+                .iter()
+                .map(|&n| format!("{:.0}%", 100.0 * n as f64 / steps.max(1) as f64))
+                .collect();
+            format!(
+                "k by request state (recent acceptance under 1/4, 1/2, 3/4, above) = {}{}, \
+                 verify steps by state {}",
+                list(&c.draft_lens),
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", what.join("; "))
+                },
+                shares.join(" / "),
+            )
+        }
+        (Some(c), None) => {
             let mut what = Vec::new();
             if c.draft_len != c.previous {
                 what.push(format!("switched from {}", c.previous));
@@ -788,9 +860,15 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
                 c.dispersion,
             )
         }
-        None => {
+        (None, None) => {
             let first = interval.chosen.first().copied().unwrap_or(0);
-            let ks = if interval.chosen.iter().all(|&k| k == first) {
+            let ks = if per_request {
+                let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
+                format!(
+                    "chosen per request (latest step's mean, rounded, by engine thread: {})",
+                    ks.join(", ")
+                )
+            } else if interval.chosen.iter().all(|&k| k == first) {
                 format!("k = {first}")
             } else {
                 let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
@@ -803,11 +881,11 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>) {
             }
         }
     };
-    let per_step = |x: u64| {
+    let per_step = |x: f64| {
         if interval.steps == 0 {
             "n/a".to_owned()
         } else {
-            format!("{:.2}", x as f64 / interval.steps as f64)
+            format!("{:.2}", x / interval.steps as f64)
         }
     };
     let goodput = if interval.cost_units > 0.0 {
