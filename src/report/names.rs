@@ -4,6 +4,12 @@
 //! cargo feature (a program that reads another engine's exposition can
 //! match them).
 
+// Without an exporter (the default build), only the public names are used.
+#![cfg_attr(
+    not(any(feature = "prometheus", feature = "metrics")),
+    allow(dead_code)
+)]
+
 use crate::error::NameError;
 
 /// The default name prefix: samples are named `spec_decode_num_drafts_total`
