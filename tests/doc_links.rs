@@ -24,7 +24,14 @@ fn documents() -> Vec<PathBuf> {
             }
         }
     }
-    for dir in ["benches", "dashboards", "sim", "examples", "cli", "loom-tests"] {
+    for dir in [
+        "benches",
+        "dashboards",
+        "sim",
+        "examples",
+        "cli",
+        "loom-tests",
+    ] {
         let readme = root.join(dir).join("README.md");
         if readme.exists() {
             docs.push(readme);
@@ -129,7 +136,10 @@ fn every_relative_link_resolves() {
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
-    assert!(checked > 20, "only {checked} links found: is the parser right?");
+    assert!(
+        checked > 20,
+        "only {checked} links found: is the parser right?"
+    );
 }
 
 #[test]
