@@ -224,3 +224,8 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/reference.md")]
 pub struct ReferenceDoctests;
+
+/// The `metrics` facade page's example, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/metrics-facade.md")]
+pub struct MetricsFacadeDoctests;

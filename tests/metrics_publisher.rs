@@ -204,6 +204,38 @@ fn global_labels_come_first_then_const_labels_then_the_familys_own() {
     );
 }
 
+#[test]
+fn label_values_with_a_backslash_are_the_exporters_to_escape() {
+    // docs/metrics-facade.md: metrics-exporter-prometheus 0.18 reads `\\`
+    // and `\"` in a value as already escaped; other values render as the
+    // collector encodes them.
+    let recorder = Arc::new(Recorder::new(1).unwrap());
+    let render = |value: &str| {
+        let publisher = MetricsPublisher::new(Arc::clone(&recorder), "x")
+            .unwrap()
+            .with_const_labels([("model_name", value)])
+            .unwrap();
+        let collector = SpecDecodeCollector::new((*recorder).clone())
+            .with_prefix("x")
+            .unwrap()
+            .with_const_labels([("model_name", value)])
+            .unwrap();
+        let rendered = publish_and_render(&publisher, &PrometheusBuilder::new().build_recorder());
+        (
+            sample_lines(&rendered),
+            sample_lines(&collector.encode_text(TextFormat::PrometheusText)),
+        )
+    };
+    for same in ["say \"hi\"", "a\\b", "line\nbreak", "é"] {
+        let (rendered, encoded) = render(same);
+        assert_eq!(rendered, encoded, "{same:?}");
+    }
+    for differs in ["a\\\\b", "a\\\"b"] {
+        let (rendered, encoded) = render(differs);
+        assert_ne!(rendered, encoded, "{differs:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // promtool
 
