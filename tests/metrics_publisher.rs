@@ -482,7 +482,21 @@ fn builders_check_names_and_keep_what_they_are_given() {
     }
     let publisher = MetricsPublisher::new(Arc::clone(&recorder), VLLM_METRIC_PREFIX).unwrap();
     assert!(Arc::ptr_eq(publisher.recorder(), &recorder));
+    assert_eq!(publisher.prefix(), VLLM_METRIC_PREFIX);
     assert!(publisher.plan().is_none() && publisher.const_labels().is_empty());
+    let shared_plan = plan(1, 2);
+    let publisher = publisher
+        .with_plan(Arc::clone(&shared_plan))
+        .with_const_labels([("model_name", "m"), ("engine", "0")])
+        .unwrap();
+    assert!(Arc::ptr_eq(publisher.plan().unwrap(), &shared_plan));
+    assert_eq!(
+        publisher.const_labels(),
+        [
+            ("model_name".to_owned(), "m".to_owned()),
+            ("engine".to_owned(), "0".to_owned())
+        ]
+    );
     assert_eq!(
         publisher
             .with_const_labels([("m", "1"), ("m", "2")])
