@@ -27,9 +27,9 @@ use common::{
     AtomicArray, BATCH, LocalArray, ParkingLotArray, PromFamily, StdMutexArray, inputs, run_batch,
     slots,
 };
-use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_metrics::{AcceptanceHistogram, Recorder, RequestState, SharedStatePlan, StatePlan};
 
-const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|worker_scheduled|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
+const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|worker_scheduled|worker_in_state|state_plan|request_state|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
     (driver for benches/callgrind.sh; does nothing under `cargo bench`)";
 
 fn main() {
@@ -53,6 +53,9 @@ fn main() {
         "histogram" => run_histogram(table, passes, max),
         "recorder" => run_recorder(table, passes, max),
         "worker_scheduled" => run_worker_scheduled(table, passes, max),
+        "worker_in_state" => run_worker_in_state(table, passes, max),
+        "state_plan" => run_state_plan(table, passes, max),
+        "request_state" => run_request_state(table, passes),
         "fetch_add" => run_fetch_add(table, passes, max),
         "parking_lot" => run_parking_lot(table, passes, max),
         "std_mutex" => run_std_mutex(table, passes, max),
@@ -108,6 +111,61 @@ fn run_worker(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
         (passes * BATCH) as u64
     );
     rejected
+}
+
+/// `Worker::observe_in` with a recorder of four states, the state taken
+/// from the table's pair (`k ^ a`, two bits).
+#[inline(never)]
+fn run_worker_in_state(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::with_states(max, 4).unwrap();
+    let worker = recorder.worker();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| {
+            worker.observe_in((k ^ a) & 3, k, a).is_ok()
+        });
+    }
+    drop(worker);
+    assert_eq!(
+        recorder.snapshot().num_spec_steps(),
+        (passes * BATCH) as u64
+    );
+    rejected
+}
+
+/// A request-step's read of the per-state plan:
+/// `SharedStatePlan::draft_len_for` (one relaxed load), for the state the
+/// table's pair gives (two bits of `k ^ a`).
+#[inline(never)]
+fn run_state_plan(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let plan = StatePlan::new([1, 2, 3, 4].map(|k: usize| k.min(max)), max).unwrap();
+    let shared = SharedStatePlan::new(plan);
+    let states: [RequestState; 4] =
+        core::array::from_fn(|s| RequestState::with_score((s as f64 + 0.5) / 4.0));
+    let (mut step, mut drafted) = (0u64, 0usize);
+    for _ in 0..passes {
+        run_batch(black_box(table), |k, a| {
+            drafted += black_box(&shared).draft_len_for(states[(k ^ a) & 3], step);
+            step += 1;
+            true
+        });
+    }
+    black_box(drafted);
+    0
+}
+
+/// A request's state update after a verify step: `RequestState::after`.
+#[inline(never)]
+fn run_request_state(table: &[(u8, u8)], passes: usize) -> usize {
+    let mut state = RequestState::new();
+    for _ in 0..passes {
+        run_batch(black_box(table), |k, a| {
+            state = state.after(k, a);
+            true
+        });
+    }
+    black_box(state);
+    0
 }
 
 #[inline(never)]

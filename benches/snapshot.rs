@@ -3,6 +3,10 @@
 //! - `snapshot`: `Recorder::snapshot()` against the number of live workers
 //!   (1, 8, 64, 256) and K (4, 8, 16, 64). Every bucket of every shard has
 //!   been written, so all the memory read is real, touched memory.
+//! - `snapshot_vs_sum`: at 8 workers, K = 8, a snapshot against the
+//!   plainest read of the same data: summing, without atomics, one array per
+//!   worker of the counters it wrote into one array of totals. With one
+//!   state and with four (`snapshot_by_state`), every counter written.
 //! - `reader_under_load`: `Worker::observe` throughput of one writer thread
 //!   alone, with a metrics thread calling `snapshot()` in a tight loop (the
 //!   worst case), with one snapshotting every millisecond (still far
@@ -48,6 +52,63 @@ fn snapshot(c: &mut Criterion) {
             });
             drop(handles);
         }
+    }
+    group.finish();
+}
+
+/// Counters a worker writes at K = 8 with `states` states: the triangles,
+/// two side counters, nine scheduled budgets.
+fn counters_written(states: usize) -> usize {
+    states * 45 + 2 + 9
+}
+
+fn snapshot_vs_sum(c: &mut Criterion) {
+    const WORKERS: usize = 8;
+    let mut group = c.benchmark_group("snapshot_vs_sum");
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50);
+    for states in [1, 4] {
+        let recorder = Recorder::with_states(8, states).unwrap();
+        let handles: Vec<_> = (0..WORKERS).map(|_| recorder.worker()).collect();
+        for worker in &handles {
+            for state in 0..states {
+                for k in 0..=8 {
+                    for a in 0..=k {
+                        worker.observe_in(state, k, a).unwrap();
+                    }
+                }
+            }
+            worker.observe_undrafted();
+            worker.observe_scheduled(8).unwrap();
+        }
+        let name = format!("states={states}");
+        if states == 1 {
+            group.bench_function(BenchmarkId::new("snapshot", &name), |b| {
+                b.iter(|| recorder.snapshot());
+            });
+        } else {
+            group.bench_function(BenchmarkId::new("snapshot_by_state", &name), |b| {
+                b.iter(|| recorder.snapshot_by_state());
+            });
+        }
+        let n = counters_written(states);
+        let arrays: Vec<Vec<u64>> = (0..WORKERS)
+            .map(|w| (0..n as u64).map(|i| i + w as u64).collect())
+            .collect();
+        group.bench_function(BenchmarkId::new("plain_sum", &name), |b| {
+            b.iter(|| {
+                let mut totals = vec![0u64; n];
+                for array in black_box(&arrays) {
+                    for (t, &c) in totals.iter_mut().zip(array) {
+                        *t = t.saturating_add(c);
+                    }
+                }
+                totals
+            });
+        });
+        drop(handles);
     }
     group.finish();
 }
@@ -142,5 +203,5 @@ fn reader_under_load(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, snapshot, reader_under_load);
+criterion_group!(benches, snapshot, snapshot_vs_sum, reader_under_load);
 criterion_main!(benches);

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::{MAX_STEP_COST, MIN_STEP_COST};
+use crate::{MAX_STATES, MAX_STEP_COST, MIN_STEP_COST};
 
 use crate::record::layout::{
     MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, in_triangle, is_valid_max_draft_len,
@@ -24,6 +24,12 @@ pub enum ConfigError {
     MaxDraftLen {
         /// The `K` given.
         max_draft_len: usize,
+    },
+    /// A number of request states outside `1..=16`
+    /// ([`Recorder::with_states`](crate::Recorder::with_states)).
+    States {
+        /// The number given.
+        states: usize,
     },
     /// The step cost cannot be used with `K` (a
     /// [`DraftController`](crate::DraftController)'s cost table without
@@ -57,6 +63,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "max_draft_len (num_spec_tokens) must be in {MIN_MAX_DRAFT_LEN}..={MAX_MAX_DRAFT_LEN}, got {max_draft_len}"
             ),
+            Self::States { states } => write!(
+                f,
+                "the number of request states must be in 1..={MAX_STATES}, got {states}"
+            ),
             Self::Cost(e) => e.fmt(f),
         }
     }
@@ -66,7 +76,7 @@ impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Cost(e) => Some(e),
-            Self::MaxDraftLen { .. } => None,
+            Self::MaxDraftLen { .. } | Self::States { .. } => None,
         }
     }
 }
@@ -123,6 +133,31 @@ pub enum ObserveError {
         /// The configured maximum `K`.
         max_draft_len: usize,
     },
+    /// A request state the recorder has no triangle for (`state >=
+    /// states`), from [`observe_in`](crate::Worker::observe_in).
+    ///
+    /// ```
+    /// use specdec_metrics::{ObserveError, Recorder};
+    /// let recorder = Recorder::with_states(4, 2)?;
+    /// let err = recorder.worker().observe_in(2, 4, 1).unwrap_err();
+    /// assert_eq!(err, ObserveError::StateOutOfRange { state: 2, states: 2, drafted: 4, accepted: 1 });
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "rejected observation (state=2, drafted=4, accepted=1): the recorder has 2 states"
+    /// );
+    /// assert_eq!(recorder.snapshot().num_rejected_observations(), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    StateOutOfRange {
+        /// The state given.
+        state: usize,
+        /// The recorder's number of states.
+        states: usize,
+        /// The draft length `k` given.
+        drafted: usize,
+        /// The accepted count `a` given.
+        accepted: usize,
+    },
 }
 
 impl ObserveError {
@@ -161,6 +196,29 @@ impl ObserveError {
             Ok(())
         } else {
             Err(Self::new(max_draft_len, drafted, accepted))
+        }
+    }
+
+    /// Classifies an invalid `(state, drafted, accepted)`: a state out of
+    /// range first, else as [`new`](Self::new). Cold path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn in_state(
+        max_draft_len: usize,
+        states: usize,
+        state: usize,
+        drafted: usize,
+        accepted: usize,
+    ) -> Self {
+        if state >= states {
+            Self::StateOutOfRange {
+                state,
+                states,
+                drafted,
+                accepted,
+            }
+        } else {
+            Self::new(max_draft_len, drafted, accepted)
         }
     }
 
@@ -208,7 +266,8 @@ impl ObserveError {
     pub const fn drafted(&self) -> usize {
         match *self {
             Self::AcceptedExceedsDrafted { drafted, .. }
-            | Self::DraftedExceedsMax { drafted, .. } => drafted,
+            | Self::DraftedExceedsMax { drafted, .. }
+            | Self::StateOutOfRange { drafted, .. } => drafted,
             Self::BudgetExceedsMax { budget, .. } => budget,
         }
     }
@@ -224,7 +283,8 @@ impl ObserveError {
     pub const fn accepted(&self) -> usize {
         match *self {
             Self::AcceptedExceedsDrafted { accepted, .. }
-            | Self::DraftedExceedsMax { accepted, .. } => accepted,
+            | Self::DraftedExceedsMax { accepted, .. }
+            | Self::StateOutOfRange { accepted, .. } => accepted,
             Self::BudgetExceedsMax { .. } => 0,
         }
     }
@@ -251,6 +311,15 @@ impl fmt::Display for ObserveError {
             } => write!(
                 f,
                 "rejected observation (scheduled budget={budget}): budget exceeds max_draft_len={max_draft_len}"
+            ),
+            Self::StateOutOfRange {
+                state,
+                states,
+                drafted,
+                accepted,
+            } => write!(
+                f,
+                "rejected observation (state={state}, drafted={drafted}, accepted={accepted}): the recorder has {states} states"
             ),
         }
     }

@@ -195,15 +195,19 @@ mod record;
 mod report;
 
 pub use draft::{
-    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Continuation,
-    DraftController, DraftPlan, EXPLORATION_PERIOD, MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST,
-    PositionEstimate, Recommendation, SharedPlan, StepCost, TrtllmSchedule, VllmSchedule,
+    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison, Continuation,
+    ContinuationBounds, CounterSeries, DraftController, DraftPlan, EXPLORATION_PERIOD,
+    EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified, MAX_STEP_COST,
+    MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState, SharedPlan,
+    SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,
     MergeError, NameError, ObserveError, ParameterError, ReportError,
 };
-pub use record::{AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, Recorder, Worker};
+pub use record::{
+    AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, Recorder, Worker,
+};
 pub use report::{
     DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
     VLLM_METRIC_PREFIX,

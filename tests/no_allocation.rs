@@ -154,3 +154,47 @@ fn draft_len_for_never_allocates() {
     let explored = 10_000 / 32;
     assert_eq!(total, 3 * (2 * (10_000 - explored) + 5 * explored));
 }
+
+#[test]
+fn per_state_recording_never_allocates() {
+    let recorder = Recorder::with_states(8, 4).unwrap();
+    let worker = recorder.worker();
+    let inputs = inputs();
+    let mut rejected = 0;
+    let n = allocations_during(|| {
+        for state in 0..5 {
+            for &(k, a) in &inputs {
+                if std::hint::black_box(worker.observe_in(state, k, a)).is_err() {
+                    rejected += 1;
+                }
+                if std::hint::black_box(recorder.observe_in(state, k, a)).is_err() {
+                    rejected += 1;
+                }
+            }
+        }
+    });
+    assert_eq!(n, 0, "observe_in allocated {n} times");
+    // 4 invalid pairs in each valid state, every pair in state 4; twice.
+    assert_eq!(rejected, 2 * (4 * 4 + inputs.len()));
+    let states = recorder.snapshot_by_state();
+    assert!(states.iter().all(|s| s.num_spec_steps() == 2 * 45));
+}
+
+#[test]
+fn reading_the_per_state_plan_and_updating_a_request_state_never_allocate() {
+    use specdec_metrics::{RequestState, SharedStatePlan, StateController, StepCost};
+    let controller = StateController::new(8, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    let shared = SharedStatePlan::new(controller.plan());
+    let mut state = RequestState::new();
+    let mut drafted = 0;
+    let n = allocations_during(|| {
+        for step in 0..10_000u64 {
+            let k = std::hint::black_box(&shared).draft_len_for(state, step);
+            drafted += k;
+            state = state.after(k, (step % 3) as usize);
+        }
+        shared.publish(controller.plan());
+    });
+    assert_eq!(n, 0, "the per-state plan allocated {n} times");
+    assert!(drafted > 0);
+}

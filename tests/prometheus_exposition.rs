@@ -15,7 +15,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-use rand_core::{RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use specdec_metrics::{
     AcceptanceHistogram, DEFAULT_METRIC_PREFIX, DraftPlan, METRIC_FAMILIES, NameError, PLAN_GAUGE,

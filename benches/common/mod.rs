@@ -20,6 +20,8 @@ use crossbeam_utils::CachePadded;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use rand::{Rng as _, SeedableRng as _};
+use rand_xoshiro::SplitMix64;
 
 // The library's own triangle math, included from its source: the index
 // functions are crate-private (exact only for K <= 64, which every caller
@@ -35,22 +37,15 @@ pub const BATCH: usize = 1024;
 
 /// `BATCH` pseudo-random valid `(drafted, accepted)` pairs for a maximum
 /// draft length `max`: `k` uniform in `0..=max`, `a` uniform in `0..=k`.
-/// Deterministic per `seed` (SplitMix64), so every variant and every run
-/// sees the same sequence.
+/// Deterministic per `seed` (`rand_xoshiro`'s SplitMix64), so every
+/// variant and every run sees the same sequence.
 pub fn inputs(max: usize, seed: u64) -> Vec<(u8, u8)> {
     assert!(max <= u8::MAX as usize);
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng = SplitMix64::seed_from_u64(seed);
     (0..BATCH)
         .map(|_| {
-            let k = (next() % (max as u64 + 1)) as u8;
-            let a = (next() % (k as u64 + 1)) as u8;
+            let k = rng.random_range(0..=max as u8);
+            let a = rng.random_range(0..=k);
             (k, a)
         })
         .collect()

@@ -2,6 +2,7 @@
 //! quoted in messages.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// How many characters of input a message quotes at most.
 pub const EXCERPT_CHARS: usize = 40;
@@ -88,6 +89,14 @@ pub fn sanitize(msg: &str) -> String {
     out
 }
 
+/// A path (a file name given on the command line) as every message and
+/// table shows it: as [`Path::display`] writes it (bytes that are not UTF-8
+/// as U+FFFD) and [sanitized](sanitize), so that a name holding control
+/// characters cannot act on the terminal it is printed to.
+pub fn display_path(path: &Path) -> String {
+    sanitize(&path.display().to_string())
+}
+
 /// Pushes `c`, escaped when it must not reach a terminal as it is.
 fn push_escaped(out: &mut String, c: char) {
     match c {
@@ -127,6 +136,33 @@ fn is_hidden(c: char) -> bool {
             | '\u{2060}'..='\u{206f}'
             | '\u{feff}'
             | '\u{fff9}'..='\u{fffb}')
+}
+
+/// `v` with `digits` significant digits (at least none after the point):
+/// `2.400`, `0.01235`, `1235`. Whatever the unit of the cost, a goodput
+/// keeps its precision.
+pub fn significant(v: f64, digits: i32) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).clamp(0, 15) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// A number without its trailing zeros: `1.450` as `1.45`, `20.0` as `20`.
+pub fn trimmed(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        s
+    }
+}
+
+/// A probability as a percentage without needless decimals: `90%`,
+/// `99.9%`.
+pub fn level_percent(p: f64) -> String {
+    format!("{}%", trimmed(significant(p * 100.0, 6)))
 }
 
 #[cfg(test)]
@@ -202,6 +238,31 @@ mod tests {
                 "t".repeat(250)
             )
         );
+    }
+
+    #[test]
+    fn paths_are_shown_escaped() {
+        assert_eq!(
+            display_path(Path::new("examples/batch/bs1-8.json")),
+            "examples/batch/bs1-8.json"
+        );
+        assert_eq!(
+            display_path(Path::new("r\u{1b}]0;pwned\u{7}.json")),
+            "r\\u001b]0;pwned\\u0007.json"
+        );
+        assert_eq!(display_path(Path::new("a\u{202e}b\nc")), "a\\u202eb\\nc");
+    }
+
+    #[test]
+    fn significant_digits_drop_trailing_zeros() {
+        assert_eq!(trimmed(significant(1.0 + 0.15 * 3.0, 6)), "1.45");
+        assert_eq!(trimmed(significant(20.0, 6)), "20");
+        assert_eq!(significant(2.4, 4), "2.400");
+        assert_eq!(significant(0.012_345_6, 4), "0.01235");
+        assert_eq!(significant(1234.56, 4), "1235");
+        assert_eq!(significant(0.0, 4), "0");
+        assert_eq!(level_percent(0.9), "90%");
+        assert_eq!(level_percent(0.999), "99.9%");
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! share lives in modules of its own — [`error`] (the error type and how it
 //! is printed), [`flags`] (flag values more than one subcommand takes),
 //! [`format`](mod@format) (numbers and quoted input in messages),
-//! [`output`] (printing the report, the table and the plot) and
-//! [`report_io`] (reading a report file back). No module imports from
-//! `main.rs` or from another subcommand.
+//! [`io`] (reading a report back, writing standard output and files) and
+//! [`render`] (the text printed: tables, JSON, the plot). No module
+//! imports from `main.rs` or from another subcommand.
 //!
 //! Exit status: 0 on success, 2 on any error (bad flag, missing file,
 //! malformed input, `--strict` rejection, inconsistent report, a step cost
@@ -19,9 +19,10 @@ mod cmd;
 mod error;
 mod flags;
 mod format;
-mod output;
-mod report_io;
+mod io;
+mod render;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -33,7 +34,9 @@ use clap::{Parser, Subcommand};
 /// a step cost or K that does not fit the report), with a message on
 /// standard error.
 #[derive(Parser, Debug)]
-#[command(name = "specdec-metrics", version)]
+// Plain, without colours: clap writes the values it quotes raw among its
+// colour codes, which could not then be told apart and escaped.
+#[command(name = "specdec-metrics", version, styles = clap::builder::Styles::plain())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -69,16 +72,20 @@ enum Command {
     /// 1,000 steps drafted a token; the recommendation leans on the prior; a
     /// row's own mean disagrees with the chain; rejected observations).
     ///
-    /// With --batch-table, one report and one step cost per bucket of batch
-    /// sizes (--bucket START-END:COST:REPORT, repeated) give one draft
-    /// length per bucket, printed as vLLM's
+    /// `advise batch` takes one report and one step cost per bucket of
+    /// batch sizes (--bucket START-END:COST:REPORT, repeated) and gives one
+    /// draft length per bucket, printed as vLLM's
     /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
     /// draft_len_schedule.
     Advise(cmd::advise::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse(); // usage errors: clap prints them and exits with 2
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return usage_error(&e),
+        Err(e) => e.exit(), // --help, --version: standard output, status 0
+    };
     let result = match cli.command {
         Command::Replay(args) => cmd::replay::run(args),
         Command::Merge(args) => cmd::merge::run(args),
@@ -88,4 +95,20 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => e.exit(),
     }
+}
+
+/// Prints a usage error as clap words it, [sanitized](format::sanitize)
+/// line by line: clap quotes the offending value whole and raw (on a
+/// terminal; elsewhere it strips escape sequences, and the value with
+/// them), so a value holding control characters would act on the
+/// terminal. Returns clap's exit status for it (2).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Without styles, the "ANSI" rendering is the text with the value's
+    // bytes as given, which sanitize then escapes.
+    let text = e.render().ansi().to_string();
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = writeln!(err, "{}", format::sanitize(line));
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }

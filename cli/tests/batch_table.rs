@@ -1,4 +1,4 @@
-//! Integration tests of `specdec-metrics advise --batch-table`: one report
+//! Integration tests of `specdec-metrics advise batch`: one report
 //! and one cost per batch-size bucket into the draft length per bucket
 //! (computed by hand and checked against the library), printed as vLLM's
 //! and TensorRT-LLM's schedules; every error names the bucket or the file.
@@ -59,11 +59,11 @@ fn ok(code: Option<i32>, err: &str) {
     );
 }
 
-/// `advise --max-draft-len 2 --batch-table` with one `--bucket` per value
-/// and `extra` flags; standard output, standard error, exit status.
+/// `advise batch --max-draft-len 2` with one `--bucket` per value and
+/// `extra` flags; standard output, standard error, exit status.
 fn batch(buckets: &[String], extra: &[&str]) -> (String, String, Option<i32>) {
     let mut cmd = bin();
-    cmd.args(["advise", "--max-draft-len", "2", "--batch-table"]);
+    cmd.args(["advise", "batch", "--max-draft-len", "2"]);
     for b in buckets {
         cmd.arg("--bucket").arg(b);
     }
@@ -275,7 +275,7 @@ fn warnings_name_their_bucket() {
     }
 }
 
-/// `advise --batch-table` with these buckets fails with status 2, nothing
+/// `advise batch` with these buckets fails with status 2, nothing
 /// on standard output, and `message` on standard error.
 fn assert_error(buckets: &[String], extra: &[&str], message: &str) {
     let (out, err, code) = batch(buckets, extra);
@@ -375,6 +375,76 @@ fn costs_reports_and_k_that_do_not_fit_are_named() {
     );
 }
 
+/// `advise batch` with one `--bucket` per value and `extra` flags, without
+/// `--max-draft-len`.
+fn batch_without_k(buckets: &[String], extra: &[&str]) -> (String, String, Option<i32>) {
+    let mut cmd = bin();
+    cmd.args(["advise", "batch"]);
+    for b in buckets {
+        cmd.arg("--bucket").arg(b);
+    }
+    let out = cmd.args(extra).output().unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn k_defaults_to_the_first_reports() {
+    let dir = TempDir::new().unwrap();
+    let (buckets, _) = falling(&dir);
+    for format in ["json", "table", "vllm", "trtllm"] {
+        let without = batch_without_k(&buckets, &["--format", format]);
+        ok(without.2, &without.1);
+        assert_eq!(without, batch(&buckets, &["--format", format]), "{format}");
+    }
+
+    let (good, _) = report(&dir, "good", GOOD);
+    let k3 = dir.path().join("k3.json");
+    let out = bin()
+        .args(["replay", "--max-draft-len", "3"])
+        .write_stdin("{\"drafted\":3,\"accepted\":1}\n")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    fs::write(&k3, out).unwrap();
+    let k3 = k3.display().to_string();
+    let (out, err, code) = batch_without_k(
+        &[
+            format!("1-4:linear:1,0.1:{good}"),
+            format!("5-8:linear:1,0.1:{k3}"),
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str()), (Some(2), ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: {k3} (bucket 5-8): num_spec_tokens (K) is 3 but {good} (bucket 1-4) has 2; every bucket's report must have the same K\n"
+        )
+    );
+    // Every cost is checked against the first report's K before the
+    // other reports are read.
+    let (out, err, code) = batch_without_k(
+        &[
+            format!("1-4:linear:1,0.1:{good}"),
+            "5-8:table:1,1.1:missing.json".to_owned(),
+        ],
+        &[],
+    );
+    assert_eq!((code, out.as_str()), (Some(2), ""));
+    assert_eq!(
+        err,
+        format!(
+            "error: bucket 2 (batch sizes 5-8): the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2) (report missing.json; K = 2 is the num_spec_tokens of {good})\n"
+        )
+    );
+}
+
 #[test]
 fn malformed_bucket_values_are_errors() {
     for (value, message) in [
@@ -422,74 +492,78 @@ fn malformed_bucket_values_are_errors() {
     }
 }
 
+/// `advise batch` is a subcommand with flags of its own: the parser
+/// refuses what belongs to `advise` of one report, and `advise` refuses
+/// what belongs to `advise batch`, each with exit status 2.
 #[test]
-fn batch_table_flags_are_exclusive_with_one_report() {
+fn batch_flags_and_one_report_flags_do_not_mix() {
     let dir = TempDir::new().unwrap();
     let (good, _) = report(&dir, "good", GOOD);
     let bucket = [format!("1-4:linear:1,0.1:{good}")];
     assert_error(
         &bucket,
         &["--cost-linear", "1,0.1"],
-        "'--batch-table' cannot be used with '--cost-linear <BASE,PER_TOKEN>'",
+        "error: unexpected argument '--cost-linear' found",
     );
     assert_error(
         &bucket,
         &[good.as_str()],
-        "'--batch-table' cannot be used with '[REPORT]'",
+        &format!("error: unexpected argument '{good}' found"),
     );
     assert_error(
         &[],
         &[],
         "the following required arguments were not provided:\n  --bucket <START-END:COST:REPORT>",
     );
-    // --bucket and the schedule formats need --batch-table.
-    let one = |args: &[&str]| bin().arg("advise").args(args).output().unwrap();
-    let out = one(&[
+    let advise = |args: &[&str]| {
+        let out = bin().arg("advise").args(args).output().unwrap();
+        assert_eq!(
+            (out.status.code(), out.stdout.as_slice()),
+            (Some(2), &b""[..])
+        );
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let one = ["--max-draft-len", "2", "--cost-linear", "1,0.1"];
+    for format in ["vllm", "trtllm"] {
+        let err = advise(&[&one[..], &["--format", format, &good]].concat());
+        assert!(
+            err.contains(&format!(
+                "error: invalid value '{format}' for '--format <FORMAT>'\n  [possible values: json, table]"
+            )),
+            "{err}"
+        );
+    }
+    let err = advise(&[&one[..], &["--bucket", &bucket[0], &good]].concat());
+    assert!(
+        err.contains("error: unexpected argument '--bucket' found"),
+        "{err}"
+    );
+    // The flag of the first design is gone, not an alias.
+    let err = advise(&[
         "--max-draft-len",
         "2",
-        "--cost-linear",
-        "1,0.1",
-        "--format",
-        "vllm",
-        &good,
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(
-        "error: --format vllm and --format trtllm write batch-size schedules: give --batch-table and one --bucket per batch-size range"
-    ));
-    let out = one(&[
-        "--max-draft-len",
-        "2",
-        "--cost-linear",
-        "1,0.1",
-        "--format",
-        "trtllm",
-        &good,
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let bucket_flag = format!("1-4:linear:1,0.1:{good}");
-    let out = one(&[
-        "--max-draft-len",
-        "2",
-        "--cost-linear",
-        "1,0.1",
+        "--batch-table",
         "--bucket",
-        &bucket_flag,
-        &good,
+        &bucket[0],
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--batch-table"));
+    assert!(
+        err.contains("error: unexpected argument '--batch-table' found"),
+        "{err}"
+    );
+    // After a flag of advise itself, "batch" is a report file.
+    let err = advise(&[&one[..], &["batch"]].concat());
+    assert!(err.contains("error: cannot open batch: "), "{err}");
 }
 
 #[test]
-fn the_shipped_example_reports_give_the_readme_schedule() {
+fn the_shipped_example_reports_give_the_manuals_schedule() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/batch");
     let mut cmd = bin();
     cmd.args([
         "advise",
+        "batch",
         "--max-draft-len",
         "4",
-        "--batch-table",
         "--format",
         "vllm",
     ]);
@@ -531,4 +605,170 @@ fn the_example_reports_are_what_generate_sh_makes() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn help_lists_advise_batch_and_its_flags() {
+    bin().args(["advise", "--help"]).assert().success().stdout(
+        predicate::str::contains("specdec-metrics advise <COMMAND>").and(predicate::str::contains(
+            "  batch  One draft length per bucket of batch sizes",
+        )),
+    );
+    bin()
+        .args(["advise", "batch", "--help"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("Usage: specdec-metrics advise batch [OPTIONS]")
+                .and(predicate::str::contains("--bucket <START-END:COST:REPORT>"))
+                .and(predicate::str::contains("--max-draft-len <K>"))
+                .and(predicate::str::contains("--prior <ALPHA,BETA>"))
+                .and(predicate::str::contains("--credible-level <P>"))
+                .and(predicate::str::contains("- trtllm:")),
+        );
+}
+
+/// A report path holding control characters (a terminal title sequence,
+/// ESC ... BEL) reaches neither the table nor a warning raw: it is shown
+/// escaped, as every other input quoted by the command line.
+#[test]
+fn a_report_path_with_control_characters_is_escaped_everywhere() {
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let hostile = dir.path().join("r\u{1b}]0;pwned\u{7}.json");
+    fs::copy(&good, &hostile).unwrap();
+    let shown = format!("{}/r\\u001b]0;pwned\\u0007.json", dir.path().display());
+    let buckets = [
+        format!("1-4:linear:1,0.1:{}", hostile.display()),
+        format!("5-8:linear:1,0.1:{good}"),
+    ];
+    for format in ["table", "json", "vllm"] {
+        let (out, err, code) = batch(&buckets, &["--format", format]);
+        ok(code, &err);
+        for text in [&out, &err] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{format}: raw control characters in\n{text}"
+            );
+        }
+        // Every bucket's warnings name it, escaped.
+        assert!(
+            err.contains(&format!(
+                "warning: bucket 1-4 ({shown}): only 8 steps drafted a token"
+            )),
+            "{format}: {err}"
+        );
+        if format == "table" {
+            assert!(out.contains(&format!("1.781x  {shown}\n")), "{out}");
+        }
+    }
+    // Errors that name the bucket's report escape it too.
+    let (_, err, code) = batch(&[format!("1-4:table:1,1.1:{}", hostile.display())], &[]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err,
+        format!(
+            "error: bucket 1 (batch sizes 1-4): the step cost table has 2 entries but max_draft_len 2 needs 3 (one per draft length 0..=2) (report {shown})\n"
+        )
+    );
+}
+
+/// A report path that is not UTF-8 (any bytes but NUL and `/` name a file
+/// on unix) works in a `--bucket` as it works as the REPORT of `advise`.
+#[cfg(unix)]
+#[test]
+fn a_report_path_that_is_not_utf8_is_taken() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let mut name = dir.path().as_os_str().as_bytes().to_vec();
+    name.extend_from_slice(b"/r\xff\xfe.json");
+    let path = PathBuf::from(OsString::from_vec(name.clone()));
+    fs::copy(&good, &path).unwrap();
+
+    // As REPORT of advise: taken.
+    bin()
+        .args(["advise", "--cost-linear", "1,0.1"])
+        .arg(&path)
+        .assert()
+        .success();
+    // As a bucket's report: taken too, and named as the other errors and
+    // warnings name it (the bytes that are not UTF-8 as U+FFFD).
+    let mut bucket = b"1-4:linear:1,0.1:".to_vec();
+    bucket.extend_from_slice(&name);
+    let out = bin()
+        .args(["advise", "batch", "--format", "table"])
+        .arg("--bucket")
+        .arg(OsString::from_vec(bucket))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let shown = format!("{}/r\u{fffd}\u{fffd}.json", dir.path().display());
+    assert!(stdout.contains(&format!("1.781x  {shown}\n")), "{stdout}");
+    assert!(
+        stderr.contains(&format!("warning: bucket 1-4 ({shown}): only 8 steps")),
+        "{stderr}"
+    );
+    // The batch sizes and the cost are text: bytes that are not UTF-8
+    // there are an error that says where they are.
+    let out = bin()
+        .args(["advise", "batch", "--bucket"])
+        .arg(std::ffi::OsStr::from_bytes(b"1-4:linear:1,0.1\xff:r.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with(
+            "error: invalid value '1-4:linear:1,0.1\u{fffd}:r.json' for '--bucket <START-END:COST:REPORT>': the cost values \"1,0.1\u{fffd}\" are not UTF-8 text"
+        ),
+        "{stderr}"
+    );
+}
+
+/// Standard input can be read once: a second bucket reading `-` is refused
+/// before any report is read, naming both buckets, instead of failing on
+/// an empty "-" once the first bucket has read everything.
+#[test]
+fn only_one_bucket_reads_standard_input() {
+    let dir = TempDir::new().unwrap();
+    let (good, _) = report(&dir, "good", GOOD);
+    let content = fs::read_to_string(&good).unwrap();
+    let run = |buckets: &[&str]| {
+        let mut cmd = bin();
+        cmd.args(["advise", "batch", "--format", "vllm"]);
+        for b in buckets {
+            cmd.arg("--bucket").arg(b);
+        }
+        cmd.write_stdin(content.clone()).output().unwrap()
+    };
+    // One bucket from standard input: fine, and named as advise names it.
+    let one = run(&["1-4:linear:1,0.1:-", &format!("5-8:linear:1,0.1:{good}")]);
+    assert_eq!(one.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&one.stderr)
+            .contains("warning: bucket 1-4 (<stdin>): only 8 steps drafted a token"),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    // Two: refused up front (bucket 1's missing report is never opened).
+    let two = run(&[
+        "1-4:linear:1,0.1:missing.json",
+        "5-8:linear:1,0.1:-",
+        "9-12:linear:1,0.1:-",
+    ]);
+    assert_eq!(
+        (two.status.code(), two.stdout.as_slice()),
+        (Some(2), &b""[..])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&two.stderr),
+        "error: bucket 3 reads standard input (-), which bucket 2 already reads; only one bucket can read standard input\n"
+    );
 }

@@ -1,4 +1,4 @@
-//! Integration tests of the `specdec-metrics` binary: `replay` (the reference's "Command line"),
+//! Integration tests of the `specdec-metrics` binary: `replay` (`docs/cli.md`),
 //! its output formats and plot, `merge`, and every kind of bad input.
 
 use std::fmt::Write as _;
@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use specdec_metrics::AcceptanceHistogram;
 use tempfile::TempDir;
 
@@ -148,14 +150,8 @@ fn replay_accepts_crlf_and_a_last_line_without_newline() {
 /// lines. Returns the input and the expected
 /// histogram.
 fn random_trace(lines: usize, max: usize, seed: u64) -> (String, AcceptanceHistogram) {
-    let mut state = seed;
-    let mut next = move |n: u64| {
-        // xorshift64*
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
-    };
+    let mut rng = SplitMix64::seed_from_u64(seed);
+    let mut next = move |n: u64| rng.next_u64() % n;
     let mut h = AcceptanceHistogram::new(max).unwrap();
     let mut s = String::new();
     let k_max = max as u64;
@@ -470,6 +466,46 @@ fn replay_invalid_text_is_malformed_in_ignored_values_too() {
         .write_stdin(report("\"prompt\":\"café ✓ \\ud83d\\ude00\"".as_bytes()))
         .assert()
         .success();
+}
+
+/// A count with a minus sign is a negative number, whatever its value:
+/// `-0` (and `-0.0`, `-0e3`, which serde reads as the same -0.0) is told to
+/// be written as 0, never called "a whole number written with a decimal
+/// point or an exponent"; other negatives are named as negative, in every
+/// place a count goes, on the fast path's shapes and the others alike.
+#[test]
+fn replay_names_negative_zero_and_negative_numbers_as_such() {
+    let negative_zero = "must be an integer >= 0, got -0, a zero with a minus sign (write it as 0)";
+    for (line, message) in [
+        (r#"{"drafted":-0,"accepted":0}"#, format!("\"drafted\" {negative_zero}")),
+        (r#"{"drafted":0,"accepted":-0}"#, format!("\"accepted\" {negative_zero}")),
+        (r#"{"accepted":-0,"drafted":1}"#, format!("\"accepted\" {negative_zero}")),
+        (r#"{"scheduled":-0}"#, format!("\"scheduled\" {negative_zero}")),
+        (r#"{"scheduled":-0.0}"#, format!("\"scheduled\" {negative_zero}")),
+        (r#"{"scheduled":-0e3}"#, format!("\"scheduled\" {negative_zero}")),
+        (
+            r#"{"per_step_drafted":[1,-0],"per_step_accepted":[0,0]}"#,
+            format!("\"per_step_drafted\"[1] {negative_zero}"),
+        ),
+        (
+            r#"{"drafted":-1.0,"accepted":0}"#,
+            "\"drafted\" must be an integer >= 0, got the negative number -1".to_owned(),
+        ),
+        (
+            r#"{"drafted":-18446744073709551616,"accepted":0}"#,
+            "\"drafted\" must be an integer >= 0, got the negative number -18446744073709552000".to_owned(),
+        ),
+        (
+            r#"{"per_step_drafted":-0,"per_step_accepted":[]}"#,
+            "\"per_step_drafted\" must be an array of integers >= 0, got -0, a zero with a minus sign (write it as 0)".to_owned(),
+        ),
+    ] {
+        replay_stdin(3, &format!("{line}\n"))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(format!("error: <stdin>: line 1: {message}\n"));
+    }
 }
 
 #[test]
@@ -946,6 +982,53 @@ fn on_a_terminal(sh_command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A flag value with control characters (a terminal title sequence, ESC
+/// ... BEL) is escaped in the argument parser's errors too: on a terminal,
+/// where clap would write it raw among its colours, as in a pipe, where it
+/// would strip it.
+#[test]
+fn flag_errors_escape_the_value_they_quote() {
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    for args in [
+        "replay --max-draft-len \"$v\"",
+        "advise batch --bucket \"1-4:x$v:1:r.json\"",
+        "merge --format \"$v\" r.json",
+        "\"$v\"",
+    ] {
+        let sh = format!(
+            "v=$(printf 'x\\033]0;pwned\\007'); {} {args}; echo \"exit $?\"",
+            bin.display()
+        );
+        let screen = on_a_terminal(&sh);
+        assert!(!screen.contains('\x1b'), "{args}: {screen:?}");
+        assert!(!screen.contains("\\u001b["), "{args}: {screen:?}");
+        assert!(
+            screen.contains("x\\u001b]0;pwned\\u0007"),
+            "{args}: {screen:?}"
+        );
+        assert!(screen.contains("exit 2"), "{args}: {screen:?}");
+        let piped = std::process::Command::new("sh")
+            .args(["-c", &sh])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&piped.stderr);
+        assert!(
+            stderr.contains("x\\u001b]0;pwned\\u0007"),
+            "{args}: {stderr}"
+        );
+    }
+    // Version and help are not errors: standard output, status 0.
+    for flag in ["--version", "--help"] {
+        let out = std::process::Command::new(bin).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("specdec-metrics"),
+            "{flag}"
+        );
+        assert!(out.stderr.is_empty(), "{flag}");
+    }
+}
+
 #[test]
 fn replay_shows_progress_when_stderr_is_a_terminal() {
     let dir = TempDir::new().unwrap();
@@ -1209,6 +1292,23 @@ fn merge_equals_replay_of_all_the_input() {
     // Table output works on merged reports too.
     let table = stdout_of(bin().args(["merge", "--format", "table"]).arg(&ra).arg(&rb));
     assert!(table.starts_with("Acceptance histogram by draft length (K = num_spec_tokens = 4)"));
+}
+
+/// Standard input can be read once: `merge - -` is refused before any
+/// report is read, instead of failing on an empty second "-".
+#[test]
+fn merge_reads_standard_input_once() {
+    let dir = TempDir::new().unwrap();
+    let report = write(&dir, "r.json", EXAMPLE_REPORT);
+    bin()
+        .args(["merge", "missing.json", "-"])
+        .arg(&report)
+        .arg("-")
+        .write_stdin(EXAMPLE_REPORT)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: report 4 reads standard input (-), which report 2 already reads; only one report can read standard input\n");
 }
 
 #[test]

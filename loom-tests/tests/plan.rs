@@ -73,3 +73,58 @@ fn shared_plan_is_never_mixed() {
         );
     }
 }
+
+/// The per-state plan: a reader loading while two plans are published sees
+/// only whole plans (every state's length and K from the same publish) and
+/// never an older plan after a newer one.
+#[test]
+fn shared_state_plan_is_never_mixed() {
+    use specdec_metrics::{RequestState, SharedStatePlan, StatePlan};
+    // Three plans whose every field differs.
+    let plans = [
+        StatePlan::new([1, 2, 3, 4], 8).unwrap(),
+        StatePlan::new([5, 6, 7, 8], 8).unwrap(),
+        StatePlan::new([2, 1, 0, 3], 4).unwrap(),
+    ];
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    {
+        let seen = Arc::clone(&seen);
+        loom::model(move || {
+            let cell = Arc::new(SharedStatePlan::new(plans[0]));
+            let reader = {
+                let cell = Arc::clone(&cell);
+                thread::spawn(move || {
+                    let first = cell.load();
+                    // A request-step's read: one load of the same word.
+                    let k = cell.draft_len_for(RequestState::with_score(1.0), 0);
+                    (first, k, cell.load())
+                })
+            };
+            cell.publish(plans[1]);
+            cell.publish(plans[2]);
+            let (first, k, second) = reader.join().unwrap();
+            let index = |p: StatePlan| {
+                plans
+                    .iter()
+                    .position(|&q| q == p)
+                    .unwrap_or_else(|| panic!("a mixed plan: {p:?}"))
+            };
+            let (i, j) = (index(first), index(second));
+            assert!(i <= j, "plan {j} read after the newer plan {i}");
+            let top = RequestState::with_score(1.0);
+            assert!(
+                plans[i..=j].iter().any(|p| p.draft_len(top) == k),
+                "draft length {k} of no plan between {i} and {j}"
+            );
+            seen.lock().unwrap().insert((i, j));
+        });
+    }
+    let seen = seen.lock().unwrap();
+    println!("loom model shared_state_plan_is_never_mixed: (first, second) plans seen {seen:?}");
+    for pair in [(0, 0), (0, 1), (1, 2), (2, 2), (0, 2)] {
+        assert!(
+            seen.contains(&pair),
+            "{pair:?} never occurred; seen {seen:?}"
+        );
+    }
+}

@@ -219,23 +219,194 @@ impl Advisor {
         h: &AcceptanceHistogram,
         cost: &StepCost,
     ) -> Result<Recommendation, CostError> {
-        let cost = cost.bind(h.max_draft_len())?;
-        let continuation = Continuation::new(h);
+        self.recommend_from(&Continuation::new(h), Some(h), cost)
+    }
+
+    /// The recommendation from continuation counts alone, such as those
+    /// [`EngineCounters`](crate::EngineCounters) identifies from another
+    /// engine's per-position counters. Without the histogram's rows there
+    /// is no row check: every candidate's `row_*` fields are empty, and
+    /// `num_spec_steps` is the trials at position 1 (the steps that drafted
+    /// at least one token).
+    ///
+    /// # Errors
+    ///
+    /// [`CostError::TableLength`] for a cost table of another `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{Advisor, EngineCounters, Identified, StepCost};
+    /// // vLLM's counters at K = 3: 1000 drafts, acceptance 0.8 per position.
+    /// let counters = EngineCounters::new(3, 1000, 3000, 800 + 640 + 512, vec![800, 640, 512])?;
+    /// let Identified::Exact { continuation, .. } = counters.identify()? else { panic!() };
+    /// let advice = Advisor::default().recommend_continuation(&continuation, &StepCost::linear(1.0, 0.1)?)?;
+    /// assert_eq!(advice.draft_len, 3);
+    /// assert_eq!(advice.candidates[3].row_mean_accepted, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recommend_continuation(
+        &self,
+        continuation: &Continuation,
+        cost: &StepCost,
+    ) -> Result<Recommendation, CostError> {
+        self.recommend_from(continuation, None, cost)
+    }
+
+    fn recommend_from(
+        &self,
+        continuation: &Continuation,
+        h: Option<&AcceptanceHistogram>,
+        cost: &StepCost,
+    ) -> Result<Recommendation, CostError> {
+        let cost = cost.bind(continuation.max_draft_len())?;
         let chain = Chain::from_counts(continuation.counts(), self.prior);
         let z = normal_quantile(0.5 + self.credible_level / 2.0);
         let best = best_by_mean(&chain, &cost);
-        let mut candidates = self.candidates(&chain, &cost, &continuation, best, z, h);
+        let mut candidates = self.candidates(&chain, &cost, continuation, best, z, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
         Ok(Recommendation {
             draft_len: best,
             expected_speedup: goodput(&chain, &cost, best),
-            num_spec_steps: h.num_spec_steps(),
+            num_spec_steps: h.map_or(continuation.at(1).1, AcceptanceHistogram::num_spec_steps),
             prior: self.prior,
             credible_level: self.credible_level,
-            positions: self.positions(&continuation, z),
+            positions: self.positions(continuation, z),
             candidates,
             row_distance_bound,
         })
+    }
+
+    /// How drafting `k` compares with drafting `baseline` (for example the
+    /// recommendation against the length an engine runs now): the ratio of
+    /// their posterior mean goodputs, its central credible interval (delta
+    /// method on the chain's exact moments, normal approximation), and the
+    /// posterior probability that `k` has the higher goodput.
+    ///
+    /// # Errors
+    ///
+    /// [`CostError::TableLength`] for a cost table of another `K`.
+    ///
+    /// # Panics
+    ///
+    /// When `k` or `baseline` is above `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{Advisor, EngineCounters, Identified, StepCost};
+    /// let counters = EngineCounters::new(3, 1000, 3000, 800 + 640 + 512, vec![800, 640, 512])?;
+    /// let Identified::Exact { continuation, .. } = counters.identify()? else { panic!() };
+    /// let cost = StepCost::linear(1.0, 0.1)?;
+    /// let vs_one = Advisor::default().compare(&continuation, &cost, 3, 1)?;
+    /// assert!(vs_one.ratio > 1.2 && vs_one.interval[0] < vs_one.ratio && vs_one.ratio < vs_one.interval[1]);
+    /// assert!(vs_one.prob_better > 0.99);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compare(
+        &self,
+        continuation: &Continuation,
+        cost: &StepCost,
+        k: usize,
+        baseline: usize,
+    ) -> Result<Comparison, CostError> {
+        let cost = cost.bind(continuation.max_draft_len())?;
+        let chain = Chain::from_counts(continuation.counts(), self.prior);
+        let z = normal_quantile(0.5 + self.credible_level / 2.0);
+        let mut cov = Vec::new();
+        chain.covariances_with(baseline, &mut cov);
+        let (gk, gb) = (goodput(&chain, &cost, k), goodput(&chain, &cost, baseline));
+        let ratio = gk / gb;
+        let (rk, rb) = (cost.relative(k), cost.relative(baseline));
+        // Var(g_k / g_b) by the delta method, from Var g_k, Var g_b and
+        // their covariance.
+        let (vk, vb, c) = (
+            chain.variance(k) / (rk * rk),
+            chain.variance(baseline) / (rb * rb),
+            cov[k] / (rk * rb),
+        );
+        let sd = ((vk + ratio * ratio * vb - 2.0 * ratio * c) / (gb * gb))
+            .max(0.0)
+            .sqrt();
+        let d = GoodputDifference::new(&chain, &cost, k, baseline, cov[k]);
+        Ok(Comparison {
+            ratio,
+            interval: [(ratio - z * sd).max(0.0), ratio + z * sd],
+            prob_better: if k == baseline {
+                0.5
+            } else {
+                normal_cdf(d.mean / d.variance.max(f64::MIN_POSITIVE).sqrt())
+            },
+        })
+    }
+
+    /// A guess beyond the data, for draft lengths above `K` that were never
+    /// drafted: the best length in `0..=up_to` if every position above the
+    /// last one with trials continued at that position's posterior mean
+    /// rate. `None` when that length is not above `K` (the data does not
+    /// suggest drafting longer) or no position has trials.
+    ///
+    /// This is an **extrapolation**, not an estimate: positions above `K`
+    /// may accept less (or more) than the last one measured. Raise `K` to
+    /// the suggested length and measure before trusting it.
+    ///
+    /// # Errors
+    ///
+    /// [`CostError::TableLength`] when `cost` does not cover `0..=up_to` (a
+    /// table covers only its own `K`).
+    ///
+    /// ```
+    /// use specdec_metrics::{Advisor, EngineCounters, Identified, StepCost};
+    /// // K = 3, every position accepted 90% of the time: longer would pay.
+    /// let counters = EngineCounters::new(3, 10_000, 30_000, 9000 + 8100 + 7290, vec![9000, 8100, 7290])?;
+    /// let Identified::Exact { continuation, .. } = counters.identify()? else { panic!() };
+    /// let guess = Advisor::default()
+    ///     .extrapolate(&continuation, &StepCost::linear(1.0, 0.05)?, 16)?
+    ///     .expect("rates this high suggest a longer draft");
+    /// assert!(guess.draft_len > 3 && guess.from_position == 3);
+    /// assert!((guess.rate - 0.9).abs() < 0.01);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn extrapolate(
+        &self,
+        continuation: &Continuation,
+        cost: &StepCost,
+        up_to: usize,
+    ) -> Result<Option<Extrapolation>, CostError> {
+        let max = continuation.max_draft_len();
+        let up_to = up_to.min(crate::MAX_MAX_DRAFT_LEN);
+        if up_to <= max {
+            return Ok(None);
+        }
+        let cost = cost.bind(up_to)?;
+        let Some(last) = continuation.counts().iter().rposition(|&(_, n)| n > 0) else {
+            return Ok(None);
+        };
+        let chain = Chain::from_counts(&continuation.counts()[..=last], self.prior);
+        let (s, n) = continuation.counts()[last];
+        let rate = self.prior.posterior(s as f64, n as f64).mean();
+        let (mut expected, mut product) = (
+            chain.mean(last + 1),
+            chain.mean(last + 1) - chain.mean(last),
+        );
+        let speedup = |expected: f64, k: usize| (1.0 + expected) / cost.relative(k);
+        let mut best = (0, 1.0);
+        for k in 1..=last + 1 {
+            let g = speedup(chain.mean(k), k);
+            if g > best.1 * (1.0 + 1e-12) {
+                best = (k, g);
+            }
+        }
+        for k in last + 2..=up_to {
+            product *= rate;
+            expected += product;
+            let g = speedup(expected, k);
+            if g > best.1 * (1.0 + 1e-12) {
+                best = (k, g);
+            }
+        }
+        Ok((best.0 > max).then_some(Extrapolation {
+            draft_len: best.0,
+            expected_speedup: best.1,
+            rate,
+            from_position: last + 1,
+        }))
     }
 
     /// Positions `1..=K`: counts and the posterior of each rate.
@@ -268,7 +439,7 @@ impl Advisor {
         continuation: &Continuation,
         best: usize,
         z: f64,
-        h: &AcceptanceHistogram,
+        h: Option<&AcceptanceHistogram>,
     ) -> Vec<Candidate> {
         let mut cov = Vec::new();
         chain.covariances_with(best, &mut cov);
@@ -286,7 +457,7 @@ impl Advisor {
                     let d = GoodputDifference::new(chain, cost, k, best, cov[k]);
                     normal_cdf(d.mean / d.variance.max(f64::MIN_POSITIVE).sqrt())
                 };
-                let row = RowCheck::new(h, k, mean, sd);
+                let row = h.map_or(RowCheck::NONE, |h| RowCheck::new(h, k, mean, sd));
                 Candidate {
                     draft_len: k,
                     expected_accepted: mean,
@@ -298,7 +469,7 @@ impl Advisor {
                     speedup: goodput(chain, cost, k),
                     prob_beats_choice,
                     uses_prior,
-                    row_steps: h.row_steps(k),
+                    row_steps: h.map_or(0, |h| h.row_steps(k)),
                     row_mean_accepted: row.mean,
                     row_mean_sd: row.mean_sd,
                     row_distance: row.distance,
@@ -325,6 +496,33 @@ fn flag_disagreeing_rows(candidates: &mut [Candidate]) -> f64 {
     bound
 }
 
+/// How one draft length compares with another ([`Advisor::compare`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Comparison {
+    /// Posterior mean goodput of `k` over that of the baseline.
+    pub ratio: f64,
+    /// Central credible interval of the ratio, at the advisor's level.
+    pub interval: [f64; 2],
+    /// Posterior probability that `k` has the higher goodput.
+    pub prob_better: f64,
+}
+
+/// A draft length beyond the data, from [`Advisor::extrapolate`]: a guess
+/// to test by raising `K`, not a measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Extrapolation {
+    /// The draft length that would be best under the guess.
+    pub draft_len: usize,
+    /// Its goodput over not speculating, under the guess.
+    pub expected_speedup: f64,
+    /// The continuation rate assumed above the data.
+    pub rate: f64,
+    /// The last position measured (from 1), whose rate is continued.
+    pub from_position: usize,
+}
+
 /// Rows with fewer steps are not compared with the chain.
 pub const MIN_ROW_STEPS: u64 = 100;
 
@@ -340,6 +538,13 @@ struct RowCheck {
 }
 
 impl RowCheck {
+    /// No row to check.
+    const NONE: Self = Self {
+        mean: None,
+        mean_sd: None,
+        distance: None,
+    };
+
     /// For row `k`: its plain mean of accepted drafts; the standard error of
     /// that mean (its sample standard deviation over the square root of its
     /// steps, from 2 steps); and from [`MIN_ROW_STEPS`] steps the distance
@@ -348,11 +553,7 @@ impl RowCheck {
         let steps = h.row_steps(k);
         let row = h.row(k).unwrap_or(&[]);
         if steps == 0 {
-            return Self {
-                mean: None,
-                mean_sd: None,
-                distance: None,
-            };
+            return Self::NONE;
         }
         let n = steps as f64;
         let mean = row

@@ -6,8 +6,8 @@ use super::continuation::Continuation;
 use super::cost::{BoundCost, StepCost};
 use super::plan::DraftPlan;
 use super::stats::{
-    BetaPrior, Chain, GoodputDifference, best_by_mean, chi_square_1_quantile, goodput, normal_cdf,
-    normal_quantile,
+    BetaPrior, Chain, GoodputDifference, best_by_mean_from, chi_square_1_quantile, goodput,
+    normal_cdf, normal_quantile,
 };
 use crate::AcceptanceHistogram;
 use crate::error::{ConfigError, ParameterError};
@@ -140,6 +140,8 @@ use crate::error::{ConfigError, ParameterError};
 #[derive(Clone, Debug)]
 pub struct DraftController {
     max_draft_len: usize,
+    /// The shortest draft length the controller chooses (0 unless set).
+    min_draft_len: usize,
     cost: BoundCost,
     prior: BetaPrior,
     evidence: f64,
@@ -297,6 +299,7 @@ impl DraftController {
         let cost = cost.bind(max_draft_len).map_err(ConfigError::Cost)?;
         let mut controller = Self {
             max_draft_len,
+            min_draft_len: 0,
             cost,
             prior: BetaPrior::UNIFORM,
             evidence: DEFAULT_EVIDENCE,
@@ -394,10 +397,52 @@ impl DraftController {
         Ok(self)
     }
 
+    /// The same controller never choosing a draft length below
+    /// `min_draft_len` (`0..=K`; default 0). With 1, it always speculates:
+    /// for a policy whose choice decides whether data keeps coming (a
+    /// request state that is never drafted for is never verified and never
+    /// leaves its state), or an engine that must not stop drafting. Its
+    /// choice is recomputed from what it remembers.
+    ///
+    /// # Errors
+    ///
+    /// [`ParameterError`] above `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+    /// let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_min_draft_len(1)?;
+    /// let mut window = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..5000 {
+    ///     window.observe(2, 0)?; // nothing is ever accepted
+    /// }
+    /// c.update(&window);
+    /// assert_eq!(c.draft_len(), 1); // without the floor: 0
+    /// assert!(DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_min_draft_len(5).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_min_draft_len(mut self, min_draft_len: usize) -> Result<Self, ParameterError> {
+        if min_draft_len > self.max_draft_len {
+            return Err(ParameterError::new(
+                "min_draft_len",
+                min_draft_len as f64,
+                "a draft length no longer than max_draft_len",
+            ));
+        }
+        self.min_draft_len = min_draft_len;
+        self.reset_choice();
+        Ok(self)
+    }
+
+    /// The shortest draft length the controller chooses.
+    pub fn min_draft_len(&self) -> usize {
+        self.min_draft_len
+    }
+
     /// Sets the choice to the best under the current memory, unconditionally.
     fn reset_choice(&mut self) {
         let chain = self.chain();
-        self.plan = DraftPlan::new_unchecked(best_by_mean(&chain, &self.cost), self.max_draft_len);
+        let best = best_by_mean_from(&chain, &self.cost, self.min_draft_len);
+        self.plan = DraftPlan::new_unchecked(best, self.max_draft_len);
     }
 
     fn chain(&self) -> Chain {
@@ -507,7 +552,7 @@ impl DraftController {
         let mut best: Option<(usize, f64)> = None;
         for (k, &cov_k) in cov.iter().enumerate() {
             let g_k = goodput(chain, &self.cost, k);
-            if k == current || best.is_some_and(|(_, g)| g_k <= g) {
+            if k == current || k < self.min_draft_len || best.is_some_and(|(_, g)| g_k <= g) {
                 continue;
             }
             let d = GoodputDifference::new(chain, &self.cost, k, current, cov_k);

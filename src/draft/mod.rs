@@ -5,12 +5,16 @@
 //!   of a goodput difference, normal quantiles.
 //! - [`Continuation`] (`continuation.rs`): the continuation counts
 //!   `(s_i, n_i)` of a histogram and the chain estimate `E[a | k]`.
+//! - [`EngineCounters`] (`engine.rs`): the same counts from the
+//!   per-position counters engines export, with a verdict on exactness.
 //! - [`StepCost`] (`cost.rs`): what a step costs at each draft length.
 //! - [`Advisor`] (`advisor.rs`): one histogram and a cost to a
 //!   [`Recommendation`].
 //! - [`DraftController`] (`controller.rs`): the draft length interval by
 //!   interval; [`DraftPlan`] and [`SharedPlan`] (`plan.rs`) hand it to
 //!   engine threads.
+//! - [`RequestState`], [`StateController`], [`StatePlan`],
+//!   [`SharedStatePlan`] (`state.rs`): a draft length per request state.
 //! - [`BatchTable`] (`batch_table.rs`): one recommendation per batch-size
 //!   bucket, as vLLM's and TensorRT-LLM's schedules.
 
@@ -19,13 +23,21 @@ mod batch_table;
 mod continuation;
 mod controller;
 mod cost;
+mod engine;
 mod plan;
+mod state;
 mod stats;
 
-pub use advisor::{Advisor, Candidate, MIN_ROW_STEPS, PositionEstimate, Recommendation};
+pub use advisor::{
+    Advisor, Candidate, Comparison, Extrapolation, MIN_ROW_STEPS, PositionEstimate, Recommendation,
+};
 pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmSchedule};
 pub use continuation::Continuation;
 pub use controller::DraftController;
 pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
+pub use engine::{
+    ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
+};
 pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
+pub use state::{RequestState, SharedStatePlan, StateController, StatePlan};
 pub use stats::BetaPrior;

@@ -239,8 +239,13 @@ const TIE: f64 = 1e-12;
 /// The draft length with the highest posterior mean goodput; the shorter on
 /// a tie (within a relative [`TIE`]).
 pub(crate) fn best_by_mean(chain: &Chain, cost: &BoundCost) -> usize {
-    let mut best = (0, goodput(chain, cost, 0));
-    for k in 1..=chain.max_draft_len() {
+    best_by_mean_from(chain, cost, 0)
+}
+
+/// As [`best_by_mean`], among the draft lengths `min..=K` (`min <= K`).
+pub(crate) fn best_by_mean_from(chain: &Chain, cost: &BoundCost, min: usize) -> usize {
+    let mut best = (min, goodput(chain, cost, min));
+    for k in min + 1..=chain.max_draft_len() {
         let g = goodput(chain, cost, k);
         if g > best.1 * (1.0 + TIE) {
             best = (k, g);
@@ -332,7 +337,7 @@ pub(crate) fn normal_cdf(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::{RngCore, SeedableRng};
+    use rand::{RngCore, SeedableRng};
     use rand_xoshiro::SplitMix64;
 
     /// Uniform in `[0, 1)`.

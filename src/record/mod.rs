@@ -18,4 +18,4 @@ pub(crate) mod sync;
 
 pub use histogram::AcceptanceHistogram;
 pub use layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
-pub use recorder::{Recorder, Worker};
+pub use recorder::{MAX_STATES, Recorder, Worker};

@@ -81,13 +81,12 @@ use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
 
 use super::histogram::AcceptanceHistogram;
-use super::shard::{CounterBlock, Shard, Shards, Slots, Stripes};
+use super::shard::{CounterBlock, MAX_STRIPES, Shard, Shards, Slots, Stripes};
+
+/// The most request states a [`Recorder`] keeps histograms for.
+pub const MAX_STATES: usize = 16;
 use super::sync::{self, Arc, AtomicUsize, Ordering};
 use crate::error::{ConfigError, ObserveError};
-
-/// Stripe count cap for the any-thread path: beyond 16 stripes the memory
-/// (16 × ~17 KiB at K = 64) buys little for a path meant to be rare.
-const MAX_STRIPES: usize = 16;
 
 /// Records verify steps from every thread of an engine and produces
 /// snapshots of the engine-wide [`AcceptanceHistogram`].
@@ -255,9 +254,44 @@ impl Recorder {
     /// assert!(Recorder::new(0).is_err());
     /// ```
     pub fn new(max_draft_len: usize) -> Result<Self, ConfigError> {
+        Self::with_states(max_draft_len, 1)
+    }
+
+    /// A recorder that keeps one histogram per request state `0..states`
+    /// (`1..=16`; [`MAX_STATES`]), recorded with
+    /// [`Worker::observe_in`] and read with
+    /// [`snapshot_by_state`](Self::snapshot_by_state), for a drafting
+    /// policy that chooses the draft length per request state (see
+    /// `RequestState` and `StateController`). [`snapshot`](Self::snapshot)
+    /// stays the engine-wide histogram: the sum over the states. A
+    /// recording call without a state records in state 0. Each shard holds
+    /// `states` triangles of buckets, so keep `states` as small as the
+    /// policy needs.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] unless `1 <= max_draft_len <= 64` and `1 <= states
+    /// <= 16`.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::with_states(4, 4)?;
+    /// let worker = recorder.worker();
+    /// worker.observe_in(0, 4, 0)?; // a request in a hard stretch
+    /// worker.observe_in(3, 4, 4)?; // one in an easy stretch
+    /// let states = recorder.snapshot_by_state();
+    /// assert_eq!((states[0].count(4, 0), states[3].count(4, 4)), (1, 1));
+    /// assert_eq!(recorder.snapshot().num_spec_steps(), 2); // the sum
+    /// assert!(Recorder::with_states(4, 17).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_states(max_draft_len: usize, states: usize) -> Result<Self, ConfigError> {
         ConfigError::check_max_draft_len(max_draft_len)?;
+        if !(1..=MAX_STATES).contains(&states) {
+            return Err(ConfigError::States { states });
+        }
         let stripes = sync::parallelism().next_power_of_two().min(MAX_STRIPES);
-        let slots = Slots::new(max_draft_len);
+        let slots = Slots::with_states(max_draft_len, states);
         Ok(Self {
             inner: Arc::new(Inner {
                 slots,
@@ -272,6 +306,11 @@ impl Recorder {
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
         self.slots.max_draft_len
+    }
+
+    /// The number of request states (1 for [`Recorder::new`]).
+    pub fn states(&self) -> usize {
+        self.slots.states
     }
 
     /// A recording handle for the calling thread (movable to another).
@@ -345,6 +384,26 @@ impl Recorder {
         })
     }
 
+    /// Records one verify step of a request in state `state` from any
+    /// thread, without a [`Worker`]: as [`observe`](Self::observe), in
+    /// that state's histogram (see [`with_states`](Self::with_states)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Worker::observe_in`].
+    #[inline]
+    pub fn observe_in(
+        &self,
+        state: usize,
+        drafted: usize,
+        accepted: usize,
+    ) -> Result<(), ObserveError> {
+        self.slots
+            .observe_in_with(state, drafted, accepted, |index| {
+                self.stripes.increment(sync::thread_hint(), index);
+            })
+    }
+
     /// Records one scheduler step whose draft budget was `budget` (`0`: the
     /// schedule chose not to speculate), from any thread: one relaxed
     /// `fetch_add` on a stripe picked per thread. Prefer a `Worker` on hot
@@ -413,18 +472,19 @@ impl Recorder {
     /// # Ok::<(), specdec_metrics::ConfigError>(())
     /// ```
     pub fn snapshot(&self) -> AcceptanceHistogram {
-        let inner = &*self.inner;
-        let mut totals = vec![0u64; inner.slots.len()];
-        // Acquire (inside `iter`): pairs with the publication of each shard.
-        for shard in inner.shards.iter() {
-            shard.counters().add_to(&mut totals);
-        }
-        self.stripes.add_to(&mut totals);
-        let slots = inner.slots;
+        let slots = self.slots;
+        let mut totals = self.read_counters();
         let scheduled = totals.split_off(slots.scheduled);
         let rejected = totals[slots.rejected];
         let undrafted = totals[slots.undrafted];
-        totals.truncate(slots.undrafted);
+        // The states' triangles summed into the first.
+        let (first, others) = totals.split_at_mut(slots.triangle);
+        for state in others[..slots.undrafted - slots.triangle].chunks_exact(slots.triangle) {
+            for (total, &count) in first.iter_mut().zip(state) {
+                *total = total.saturating_add(count);
+            }
+        }
+        totals.truncate(slots.triangle);
         AcceptanceHistogram::from_parts(
             slots.max_draft_len,
             totals.into_boxed_slice(),
@@ -432,6 +492,52 @@ impl Recorder {
             rejected,
             scheduled.into_boxed_slice(),
         )
+    }
+
+    /// One histogram per request state, `0..states()`, from one reading of
+    /// every counter (with the guarantees of [`snapshot`](Self::snapshot)):
+    /// the verify steps recorded in each state. Undrafted steps, rejected
+    /// observations and scheduled budgets belong to no state; they are in
+    /// [`snapshot`](Self::snapshot) only, and zero here.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::with_states(2, 3)?;
+    /// recorder.observe_in(1, 2, 1)?;
+    /// recorder.observe(2, 2)?; // no state: state 0
+    /// let states = recorder.snapshot_by_state();
+    /// assert_eq!(states.len(), 3);
+    /// assert_eq!((states[0].count(2, 2), states[1].count(2, 1), states[2].num_spec_steps()), (1, 1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn snapshot_by_state(&self) -> Vec<AcceptanceHistogram> {
+        let slots = self.slots;
+        let totals = self.read_counters();
+        totals[..slots.undrafted]
+            .chunks_exact(slots.triangle)
+            .map(|state| {
+                AcceptanceHistogram::from_parts(
+                    slots.max_draft_len,
+                    state.into(),
+                    0,
+                    0,
+                    vec![0; slots.max_draft_len + 1].into_boxed_slice(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every counter of a block, summed over the shards and the stripes
+    /// that were used: each counter is read once.
+    fn read_counters(&self) -> Vec<u64> {
+        let inner = &*self.inner;
+        let mut totals = vec![0u64; inner.slots.len()];
+        // Acquire (inside `iter`): pairs with the publication of each shard.
+        for shard in inner.shards.iter() {
+            shard.counters().add_to(&mut totals);
+        }
+        self.stripes.add_to(&mut totals);
+        totals
     }
 
     /// Shards created so far. Never more than the peak number of workers
@@ -550,6 +656,40 @@ impl Worker {
         })
     }
 
+    /// Records one verify step of a request in state `state`
+    /// (`0..Recorder::states()`): as [`observe`](Self::observe), in that
+    /// state's histogram. Still one relaxed load and store of one counter.
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError::StateOutOfRange`] for a state the recorder has no
+    /// histogram for, and the errors of [`observe`](Self::observe); the
+    /// step is then counted in `num_rejected_observations`.
+    ///
+    /// ```
+    /// use specdec_metrics::Recorder;
+    /// let recorder = Recorder::with_states(3, 2)?;
+    /// let worker = recorder.worker();
+    /// worker.observe_in(1, 3, 2)?;
+    /// assert!(worker.observe_in(1, 2, 3).is_err()); // a > k
+    /// assert!(worker.observe_in(2, 3, 0).is_err()); // no state 2
+    /// assert_eq!(recorder.snapshot_by_state()[1].count(3, 2), 1);
+    /// assert_eq!(recorder.snapshot().num_rejected_observations(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_in(
+        &self,
+        state: usize,
+        drafted: usize,
+        accepted: usize,
+    ) -> Result<(), ObserveError> {
+        self.slots
+            .observe_in_with(state, drafted, accepted, |index| {
+                self.counters.increment_exclusive(index);
+            })
+    }
+
     /// Records a step whose drafting policy proposed nothing.
     #[inline]
     pub fn observe_undrafted(&self) {
@@ -592,6 +732,11 @@ impl Worker {
     /// The configured maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
         self.slots.max_draft_len
+    }
+
+    /// The number of request states (1 for [`Recorder::new`]).
+    pub fn states(&self) -> usize {
+        self.slots.states
     }
 
     /// Which shard this worker records into: its position, from 0, in the

@@ -91,6 +91,11 @@ use crossbeam_utils::CachePadded;
 
 use super::layout::{bucket_count, checked_bucket_index};
 use super::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
+
+/// The most stripes of the any-thread path (see `Recorder::new`): beyond
+/// 16 the memory (16 × ~17 KiB at K = 64) buys little for a path meant to
+/// be rare.
+pub(crate) const MAX_STRIPES: usize = 16;
 use crate::error::ObserveError;
 
 /// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
@@ -111,12 +116,20 @@ pub(crate) struct CounterBlock {
     counters: Arc<[AtomicU64]>,
 }
 
-/// Which counter of a block each observation goes to, for one `K`:
-/// computed once, copied into every `Worker` so the hot path does no
-/// multiplication for the side counters.
+/// Which counter of a block each observation goes to, for one `K` and
+/// number of states: computed once, copied into every `Worker` so the hot
+/// path does no multiplication for the side counters.
+///
+/// A block holds one triangle of buckets per state (state `s` at `s *
+/// triangle`), then the side counters. With one state the layout is a
+/// single triangle, as the recording paths without a state use.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Slots {
     pub(crate) max_draft_len: usize,
+    /// Request states with a triangle of their own (at least 1).
+    pub(crate) states: usize,
+    /// Buckets of one triangle: `bucket_count(K)`.
+    pub(crate) triangle: usize,
     /// Index of the `num_undrafted_steps` counter.
     pub(crate) undrafted: usize,
     /// Index of the `num_rejected_observations` counter.
@@ -127,12 +140,23 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
+    #[cfg(test)]
     pub(crate) const fn new(max_draft_len: usize) -> Self {
+        Self::with_states(max_draft_len, 1)
+    }
+
+    /// The slots of `states` triangles (`states >= 1`, checked by the
+    /// caller).
+    pub(crate) const fn with_states(max_draft_len: usize, states: usize) -> Self {
+        let triangle = bucket_count(max_draft_len);
+        let buckets = states * triangle;
         Self {
             max_draft_len,
-            undrafted: bucket_count(max_draft_len),
-            rejected: bucket_count(max_draft_len) + 1,
-            scheduled: bucket_count(max_draft_len) + 2,
+            states,
+            triangle,
+            undrafted: buckets,
+            rejected: buckets + 1,
+            scheduled: buckets + 2,
         }
     }
 
@@ -165,10 +189,37 @@ impl Slots {
         }
     }
 
-    /// Records `(drafted, accepted)` with `increment`: on its bucket when
-    /// valid, else on the rejected counter and returning the error. Either
-    /// way exactly one counter is incremented; the error is built on a cold
-    /// path.
+    /// Records `(drafted, accepted)` of request state `state` with
+    /// `increment`: on its bucket in that state's triangle when valid, else
+    /// on the rejected counter and returning the error. Either way exactly
+    /// one counter is incremented; the error is built on a cold path.
+    #[inline(always)]
+    pub(crate) fn observe_in_with(
+        self,
+        state: usize,
+        drafted: usize,
+        accepted: usize,
+        increment: impl FnOnce(usize),
+    ) -> Result<(), ObserveError> {
+        let valid = checked_bucket_index(self.max_draft_len, drafted, accepted)
+            .filter(|_| state < self.states);
+        increment(valid.map_or(self.rejected, |i| state * self.triangle + i));
+        match valid {
+            Some(_) => Ok(()),
+            None => Err(ObserveError::in_state(
+                self.max_draft_len,
+                self.states,
+                state,
+                drafted,
+                accepted,
+            )),
+        }
+    }
+
+    /// Records `(drafted, accepted)` with `increment`: on its bucket (of
+    /// state 0) when valid, else on the rejected counter and returning the
+    /// error. Either way exactly one counter is incremented; the error is
+    /// built on a cold path.
     #[inline(always)]
     pub(crate) fn observe_with(
         self,
@@ -238,11 +289,17 @@ impl CounterBlock {
 /// two stripes share a line.
 ///
 /// A thread always uses stripe `hint & (count - 1)` for its
-/// [`thread_hint`](crate::sync::thread_hint): threads that started apart
+/// `thread_hint` (`sync.rs`): threads that started apart
 /// get different stripes until there are more threads than stripes. Held by
 /// value in the [`Recorder`](crate::Recorder) (one pointer, two numbers),
 /// so `Recorder::observe` reaches a counter through one pointer, like
 /// `Worker::observe`.
+///
+/// The last spare counter before each stripe is its *used* flag: 0 until a
+/// thread first counts in the stripe, then 1. A snapshot reads only the
+/// stripes whose flag is set, so unused stripes cost it one load each. The
+/// flag lies in the stripe's own padding: it is written once, by the
+/// stripe's own threads, and only read after that.
 #[derive(Clone)]
 pub(crate) struct Stripes {
     /// `PAD`, then per stripe its live counters and `PAD` spare ones.
@@ -259,6 +316,7 @@ impl Stripes {
     pub(crate) fn new(slots: Slots, count: usize) -> Self {
         debug_assert!(count.is_power_of_two());
         let stride = slots.len() + PAD;
+        debug_assert!(count <= MAX_STRIPES);
         Self {
             counters: (0..PAD + count * stride)
                 .map(|_| AtomicU64::new(0))
@@ -276,16 +334,35 @@ impl Stripes {
     /// Adds one to counter `index` of the calling thread's stripe.
     #[inline]
     pub(crate) fn increment(&self, hint: usize, index: usize) {
-        let at = PAD + (hint & self.mask) * self.stride + index;
+        let start = PAD + (hint & self.mask) * self.stride;
+        let used = &self.counters[start - 1];
+        // Relaxed load and store: the flag only has to be visible to every
+        // snapshot that the increment below happens-before, and the store
+        // is sequenced before that increment, so coherence gives it to
+        // them; no other memory is published with it. Stored once per
+        // stripe: later calls only load it.
+        if used.load(Ordering::Relaxed) == 0 {
+            used.store(1, Ordering::Relaxed);
+        }
+        let at = start + index;
         // Relaxed RMW: atomicity makes concurrent increments add up; nothing
         // else is ordered by a counter.
         self.counters[at].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Adds every stripe's counters to `totals` (saturating).
+    /// Adds the counters of every stripe that was used to `totals`
+    /// (saturating). A stripe whose flag reads unset holds no observation
+    /// that happened-before this call (see `increment`), so skipping it
+    /// keeps every guarantee of a snapshot: it is the sum of some set of
+    /// observations, and a later snapshot reads the flag set if this one
+    /// did.
     pub(crate) fn add_to(&self, totals: &mut [u64]) {
         for stripe in 0..self.count() {
             let start = PAD + stripe * self.stride;
+            // Relaxed: see `increment`.
+            if self.counters[start - 1].load(Ordering::Relaxed) == 0 {
+                continue;
+            }
             let live = &self.counters[start..start + totals.len()];
             for (counter, total) in live.iter().zip(totals.iter_mut()) {
                 // Relaxed: as in `CounterBlock::add_to`.
@@ -575,19 +652,39 @@ mod tests {
             expected[stripe + 1] = 2 * (stripe as u64 + 1);
             assert_eq!(live, expected, "stripe {stripe}");
         }
-        let padding = stripes
-            .counters
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i < PAD || (i - PAD) % stripes.stride >= slots.len());
-        assert!(
-            padding
-                .into_iter()
-                .all(|(_, c)| c.load(Ordering::Relaxed) == 0)
-        );
+        // The padding is untouched but for each used stripe's flag, the
+        // spare counter right before it.
+        let flags: Vec<usize> = (0..4).map(|s| PAD + s * stripes.stride - 1).collect();
+        for (i, c) in stripes.counters.iter().enumerate() {
+            let padding = i < PAD || (i - PAD) % stripes.stride >= slots.len();
+            let expected = u64::from(flags.contains(&i));
+            if padding {
+                assert_eq!(c.load(Ordering::Relaxed), expected, "spare counter {i}");
+            }
+        }
         let mut totals = vec![0; slots.len()];
         stripes.add_to(&mut totals);
         assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// A snapshot reads only the stripes that were used: a stripe whose
+    /// flag is unset is skipped, whatever its counters hold.
+    #[test]
+    fn unused_stripes_are_not_read() {
+        let slots = Slots::new(1);
+        let stripes = Stripes::new(slots, 4);
+        stripes.increment(1, 0);
+        // Stripe 2 was never used; a value planted in it is not read.
+        let start = PAD + 2 * stripes.stride;
+        stripes.counters[start].store(7, Ordering::Relaxed);
+        let mut totals = vec![0; slots.len()];
+        stripes.add_to(&mut totals);
+        assert_eq!(totals[0], 1);
+        // Once its flag is set (its first increment), it is read.
+        stripes.increment(2, 1);
+        let mut totals = vec![0; slots.len()];
+        stripes.add_to(&mut totals);
+        assert_eq!((totals[0], totals[1]), (8, 1));
     }
 
     /// The ABA case: a claimer reads top `a` with `b` below it; meanwhile

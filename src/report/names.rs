@@ -4,7 +4,8 @@
 //! cargo feature (a program that reads another engine's exposition can
 //! match them).
 
-// Without an exporter (the default build), only the public names are used.
+// The help texts, family indices and checks serve the exporters, which are
+// behind cargo features.
 #![cfg_attr(
     not(any(feature = "prometheus", feature = "metrics")),
     allow(dead_code)

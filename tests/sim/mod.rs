@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use rand_core::{RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use specdec_metrics::AcceptanceHistogram;
 

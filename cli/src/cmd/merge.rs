@@ -1,16 +1,16 @@
 //! `merge`: several reports (one per engine or replica) into one.
 //!
 //! Each file holds one report, as `replay` or an engine wrote it, read back
-//! strictly ([`crate::report_io`]); all reports must share one `K`. Every
+//! strictly ([`crate::io::read_report`]); all reports must share one `K`. Every
 //! error names the file.
 
 use std::path::{Path, PathBuf};
 
 use specdec_metrics::{AcceptanceHistogram, MergeError};
 
+use super::output::{OutputArgs, output};
 use crate::error::CliError;
-use crate::output::{OutputArgs, output};
-use crate::report_io::read_report;
+use crate::io::{input_name, read_report, stdin_at_most_once};
 
 /// The flags of `merge`.
 #[derive(clap::Args, Debug)]
@@ -30,9 +30,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 /// Reads and merges the reports at `paths` (`-` is standard input), in order.
 pub fn merge_files<P: AsRef<Path>>(paths: &[P]) -> Result<AcceptanceHistogram, CliError> {
+    stdin_at_most_once(paths.iter().map(AsRef::as_ref), "report")?;
     let mut merged: Option<(AcceptanceHistogram, String)> = None;
     for path in paths {
-        let name = path.as_ref().display().to_string();
+        let name = input_name(path.as_ref());
         let report = read_report(path.as_ref(), &name)?;
         match &mut merged {
             None => merged = Some((report, name)),

@@ -1,6 +1,6 @@
-//! `advise --batch-table`: one report and one step cost per batch-size
-//! bucket into the library's [`BatchTable`], printed as the schedules vLLM
-//! and TensorRT-LLM read.
+//! `advise batch`: one report and one step cost per batch-size bucket into
+//! the library's [`BatchTable`], printed as the schedules vLLM and
+//! TensorRT-LLM read.
 //!
 //! Each `--bucket` is `START-END:linear:BASE,PER_TOKEN:REPORT` or
 //! `START-END:table:C0,...,CK:REPORT`. The report comes last, so that a path
@@ -20,21 +20,46 @@
 //! one row per bucket and both engines' keys. The warnings of one report
 //! are given per bucket, naming it.
 
-use std::fmt::Write as _;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use clap::builder::{OsStringValueParser, TypedValueParser};
+
 use serde::Serialize;
 use specdec_metrics::{
-    Advisor, BatchBucket, BatchTable, BatchTableError, BucketSpan, StepCost, TrtllmSchedule,
+    BatchBucket, BatchTable, BatchTableError, BucketSpan, CostError, StepCost, TrtllmSchedule,
     VllmSchedule,
 };
 
-use super::{Args, Format, grid, level_percent, significant, trimmed, warnings};
+use super::{AdvisorArgs, warnings};
 use crate::error::CliError;
-use crate::format::{excerpt, group_digits};
-use crate::output::write_stdout;
-use crate::report_io::read_report;
+use crate::flags::Format;
+use crate::format::excerpt;
+use crate::io::{input_name, read_report, stdin_at_most_once, write_stdout};
+use crate::render::{self, json_line};
+
+/// The values of `--format`.
+const BATCH_FORMATS: &[Format] = &[Format::Json, Format::Table, Format::Vllm, Format::Trtllm];
+
+/// The flags of `advise batch`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    advisor: AdvisorArgs,
+    /// One bucket, repeated in order of batch size from 1 without gaps:
+    /// START-END:linear:BASE,PER_TOKEN:REPORT or
+    /// START-END:table:C0,...,CK:REPORT (batch sizes START..=END, the step
+    /// cost there, the report of the steps taken there; the report comes
+    /// last, so its path may hold ':'). Example: 1-8:linear:1,0.05:small.json.
+    #[arg(long, required = true, value_name = "START-END:COST:REPORT", value_parser = OsStringValueParser::new().try_map(parse_bucket), allow_hyphen_values = true)]
+    bucket: Vec<BucketArg>,
+    /// What standard output carries: every bucket's recommendation and
+    /// both engines' schedules as one line of JSON, a table for people,
+    /// or one engine's schedule alone (vllm, trtllm).
+    #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(BATCH_FORMATS))]
+    format: Format,
+}
 
 /// One `--bucket` value, parsed.
 #[derive(Clone, Debug)]
@@ -45,21 +70,82 @@ pub struct BucketArg {
     report: PathBuf,
 }
 
+impl BucketArg {
+    /// The report as messages and the table name it: `<stdin>` for `-`,
+    /// the path escaped otherwise.
+    fn name(&self) -> String {
+        input_name(&self.report)
+    }
+}
+
 const BUCKET_SYNTAX: &str =
     "START-END:linear:BASE,PER_TOKEN:REPORT or START-END:table:C0,...,CK:REPORT";
 
 /// Parses `START-END:linear:BASE,PER_TOKEN:REPORT` or
-/// `START-END:table:C0,...,CK:REPORT`.
-pub fn parse_bucket(s: &str) -> Result<BucketArg, String> {
-    let parts: Vec<&str> = s.splitn(4, ':').collect();
+/// `START-END:table:C0,...,CK:REPORT`. The batch sizes and the cost are
+/// text; the report, everything after the third `:`, is a path, whatever
+/// bytes it holds (as `REPORT` of `advise` is).
+pub fn parse_bucket(value: OsString) -> Result<BucketArg, String> {
+    let shown = || excerpt(&value.to_string_lossy());
+    let bytes = os_bytes(&value)
+        .ok_or_else(|| format!("{} is not valid Unicode; expected {BUCKET_SYNTAX}", shown()))?;
+    let parts: Vec<&[u8]> = bytes.splitn(4, |&b| b == b':').collect();
     let [range, kind, values, report] = parts[..] else {
         return Err(format!(
             "{} has {} part{} separated by ':'; expected {BUCKET_SYNTAX}",
-            excerpt(s),
+            shown(),
             parts.len(),
             if parts.len() == 1 { "" } else { "s" }
         ));
     };
+    let text = |field: &'_ [u8], what: &str, verb: &str| {
+        std::str::from_utf8(field).map(str::to_owned).map_err(|_| {
+            format!(
+                "{what} {} {verb} not UTF-8 text; only the report, after the third ':', may be any path",
+                excerpt(&String::from_utf8_lossy(field))
+            )
+        })
+    };
+    let range = text(range, "the batch sizes", "are")?;
+    let kind = text(kind, "the cost kind", "is")?;
+    let values = text(values, "the cost values", "are")?;
+    let report = path_from_bytes(report);
+    parse_fields(&range, &kind, &values, report)
+}
+
+/// The bytes of a command-line value: on unix any (`OsStrExt`); elsewhere
+/// those of valid Unicode only.
+#[cfg(unix)]
+fn os_bytes(value: &OsStr) -> Option<&[u8]> {
+    use std::os::unix::ffi::OsStrExt;
+    Some(value.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn os_bytes(value: &OsStr) -> Option<&[u8]> {
+    value.to_str().map(str::as_bytes)
+}
+
+/// The path of the bytes after a bucket's third `:`.
+#[cfg(unix)]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    // The bytes of valid Unicode cut at an ASCII ':' are valid Unicode.
+    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// The bucket of its batch sizes, cost kind, cost values and report.
+fn parse_fields(
+    range: &str,
+    kind: &str,
+    values: &str,
+    report: PathBuf,
+) -> Result<BucketArg, String> {
     let (start, end) = range.split_once('-').ok_or_else(|| {
         format!(
             "the batch sizes {} are not START-END (e.g. 1-8); expected {BUCKET_SYNTAX}",
@@ -82,14 +168,14 @@ pub fn parse_bucket(s: &str) -> Result<BucketArg, String> {
             ));
         }
     };
-    if report.is_empty() {
+    if report.as_os_str().is_empty() {
         return Err(format!("no report is given; expected {BUCKET_SYNTAX}"));
     }
     Ok(BucketArg {
         start_bs,
         end_bs,
         cost,
-        report: PathBuf::from(report),
+        report,
     })
 }
 
@@ -102,40 +188,12 @@ struct Output<'a> {
     trtllm: Option<TrtllmSchedule>,
 }
 
-/// Runs `advise --batch-table`.
-pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
-    let max = args.max_draft_len;
-    let with_flag = |msg: &dyn std::fmt::Display, b: &BucketArg| {
-        CliError::new(format!("{msg} (report {})", b.report.display()))
-    };
-    // Costs are checked before any report is read: a wrong table is known
-    // already.
-    for (index, b) in args.bucket.iter().enumerate() {
-        b.cost.check(max).map_err(|error| {
-            let bucket = BucketSpan {
-                index,
-                start_bs: b.start_bs,
-                end_bs: b.end_bs,
-            };
-            with_flag(&format_args!("{bucket}: {error}"), b)
-        })?;
-    }
-    let mut buckets = Vec::with_capacity(args.bucket.len());
-    for b in &args.bucket {
-        let name = b.report.display().to_string();
-        let hist = read_report(&b.report, &name)?;
-        if hist.max_draft_len() != max {
-            return Err(CliError::new(format!(
-                "{name} (bucket {}-{}): num_spec_tokens (K) is {} but --max-draft-len is {max}; give the reports' K (and, with a cost table, one cost per draft length 0..=K)",
-                b.start_bs,
-                b.end_bs,
-                hist.max_draft_len()
-            )));
-        }
-        buckets.push(BatchBucket::new(b.start_bs, b.end_bs, hist, b.cost.clone()));
-    }
-    let table = BatchTable::recommend(advisor, &buckets).map_err(|e| match e.index() {
-        Some(i) => with_flag(&e, &args.bucket[i]),
+/// Runs `advise batch`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let advisor = &args.advisor.advisor()?;
+    let buckets = read_buckets(&args)?;
+    let table = BatchTable::recommend(advisor, &buckets).map_err(|e| match failing_bucket(&e) {
+        Some(i) => with_report(&e, &args.bucket[i], None),
         None => CliError::new(e),
     })?;
     let trtllm = table.trtllm_config();
@@ -151,11 +209,14 @@ pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
                 vllm: table.vllm_config(),
                 trtllm: trtllm.clone().ok(),
             };
-            json_line(&out)?
+            json_line(&out, "advice")?
         }
-        Format::Vllm => json_line(&table.vllm_config())?,
-        Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?)?,
-        Format::Table => render(&table, &args.bucket, &trtllm, advisor)?,
+        Format::Vllm => json_line(&table.vllm_config(), "advice")?,
+        Format::Trtllm => json_line(&trtllm.clone().map_err(CliError::new)?, "advice")?,
+        Format::Table => {
+            let reports: Vec<String> = args.bucket.iter().map(BucketArg::name).collect();
+            render::batch_table::render(&table, &reports, &trtllm, advisor)?
+        }
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
@@ -174,94 +235,93 @@ pub fn run(args: &Args, advisor: &Advisor) -> Result<(), CliError> {
     written
 }
 
+/// Checks every bucket's cost against `K` and reads its report, whose `K`
+/// must be `--max-draft-len`, or, without it, the first report's. Costs
+/// are checked before any report is read when `--max-draft-len` gives `K`,
+/// right after the first report otherwise.
+fn read_buckets(args: &Args) -> Result<Vec<BatchBucket>, CliError> {
+    stdin_at_most_once(args.bucket.iter().map(|b| b.report.as_path()), "bucket")?;
+    let given = args.advisor.max_draft_len;
+    if let Some(max) = given {
+        check_costs(&args.bucket, max, None)?;
+    }
+    // Without --max-draft-len: K, and the report it comes from.
+    let mut first: Option<(usize, String, &BucketArg)> = None;
+    let mut buckets = Vec::with_capacity(args.bucket.len());
+    for b in &args.bucket {
+        let name = b.name();
+        let hist = read_report(&b.report, &name)?;
+        let found = hist.max_draft_len();
+        match (given, &first) {
+            (Some(max), _) if found != max => {
+                return Err(CliError::new(format!(
+                    "{name} (bucket {}-{}): num_spec_tokens (K) is {found} but --max-draft-len is {max}; give the reports' K (and, with a cost table, one cost per draft length 0..=K)",
+                    b.start_bs, b.end_bs
+                )));
+            }
+            (Some(_), _) => {}
+            (None, None) => {
+                check_costs(&args.bucket, found, Some(&name))?;
+                first = Some((found, name, b));
+            }
+            (None, Some((max, first_name, f))) if found != *max => {
+                return Err(CliError::new(format!(
+                    "{name} (bucket {}-{}): num_spec_tokens (K) is {found} but {first_name} (bucket {}-{}) has {max}; every bucket's report must have the same K",
+                    b.start_bs, b.end_bs, f.start_bs, f.end_bs
+                )));
+            }
+            (None, Some(_)) => {}
+        }
+        buckets.push(BatchBucket::new(b.start_bs, b.end_bs, hist, b.cost.clone()));
+    }
+    Ok(buckets)
+}
+
+/// Whether every bucket's cost fits `K = max`; `from` names the report
+/// whose `num_spec_tokens` `K` is, when `--max-draft-len` did not give it.
+fn check_costs(buckets: &[BucketArg], max: usize, from: Option<&str>) -> Result<(), CliError> {
+    for (index, b) in buckets.iter().enumerate() {
+        b.cost.check(max).map_err(|error| {
+            with_report(&cost_error(index, b, error), b, from.map(|f| (max, f)))
+        })?;
+    }
+    Ok(())
+}
+
+/// The message for bucket `index`'s cost, as the library's
+/// [`BatchTableError`] words it: `bucket 2 (batch sizes 5-8): <error>`.
+fn cost_error(index: usize, b: &BucketArg, error: CostError) -> String {
+    let bucket = BucketSpan {
+        index,
+        start_bs: b.start_bs,
+        end_bs: b.end_bs,
+    };
+    format!("{bucket}: {error}")
+}
+
+/// The position of the bucket a library error is about (the one place
+/// that asks a [`BatchTableError`]).
+fn failing_bucket(e: &BatchTableError) -> Option<usize> {
+    e.index()
+}
+
+/// `msg` about bucket `b`, followed by its report, and by where `K` came
+/// from when no `--max-draft-len` gave it.
+fn with_report(
+    msg: &dyn std::fmt::Display,
+    b: &BucketArg,
+    k_from: Option<(usize, &str)>,
+) -> CliError {
+    let report = b.name();
+    CliError::new(match k_from {
+        None => format!("{msg} (report {report})"),
+        Some((max, name)) => {
+            format!("{msg} (report {report}; K = {max} is the num_spec_tokens of {name})")
+        }
+    })
+}
+
 /// `bucket 1-8 (small.json)`.
 fn bucket_name(start: usize, end: usize, arg: &BucketArg) -> String {
-    format!("bucket {start}-{end} ({})", arg.report.display())
-}
-
-fn json_line(value: &impl Serialize) -> Result<String, CliError> {
-    serde_json::to_string(value)
-        .map(|s| s + "\n")
-        .map_err(|e| CliError::new(format!("cannot write the advice: {e}")))
-}
-
-/// The table for people, ending in a newline.
-fn render(
-    table: &BatchTable,
-    args: &[BucketArg],
-    trtllm: &Result<TrtllmSchedule, BatchTableError>,
-    advisor: &Advisor,
-) -> Result<String, CliError> {
-    let mut out = String::new();
-    let prior = advisor.prior();
-    let _ = writeln!(
-        out,
-        "Draft length by batch size (K = num_spec_tokens = {}; prior Beta({}, {}); {} credible intervals)",
-        table.max_draft_len(),
-        prior.alpha,
-        prior.beta,
-        level_percent(advisor.credible_level())
-    );
-    out.push('\n');
-    let header = [
-        "batch sizes",
-        "verify steps",
-        "k",
-        "E[accepted]",
-        "tokens/step",
-        "cost(k)",
-        "speedup",
-        "report",
-    ];
-    let rows = table
-        .entries()
-        .iter()
-        .zip(args)
-        .map(|(e, arg)| {
-            let rec = &e.recommendation;
-            let chosen = &rec.candidates[rec.draft_len];
-            vec![
-                format!("{}-{}", e.start_bs, e.end_bs),
-                group_digits(rec.num_spec_steps),
-                rec.draft_len.to_string(),
-                format!("{:.3}", chosen.expected_accepted),
-                format!("{:.3}", chosen.tokens_per_step),
-                trimmed(significant(chosen.cost, 6)),
-                format!("{:.3}x", rec.expected_speedup),
-                arg.report.display().to_string(),
-            ]
-        })
-        .collect::<Vec<_>>();
-    grid(&mut out, &header, &rows);
-    out.push_str(
-        "k: the recommended draft length of the bucket (0: do not speculate); speedup: expected goodput over not speculating.\n",
-    );
-    out.push('\n');
-    let _ = writeln!(
-        out,
-        "vLLM speculative_config: {}",
-        json_line(&table.vllm_config())?.trim_end()
-    );
-    match trtllm {
-        Ok(t) => {
-            let _ = writeln!(
-                out,
-                "TensorRT-LLM speculative config: {}",
-                json_line(t)?.trim_end()
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(out, "TensorRT-LLM: no draft_len_schedule: {e}");
-        }
-    }
-    // `recommend` refuses an empty table.
-    if let Some(last) = table.entries().last() {
-        let _ = writeln!(
-            out,
-            "Above batch size {}, vLLM keeps draft length {} and TensorRT-LLM drafts none: end the last bucket at the engine's largest batch size.",
-            last.end_bs,
-            last.draft_len()
-        );
-    }
-    Ok(out)
+    format!("bucket {start}-{end} ({})", arg.name())
 }

@@ -1,7 +1,7 @@
 //! One line of a replay trace (JSON Lines), parsed without building a
 //! `serde_json::Value`.
 //!
-//! A line is one of (the reference's "Replay input lines"):
+//! A line is one of (`docs/cli.md`, "Replay input lines"):
 //!
 //! - a verify step, `{"drafted": k, "accepted": a}` (exactly these two keys);
 //! - an undrafted step, `{"undrafted": true}` (exactly this key);
@@ -38,8 +38,8 @@
 //! by `fast_path_agrees_with_serde_path*` below). It earns its place: on a
 //! trace of 2,000,000 steps replay takes 0.069 s of CPU with it and 0.206 s
 //! with the serde path alone (2.99x), and 0.136 s (1.97x) with the quickest
-//! serde-only variant tried, a derived two-key struct tried first (README,
-//! "Throughput").
+//! serde-only variant tried, a derived two-key struct tried first
+//! (`docs/cli.md`, "Streaming, threads and throughput").
 
 use std::borrow::Cow;
 use std::fmt;
@@ -422,16 +422,21 @@ impl Scalar {
         match self {
             Scalar::UInt(v) => format!("the integer {v}"),
             Scalar::NegInt(v) => format!("the negative integer {v}"),
+            // `-0` (or `-0.0`, `-0e3`): serde reads every spelling as -0.0,
+            // which is not below 0 but has its minus sign all the same.
+            Scalar::Float(v) if v == 0.0 && v.is_sign_negative() => {
+                "-0, a zero with a minus sign (write it as 0)".into()
+            }
             Scalar::Float(v) if v < 0.0 => format!("the negative number {v}"),
             Scalar::Float(v) if v.fract() != 0.0 => format!("the fraction {v}"),
             Scalar::Float(v) if v >= TWO_POW_64 => {
                 format!("a number above {}, the largest count", u64::MAX)
             }
-            // A whole number spelt `1.0` or `1e2` (or `-0`): serde reads
-            // it as a float, so its spelling is gone, but not its value.
+            // A whole number `>= 0` spelt `1.0` or `1e2`: serde reads it as
+            // a float, so its spelling is gone, but not its value.
             Scalar::Float(v) => format!(
                 "{v:?}, a whole number written with a decimal point or an exponent (write it as {})",
-                v.abs() as u64
+                v as u64
             ),
             Scalar::Bool(v) => format!("{v}"),
             Scalar::Null => "null".into(),
@@ -930,6 +935,11 @@ mod tests {
             r#"{"scheduled":01}"#,
             r#"{"scheduled":-1}"#,
             r#"{"scheduled":1.0}"#,
+            r#"{"scheduled":-0}"#,
+            r#"{"scheduled":-0.0}"#,
+            r#"{"drafted":-0,"accepted":0}"#,
+            r#"{"drafted":0,"accepted":-0}"#,
+            r#"{"accepted":-0,"drafted":0}"#,
             r#"{"scheduled":1.5}"#,
             r#"{"scheduled":1e1}"#,
             r#"{"scheduled":"2"}"#,
@@ -959,6 +969,9 @@ mod tests {
     /// the serde path answers the same.
     #[test]
     fn fast_path_agrees_with_serde_path_on_mutated_lines() {
+        use rand_xoshiro::SplitMix64;
+        use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+
         let seeds: [&[u8]; 6] = [
             br#"{"drafted":12,"accepted":3}"#,
             br#" { "accepted" : 0 , "drafted" : 7 } "#,
@@ -968,13 +981,8 @@ mod tests {
             br#" { "scheduled" : 0 } "#,
         ];
         let alphabet = b"{}[]\":,. -+eE0123456789tru\\\tadcepdfnxshl";
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut rng = SplitMix64::seed_from_u64(0x2545_f491_4f6c_dd1d);
+        let mut rand = |n: usize| (rng.next_u64() % n as u64) as usize;
         let mut fast_answers = 0;
         for _ in 0..50_000 {
             let mut line = seeds[rand(seeds.len())].to_vec();
@@ -1145,6 +1153,19 @@ mod tests {
         assert_eq!(
             err(r#"{"drafted":-2.5,"accepted":0}"#),
             "\"drafted\" must be an integer >= 0, got the negative number -2.5"
+        );
+        // Every spelling of -0 is read as -0.0: a minus sign, not a
+        // decimal point or an exponent, is what is wrong with it.
+        for minus_zero in ["-0", "-0.0", "-0e1", "-0E-3"] {
+            assert_eq!(
+                err(&format!(r#"{{"drafted":{minus_zero},"accepted":0}}"#)),
+                "\"drafted\" must be an integer >= 0, got -0, a zero with a minus sign (write it as 0)",
+                "{minus_zero}"
+            );
+        }
+        assert_eq!(
+            err(r#"{"drafted":0.0,"accepted":0}"#),
+            "\"drafted\" must be an integer >= 0, got 0.0, a whole number written with a decimal point or an exponent (write it as 0)"
         );
         for too_large in ["18446744073709551616", "100000000000000000000000", "2e19"] {
             assert_eq!(

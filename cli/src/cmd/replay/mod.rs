@@ -22,8 +22,8 @@ mod diagnostics;
 mod input;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -31,10 +31,11 @@ use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
 use self::input::{LineParser, Record};
+use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
-use crate::format::{excerpt, format_bytes, sanitize};
-use crate::output::{OutputArgs, output};
+use crate::format::{display_path, excerpt, format_bytes};
+use crate::io::{is_stdin, note_reading_stdin};
 
 /// The flags of `replay`.
 #[derive(clap::Args, Debug)]
@@ -111,8 +112,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         progress: stderr_is_terminal(),
     };
     let hist = match args.file.as_deref() {
-        Some(path) if path != Path::new("-") => {
-            let name = sanitize(&path.display().to_string());
+        Some(path) if !is_stdin(path) => {
+            let name = display_path(path);
             let file =
                 File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
             let len = file
@@ -124,13 +125,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             replay(BufReader::with_capacity(1 << 18, file), &source, &config)?
         }
         _ => {
+            note_reading_stdin("JSON Lines");
             let stdin = io::stdin();
-            if stdin.is_terminal() {
-                let _ = writeln!(
-                    io::stderr(),
-                    "reading JSON Lines from standard input (end with Ctrl-D)"
-                );
-            }
             let source = Source {
                 name: "<stdin>",
                 len: None,

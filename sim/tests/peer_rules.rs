@@ -1,20 +1,13 @@
-//! The peer rules of the demo (`examples/serving_engine/peers.rs`): SGLang's
-//! EMA tiers and vLLM #44336's per-position goodput rule, checked against
+//! The peer rules of the simulator ([`specdec_sim::peers`]): SGLang's EMA
+//! tiers and vLLM #44336's per-position goodput rule, checked against
 //! sequences computed by hand from the engines' published rules.
-
-#[path = "../examples/serving_engine/peers.rs"]
-mod peers;
-#[path = "../examples/serving_engine/policy.rs"]
-mod policy;
-#[allow(dead_code)]
-#[path = "../examples/serving_engine/rng.rs"]
-mod rng;
 
 mod counting_alloc;
 
 use counting_alloc::allocations_during;
-use peers::{Sglang, Vllm44336};
-use policy::Policy;
+use specdec_sim::peers::{Sglang, Vllm44336};
+use specdec_sim::policy::Policy;
+use specdec_sim::rng::Rng;
 
 /// `n` requests that drafted `drafted` and had `accepted` accepted.
 fn same(n: usize, drafted: usize, accepted: usize) -> Vec<(usize, usize)> {
@@ -157,7 +150,7 @@ fn sglang_batch_mean_is_over_requests_and_empty_batches_do_not_count() {
 /// the means 2.25, 2.5, 0.25 and 0.5 are exact.
 #[test]
 fn sglang_hysteresis_thresholds_at_the_boundary() {
-    let exact = |k| Sglang::with_test_schedule(k, 1.0, 0, 1);
+    let exact = |k| Sglang::with_schedule(k, 1.0, 0, 1);
 
     // Down from 7 needs ema <= 3 - 0.75 = 2.25.
     let mut sglang = exact(7);
@@ -427,15 +420,8 @@ fn vllm_probe_data_lets_the_choice_grow_again() {
 /// than K.
 #[test]
 fn budgets_never_exceed_k() {
-    let mut state = 0x5EED_u64;
-    let mut next = move |n: usize| {
-        // SplitMix64, reduced to 0..n.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n as u64) as usize
-    };
+    let mut rng = Rng::new(0x5EED);
+    let mut next = move |n: usize| rng.below(n);
     for k in 0..=9 {
         let mut policies: Vec<Box<dyn Policy>> = vec![
             Box::new(Sglang::new(k)),

@@ -224,17 +224,19 @@ impl fmt::Display for Escaped<'_> {
     }
 }
 
-/// The whole `registry` (the speculative-decoding collector and these
-/// metrics) in `format`: the library's encoder, which renames a counter's
-/// `# HELP`/`# TYPE` lines for the classic format.
-pub use specdec_metrics::encode_registry;
+// The library's Prometheus items the simulator uses, named in this one
+// place: the collector of the speculative-decoding families, the default
+// prefix of their names, the text formats, and `encode_registry`, which
+// writes a whole registry (the collector and these metrics) in either
+// format, renaming a counter's `# HELP`/`# TYPE` lines for the classic one.
+pub use specdec_metrics::{
+    DEFAULT_METRIC_PREFIX as DEFAULT_PREFIX, SpecDecodeCollector, TextFormat, encode_registry,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use specdec_metrics::Recorder;
-    use specdec_metrics::SpecDecodeCollector;
-    use specdec_metrics::TextFormat;
 
     /// The sample lines of `text` (no comments), as `(name, labels, value)`.
     fn samples(text: &str) -> Vec<(String, String, String)> {

@@ -182,38 +182,6 @@ pub struct Summary {
     pub controller: Option<ControllerFigures>,
 }
 
-/// The keys of [`Summary`], in order (the documented key set).
-pub const SUMMARY_KEYS: [&str; 17] = [
-    "policy",
-    "workload",
-    "seed",
-    "max_draft_len",
-    "workers",
-    "max_batch",
-    "cost_linear",
-    "step_us",
-    "interval_ms",
-    "update_ms",
-    "phase_seconds",
-    "virtual_time",
-    "seconds",
-    "settle_seconds",
-    "overall",
-    "phases",
-    "controller",
-];
-
-/// The keys of every [`Figures`] object (`overall`, each phase, each
-/// `settled`).
-pub const FIGURE_KEYS: [&str; 6] = [
-    "steps",
-    "tokens",
-    "cost_units",
-    "goodput",
-    "mean_draft_len",
-    "switches",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;

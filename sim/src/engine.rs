@@ -52,8 +52,9 @@ use specdec_metrics::{
 
 use crate::peers::{Sglang, Vllm44336};
 use crate::policy::{Adaptive, Policy, PolicySpec, Static};
+use crate::rng::{self, Rng};
 use crate::summary::{ControllerFigures, CostLinear, EngineStats, Figures, Phase, Summary};
-use crate::workload::{Phases, RequestTraits, Rng, UNDRAFTED_SHARE, Workload, verify};
+use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
 
 /// The settings of one simulation.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,8 +91,24 @@ pub struct Config {
 /// The controller's default update period, milliseconds: four updates per
 /// one-second metrics interval. An update costs microseconds; updating
 /// more often than the log shortens the time a new regime runs on the old
-/// draft length (`examples/policy_table.rs` compares periods).
+/// draft length (the `policy_table` program compares periods).
 pub const DEFAULT_UPDATE_MS: u64 = 250;
+
+/// The most engine steps one engine thread may take in one metrics
+/// interval of virtual time. A virtual clock advances by each step's cost:
+/// with a tiny cost (`--cost-linear 1e-9,0`) an interval would take so many
+/// steps that the run would show nothing for hours (or, when the cost
+/// underflows to 0, never end). 10^6 steps of a 32-request batch take about
+/// a second of a release build; `--step-us 1` with the default cost and
+/// 1-second interval is exactly at the limit.
+pub const MAX_STEPS_PER_INTERVAL: f64 = 1e6;
+
+/// The most phases a run of the `transition` workload may have. Each
+/// engine thread counts every phase apart and the summary has one entry
+/// per phase; `--phase-seconds 1e-9` in a 2-second run would be 2e9 of
+/// them (the run grew until the machine ran out of memory). 10,000 phases
+/// of the default 4 s are 11 hours.
+pub const MAX_PHASES: u64 = 10_000;
 
 /// Intervals at the start of a phase not counted as settled: the change is
 /// seen at the end of the first, and a move to a length beyond twice the
@@ -125,6 +142,12 @@ impl Config {
                 "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
             );
         }
+        if self.virtual_time {
+            self.check_steps_per_interval()?;
+        }
+        if self.workload == Workload::Transition {
+            self.check_phases()?;
+        }
         if self.workers == 0
             || self.max_batch == 0
             || self.interval.is_zero()
@@ -139,6 +162,54 @@ impl Config {
                 "--update-ms {} is longer than --interval-ms {}: the controller is updated at \
                  least once per metrics interval",
                 self.update.as_millis(),
+                self.interval.as_millis()
+            ));
+        }
+        Ok(())
+    }
+
+    /// In virtual time, the shortest step (without drafts: the base cost)
+    /// must leave at most [`MAX_STEPS_PER_INTERVAL`] steps per interval.
+    fn check_steps_per_interval(&self) -> Result<(), String> {
+        let shortest_step_secs = self.cost.base * self.step_us as f64 * 1e-6;
+        let steps = self.interval.as_secs_f64() / shortest_step_secs;
+        // Also false for a product that underflowed to 0 (steps infinite).
+        if steps <= MAX_STEPS_PER_INTERVAL {
+            return Ok(());
+        }
+        Err(format!(
+            "--cost-linear with BASE {:e} and --step-us {}: in virtual time a step without \
+             drafts lasts {shortest_step_secs:.3e} s, so one {} ms metrics interval would take \
+             {steps:.3e} engine steps per engine thread (at most {MAX_STEPS_PER_INTERVAL} \
+             steps, so that every interval is logged within about a second): raise BASE or \
+             --step-us",
+            self.cost.base,
+            self.step_us,
+            self.interval.as_millis(),
+        ))
+    }
+
+    /// At most [`MAX_PHASES`] phases in a run of `--seconds N`; in a run
+    /// without end (`--seconds 0`) no phase shorter than the metrics
+    /// interval, so that the phases counted grow no faster than the
+    /// intervals logged.
+    fn check_phases(&self) -> Result<(), String> {
+        if self.seconds > 0 {
+            let phases = (self.seconds as f64 / self.phase_secs).ceil();
+            if phases > MAX_PHASES as f64 {
+                return Err(format!(
+                    "--phase-seconds {:e}: a {} s run would have {phases:.3e} phases of the \
+                     transition workload (at most {MAX_PHASES} phases, one summary entry each): \
+                     make the phases longer or the run shorter",
+                    self.phase_secs, self.seconds
+                ));
+            }
+        } else if self.phase_secs < self.interval.as_secs_f64() {
+            return Err(format!(
+                "--phase-seconds {} is shorter than the metrics interval (--interval-ms {}): \
+                 a run without end (--seconds 0) may not count phases, one summary entry each, \
+                 faster than it logs intervals",
+                self.phase_secs,
                 self.interval.as_millis()
             ));
         }
@@ -179,8 +250,6 @@ impl Config {
 /// One interval, as the coordinator saw it.
 #[derive(Debug)]
 pub struct Interval<'a> {
-    /// From 0.
-    pub index: u64,
     /// Start and end, seconds since the start of the run (virtual or
     /// wall-clock).
     pub start_s: f64,
@@ -212,8 +281,6 @@ pub struct ControllerStep {
     pub explore_len: usize,
     /// The draft length before the interval's first update.
     pub previous: usize,
-    /// Updates in the interval.
-    pub updates: u64,
     /// An update of the interval found its data incompatible with the
     /// memory (forgotten).
     pub regime_change: bool,
@@ -362,7 +429,7 @@ pub fn run(
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
                         if config.virtual_time {
-                            engine.run_virtual(barrier, done);
+                            engine.run_virtual(barrier, done, stop);
                         } else {
                             engine.run_real(started, done);
                         }
@@ -427,7 +494,7 @@ fn make_policy(
             config.max_draft_len,
             config.cost.base,
             config.cost.per_token,
-            config.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            rng::probe_seed(config.seed, index),
         ))),
     }
 }
@@ -497,6 +564,9 @@ struct Live {
     tokens: AtomicU64,
     switches: AtomicU64,
     chosen: AtomicUsize,
+    /// Virtual time: the engine thread's clock at the latest barrier
+    /// (`f64` bits).
+    clock: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -515,7 +585,18 @@ impl Live {
             tokens: AtomicU64::new(0),
             switches: AtomicU64::new(0),
             chosen: AtomicUsize::new(chosen),
+            clock: AtomicU64::new(0.0f64.to_bits()),
         }
+    }
+
+    fn publish_clock(&self, clock: f64) {
+        // Relaxed: stored before the barrier, read after it.
+        self.clock.store(clock.to_bits(), Ordering::Relaxed);
+    }
+
+    fn clock(&self) -> f64 {
+        // Relaxed: see `publish_clock`.
+        f64::from_bits(self.clock.load(Ordering::Relaxed))
     }
 
     fn publish(&self, counts: &LiveCounts, chosen: usize) {
@@ -566,9 +647,9 @@ struct Coordinator<'a> {
     /// The coordinator's tick (from 0).
     tick: u64,
     /// The controller during the current interval: its draft length before
-    /// the interval's first update, its updates, and whether one of them
-    /// detected a change of regime.
-    interval_controller: Option<(usize, u64, bool)>,
+    /// the interval's first update, and whether an update detected a change
+    /// of regime.
+    interval_controller: Option<(usize, bool)>,
 }
 
 impl Coordinator<'_> {
@@ -582,11 +663,25 @@ impl Coordinator<'_> {
         stop: &AtomicBool,
     ) -> (f64, bool) {
         loop {
-            let end = self.config.tick_end(self.tick);
+            let mut end = self.config.tick_end(self.tick);
             barrier.wait();
             let to_the_end = self.config.seconds > 0 && end >= self.config.seconds as f64;
-            // Relaxed: a flag from the main thread, read once per tick.
-            let last = to_the_end || stop.load(Ordering::Relaxed);
+            // Relaxed: a flag from the main thread, read once per tick; an
+            // engine thread that saw it set (and left its tick early) did so
+            // before the barrier, which orders its load before ours.
+            let stopped = !to_the_end && stop.load(Ordering::Relaxed);
+            if stopped {
+                // Engine threads that left the tick early stopped their
+                // clocks short of its end: the run lasted as long as the
+                // furthest clock.
+                end = self
+                    .live
+                    .iter()
+                    .map(Live::clock)
+                    .fold(0.0, f64::max)
+                    .min(end);
+            }
+            let last = to_the_end || stopped;
             self.tick(end, last);
             // Relaxed: the barrier below orders it before the engine
             // threads read it.
@@ -651,12 +746,11 @@ impl Coordinator<'_> {
         if !(last && since_update.is_empty()) {
             if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
                 let regime_changes = controller.regime_changes();
-                let (_, updates, regime) =
-                    self.interval_controller
-                        .get_or_insert((controller.draft_len(), 0, false));
+                let (_, regime) = self
+                    .interval_controller
+                    .get_or_insert((controller.draft_len(), false));
                 controller.update(&since_update);
                 plan.publish(controller.plan());
-                *updates += 1;
                 *regime |= controller.regime_changes() > regime_changes;
             }
             self.previous_update = now.clone();
@@ -676,11 +770,10 @@ impl Coordinator<'_> {
             return;
         }
         let controller = match (self.controller.as_deref(), self.interval_controller.take()) {
-            (Some(controller), Some((previous, updates, regime_change))) => Some(ControllerStep {
+            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
                 draft_len: controller.draft_len(),
                 explore_len: controller.plan().explore_len(),
                 previous,
-                updates,
                 regime_change,
                 dispersion: controller.dispersion(),
             }),
@@ -702,7 +795,6 @@ impl Coordinator<'_> {
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
         self.events.interval(&Interval {
-            index: self.index,
             start_s,
             end_s,
             delta: &delta,
@@ -772,12 +864,7 @@ impl<'a> Engine<'a> {
         live: &'a Live,
         events: &'a dyn Events,
     ) -> Self {
-        let rng = Rng::new(
-            config
-                .seed
-                .wrapping_mul(0x2545_F491_4F6C_DD1D)
-                .wrapping_add(index as u64 + 1),
-        );
+        let rng = Rng::new(rng::engine_seed(config.seed, index));
         let chosen = policy.chosen();
         Self {
             index,
@@ -800,16 +887,24 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Steps until the clock reaches each tick's end, then meets the
-    /// coordinator at the barrier (twice: before and after its update).
-    fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool) {
+    /// Steps until the clock reaches each tick's end, or `stop` is set,
+    /// then meets the coordinator at the barrier (twice: before and after
+    /// its update).
+    ///
+    /// `stop` is read at every step, not only at the barrier: a tick may
+    /// hold many steps (a small step cost), and a signal must not wait for
+    /// its end.
+    fn run_virtual(&mut self, barrier: &Barrier, done: &AtomicBool, stop: &AtomicBool) {
         let step_secs = self.config.step_us as f64 * 1e-6;
         let mut clock = 0.0;
         for tick in 0.. {
             let end = self.config.tick_end(tick);
-            while clock < end {
+            // Relaxed: a flag polled once per step; the barrier orders
+            // everything the coordinator reads after it.
+            while clock < end && !stop.load(Ordering::Relaxed) {
                 clock += self.step(clock) * step_secs;
             }
+            self.live.publish_clock(clock);
             barrier.wait();
             barrier.wait();
             // Relaxed: stored before the barrier that just let us through.

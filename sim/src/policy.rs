@@ -8,10 +8,6 @@
 //! it in `budget`; a policy that learns per step (the peer rules of other
 //! engines) learns in `after_step`.
 
-// Included by path from several programs (the demo, the policy table, the
-// peer rules' tests), each of which uses a part of this module.
-#![allow(dead_code)]
-
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;

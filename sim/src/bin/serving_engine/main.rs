@@ -18,7 +18,8 @@
 //! Exit status, as for the `specdec-metrics` command line: 0 on success,
 //! also when the reader of standard output or standard error goes away
 //! (`| head`), which ends the run quietly; 2 on any error (bad flag value,
-//! metric name prefix, address in use), with a message on standard error.
+//! metric name prefix, address in use, standard output closed with `>&-`
+//! so that the report would be lost), with a message on standard error.
 //!
 //! The drafting policy closes the loop (`--policy adaptive`, the default):
 //! every 250 ms (`--update-ms`) the metrics thread feeds the histogram of
@@ -32,7 +33,7 @@
 //! every step, for comparison; `sglang` and `vllm-44336` are the adaptive
 //! rules of those engines.
 //!
-//! The workload (`--workload`, see `workload.rs`) sets how well the
+//! The workload (`--workload`, see [`specdec_sim::workload`]) sets how well the
 //! proposer predicts each request: `transition` (the default) alternates
 //! low- and high-acceptance phases of `--phase-seconds` (4) each, so the
 //! default 10-second run shows the controller move from a short draft to a
@@ -53,31 +54,18 @@
 //! as one JSON object (policy, workload, seed, `K`, cost; per phase and
 //! overall the tokens, cost units, goodput, mean draft length and
 //! switches, and each phase's settled part). Its keys are documented in
-//! `summary.rs` and the README.
+//! [`specdec_sim::summary`] and `sim/README.md`.
 //!
 //! ```text
-//! cargo run --release --example serving_engine
-//! cargo run --release --example serving_engine -- --seconds 30 --print-requests
-//! cargo run --release --example serving_engine -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
+//! cargo run --release -p specdec-sim
+//! cargo run --release -p specdec-sim -- --seconds 30 --print-requests
+//! cargo run --release -p specdec-sim -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
-
-// vLLM's engine metrics on /metrics (the demo's own module).
-mod engine_metrics;
-
-// The simulation's modules, shared with `examples/policy_table.rs` (which
-// includes them by path and uses other parts of them).
-#[allow(dead_code)]
-mod peers;
-mod policy;
-#[allow(dead_code)]
-mod rng;
-#[allow(dead_code)]
-mod sim;
-#[allow(dead_code)]
-mod summary;
-#[allow(dead_code)]
-mod workload;
+//!
+//! [`Worker`]: specdec_metrics::Worker
+//! [`DraftController`]: specdec_metrics::DraftController
+//! [`SharedPlan`]: specdec_metrics::SharedPlan
 
 use std::fmt;
 use std::io::{self, Write as _};
@@ -99,13 +87,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
 use specdec_metrics::{AcceptanceHistogram, Recorder};
-use specdec_metrics::{DEFAULT_METRIC_PREFIX as DEFAULT_PREFIX, SpecDecodeCollector, TextFormat};
-
-use engine_metrics::{EngineMetrics, encode_registry, namespace_for};
-use policy::PolicySpec;
-use sim::{EngineStep, Events, FinishedRequest, Interval};
-use summary::CostLinear;
-use workload::Workload;
+use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
+use specdec_sim::engine_metrics::{
+    DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
+};
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::summary::CostLinear;
+use specdec_sim::workload::Workload;
 
 /// Simulates a speculative-decoding serving engine that records every verify
 /// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
@@ -142,6 +130,16 @@ struct Args {
     /// keep-alive connections included.
     #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     header_read_timeout_ms: u64,
+    /// Close an HTTP connection N milliseconds after it was accepted: it
+    /// takes no new request then (a response being written may finish),
+    /// and after N more it is closed whatever it is doing, a client that
+    /// never reads its response included.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    connection_timeout_ms: u64,
+    /// Serve at most N HTTP connections at once; further clients wait
+    /// (in the listen backlog) until one ends.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
+    max_connections: usize,
     /// Metric name prefix (vllm:spec_decode gives vLLM's names).
     #[arg(long, value_name = "P", default_value = DEFAULT_PREFIX)]
     prefix: String,
@@ -196,8 +194,12 @@ impl Args {
     fn linger(&self) -> Duration {
         Duration::from_secs(self.linger_seconds)
     }
-    fn header_read_timeout(&self) -> Duration {
-        Duration::from_millis(self.header_read_timeout_ms)
+    fn http_limits(&self) -> HttpLimits {
+        HttpLimits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            connection_timeout: Duration::from_millis(self.connection_timeout_ms),
+            max_connections: self.max_connections,
+        }
     }
 }
 
@@ -282,8 +284,9 @@ fn main() -> ExitCode {
 /// the first failed write to standard error marks the output closed and
 /// wakes the main thread, which stops the engine, skips every later log
 /// line and exits with status 0, as the command line does: nobody is left
-/// to read the logs. (A closed descriptor, `>&-` or `2>&-`, is already
-/// harmless: Rust's runtime reopens it on `/dev/null`.)
+/// to read the logs. (A closed descriptor is reopened on `/dev/null` by
+/// Rust's runtime: `2>&-` loses the logs, which is harmless, and `>&-` is
+/// refused before the run by [`stdout_is_closed`], as by the command line.)
 struct Output {
     closed: AtomicBool,
     wake: tokio::sync::Notify,
@@ -343,6 +346,39 @@ impl Output {
     }
 }
 
+/// Whether the program was started with standard output closed (`>&-`),
+/// as the command line tells (`cli/src/output.rs`).
+///
+/// Rust's runtime reopens a closed standard stream on `/dev/null` before
+/// `main`, so that later files cannot take its descriptor; writes then
+/// succeed and go nowhere. It opens it for reading and writing, whereas a
+/// shell's `> /dev/null` opens it for writing only: a descriptor that is
+/// `/dev/null` and can be read from is the closed stream. (`1<> /dev/null`,
+/// open for both on purpose, is taken for closed too, which is true of
+/// where the report would go.)
+#[cfg(unix)]
+fn stdout_is_closed() -> bool {
+    use std::io::Read as _;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
+        return true; // not even a descriptor
+    };
+    let file = std::fs::File::from(fd);
+    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
+        return false;
+    };
+    meta.file_type().is_char_device()
+        && meta.rdev() == null.rdev()
+        && (&file).read(&mut [0u8; 1]).is_ok()
+}
+
+#[cfg(not(unix))]
+fn stdout_is_closed() -> bool {
+    false
+}
+
 /// Why the engine stopped.
 #[derive(Debug, Clone, Copy)]
 enum Stop {
@@ -357,8 +393,8 @@ enum Stop {
 
 impl Args {
     /// The simulation's settings.
-    fn sim_config(&self) -> sim::Config {
-        sim::Config {
+    fn sim_config(&self) -> engine::Config {
+        engine::Config {
             policy: self.policy,
             workload: self.workload,
             phase_secs: self.phase_seconds,
@@ -368,26 +404,33 @@ impl Args {
             interval: self.interval(),
             update: Duration::from_millis(
                 self.update_ms
-                    .unwrap_or(sim::DEFAULT_UPDATE_MS.min(self.interval_ms)),
+                    .unwrap_or(engine::DEFAULT_UPDATE_MS.min(self.interval_ms)),
             ),
             step_us: self.step_us,
             cost: self.cost_linear,
             seconds: self.seconds,
             virtual_time: self.virtual_time,
             seed: self.seed,
-            settle_intervals: sim::SETTLE_INTERVALS,
+            settle_intervals: engine::SETTLE_INTERVALS,
         }
     }
 }
 
 fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
+    if stdout_is_closed() {
+        return Err(
+            "standard output is closed (>&-): the report would be lost; redirect it to a file, \
+             or to /dev/null if it is not wanted"
+                .into(),
+        );
+    }
     // Settings that depend on each other (a static:K above K, a policy not
     // built, --virtual-time with --step-us 0) stop us before any work.
     let config = args.sim_config();
     config.validate()?;
     // The policy's plan (the controller's, for adaptive), shared by the
     // simulation and the /metrics gauge.
-    let plan = sim::shared_plan(&config)?;
+    let plan = engine::shared_plan(&config)?;
 
     // The engine's recorder, and the collector the /metrics endpoint encodes
     // (one snapshot per scrape), with the gauge of the chosen draft length
@@ -427,7 +470,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         .route("/metrics", get(metrics))
         .route("/", get(index))
         .with_state(Arc::new(registry));
-    runtime.spawn(serve_http(listener, app, args.header_read_timeout()));
+    runtime.spawn(serve_http(listener, app, args.http_limits()));
 
     log!(
         output,
@@ -474,7 +517,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         thread::Builder::new()
             .name("metrics".into())
             .spawn(move || {
-                let outcome = sim::run(&config, &recorder, plan.as_ref(), &stop, &events);
+                let outcome = engine::run(&config, &recorder, plan.as_ref(), &stop, &events);
                 // The main thread may have stopped waiting already.
                 let _ = sim_done.send(());
                 outcome
@@ -579,7 +622,20 @@ async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop 
     }
 }
 
-/// Serves `app` on every connection `listener` accepts, over HTTP/1.
+/// What the `/metrics` server allows a client.
+#[derive(Clone, Copy, Debug)]
+struct HttpLimits {
+    /// From the start of reading a request head to its end.
+    header_read_timeout: Duration,
+    /// From accepting a connection to its graceful shutdown, and from
+    /// there to its close.
+    connection_timeout: Duration,
+    /// Connections served at once.
+    max_connections: usize,
+}
+
+/// Serves `app` on every connection `listener` accepts, over HTTP/1,
+/// within `limits`.
 ///
 /// `axum::serve` would do the same but gives hyper no timer, and without
 /// one hyper cannot time out anything: a client that sends a request line
@@ -590,24 +646,45 @@ async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop 
 /// the bytes trickle in (the deadline is not reset by each byte). The same
 /// deadline applies to a keep-alive connection waiting for its next
 /// request; a scraper simply reconnects.
-async fn serve_http(
-    mut listener: tokio::net::TcpListener,
-    app: Router,
-    header_read_timeout: Duration,
-) {
+///
+/// hyper has no write timeout: a client that sends requests and never
+/// reads the responses blocks the connection's writes for good once the
+/// socket buffers are full. So every connection has a lifetime:
+/// `connection_timeout` after it was accepted it is shut down gracefully
+/// (no new request; a response in flight may finish), and as long again
+/// later it is dropped, whatever it is doing. And at most
+/// `max_connections` are served at once: at the cap, the next one is
+/// accepted only when one ends (clients wait in the kernel's backlog), so
+/// the tasks and buffers a crowd of clients can hold are bounded.
+async fn serve_http(mut listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
+        // The semaphore is never closed: `acquire_owned` cannot fail.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         // axum's `accept` retries failed accepts (backing off when out of
         // file descriptors), as `axum::serve` does.
         let (stream, _peer) = axum::serve::Listener::accept(&mut listener).await;
         let connection =
             http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         tokio::spawn(async move {
+            // Held until the connection ends (dropped with the task).
+            let _slot = slot;
+            let mut connection = std::pin::pin!(connection);
             // A client's error (malformed request, header timeout, reset)
             // ends that client's connection only; nothing to log.
-            let _ = connection.await;
+            if tokio::time::timeout(limits.connection_timeout, connection.as_mut())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.connection_timeout, connection).await;
         });
     }
 }

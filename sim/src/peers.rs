@@ -102,7 +102,11 @@ impl Sglang {
     /// The rule with another averaging weight and decision schedule (the
     /// `ema_alpha`, `warmup_batches` and `update_interval` keys of SGLang's
     /// configuration); the hysteresis stays SGLang's.
-    fn with_schedule(
+    ///
+    /// # Panics
+    ///
+    /// If `update_interval` is 0.
+    pub fn with_schedule(
         max_draft_len: usize,
         ema_alpha: f64,
         warmup_batches: u64,
@@ -155,18 +159,8 @@ impl Sglang {
     }
 }
 
-#[cfg(test)]
+/// What the rule holds, for tests that follow it step by step.
 impl Sglang {
-    /// Test access to the schedule constructor.
-    pub fn with_test_schedule(
-        max_draft_len: usize,
-        ema_alpha: f64,
-        warmup_batches: u64,
-        update_interval: u64,
-    ) -> Self {
-        Self::with_schedule(max_draft_len, ema_alpha, warmup_batches, update_interval)
-    }
-
     /// The tiers, ascending.
     pub fn tiers(&self) -> &[usize] {
         &self.tiers
@@ -266,9 +260,9 @@ const VLLM_ALPHA_MAX: f64 = 0.999;
 ///   batch term, and a policy does not see the batch). The goodput of
 ///   `k = 0` is then exactly 1, the threshold vLLM uses.
 /// - **Probes** (decided here: the code is not available). Before each
-///   step, one draw of a SplitMix64 generator seeded with `seed`; below 0.1
-///   the step drafts the full `K` (the author's diagnostic script reports
-///   exploration steps at the maximum `K`). A probe does not change the
+///   step, one draw of the simulator's generator ([`Rng`]) seeded with
+///   `seed`; below 0.1 the step drafts the full `K` (the author's
+///   diagnostic script reports exploration steps at the maximum `K`). A probe does not change the
 ///   choice, the cooldown or the averages (except through the data it
 ///   yields), and [`chosen`](Policy::chosen) ignores it. The decision runs
 ///   on probe steps too, so the cooldown counts steps.
@@ -370,7 +364,7 @@ impl Vllm44336 {
     }
 }
 
-#[cfg(test)]
+/// What the rule holds, for tests that follow it step by step.
 impl Vllm44336 {
     /// The average acceptance at `position` (1-based).
     pub fn alpha(&self, position: usize) -> f64 {

@@ -1,4 +1,4 @@
-//! The `serving_engine` example (the README's main command) as a process:
+//! The `serving_engine` demo (the simulator's main command) as a process:
 //! closed pipes end it quietly, bad values exit 2 with a message, its
 //! `/metrics` server times out clients that are slow to send their request
 //! headers, a virtual-time run is a function of its seed, the summary after
@@ -6,48 +6,18 @@
 //! policies do what they say (a static one drafts its `K`, the adaptive one
 //! follows a transition).
 //!
-//! The tests build the example with the `cargo` that runs them (a no-op
-//! when `cargo test` has built it already) and start it on an ephemeral
-//! port.
+//! The tests run the binary cargo built for them and start it on an
+//! ephemeral port.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The example's executable, built once per test run.
-fn demo_binary() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "serving_engine",
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build --example serving_engine failed"
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let path = stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|msg| msg["target"]["name"] == "serving_engine")
-            .filter_map(|msg| msg["executable"].as_str().map(PathBuf::from))
-            .next_back()
-            .expect("cargo reported the example's executable");
-        assert!(path.is_file(), "{} is not a file", path.display());
-        path
-    })
+/// The demo's executable, built by cargo for this package's tests.
+fn demo_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_serving_engine")
 }
 
 /// A running demo, killed (by its own handle) when dropped.
@@ -684,4 +654,312 @@ fn the_controller_update_period_defaults_to_250_ms_and_may_not_exceed_the_interv
     let (_, summary) = report_and_summary(&out);
     assert_eq!(summary["update_ms"], 100);
     assert_eq!(summary["controller"]["updates"], 10);
+}
+
+// ---------------------------------------------------------------------------
+// Stopping
+
+/// Sends `signal` (`TERM`, `INT`) to the demo.
+#[cfg(unix)]
+fn send_signal(demo: &Demo, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), demo.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_and_sigint_stop_a_virtual_run_in_the_middle_of_a_tick() {
+    for (signal, why) in [("TERM", "stopped (SIGTERM)"), ("INT", "stopped (Ctrl-C)")] {
+        // 2 us per cost unit: a one-second update period is about 400,000
+        // engine steps of 1,024 requests each, far longer than the test
+        // waits. The signal has to stop the steps, not wait for the end of
+        // the tick.
+        let mut demo = spawn(&[
+            "--virtual-time",
+            "--seconds",
+            "0",
+            "--step-us",
+            "2",
+            "--update-ms",
+            "1000",
+            "--interval-ms",
+            "1000",
+            "--max-batch",
+            "1024",
+        ]);
+        let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+        first_line(&mut stderr);
+        let log = drain(stderr);
+        let mut stdout = demo.0.stdout.take().unwrap();
+        let report = thread::spawn(move || {
+            let mut report = String::new();
+            stdout.read_to_string(&mut report).map(|_| report)
+        });
+        thread::sleep(Duration::from_millis(300));
+        send_signal(&demo, signal);
+        let status = demo
+            .wait_at_most(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("SIG{signal}: still running 10 s after the signal"));
+        let log = log.join().unwrap();
+        assert_eq!(status.code(), Some(0), "SIG{signal}: {status}; log:\n{log}");
+        assert!(log.contains(why), "SIG{signal}: {log}");
+        let (report, summary) = report_and_summary(&report.join().unwrap().unwrap());
+        assert!(report["num_spec_steps"].as_u64().unwrap() > 0, "{report}");
+        // The run's length is the virtual time the engine threads reached,
+        // inside the first tick.
+        let seconds = f64_of(&summary["seconds"]);
+        assert!(seconds > 0.0 && seconds < 1.0, "SIG{signal}: {summary}");
+        assert_eq!(
+            summary["overall"]["steps"],
+            report["scheduled_steps_by_budget"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+                .sum::<u64>()
+        );
+    }
+}
+
+/// Runs the demo with `args` (ephemeral port, one engine thread) for at
+/// most `limit`; its exit status, or `None` if it was still running (then
+/// killed), and its standard error.
+fn run_at_most(args: &[&str], limit: Duration) -> (Option<ExitStatus>, String) {
+    let mut demo = spawn(args);
+    let stderr = drain(BufReader::new(demo.0.stderr.take().unwrap()));
+    drop(demo.0.stdout.take());
+    let status = demo.wait_at_most(limit);
+    drop(demo);
+    (status, stderr.join().unwrap())
+}
+
+#[test]
+fn a_step_cost_too_small_for_virtual_time_is_refused_at_once() {
+    // A step without drafts of 1e-9 cost units of 8 ms lasts 8e-12 s of
+    // virtual time: a one-second interval would be 1.25e14 steps, a run
+    // without end and without output. 1e-320 is subnormal: the library's
+    // step cost refuses it (costs must lie in 1e-150..=1e150).
+    for (cost, why) in [
+        ("1e-9,0", "at most 1000000 steps"),
+        ("1e-320,0", "between 1e-150 and 1e150"),
+    ] {
+        let (status, log) = run_at_most(
+            &["--virtual-time", "--seconds", "1", "--cost-linear", cost],
+            Duration::from_secs(20),
+        );
+        let status = status.unwrap_or_else(|| panic!("{cost}: still running after 20 s"));
+        assert_eq!(status.code(), Some(2), "{cost}: {log}");
+        assert!(log.contains("--cost-linear"), "{cost}: {log}");
+        assert!(log.contains(why), "{cost}: {log}");
+    }
+    // The most steps an interval may take is allowed: 1 us per unit, a
+    // 1-second interval of steps without drafts (static:0), 10^6 steps.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "1",
+            "--step-us",
+            "1",
+            "--policy",
+            "static:0",
+            "--max-batch",
+            "1",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+}
+
+#[test]
+fn more_phases_than_the_limit_are_refused_at_once() {
+    // 2 s of 1-nanosecond phases: 2e9 phases, one summary entry each.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "2",
+            "--phase-seconds",
+            "1e-9",
+        ],
+        Duration::from_secs(20),
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after 20 s: {log}"));
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("--phase-seconds 1e-9"), "{log}");
+    assert!(log.contains("at most 10000 phases"), "{log}");
+    // 10,000 phases are allowed.
+    let (status, log) = run_at_most(
+        &[
+            "--virtual-time",
+            "--seconds",
+            "10",
+            "--phase-seconds",
+            "0.001",
+            "--policy",
+            "static:1",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+    // A run without end may not count phases faster than it logs intervals.
+    let (status, log) = run_at_most(
+        &["--seconds", "0", "--phase-seconds", "0.5"],
+        Duration::from_secs(20),
+    );
+    let status = status.unwrap_or_else(|| panic!("still running after 20 s: {log}"));
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("--phase-seconds 0.5 is shorter than the metrics interval"),
+        "{log}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn closed_stdout_is_an_error_exit_2_before_the_run() {
+    // `serving_engine >&-`: the report would go nowhere (Rust reopens the
+    // descriptor on /dev/null). The demo says so at once rather than run
+    // for nothing; `> /dev/null` is a choice, and runs.
+    let out = Command::new("sh")
+        .args(["-c", r#"exec "$0" "$@" >&-"#, demo_binary()])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--seconds",
+            "5",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(log.contains("standard output is closed"), "{log}");
+    // Refused before anything runs (no listening line).
+    assert!(!log.contains("metrics on http://"), "{log}");
+    let out = Command::new("sh")
+        .args(["-c", r#"exec "$0" "$@" > /dev/null"#, demo_binary()])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--seconds",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+}
+
+/// Reads `stream` until the server closes it (end of file or reset);
+/// panics if it is still open after `limit`. Returns what was read.
+fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return received,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("the connection is still open {limit:?} after the last byte")
+            }
+            Err(_) => return received,
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_its_responses_is_disconnected() {
+    // K = 64: a response is about 200 KB, so 300 pipelined requests ask
+    // for 60 MB, more than the socket buffers of a loopback connection
+    // hold: the server's writes block until the client reads.
+    let mut demo = spawn(&[
+        "--seconds",
+        "120",
+        "--max-draft-len",
+        "64",
+        "--connection-timeout-ms",
+        "500",
+    ]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let _log = drain(stderr);
+
+    const REQUESTS: usize = 300;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        // Blocks once the server stops reading; fails once it closes.
+        thread::spawn(move || {
+            for _ in 0..REQUESTS {
+                if stream
+                    .write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\n\r\n")
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    // Longer than the connection's lifetime and its grace (2 x 500 ms).
+    thread::sleep(Duration::from_secs(3));
+    // A server that gave up has closed the connection: what the buffers
+    // held, then the end. One that waited serves all 300 once we read.
+    let received = read_until_closed(&mut stream, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&received);
+    let responses = text.matches("HTTP/1.1 200 OK").count();
+    assert!(
+        responses < REQUESTS,
+        "the server kept the stalled connection: {responses} responses"
+    );
+    writer.join().unwrap();
+    // The server still serves others.
+    assert!(get_metrics(addr).starts_with("HTTP/1.1 200 OK"));
+}
+
+#[test]
+fn connections_beyond_the_cap_wait_for_one_to_end() {
+    let mut demo = spawn(&[
+        "--seconds",
+        "120",
+        "--max-connections",
+        "1",
+        "--header-read-timeout-ms",
+        "60000",
+    ]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let _log = drain(stderr);
+
+    // The one connection allowed, idle.
+    let first = TcpStream::connect(addr).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    // A second one is not served while the first is open...
+    let mut second = TcpStream::connect(addr).unwrap();
+    second
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match second.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("served beyond the cap: {other:?}"),
+    }
+    // ...and is once the first ends.
+    drop(first);
+    let response =
+        String::from_utf8_lossy(&read_until_closed(&mut second, Duration::from_secs(20)))
+            .into_owned();
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
 }

@@ -37,7 +37,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub use crate::rng::Rng;
+use crate::rng::Rng;
 
 /// Half-width of the uniform spread of a request's predictability around
 /// its phase's `alpha`.

@@ -5,14 +5,14 @@
 //! markdown table and the targets, each met or not, with its figures.
 //!
 //! ```text
-//! cargo run --release --example policy_table
-//! cargo run --release --example policy_table -- --seed 2 --phase-seconds 30
+//! cargo run --release -p specdec-sim --bin policy_table
+//! cargo run --release -p specdec-sim --bin policy_table -- --seed 2 --phase-seconds 30
 //! ```
 //!
-//! The simulation is the demo's own (`serving_engine/sim.rs`, included
-//! here by path): two engine threads with a batch of 32 requests each,
-//! `K = 8`, step cost `1 + 0.1 b` cost units, 1-second intervals (`--interval-ms`). Two
-//! simulations run at a time.
+//! The simulation is the demo's own ([`specdec_sim::engine`]): two engine
+//! threads with a batch of 32 requests each, `K = 8`, step cost `1 + 0.1 b`
+//! cost units, 1-second intervals (`--interval-ms`). Two simulations run at
+//! a time.
 //!
 //! The table, per workload and policy: the goodput (tokens per cost unit,
 //! over the whole run), its ratio to the best static draft length of the
@@ -21,24 +21,6 @@
 //! and over its settled part (the phase minus its first 3 intervals), and
 //! the switches of the chosen draft length per phase (per engine thread;
 //! a shared plan counts once per change).
-
-#[allow(dead_code)] // shared with the demo, which uses other parts
-#[path = "serving_engine/peers.rs"]
-mod peers;
-#[path = "serving_engine/policy.rs"]
-mod policy;
-#[allow(dead_code)]
-#[path = "serving_engine/rng.rs"]
-mod rng;
-#[allow(dead_code)]
-#[path = "serving_engine/sim.rs"]
-mod sim;
-#[allow(dead_code)]
-#[path = "serving_engine/summary.rs"]
-mod summary;
-#[allow(dead_code)]
-#[path = "serving_engine/workload.rs"]
-mod workload;
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -50,9 +32,10 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use specdec_metrics::Recorder;
 
-use policy::PolicySpec;
-use summary::{CostLinear, Summary};
-use workload::Workload;
+use specdec_sim::engine;
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::summary::{CostLinear, Summary};
+use specdec_sim::workload::Workload;
 
 /// Runs every drafting policy on every workload in virtual time and prints
 /// one markdown table with the targets.
@@ -75,7 +58,7 @@ struct Args {
     interval_ms: u64,
     /// The controller's update period, milliseconds (at most
     /// --interval-ms).
-    #[arg(long, value_name = "N", default_value_t = sim::DEFAULT_UPDATE_MS)]
+    #[arg(long, value_name = "N", default_value_t = engine::DEFAULT_UPDATE_MS)]
     update_ms: u64,
     /// Simulations run at once.
     #[arg(long, value_name = "N", default_value_t = 2)]
@@ -101,8 +84,8 @@ fn policies() -> Vec<PolicySpec> {
     all
 }
 
-fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> sim::Config {
-    sim::Config {
+fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> engine::Config {
+    engine::Config {
         policy,
         workload,
         phase_secs: args.phase_seconds as f64,
@@ -119,7 +102,7 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> sim
         seconds: args.phase_seconds * TRANSITION_PHASES,
         virtual_time: true,
         seed,
-        settle_intervals: sim::SETTLE_INTERVALS,
+        settle_intervals: engine::SETTLE_INTERVALS,
     }
 }
 
@@ -199,9 +182,9 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run_one(config: &sim::Config, stop: &AtomicBool) -> Run {
+fn run_one(config: &engine::Config, stop: &AtomicBool) -> Run {
     let recorder = Recorder::new(config.max_draft_len).map_err(|e| e.to_string())?;
-    sim::run(config, &recorder, None, stop, &sim::NoEvents).map(|o| o.summary)
+    engine::run(config, &recorder, None, stop, &engine::NoEvents).map(|o| o.summary)
 }
 
 /// Every run of one seed, by workload.
@@ -301,7 +284,7 @@ impl<'a> Table<'a> {
             self.seed,
             self.args.phase_seconds,
             self.args.phase_seconds * TRANSITION_PHASES,
-            sim::SETTLE_INTERVALS,
+            engine::SETTLE_INTERVALS,
         );
         let mut header = "| workload | policy | goodput | / best static |".to_owned();
         let mut rule = "|---|---|---:|---:|".to_owned();
@@ -540,7 +523,7 @@ fn robustness(tables: &[Table]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use summary::{Figures, Phase};
+    use specdec_sim::summary::{Figures, Phase};
 
     /// Figures with the given goodput (100 cost units) and switches.
     fn figures(goodput: f64, switches: f64) -> Figures {

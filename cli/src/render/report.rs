@@ -13,71 +13,83 @@ use std::fmt::Write as _;
 
 use specdec_metrics::AcceptanceHistogram;
 
+use super::table::{Column, Table};
 use crate::format::{group_digits, percent};
 
 /// Renders `h` as text, ending in a newline.
 pub fn render(h: &AcceptanceHistogram) -> String {
     let mut out = String::new();
-    let max = h.max_draft_len();
-    let rows: Vec<(usize, &[u64])> = h.observed_rows().collect();
-    let totals = h.acceptance_histogram();
-    let steps = h.num_spec_steps();
-
     let _ = writeln!(
         out,
-        "Acceptance histogram by draft length (K = num_spec_tokens = {max})"
+        "Acceptance histogram by draft length (K = num_spec_tokens = {})",
+        h.max_draft_len()
     );
-    if rows.is_empty() {
-        out.push_str("  no verify step observed\n");
-    } else {
-        // Counts are shown only up to the longest observed draft length.
-        let last = rows.last().map_or(0, |&(k, _)| k);
-        let count_w = rows
-            .iter()
-            .flat_map(|(_, r)| r.iter())
-            .chain(&totals[..=last])
-            .map(|&c| group_digits(c).len())
-            .chain(std::iter::once(format!("a={last}").len()))
-            .max()
-            .unwrap_or(1);
-        let steps_w = group_digits(steps).len().max("steps".len());
-        let _ = write!(out, "{:>5}  {:>steps_w$} ", "k", "steps");
-        for a in 0..=last {
-            let _ = write!(out, " {:>count_w$}", format!("a={a}"));
-        }
-        let _ = writeln!(out, "  {:>11}  {:>13}", "full-accept", "mean-accepted");
-        for &(k, row) in &rows {
-            let row_steps = h.row_steps(k);
-            let _ = write!(out, "{k:>5}  {:>steps_w$} ", group_digits(row_steps));
-            for a in 0..=last {
-                match row.get(a) {
-                    Some(&c) => {
-                        let _ = write!(out, " {:>count_w$}", group_digits(c));
-                    }
-                    None => {
-                        let _ = write!(out, " {:>count_w$}", "");
-                    }
-                }
-            }
-            let accepted: u64 = row.iter().enumerate().map(|(a, &c)| a as u64 * c).sum();
-            let mean = accepted as f64 / row_steps as f64;
-            // At k = 0 every step "accepts all" of nothing: not a rate.
-            let full = match k {
-                0 => "n/a".into(),
-                _ => h.full_acceptance_rate(k).map_or("-".into(), percent),
-            };
-            let _ = writeln!(out, "  {full:>11}  {mean:>13.3}");
-        }
-        let _ = write!(out, "{:>5}  {:>steps_w$} ", "all", group_digits(steps));
-        for &c in &totals[..=last] {
-            let _ = write!(out, " {:>count_w$}", group_digits(c));
-        }
-        out.push('\n');
-    }
-
+    rows_table(h, &mut out);
     out.push('\n');
-    let summary: [(&str, String); 7] = [
-        ("verify steps (num_spec_steps)", group_digits(steps)),
+    summary(h, &mut out);
+    out.push('\n');
+    positions_table(h, &mut out);
+    out
+}
+
+/// One row per observed draft length, then the totals by accepted count.
+fn rows_table(h: &AcceptanceHistogram, out: &mut String) {
+    let rows: Vec<(usize, &[u64])> = h.observed_rows().collect();
+    let Some(&(last, _)) = rows.last() else {
+        out.push_str("  no verify step observed\n");
+        return;
+    };
+    // Counts are shown only up to the longest observed draft length, all
+    // in columns of one width.
+    let totals = &h.acceptance_histogram()[..=last];
+    let count_w = rows
+        .iter()
+        .flat_map(|(_, r)| r.iter())
+        .chain(totals)
+        .map(|&c| group_digits(c).len())
+        .chain(std::iter::once(format!("a={last}").len()))
+        .max()
+        .unwrap_or(1);
+    let mut columns = vec![Column::right("k").min_width(5), Column::right("steps")];
+    columns.extend((0..=last).map(|a| {
+        Column::right(format!("a={a}"))
+            .min_width(count_w)
+            .gap(if a == 0 { 2 } else { 1 })
+    }));
+    columns.extend([Column::right("full-accept"), Column::right("mean-accepted")]);
+    let mut table = Table::new(columns);
+    for &(k, row) in &rows {
+        let row_steps = h.row_steps(k);
+        let accepted: u64 = row.iter().enumerate().map(|(a, &c)| a as u64 * c).sum();
+        let mean = accepted as f64 / row_steps as f64;
+        // At k = 0 every step "accepts all" of nothing: not a rate.
+        let full = match k {
+            0 => "n/a".into(),
+            _ => h.full_acceptance_rate(k).map_or("-".into(), percent),
+        };
+        let mut cells = vec![k.to_string(), group_digits(row_steps)];
+        cells.extend((0..=last).map(|a| row.get(a).map_or(String::new(), |&c| group_digits(c))));
+        cells.extend([full, format!("{mean:.3}")]);
+        table.row(cells);
+    }
+    let mut all = vec!["all".to_owned(), group_digits(h.num_spec_steps())];
+    all.extend(totals.iter().map(|&c| group_digits(c)));
+    table.row(all);
+    table.render(out);
+}
+
+/// The summary figures, one per line, values aligned to the right.
+fn summary(h: &AcceptanceHistogram, out: &mut String) {
+    let mut table = Table::new(vec![
+        Column::left("").min_width(30),
+        Column::right("").gap(0),
+    ])
+    .without_header();
+    for (name, value) in [
+        (
+            "verify steps (num_spec_steps)",
+            group_digits(h.num_spec_steps()),
+        ),
         ("undrafted steps", group_digits(h.num_undrafted_steps())),
         (
             "rejected observations",
@@ -93,49 +105,49 @@ pub fn render(h: &AcceptanceHistogram) -> String {
             format!("{:.4}", h.mean_acceptance_length()),
         ),
         ("draft acceptance rate", percent(h.draft_acceptance_rate())),
-    ];
-    let value_w = summary.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
-    for (name, value) in &summary {
-        let _ = writeln!(out, "{name:<30}{value:>value_w$}");
+    ] {
+        table.row(vec![name.to_owned(), value]);
     }
+    table.render(out);
+}
 
-    out.push('\n');
+/// Both acceptance rates of every position up to the last one drafted.
+fn positions_table(h: &AcceptanceHistogram, out: &mut String) {
     let drafted = h.num_draft_tokens_per_pos();
     let accepted = h.num_accepted_tokens_per_pos();
     let all_steps = h.acceptance_rate_per_pos();
     let conditional = h.conditional_acceptance_rate_per_pos();
-    let last_pos = drafted.iter().rposition(|&d| d != 0);
-    match last_pos {
-        None => out.push_str("Acceptance by position: no draft token observed\n"),
-        Some(last_pos) => {
-            let w = drafted
-                .iter()
-                .map(|&c| group_digits(c).len())
-                .max()
-                .unwrap_or(1)
-                .max("accepted".len());
-            let _ = writeln!(
-                out,
-                "Acceptance by position (of all steps, as vLLM logs it; of the steps that drafted it)"
-            );
-            let _ = writeln!(
-                out,
-                "{:>5}  {:>w$}  {:>w$}  {:>10}  {:>12}",
-                "pos", "drafted", "accepted", "of-all", "of-drafted"
-            );
-            for i in 0..=last_pos {
-                let cond = conditional[i].map_or("-".into(), percent);
-                let _ = writeln!(
-                    out,
-                    "{i:>5}  {:>w$}  {:>w$}  {:>10}  {cond:>12}",
-                    group_digits(drafted[i]),
-                    group_digits(accepted[i]),
-                    percent(all_steps[i]),
-                );
-            }
-        }
+    let Some(last_pos) = drafted.iter().rposition(|&d| d != 0) else {
+        out.push_str("Acceptance by position: no draft token observed\n");
+        return;
+    };
+    out.push_str(
+        "Acceptance by position (of all steps, as vLLM logs it; of the steps that drafted it)\n",
+    );
+    // The two count columns share one width.
+    let w = drafted
+        .iter()
+        .map(|&c| group_digits(c).len())
+        .max()
+        .unwrap_or(1)
+        .max("accepted".len());
+    let mut table = Table::new(vec![
+        Column::right("pos").min_width(5),
+        Column::right("drafted").min_width(w),
+        Column::right("accepted").min_width(w),
+        Column::right("of-all").min_width(10),
+        Column::right("of-drafted").min_width(12),
+    ]);
+    for i in 0..=last_pos {
+        table.row(vec![
+            i.to_string(),
+            group_digits(drafted[i]),
+            group_digits(accepted[i]),
+            percent(all_steps[i]),
+            conditional[i].map_or("-".into(), percent),
+        ]);
     }
-    out
+    table.render(out);
 }
 
 #[cfg(test)]

@@ -1,0 +1,141 @@
+//! Input and output apart from what is printed ([`crate::render`] makes
+//! the text): reading a report back from a file or standard input, and
+//! writing to standard output and to files, each failure an error that
+//! names what was not read or written.
+
+use std::fs::File;
+use std::io::{self, BufReader, IsTerminal, Read, Write};
+use std::path::Path;
+
+use specdec_metrics::AcceptanceHistogram;
+
+use crate::error::CliError;
+use crate::format::display_path;
+
+/// Reads the report at `path` (`-` is standard input), strictly: the
+/// library rejects a report whose figures disagree with its rows. `name` is
+/// how messages call it.
+pub fn read_report(path: &Path, name: &str) -> Result<AcceptanceHistogram, CliError> {
+    let parse = |r: &mut dyn Read| {
+        serde_json::from_reader::<_, AcceptanceHistogram>(BufReader::new(r))
+            .map_err(|e| CliError::new(format!("{name}: not a valid report: {e}")))
+    };
+    if is_stdin(path) {
+        return parse(&mut io::stdin().lock());
+    }
+    let mut file =
+        File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
+    parse(&mut file)
+}
+
+/// Whether `path` stands for standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// How messages name the input at `path`: `<stdin>` for `-`, the path
+/// [escaped](display_path) otherwise.
+pub fn input_name(path: &Path) -> String {
+    if is_stdin(path) {
+        "<stdin>".to_owned()
+    } else {
+        display_path(path)
+    }
+}
+
+/// Standard input can be read once: refuses a second `-` among `paths`
+/// (the reports of one run, in order), before any of them is read. `what`
+/// names one input in the message ("bucket", "report"). One `-` gets the
+/// [note](note_reading_stdin) for a terminal.
+pub fn stdin_at_most_once<'a>(
+    paths: impl IntoIterator<Item = &'a Path>,
+    what: &str,
+) -> Result<(), CliError> {
+    let mut readers = paths
+        .into_iter()
+        .enumerate()
+        .filter(|(_, p)| is_stdin(p))
+        .map(|(i, _)| i + 1);
+    match (readers.next(), readers.next()) {
+        (Some(first), Some(second)) => Err(CliError::new(format!(
+            "{what} {second} reads standard input (-), which {what} {first} already reads; only one {what} can read standard input"
+        ))),
+        (Some(_), None) => {
+            note_reading_stdin("a report");
+            Ok(())
+        }
+        (None, _) => Ok(()),
+    }
+}
+
+/// Tells a person at a terminal that `what` ("JSON Lines", "a report") is
+/// read from standard input, which otherwise looks like a hang; says
+/// nothing when standard input is a pipe or a file.
+pub fn note_reading_stdin(what: &str) {
+    if io::stdin().is_terminal() {
+        let _ = writeln!(
+            io::stderr(),
+            "reading {what} from standard input (end with Ctrl-D)"
+        );
+    }
+}
+
+/// Writes `bytes` (the `what`: "report", "advice") to standard output. A
+/// closed standard output, a full disk or any other failure is an error; a
+/// reader that went away (`EPIPE`) is not: it asked for no more.
+pub fn write_stdout(bytes: &[u8], what: &str) -> Result<(), CliError> {
+    if stdout_is_closed() {
+        return Err(CliError::new(format!(
+            "standard output is closed; the {what} was not written"
+        )));
+    }
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::new(format!(
+            "cannot write to standard output: {e}; the {what} was not written"
+        ))),
+    }
+}
+
+/// Writes `bytes` (the `what`: "plot") to the file at `path`, replacing it.
+pub fn write_file(path: &Path, bytes: &[u8], what: &str) -> Result<(), CliError> {
+    std::fs::write(path, bytes).map_err(|e| {
+        CliError::new(format!(
+            "cannot write the {what} to {}: {e}",
+            display_path(path)
+        ))
+    })
+}
+
+/// Whether the program was started with standard output closed (`>&-`).
+///
+/// Rust's runtime reopens a closed standard stream on `/dev/null` before
+/// `main`, so that later files cannot take its descriptor; writes then
+/// succeed and go nowhere. It opens it for reading and writing, whereas a
+/// shell's `> /dev/null` opens it for writing only: a descriptor that is
+/// `/dev/null` and can be read from is the closed stream. (A caller who
+/// deliberately passes `/dev/null` open for reading and writing, `1<>`, is
+/// told the same, which is true of where the report goes.)
+#[cfg(unix)]
+fn stdout_is_closed() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
+        return true; // not even a descriptor
+    };
+    let file = File::from(fd);
+    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
+        return false;
+    };
+    meta.file_type().is_char_device()
+        && meta.rdev() == null.rdev()
+        && (&file).read(&mut [0u8; 1]).is_ok()
+}
+
+#[cfg(not(unix))]
+fn stdout_is_closed() -> bool {
+    false
+}

@@ -1,0 +1,24 @@
+//! What the subcommands print, as text, and nothing else: no module here
+//! reads or writes ([`crate::io`] does). The report as a table
+//! ([`report`]) or a heatmap ([`plot`]), the advice's tables ([`advice`]),
+//! the batch-size table ([`batch_table`]), all laid out by the one table
+//! renderer ([`table`]); and any serializable value as one line of JSON
+//! ([`json_line`]).
+
+pub mod advice;
+pub mod batch_table;
+pub mod plot;
+pub mod report;
+pub mod table;
+
+use serde::Serialize;
+
+use crate::error::CliError;
+
+/// `value` as one JSON object on one line, with its newline; `what`
+/// ("report", "advice") names it if it cannot be serialized.
+pub fn json_line(value: &impl Serialize, what: &str) -> Result<String, CliError> {
+    serde_json::to_string(value)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::new(format!("cannot write the {what}: {e}")))
+}

@@ -1,0 +1,50 @@
+//! A simulated speculative-decoding serving engine that embeds
+//! `specdec-metrics` the way a real one would, and the two programs built
+//! on it (see `README.md` beside `Cargo.toml`):
+//!
+//! - `serving_engine` (`cargo run --release -p specdec-sim`): the demo.
+//!   Engine threads record every verify step, a metrics thread logs
+//!   vLLM-style interval lines and closes the drafting loop, `/metrics` is
+//!   served over HTTP, and the engine-wide report and a summary are printed
+//!   at the end;
+//! - `policy_table` (`cargo run --release -p specdec-sim --bin
+//!   policy_table`): every drafting policy on every workload, in virtual
+//!   time with the same seeds, as one markdown table.
+//!
+//! This crate is not published: it is the library's showcase and test bed.
+//! For the twenty lines an engine needs, read `examples/embed.rs` at the
+//! repository root instead.
+//!
+//! # Modules
+//!
+//! - [`engine`]: the simulated engine. Engine threads, each with its own
+//!   `Worker`, a continuous batch and a drafting [`policy::Policy`]; a
+//!   coordinator (the metrics thread) that snapshots the `Recorder` every
+//!   update period, feeds the controller and publishes its plan; real or
+//!   virtual time. [`engine::run`] runs one simulation and returns its
+//!   [`summary::Summary`].
+//! - [`workload`]: what the requests look like: how well the proposer
+//!   predicts them, by phase of the run and kind of request, and the fake
+//!   verifier.
+//! - [`policy`]: the drafting policies an engine thread can follow (a
+//!   static draft length, or the controller's shared plan) and the
+//!   `--policy` values.
+//! - [`peers`]: the adaptive rules of SGLang and vLLM #44336, as policies.
+//! - [`summary`]: what a run achieved, per phase and overall (the JSON
+//!   summary the demo prints and the policy table compares).
+//! - [`engine_metrics`]: vLLM's engine metrics (running requests, generated
+//!   tokens, inter-token latency) exported next to the
+//!   speculative-decoding families, so vLLM's dashboards work against the
+//!   demo.
+//! - [`rng`]: the seeded random numbers every part draws from.
+//!
+//! A virtual-time run is a function of its [`engine::Config`]: the same
+//! settings and seed give the same summary, whatever the machine.
+
+pub mod engine;
+pub mod engine_metrics;
+pub mod peers;
+pub mod policy;
+pub mod rng;
+pub mod summary;
+pub mod workload;

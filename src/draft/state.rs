@@ -1,0 +1,458 @@
+//! Drafting per request state: [`RequestState`] (what a request keeps),
+//! [`StateController`] (a draft length per state), [`StatePlan`] and
+//! [`SharedStatePlan`] (the plan engine threads read in one load).
+
+use super::controller::DraftController;
+use super::cost::StepCost;
+use super::plan::EXPLORATION_PERIOD;
+use crate::AcceptanceHistogram;
+use crate::error::{ConfigError, ParameterError};
+use crate::record::MAX_MAX_DRAFT_LEN;
+use crate::record::sync::{AtomicU64, Ordering};
+
+/// Fixed-point one: a score of `SCALE` is an acceptance of 100%.
+const SCALE: i32 = 1 << 14;
+/// The score's exponential weight on the newest verify step is
+/// `1 / 2^SHIFT`: 1/4, a memory of about four steps.
+const SHIFT: u32 = 2;
+
+/// What a request knows about how well its drafts have been doing lately:
+/// an exponentially weighted score of its recent acceptance (each verify
+/// step weighs 1/4, so the score forgets a step in about four), in
+/// [`COUNT`](Self::COUNT) levels. A small `Copy` value the engine keeps
+/// with the request and replaces after each verify step; no sharing, no
+/// atomics.
+///
+/// Acceptance comes in runs: a request alternates between stretches its
+/// drafts predict well (boilerplate, text copied from the prompt) and
+/// stretches they do not. A request's recent acceptance predicts its next
+/// step, so a draft length chosen per state ([`StateController`]) follows
+/// the runs where one length for the whole batch cannot.
+///
+/// An engine that knows a request's kind (an adapter, an endpoint) can
+/// start it where that kind usually is ([`with_score`](Self::with_score),
+/// for example the kind's mean acceptance) instead of in the middle.
+///
+/// ```
+/// use specdec_metrics::RequestState;
+/// let mut state = RequestState::new();
+/// assert_eq!(state.index(), 2); // the middle: score 1/2
+/// for _ in 0..8 {
+///     state = state.after(4, 4); // every draft accepted
+/// }
+/// assert_eq!(state.index(), RequestState::COUNT - 1);
+/// for _ in 0..8 {
+///     state = state.after(4, 0); // nothing accepted
+/// }
+/// assert_eq!(state.index(), 0);
+/// assert_eq!(state.after(0, 0), state); // no draft, no news
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RequestState {
+    /// `0..=SCALE`: the weighted acceptance, fixed point.
+    score: u16,
+}
+
+impl Default for RequestState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RequestState {
+    /// The number of states: [`index`](Self::index) is in `0..COUNT`.
+    pub const COUNT: usize = 4;
+
+    /// A new request's state: score 1/2, the middle.
+    pub const fn new() -> Self {
+        Self {
+            score: (SCALE / 2) as u16,
+        }
+    }
+
+    /// A request starting at acceptance `score` (clamped to `[0, 1]`; NaN
+    /// reads as 1/2), for an engine that knows what the request's kind
+    /// usually accepts.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// assert_eq!(RequestState::with_score(0.9).index(), 3);
+    /// assert_eq!(RequestState::with_score(0.1).index(), 0);
+    /// assert_eq!(RequestState::with_score(f64::NAN), RequestState::new());
+    /// ```
+    pub fn with_score(score: f64) -> Self {
+        if score.is_nan() {
+            return Self::new();
+        }
+        Self {
+            score: (score.clamp(0.0, 1.0) * f64::from(SCALE)).round() as u16,
+        }
+    }
+
+    /// The state after a verify step that drafted `drafted` tokens and
+    /// accepted `accepted` of them (clamped to `drafted`): the score moves a
+    /// quarter of the way to `accepted / drafted`. A step that drafted
+    /// nothing leaves it unchanged.
+    #[inline]
+    #[must_use]
+    pub fn after(self, drafted: usize, accepted: usize) -> Self {
+        if drafted == 0 {
+            return self;
+        }
+        let target = (accepted.min(drafted) * SCALE as usize / drafted) as i32;
+        let score = i32::from(self.score);
+        // Rounds towards the target, so a run of full (or no) acceptance
+        // reaches the top (or bottom) level, never stopping a step short.
+        let step = (target - score) >> SHIFT;
+        let step = if step == 0 {
+            (target - score).signum()
+        } else {
+            step
+        };
+        Self {
+            score: (score + step) as u16,
+        }
+    }
+
+    /// The state's number, `0..COUNT`: the score's quarter (`0`: under 1/4
+    /// of recent drafts accepted, `3`: at least 3/4).
+    #[inline]
+    pub fn index(self) -> usize {
+        (usize::from(self.score) * Self::COUNT / SCALE as usize).min(Self::COUNT - 1)
+    }
+
+    /// The score, the weighted recent acceptance, in `[0, 1]`.
+    pub fn score(self) -> f64 {
+        f64::from(self.score) / f64::from(SCALE)
+    }
+}
+
+/// What an engine drafts for a request in each [`RequestState`]: a draft
+/// length per state, and on one step in [`EXPLORATION_PERIOD`] the
+/// exploration length `min(2 k + 1, K)`. Packs into one `u64`
+/// ([`to_bits`](Self::to_bits)) for a [`SharedStatePlan`].
+///
+/// ```
+/// use specdec_metrics::{RequestState, StatePlan};
+/// let plan = StatePlan::new([1, 2, 4, 7], 8).unwrap();
+/// let easy = RequestState::with_score(1.0);
+/// assert_eq!(plan.draft_len_for(easy, 0), 7);
+/// assert_eq!(plan.draft_len_for(easy, 31), 8); // exploration: min(15, 8)
+/// assert_eq!(StatePlan::from_bits(plan.to_bits()), Some(plan));
+/// assert_eq!(StatePlan::new([1, 2, 9, 1], 8), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StatePlan {
+    draft_lens: [u8; RequestState::COUNT],
+    max_draft_len: u8,
+}
+
+/// Bits of one draft length in [`StatePlan::to_bits`]: 7 hold `0..=64`.
+const LEN_BITS: u32 = 7;
+/// The marker bit of a packed plan, above the lengths and `K`, so that no
+/// plan packs to 0.
+const MARKER: u32 = LEN_BITS * (RequestState::COUNT as u32 + 1);
+
+impl StatePlan {
+    /// The plan drafting `draft_lens[s]` in state `s`; `None` when
+    /// `max_draft_len` is outside `1..=64` or a length is above it.
+    pub fn new(draft_lens: [usize; RequestState::COUNT], max_draft_len: usize) -> Option<Self> {
+        let valid = (1..=MAX_MAX_DRAFT_LEN).contains(&max_draft_len)
+            && draft_lens.iter().all(|&k| k <= max_draft_len);
+        // At most 64, so `u8` holds them.
+        valid.then(|| Self {
+            draft_lens: draft_lens.map(|k| k as u8),
+            max_draft_len: max_draft_len as u8,
+        })
+    }
+
+    /// The draft length of state `state` on ordinary steps.
+    #[inline]
+    pub fn draft_len(self, state: RequestState) -> usize {
+        usize::from(self.draft_lens[state.index()])
+    }
+
+    /// The draft length of state `state` on exploration steps.
+    #[inline]
+    pub fn explore_len(self, state: RequestState) -> usize {
+        (2 * self.draft_len(state) + 1).min(usize::from(self.max_draft_len))
+    }
+
+    /// The draft length for a request in `state` at engine step `step`:
+    /// the exploration length when `step % 32 == 31`, else the state's
+    /// draft length.
+    #[inline]
+    pub fn draft_len_for(self, state: RequestState, step: u64) -> usize {
+        if step % EXPLORATION_PERIOD == EXPLORATION_PERIOD - 1 {
+            self.explore_len(state)
+        } else {
+            self.draft_len(state)
+        }
+    }
+
+    /// The maximum draft length `K`.
+    pub fn max_draft_len(self) -> usize {
+        usize::from(self.max_draft_len)
+    }
+
+    /// The plan in one word: 7 bits per state's length, then `K`, then a
+    /// marker bit (so never 0).
+    #[inline]
+    pub fn to_bits(self) -> u64 {
+        let lens = self
+            .draft_lens
+            .iter()
+            .enumerate()
+            .fold(0u64, |bits, (s, &k)| {
+                bits | u64::from(k) << (LEN_BITS * s as u32)
+            });
+        1 << MARKER
+            | u64::from(self.max_draft_len) << (LEN_BITS * RequestState::COUNT as u32)
+            | lens
+    }
+
+    /// The plan packed by [`to_bits`](Self::to_bits); `None` for any word
+    /// no plan packs to.
+    ///
+    /// ```
+    /// use specdec_metrics::StatePlan;
+    /// assert_eq!(StatePlan::from_bits(0), None);
+    /// let bits = StatePlan::new([0, 1, 2, 3], 4).unwrap().to_bits();
+    /// assert_eq!(StatePlan::from_bits(bits | 1 << 40), None); // a stray bit
+    /// assert_eq!(StatePlan::from_bits(bits & !(1 << 35)), None); // no marker
+    /// ```
+    pub fn from_bits(bits: u64) -> Option<Self> {
+        let field = |i: u32| ((bits >> (LEN_BITS * i)) & ((1 << LEN_BITS) - 1)) as usize;
+        if bits >> MARKER != 1 {
+            return None;
+        }
+        let lens = core::array::from_fn(|s| field(s as u32));
+        Self::new(lens, field(RequestState::COUNT as u32))
+    }
+
+    /// Unpacks a word that [`to_bits`](Self::to_bits) made, without
+    /// checking it (what every word in a [`SharedStatePlan`] is).
+    #[inline]
+    fn from_bits_unchecked(bits: u64) -> Self {
+        let field = |i: u32| (bits >> (LEN_BITS * i)) as u8 & ((1 << LEN_BITS) - 1) as u8;
+        Self {
+            draft_lens: core::array::from_fn(|s| field(s as u32)),
+            max_draft_len: field(RequestState::COUNT as u32),
+        }
+    }
+}
+
+/// A [`StatePlan`] published by the metrics thread and read by engine
+/// threads at every request-step, in one atomic word: one relaxed load per
+/// read, no lock, no allocation. A reader never sees a mix of two plans
+/// (the whole plan is one word) nor an older plan after a newer one.
+///
+/// ```
+/// use std::sync::Arc;
+/// use specdec_metrics::{RequestState, SharedStatePlan, StateController, StepCost};
+///
+/// let controller = StateController::new(8, StepCost::linear(1.0, 0.1)?)?;
+/// let plan = Arc::new(SharedStatePlan::new(controller.plan()));
+/// // An engine thread, for each request of its batch at each step:
+/// let state = RequestState::new();
+/// let k = plan.draft_len_for(state, 0);
+/// assert_eq!(k, controller.draft_len_for(state, 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct SharedStatePlan {
+    bits: AtomicU64,
+}
+
+impl SharedStatePlan {
+    /// A cell holding `plan`.
+    pub fn new(plan: StatePlan) -> Self {
+        Self {
+            bits: AtomicU64::new(plan.to_bits()),
+        }
+    }
+
+    /// Replaces the plan; readers see the new one from their next load on.
+    #[inline]
+    pub fn publish(&self, plan: StatePlan) {
+        // Relaxed: the word is the whole message (every state's length and
+        // K travel together), nothing else is published with it, and
+        // coherence alone keeps a reader from seeing an older plan after a
+        // newer one. (The loom model `shared_state_plan_is_never_mixed`
+        // checks both.)
+        self.bits.store(plan.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The plan last published (or an earlier one, for a reader that has
+    /// not yet seen the latest store).
+    #[inline]
+    pub fn load(&self) -> StatePlan {
+        // Relaxed: see `publish`. Every word stored came from `to_bits`.
+        StatePlan::from_bits_unchecked(self.bits.load(Ordering::Relaxed))
+    }
+
+    /// The draft length for a request in `state` at engine step `step`
+    /// under the current plan: one atomic load.
+    #[inline]
+    pub fn draft_len_for(&self, state: RequestState, step: u64) -> usize {
+        self.load().draft_len_for(state, step)
+    }
+}
+
+/// A draft length per [`RequestState`], each chosen from that state's
+/// histogram with the statistics of a [`DraftController`]: posteriors, a
+/// switch only on strong evidence, exploration, change-of-regime detection.
+///
+/// The metrics thread feeds it one window per state each interval (the
+/// recorder's [`snapshot_by_state`](crate::Recorder::snapshot_by_state),
+/// minus the previous one) and publishes its [`plan`](Self::plan) in a
+/// [`SharedStatePlan`]; engine threads record each verify step in the
+/// request's state ([`Worker::observe_in`](crate::Worker::observe_in)) and
+/// update the state with [`RequestState::after`].
+///
+/// # What it optimises
+///
+/// Each state's draft length maximises that state's own goodput, `(1 +
+/// E[a | k]) / cost(k)`. That is the long-run optimum for requests that each
+/// need their tokens: with a step cost of `base + c × mean k` over the
+/// batch, a request in state `s` drafting `k` pays `(base + c k) / B` per
+/// step for `1 + E_s[a | k]` tokens, so every token is cheapest when each
+/// state maximises its own goodput, whatever the mix. Choosing instead the
+/// lengths that maximise the current step's throughput for the current mix
+/// prices a draft token at the batch's goodput rather than the state's:
+/// it drafts longer for easy requests, which then finish sooner and leave
+/// the batch to the hard ones — better for the step, worse for the run.
+///
+/// # No state traps its requests
+///
+/// Every state drafts at least one token
+/// ([`DraftController::with_min_draft_len`]): a state that drafted nothing
+/// would never be verified, its requests would never leave it, and its
+/// histogram would never show that drafting pays again.
+///
+/// ```
+/// use specdec_metrics::{Recorder, RequestState, SharedStatePlan, StateController, StepCost};
+///
+/// let recorder = Recorder::with_states(8, RequestState::COUNT)?;
+/// let mut controller = StateController::new(8, StepCost::linear(1.0, 0.1)?)?;
+/// let plan = SharedStatePlan::new(controller.plan());
+/// let worker = recorder.worker();
+/// let mut previous = recorder.snapshot_by_state();
+/// // Two requests: one whose drafts are always right, one always wrong.
+/// let mut requests = [RequestState::new(), RequestState::new()];
+/// for step in 0..20_000u64 {
+///     for (r, state) in requests.iter_mut().enumerate() {
+///         let k = plan.draft_len_for(*state, step);
+///         let a = if r == 0 { k } else { 0 };
+///         worker.observe_in(state.index(), k, a)?;
+///         *state = state.after(k, a);
+///     }
+///     if step % 1000 == 999 {
+///         let now = recorder.snapshot_by_state();
+///         let windows: Vec<_> = now.iter().zip(&previous).map(|(n, p)| n.delta_since(p)).collect::<Result<_, _>>()?;
+///         controller.update(&windows);
+///         plan.publish(controller.plan());
+///         previous = now;
+///     }
+/// }
+/// assert_eq!(controller.draft_len(RequestState::with_score(1.0)), 8);
+/// assert_eq!(controller.draft_len(RequestState::with_score(0.0)), 1); // never 0
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct StateController {
+    controllers: [DraftController; RequestState::COUNT],
+}
+
+impl StateController {
+    /// A controller per state, each as [`DraftController::new`] with a
+    /// floor of one draft token.
+    ///
+    /// # Errors
+    ///
+    /// As [`DraftController::new`].
+    pub fn new(max_draft_len: usize, cost: StepCost) -> Result<Self, ConfigError> {
+        let one = DraftController::new(max_draft_len, cost)?
+            .with_min_draft_len(1)
+            .expect("K >= 1");
+        Ok(Self {
+            controllers: core::array::from_fn(|_| one.clone()),
+        })
+    }
+
+    /// Every state's controller with the memory, evidence and prior set by
+    /// `configure` (for example `|c| c.with_memory(16)`).
+    ///
+    /// # Errors
+    ///
+    /// The first [`ParameterError`] `configure` returns.
+    ///
+    /// ```
+    /// use specdec_metrics::{RequestState, StateController, StepCost};
+    /// let c = StateController::new(8, StepCost::linear(1.0, 0.1)?)?.configure(|c| c.with_memory(4))?;
+    /// assert_eq!(c.controller(RequestState::new()).memory(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn configure(
+        self,
+        mut configure: impl FnMut(DraftController) -> Result<DraftController, ParameterError>,
+    ) -> Result<Self, ParameterError> {
+        let configured = self
+            .controllers
+            .into_iter()
+            .map(&mut configure)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            controllers: configured
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("one controller per state")),
+        })
+    }
+
+    /// Takes in the latest interval's histogram of each state, in
+    /// [`RequestState::index`] order. A missing window (fewer than `COUNT`)
+    /// is an interval without steps for that state; extra ones are ignored.
+    pub fn update(&mut self, windows: &[AcceptanceHistogram]) {
+        for (state, controller) in self.controllers.iter_mut().enumerate() {
+            match windows.get(state) {
+                Some(window) => controller.update(window),
+                None => {
+                    let empty = AcceptanceHistogram::new(controller.max_draft_len())
+                        .expect("the controller's K is valid");
+                    controller.update(&empty);
+                }
+            }
+        }
+    }
+
+    /// The draft length for a request in `state` at engine step `step`.
+    #[inline]
+    pub fn draft_len_for(&self, state: RequestState, step: u64) -> usize {
+        self.controllers[state.index()].draft_len_for(step)
+    }
+
+    /// The current choice for `state`.
+    pub fn draft_len(&self, state: RequestState) -> usize {
+        self.controllers[state.index()].draft_len()
+    }
+
+    /// The current plan, to publish in a [`SharedStatePlan`].
+    pub fn plan(&self) -> StatePlan {
+        let max = self.controllers[0].max_draft_len();
+        StatePlan::new(
+            self.controllers.each_ref().map(DraftController::draft_len),
+            max,
+        )
+        .expect("every choice is at most K")
+    }
+
+    /// The controller of `state` (its memory, switches, regime changes).
+    pub fn controller(&self, state: RequestState) -> &DraftController {
+        &self.controllers[state.index()]
+    }
+
+    /// Switches of any state's draft length so far.
+    pub fn switches(&self) -> u64 {
+        self.controllers.iter().map(DraftController::switches).sum()
+    }
+}

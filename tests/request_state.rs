@@ -1,0 +1,98 @@
+//! `RequestState`, `StatePlan` and `StateController`: the state follows a
+//! request's recent acceptance, a plan survives its packing, and the
+//! controller learns a length per state.
+
+use proptest::prelude::*;
+use specdec_metrics::{AcceptanceHistogram, RequestState, StateController, StatePlan, StepCost};
+
+proptest! {
+    /// The score moves towards the step's acceptance, never past it, and
+    /// the index is the score's quarter.
+    #[test]
+    fn the_score_moves_towards_each_steps_acceptance(
+        start in 0.0f64..=1.0,
+        steps in prop::collection::vec((0usize..=8, 0usize..=8), 1..40),
+    ) {
+        let mut state = RequestState::with_score(start);
+        for (k, a) in steps {
+            let before = state.score();
+            let next = state.after(k, a);
+            if k == 0 {
+                prop_assert_eq!(next, state);
+            } else {
+                let target = a.min(k) as f64 / k as f64;
+                let after = next.score();
+                prop_assert!((after - target).abs() <= (before - target).abs() + 1e-9);
+                prop_assert!((after - before).abs() <= (target - before).abs() / 4.0 + 1e-4);
+            }
+            prop_assert_eq!(next.index(), ((next.score() * 4.0) as usize).min(3));
+            state = next;
+        }
+    }
+
+    /// Every plan survives packing into one word, and each state reads its
+    /// own length.
+    #[test]
+    fn state_plans_pack_into_one_word(lens in prop::array::uniform4(0usize..=64), max in 1usize..=64) {
+        let lens = lens.map(|k| k.min(max));
+        let plan = StatePlan::new(lens, max).unwrap();
+        prop_assert_eq!(StatePlan::from_bits(plan.to_bits()), Some(plan));
+        for (s, &k) in lens.iter().enumerate() {
+            let state = RequestState::with_score((s as f64 + 0.5) / 4.0);
+            prop_assert_eq!(state.index(), s);
+            prop_assert_eq!(plan.draft_len(state), k);
+            prop_assert_eq!(plan.draft_len_for(state, 31), (2 * k + 1).min(max));
+        }
+    }
+}
+
+#[test]
+fn runs_of_full_or_no_acceptance_reach_the_extreme_states() {
+    let mut state = RequestState::new();
+    let mut steps = 0;
+    while state.index() != RequestState::COUNT - 1 {
+        state = state.after(3, 3);
+        steps += 1;
+    }
+    // 1/2 to 3/4 with weight 1/4: two or three steps.
+    assert!(steps <= 3, "{steps} steps");
+    for _ in 0..200 {
+        state = state.after(3, 3);
+    }
+    assert_eq!(state.score(), 1.0, "a long run reaches the top exactly");
+    for _ in 0..200 {
+        state = state.after(5, 0);
+    }
+    assert_eq!(state.score(), 0.0);
+    // Accepted counts above the draft read as the whole draft.
+    assert_eq!(state.after(2, 9), state.after(2, 2));
+}
+
+/// Two kinds of requests: the controller learns a long draft for the state
+/// of the easy ones and the floor of one token for the hard ones; a state
+/// without windows keeps its choice.
+#[test]
+fn the_controller_learns_a_length_per_state() {
+    let mut c = StateController::new(8, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    let (easy, hard) = (RequestState::with_score(1.0), RequestState::with_score(0.0));
+    for _ in 0..5 {
+        let mut windows: Vec<_> = (0..RequestState::COUNT)
+            .map(|_| AcceptanceHistogram::new(8).unwrap())
+            .collect();
+        for _ in 0..2000 {
+            windows[easy.index()].observe(8, 8).unwrap();
+            windows[hard.index()].observe(4, 0).unwrap();
+        }
+        c.update(&windows);
+    }
+    assert_eq!((c.draft_len(easy), c.draft_len(hard)), (8, 1));
+    let plan = c.plan();
+    assert_eq!((plan.draft_len(easy), plan.draft_len(hard)), (8, 1));
+    // Fewer windows than states: the others had an empty interval.
+    let middle = RequestState::new();
+    let before = c.draft_len(middle);
+    c.update(&[]);
+    assert_eq!(c.draft_len(middle), before);
+    assert_eq!(c.controller(easy).updates(), 6);
+    assert!(c.switches() >= 2);
+}
