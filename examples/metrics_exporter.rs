@@ -31,9 +31,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::header;
 use axum::routing::get;
-use clap::Parser;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-use rand_core::{RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use specdec_metrics::{DraftController, MetricsPublisher, Recorder, SharedPlan, StepCost};
 
@@ -44,40 +43,70 @@ const ITL_BUCKETS: [f64; 19] = [
     40.0, 80.0,
 ];
 
-#[derive(Parser, Debug)]
-#[command(about = "An engine exporting through metrics + metrics-exporter-prometheus")]
+/// The command line: every flag takes a value.
+#[derive(Debug)]
 struct Args {
-    /// Where `/metrics` is served (loopback).
-    #[arg(long, default_value = "127.0.0.1:19465")]
+    /// `--addr`: where `/metrics` is served (loopback).
     addr: SocketAddr,
-    /// The families' name prefix (`vllm:spec_decode` gives vLLM's names).
-    #[arg(long, default_value = "vllm:spec_decode")]
+    /// `--prefix`: the families' name prefix (`vllm:spec_decode` gives
+    /// vLLM's names).
     prefix: String,
-    /// The constant label `model_name`.
-    #[arg(long, default_value = "example-model")]
+    /// `--model-name`, `--engine`: the constant labels.
     model_name: String,
-    /// The constant label `engine`.
-    #[arg(long, default_value = "0")]
     engine: String,
-    /// K, the maximum draft length.
-    #[arg(long, default_value_t = 5)]
+    /// `--max-draft-len`: K.
     max_draft_len: usize,
-    /// Engine threads (each a `Worker`).
-    #[arg(long, default_value_t = 3)]
+    /// `--workers`: engine threads (each a `Worker`).
     workers: usize,
-    /// How long the workload runs.
-    #[arg(long, default_value_t = 10)]
+    /// `--seconds`: how long the workload runs.
     seconds: u64,
-    /// How long the final counters are served after the run.
-    #[arg(long, default_value_t = 0)]
+    /// `--linger-seconds`: how long the final counters are served after it.
     linger_seconds: u64,
-    /// The metrics interval: controller updates and publishes.
-    #[arg(long, default_value_t = 250)]
+    /// `--interval-ms`: the metrics interval (controller updates, publishes).
     interval_ms: u64,
 }
 
+impl Args {
+    fn parse() -> Result<Self, Box<dyn std::error::Error>> {
+        let mut args = Self {
+            addr: "127.0.0.1:19465".parse()?,
+            prefix: "vllm:spec_decode".to_owned(),
+            model_name: "example-model".to_owned(),
+            engine: "0".to_owned(),
+            max_draft_len: 5,
+            workers: 3,
+            seconds: 10,
+            linger_seconds: 0,
+            interval_ms: 250,
+        };
+        let mut flags = std::env::args().skip(1);
+        while let Some(flag) = flags.next() {
+            let value = flags.next().ok_or(format!("{flag} needs a value"))?;
+            match flag.as_str() {
+                "--addr" => args.addr = value.parse()?,
+                "--prefix" => args.prefix = value,
+                "--model-name" => args.model_name = value,
+                "--engine" => args.engine = value,
+                "--max-draft-len" => args.max_draft_len = value.parse()?,
+                "--workers" => args.workers = value.parse()?,
+                "--seconds" => args.seconds = value.parse()?,
+                "--linger-seconds" => args.linger_seconds = value.parse()?,
+                "--interval-ms" => args.interval_ms = value.parse()?,
+                _ => {
+                    return Err(format!(
+                        "unknown flag {flag} (--addr, --prefix, --model-name, --engine, \
+                         --max-draft-len, --workers, --seconds, --linger-seconds, --interval-ms)"
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(args)
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+    let args = Args::parse()?;
     // vLLM's engine metrics live under the namespace of the prefix:
     // `vllm:spec_decode` -> `vllm:num_requests_running`.
     let namespace = match args.prefix.rsplit_once(':') {

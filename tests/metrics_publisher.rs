@@ -19,7 +19,7 @@ use counting_alloc::allocations_during;
 use exposition_text::{descriptor_lines, promtool_findings, sample_lines, value_of};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use rand_core::{RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
 use specdec_metrics::{
     DEFAULT_METRIC_PREFIX, DraftPlan, METRIC_FAMILIES, MetricsPublisher, NameError, PLAN_GAUGE,
