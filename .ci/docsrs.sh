@@ -2,8 +2,8 @@
 # Builds the library's API docs the way docs.rs does, from the crate's own
 # [package.metadata.docs.rs] (features and rustdoc arguments, read with
 # `cargo metadata`), with nightly rustdoc, and checks that the
-# feature-gated Prometheus collector is documented and marked with the
-# feature it needs.
+# feature-gated exporters (the prometheus-client collector, the metrics
+# publisher) are documented and marked with the feature they need.
 #
 #   bash .ci/docsrs.sh          (needs a nightly toolchain and jq)
 set -euo pipefail
@@ -24,10 +24,14 @@ target=target/docsrs
 RUSTDOCFLAGS="$rustdoc_args -D warnings" \
     cargo +nightly doc -p specdec-metrics --no-deps --target-dir "$target" "${flags[@]}"
 
-page="$target/doc/specdec_metrics/prometheus/struct.SpecDecodeCollector.html"
-[[ -f $page ]] || { echo "FAIL: $page missing: the Prometheus collector is not documented" >&2; exit 1; }
-badge='Available on <strong>crate feature <code>prometheus</code></strong> only'
-for p in "$target/doc/specdec_metrics/prometheus/index.html" "$page"; do
-    grep -q "$badge" "$p" || { echo "FAIL: $p does not say which feature it needs" >&2; exit 1; }
+# Every public item is at the crate root; each feature-gated one must be
+# documented and marked with the feature it needs.
+for item in prometheus:struct.SpecDecodeCollector prometheus:enum.TextFormat prometheus:fn.encode_registry \
+    metrics:struct.MetricsPublisher metrics:struct.PublisherHandle; do
+    feature=${item%%:*}
+    page="$target/doc/specdec_metrics/${item#*:}.html"
+    [[ -f $page ]] || { echo "FAIL: $page missing: ${item#*:} is not documented" >&2; exit 1; }
+    badge="Available on <strong>crate feature <code>$feature</code></strong> only"
+    grep -q "$badge" "$page" || { echo "FAIL: $page does not say it needs feature $feature" >&2; exit 1; }
 done
-echo "ok: the prometheus module is documented and marked 'crate feature prometheus'"
+echo "ok: the prometheus and metrics items are documented and marked with their crate feature"

@@ -541,8 +541,7 @@ else
   if [ "$status" = 0 ]; then pass "the demo exited 0"; else fail "the demo exited $status"; fi
 fi
 
-# ============================================================================
-# advise fleet (issue 16): advise --prometheus on a fleet of replicas
+# =====================================================================# advise fleet (issue 16): advise --prometheus on a fleet of replicas
 # ----------------------------------------------------------------------------
 # Three demo replicas with vLLM's names (--prefix vllm:spec_decode), other
 # seeds and workloads, scraped every second by a Prometheus of their own;
@@ -707,5 +706,171 @@ PY
 log "fleet: advise --prometheus on three replicas (issue 16)"
 fleet_block
 # ======================================================= end of the advise fleet block
+=======
+
+# ============================================================================
+# The `metrics` facade (MetricsPublisher, feature `metrics`): a second, small
+# run, separate from the demo's. examples/metrics_exporter.rs exports through
+# metrics + metrics-exporter-prometheus (installed as the global recorder),
+# fed by a MetricsPublisher thread; its own Prometheus scrapes only it, and
+# the same families, series, labels and the dashboards' queries must answer
+# from it. Self-contained: its own ports, processes and cleanup (chained
+# before the script's), nothing shared with the demo's checks above.
+FACADE_ADDR="127.0.0.1:${E2E_FACADE_PORT:-19465}"
+FACADE_PROM_ADDR="127.0.0.1:${E2E_FACADE_PROM_PORT:-19091}"
+FACADE_SECONDS=8
+FACADE_LINGER=4
+facade_pids=""
+trap 'facade_status=$?; for p in $facade_pids; do stop_pid "$p"; done; (exit $facade_status); cleanup' EXIT
+facade() {
+  log "metrics facade: building examples/metrics_exporter.rs"
+  timeout 900 cargo build --release --example metrics_exporter -q ||
+    { fail "cargo build --release --example metrics_exporter"; return; }
+  local bin fw="$work/facade" addr
+  bin="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/examples/metrics_exporter"
+  [ -x "$bin" ] || { fail "metrics facade: no binary at $bin"; return; }
+  mkdir -p "$fw"
+  for addr in "$FACADE_ADDR" "$FACADE_PROM_ADDR"; do
+    if curl -s --max-time 1 -o /dev/null "http://$addr/"; then
+      fail "something already listens on $addr (set E2E_FACADE_PORT / E2E_FACADE_PROM_PORT)"; return
+    fi
+  done
+  cat >"$fw/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: metrics_exporter
+    static_configs:
+      - targets: ['$FACADE_ADDR']
+EOF
+  timeout 120 prometheus --config.file="$fw/prometheus.yml" --storage.tsdb.path="$fw/data" \
+    --web.listen-address="$FACADE_PROM_ADDR" --log.level=warn >"$fw/prometheus.log" 2>&1 &
+  facade_pids="$facade_pids $!"
+  local PROM_ADDR="$FACADE_PROM_ADDR" EVAL_TIME="" polling=0
+  for _ in $(seq 100); do
+    case "$(value "up{job=\"metrics_exporter\"}")" in 0 | 1) polling=1; break ;; esac
+    sleep 0.2
+  done
+  [ "$polling" = 1 ] || { fail "metrics facade: prometheus did not start scraping $FACADE_ADDR within 20 s"; return; }
+  local fstart
+  fstart=$(date +%s)
+  timeout $((FACADE_SECONDS + FACADE_LINGER + 30)) "$bin" --addr "$FACADE_ADDR" --prefix "$PREFIX" \
+    --model-name "$MODEL" --engine 0 --max-draft-len "$K" --seconds "$FACADE_SECONDS" \
+    --linger-seconds "$FACADE_LINGER" >"$fw/report.json" 2>"$fw/exporter.log" &
+  local epid=$!
+  facade_pids="$facade_pids $epid"
+  local lingering=0
+  for _ in $(seq $(((FACADE_SECONDS + 20) * 5))); do
+    grep -q "serving the final counters" "$fw/exporter.log" 2>/dev/null && { lingering=1; break; }
+    kill -0 "$epid" 2>/dev/null || break
+    sleep 0.2
+  done
+  [ "$lingering" = 1 ] || { fail "metrics facade: the exporter did not finish its run: $(tail -n 3 "$fw/exporter.log")"; return; }
+  curl -s --max-time 5 "http://$FACADE_ADDR/metrics" >"$fw/metrics.txt"
+  sleep 2.5 # two scrapes of the final counters
+  EVAL_TIME=$(date +%s)
+  local window="$((EVAL_TIME - fstart + 5))s" P="$PREFIX" f name got want all
+  # The collector's families and the gauge; every series of them.
+  want=$( (for f in $COUNTERS; do echo "${P}_${f}_total"; done; echo "${P}_controller_draft_length") |
+    LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+  all=$((5 + 2 * K + (K + 1) * (K + 2) / 2 + K + 1 + 1))
+
+  promtool check metrics <"$fw/metrics.txt" >"$fw/promtool.txt" 2>&1
+  if [ -s "$fw/metrics.txt" ] && ! grep -v "metric names should not contain ':'" "$fw/promtool.txt" | grep -q .; then
+    pass "metrics facade: promtool check metrics on its /metrics: no findings but the ':' of vLLM's names"
+  else
+    fail "metrics facade: promtool check metrics: $(head -n 5 "$fw/promtool.txt")"
+  fi
+  got=$(query "count by (__name__) ({__name__=~\"${P}_.*\"})" | python3 -c '
+import json, sys
+print(" ".join(sorted(s["metric"]["__name__"] for s in json.load(sys.stdin)["data"]["result"])))')
+  if [ "$got" = "$want" ]; then
+    pass "metrics facade: exactly the collector's family names"
+  else
+    fail "metrics facade: family names: got '$got', want '$want'"
+  fi
+  expect "metrics facade: every series, model_name and engine on each" \
+    "count({__name__=~\"${P}_.*\", model_name=\"$MODEL\", engine=\"0\"})" "$all"
+  expect "metrics facade: every bucket of the triangle" "count(${P}_acceptance_by_draft_length_total)" $(((K + 1) * (K + 2) / 2))
+  local scrapes presence=1
+  scrapes=$(value "sum_over_time(up{job=\"metrics_exporter\"}[$window])")
+  for f in $COUNTERS; do
+    name="${P}_${f}_total"
+    got=$(query "count_over_time(${name}[$window])" | python3 -c '
+import json, sys
+print(" ".join(sorted({s["value"][1] for s in json.load(sys.stdin)["data"]["result"]})))')
+    [ "$got" = "$scrapes" ] || { presence=0; echo "      $name: samples per series {$got}, scrapes $scrapes"; }
+    close "$(value "sum(resets(${name}[$window]))")" 0 0 || { presence=0; echo "      $name reset"; }
+  done
+  if [ "$presence" = 1 ]; then
+    pass "metrics facade: every series in all $scrapes scrapes, no counter reset"
+  else
+    fail "metrics facade: series missed scrapes or reset"
+  fi
+  expect "metrics facade: buckets add up to the drafts counter" \
+    "sum(${P}_acceptance_by_draft_length_total) - sum(${P}_num_drafts_total)" 0
+  # The last scrape against the exporter's final report: every family.
+  for f in num_drafts_total acceptance_by_draft_length_total num_accepted_tokens_per_pos_total \
+    num_draft_tokens_per_pos_total scheduled_steps_total num_draft_tokens_total \
+    num_accepted_tokens_total num_undrafted_steps_total num_rejected_observations_total; do
+    query "${P}_$f" >"$fw/$f.json"
+  done
+  if python3 - "$fw" <<'PY'
+import json, sys
+fw = sys.argv[1]
+r = json.load(open(fw + "/report.json"))
+def got(f, *labels):
+    return {tuple(int(s["metric"][l]) for l in labels): int(float(s["value"][1]))
+            for s in json.load(open("%s/%s.json" % (fw, f)))["data"]["result"]}
+K = r["num_spec_tokens"]
+rows = r["acceptance_histogram_by_draft_length"]
+checks = [
+    (got("acceptance_by_draft_length_total", "draft_length", "accepted"),
+     {(k, a): rows.get(str(k), [0] * (k + 1))[a] for k in range(K + 1) for a in range(k + 1)}),
+    (got("num_accepted_tokens_per_pos_total", "position"), {(i,): v for i, v in enumerate(r["num_accepted_tokens_per_pos"])}),
+    (got("num_draft_tokens_per_pos_total", "position"), {(i,): v for i, v in enumerate(r["num_draft_tokens_per_pos"])}),
+    (got("scheduled_steps_total", "num_spec_tokens"), {(b,): v for b, v in enumerate(r["scheduled_steps_by_budget"])}),
+]
+for f, key in [("num_drafts_total", "num_spec_steps"), ("num_draft_tokens_total", "num_draft_tokens"),
+               ("num_accepted_tokens_total", "num_accepted_draft_tokens"),
+               ("num_undrafted_steps_total", "num_undrafted_steps"),
+               ("num_rejected_observations_total", "num_rejected_observations")]:
+    checks.append((got(f), {(): r[key]}))
+bad = [(g, w) for g, w in checks if g != w]
+print("      %d verify steps, %d scheduled" % (r["num_spec_steps"], sum(r["scheduled_steps_by_budget"])))
+if bad or r["num_spec_steps"] == 0:
+    print("      mismatch (prometheus, report):", bad[:2])
+    sys.exit(1)
+PY
+  then
+    pass "metrics facade: every series of the last scrape == the exporter's final report"
+  else
+    fail "metrics facade: the last scrape differs from the exporter's final report"
+  fi
+  local G="${P}_controller_draft_length"
+  expect "metrics facade: the controller gauge is within 0..=$K" "max_over_time(${G}[$window]) <= bool $K" 1
+  expect "metrics facade: the controller gauge of the last scrape == the exporter's final draft length" "$G" \
+    "$(sed -n 's/.*controller at draft length \([0-9]*\);.*/\1/p' "$fw/exporter.log")"
+  local out
+  out=$(python3 .ci/dashboard-queries.py --prometheus "http://$FACADE_PROM_ADDR" --start "$fstart" \
+    --end "$EVAL_TIME" --scrape-interval 1 --set "prefix=$P" dashboards/specdec-metrics.json \
+    "${E2E_VLLM_DASHBOARD:-tests/fixtures/vllm_speculative_decoding.queries.json}" 2>&1)
+  local ok bad
+  ok=$(grep -c '^PASS  ' <<<"$out")
+  bad=$(grep -c '^FAIL  ' <<<"$out")
+  if [ "$bad" = 0 ] && [ "$ok" -gt 0 ]; then
+    pass "metrics facade: all $ok dashboard queries and variables answer from the exporter"
+  else
+    fail "metrics facade: $bad of $((ok + bad)) dashboard checks failed:"
+    grep '^FAIL' <<<"$out" | head -n 5
+  fi
+  wait "$epid"; local status=$?
+  if [ "$status" = 0 ]; then pass "metrics facade: the exporter exited 0"; else fail "metrics facade: the exporter exited $status"; fi
+}
+facade
+# ============================================================================ end of the metrics facade run
 
 finish

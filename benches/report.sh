@@ -100,3 +100,23 @@ awk -F'\t' '$1 == "reader_under_load" { t[$3] = $5 / $4 }
             printf "| %s | %.2f | %.3fx | %.3fx |\n", v, t[v], t[v] / t["no_reader"], t[v] / t["busy_loop_elsewhere"]
         }
     }' <<<"$rows"
+echo
+
+echo "### publish (the metrics facade against the collector)"
+echo
+echo "Median µs per call; ratio = time / collector_encode_text time."
+echo
+echo "| K, workers | snapshot | metrics_publish | vs encode_text | metrics_publish_render | vs encode_text | collector_encode_text | collector_encode_registry |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+awk -F'\t' '$1 == "publish" { t[$2, $3] = $5 / 1000 }
+    END {
+        n = split("K=8/workers=8 K=8/workers=256 K=64/workers=8 K=64/workers=256", ps, " ")
+        for (i = 1; i <= n; i++) {
+            p = ps[i]; e = t["collector_encode_text", p]; if (!e) continue
+            label = p; sub(/^K=/, "", label); sub(/\/workers=/, ", ", label)
+            printf "| %s | %.2f | %.2f | %.3fx | %.2f | %.3fx | %.2f | %.2f |\n", label,
+                t["snapshot", p], t["metrics_publish", p], t["metrics_publish", p] / e,
+                t["metrics_publish_render", p], t["metrics_publish_render", p] / e,
+                e, t["collector_encode_registry", p]
+        }
+    }' <<<"$rows"

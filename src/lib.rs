@@ -20,7 +20,7 @@
 //! | layer | what it does | main types |
 //! | --- | --- | --- |
 //! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
-//! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`) |
+//! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`) |
 //! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`] |
 //!
 //! Every public item is at the crate root (the modules are private), so
@@ -180,6 +180,11 @@
 //!   gauge of a [`SharedPlan`]'s draft length; `TextFormat` and
 //!   `encode_registry` for a `/metrics` endpoint that serves both text
 //!   formats.
+//! - `metrics`: `MetricsPublisher`, which hands the same families (names,
+//!   labels, help texts, values) to the recorder of the `metrics` facade
+//!   that the engine installed, for example `metrics-exporter-prometheus`'s,
+//!   from the engine's metrics loop or a background thread
+//!   (`PublisherHandle`).
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -207,6 +212,9 @@ pub use report::{
     DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
     VLLM_METRIC_PREFIX,
 };
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use report::{MetricsPublisher, PublisherHandle};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use report::{SpecDecodeCollector, TextFormat, encode_registry};
@@ -220,3 +228,8 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/reference.md")]
 pub struct ReferenceDoctests;
+
+/// The `metrics` facade page's example, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/metrics-facade.md")]
+pub struct MetricsFacadeDoctests;

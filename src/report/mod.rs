@@ -1,12 +1,20 @@
 //! What leaves the process: the JSON report (`json.rs`, through serde) and
-//! the Prometheus exposition (`prometheus.rs`, cargo feature `prometheus`),
-//! with the metric names both exporters share (`names.rs`).
+//! the Prometheus exposition, through `prometheus-client` (`prometheus.rs`,
+//! cargo feature `prometheus`) or the `metrics` facade (`facade.rs`, cargo
+//! feature `metrics`), with the metric names (`names.rs`) and the series of
+//! a histogram (`series.rs`) both exporters share.
 
+#[cfg(feature = "metrics")]
+mod facade;
 mod json;
 mod names;
 #[cfg(feature = "prometheus")]
 mod prometheus;
+#[cfg(any(feature = "prometheus", feature = "metrics", test))]
+mod series;
 
+#[cfg(feature = "metrics")]
+pub use facade::{MetricsPublisher, PublisherHandle};
 pub use json::REPORT_KEYS;
 pub use names::{
     DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, VLLM_METRIC_PREFIX,

@@ -6,7 +6,10 @@
 
 // The help texts, family indices and checks serve the exporters, which are
 // behind cargo features.
-#![cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "prometheus", feature = "metrics")),
+    allow(dead_code)
+)]
 
 use crate::error::NameError;
 

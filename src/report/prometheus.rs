@@ -14,11 +14,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::names::{
-    ACCEPTED_PER_POS, BY_DRAFT_LENGTH, DEFAULT_METRIC_PREFIX, DRAFT_TOKENS_PER_POS, HELP,
-    METRIC_FAMILIES, NUM_ACCEPTED_TOKENS, NUM_DRAFT_TOKENS, NUM_DRAFTS, PLAN_GAUGE,
-    PLAN_GAUGE_HELP, REJECTED_OBSERVATIONS, SCHEDULED_STEPS, UNDRAFTED_STEPS, check_const_labels,
+    DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
+use super::series::{Own, series};
 use crate::error::NameError;
 use crate::{AcceptanceHistogram, Recorder, SharedPlan};
 
@@ -515,118 +514,31 @@ fn encode_plan_gauge(
     }
 }
 
-/// Writes the nine families of `h`, in [`METRIC_FAMILIES`] order.
+/// Writes the nine families of `h`, in [`METRIC_FAMILIES`] order, each
+/// with the series [`series`] lists.
 fn encode_families(
     h: &AcceptanceHistogram,
     naming: &Naming,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
-    encode_scalar(encoder, naming, NUM_DRAFTS, h.num_spec_steps())?;
-    encode_scalar(encoder, naming, NUM_DRAFT_TOKENS, h.num_draft_tokens())?;
-    encode_scalar(
-        encoder,
-        naming,
-        NUM_ACCEPTED_TOKENS,
-        h.num_accepted_draft_tokens(),
-    )?;
-    let by_position = |values: Vec<u64>| {
-        values
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (Own::Position(i), v))
-    };
-    encode_labelled(
-        encoder,
-        naming,
-        ACCEPTED_PER_POS,
-        by_position(h.num_accepted_tokens_per_pos()),
-    )?;
-    encode_labelled(
-        encoder,
-        naming,
-        DRAFT_TOKENS_PER_POS,
-        by_position(h.num_draft_tokens_per_pos()),
-    )?;
-    // Every bucket of the triangle, observed or not: `row(k)` is
-    // `Some` for every `k <= K`.
-    let buckets = (0..=h.max_draft_len()).flat_map(|k| {
-        let row = h.row(k).unwrap_or(&[]);
-        row.iter()
-            .enumerate()
-            .map(move |(a, &v)| (Own::Bucket(k, a), v))
-    });
-    encode_labelled(encoder, naming, BY_DRAFT_LENGTH, buckets)?;
-    encode_scalar(encoder, naming, UNDRAFTED_STEPS, h.num_undrafted_steps())?;
-    encode_scalar(
-        encoder,
-        naming,
-        REJECTED_OBSERVATIONS,
-        h.num_rejected_observations(),
-    )?;
-    // Every budget `0..=K`, observed or not.
-    let budgets = h
-        .scheduled_steps_by_budget()
-        .iter()
-        .enumerate()
-        .map(|(b, &v)| (Own::Budget(b), v));
-    encode_labelled(encoder, naming, SCHEDULED_STEPS, budgets)
-}
-
-fn encode_scalar(
-    encoder: &mut DescriptorEncoder,
-    naming: &Naming,
-    family: usize,
-    value: u64,
-) -> fmt::Result {
-    let mut metric = encoder.encode_descriptor(
-        &naming.family_names[family],
-        HELP[family],
-        None,
-        MetricType::Counter,
-    )?;
-    let counter = ConstCounter::new(value);
-    if naming.const_labels.is_empty() {
-        counter.encode(metric)
-    } else {
-        let labels = Labels {
-            consts: &naming.const_labels,
-            own: Own::None,
-        };
-        counter.encode(metric.encode_family(&labels)?)
-    }
-}
-
-fn encode_labelled(
-    encoder: &mut DescriptorEncoder,
-    naming: &Naming,
-    family: usize,
-    samples: impl Iterator<Item = (Own, u64)>,
-) -> fmt::Result {
-    let mut metric = encoder.encode_descriptor(
-        &naming.family_names[family],
-        HELP[family],
-        None,
-        MetricType::Counter,
-    )?;
-    for (own, value) in samples {
-        let labels = Labels {
-            consts: &naming.const_labels,
-            own,
-        };
-        ConstCounter::new(value).encode(metric.encode_family(&labels)?)?;
+    for (family, (name, help)) in naming.family_names.iter().zip(HELP).enumerate() {
+        let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (own, value) in series(h, family) {
+            let counter = ConstCounter::new(value);
+            if own == Own::None && naming.const_labels.is_empty() {
+                // The family's only series, without labels: encoded through
+                // a family with an empty label set it would read `name{}`.
+                counter.encode(metric)?;
+                break;
+            }
+            let labels = Labels {
+                consts: &naming.const_labels,
+                own,
+            };
+            counter.encode(metric.encode_family(&labels)?)?;
+        }
     }
     Ok(())
-}
-
-/// The labels a family sets on one sample.
-#[derive(Clone, Copy)]
-enum Own {
-    None,
-    Position(usize),
-    /// `(draft_length, accepted)`.
-    Bucket(usize, usize),
-    /// A scheduled budget, labelled `num_spec_tokens` as in vLLM.
-    Budget(usize),
 }
 
 /// The constant labels, then the family's own.
@@ -640,15 +552,10 @@ impl EncodeLabelSet for Labels<'_> {
         for (name, value) in self.consts {
             write_label(encoder, name, EscapedLabelValue(value))?;
         }
-        match self.own {
-            Own::None => Ok(()),
-            Own::Position(i) => write_label(encoder, "position", i),
-            Own::Bucket(k, a) => {
-                write_label(encoder, "draft_length", k)?;
-                write_label(encoder, "accepted", a)
-            }
-            Own::Budget(b) => write_label(encoder, "num_spec_tokens", b),
+        for (name, value) in self.own.labels() {
+            write_label(encoder, name, value)?;
         }
+        Ok(())
     }
 }
 

@@ -1,0 +1,183 @@
+//! The series of the nine counter families, derived from one histogram:
+//! which series each family has (its own labels), in which order, and the
+//! value of each. Both exporters walk the families through [`series`], so
+//! the `prometheus-client` collector and the `metrics` publisher cannot
+//! disagree on what a family holds: every bucket of the triangle, every
+//! position and every scheduled budget, zero or not.
+
+use core::iter::Enumerate;
+
+use super::names::{
+    ACCEPTED_PER_POS, BY_DRAFT_LENGTH, DRAFT_TOKENS_PER_POS, FAMILY_LABELS, NUM_ACCEPTED_TOKENS,
+    NUM_DRAFT_TOKENS, NUM_DRAFTS, REJECTED_OBSERVATIONS, SCHEDULED_STEPS, UNDRAFTED_STEPS,
+};
+use crate::AcceptanceHistogram;
+
+/// The labels a family sets on one series, after the constant labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Own {
+    /// A family of one unlabelled series.
+    None,
+    /// `position` (counted from 0).
+    Position(usize),
+    /// `(draft_length, accepted)`.
+    Bucket(usize, usize),
+    /// A scheduled budget, labelled `num_spec_tokens` as in vLLM.
+    Budget(usize),
+}
+
+impl Own {
+    /// The family's own labels of this series, name and value, in the
+    /// order they are written.
+    pub(crate) fn labels(self) -> impl Iterator<Item = (&'static str, usize)> {
+        let [position, draft_length, accepted, num_spec_tokens] = FAMILY_LABELS;
+        let (labels, n) = match self {
+            Self::None => ([("", 0); 2], 0),
+            Self::Position(i) => ([(position, i), ("", 0)], 1),
+            Self::Bucket(k, a) => ([(draft_length, k), (accepted, a)], 2),
+            Self::Budget(b) => ([(num_spec_tokens, b), ("", 0)], 1),
+        };
+        labels.into_iter().take(n)
+    }
+}
+
+/// The series of one family of one histogram: `(own labels, value)`, in
+/// the order both exporters write them.
+pub(crate) struct Series<'h>(Inner<'h>);
+
+enum Inner<'h> {
+    Scalar(Option<u64>),
+    Positions(Enumerate<std::vec::IntoIter<u64>>),
+    /// The next bucket `(k, a)` of the triangle, row by row.
+    Buckets {
+        h: &'h AcceptanceHistogram,
+        k: usize,
+        a: usize,
+    },
+    Budgets(Enumerate<core::slice::Iter<'h, u64>>),
+}
+
+/// The series of family `family` (an index into
+/// [`METRIC_FAMILIES`](super::names::METRIC_FAMILIES)) of `h`: one for an
+/// unlabelled family, `K` per-position series from position 0, the
+/// `(K + 1)(K + 2) / 2` buckets by draft length then accepted, the `K + 1`
+/// scheduled budgets from 0.
+///
+/// # Panics
+///
+/// If `family` is not a family index (a bug of this crate).
+pub(crate) fn series(h: &AcceptanceHistogram, family: usize) -> Series<'_> {
+    Series(match family {
+        NUM_DRAFTS => Inner::Scalar(Some(h.num_spec_steps())),
+        NUM_DRAFT_TOKENS => Inner::Scalar(Some(h.num_draft_tokens())),
+        NUM_ACCEPTED_TOKENS => Inner::Scalar(Some(h.num_accepted_draft_tokens())),
+        ACCEPTED_PER_POS => {
+            Inner::Positions(h.num_accepted_tokens_per_pos().into_iter().enumerate())
+        }
+        DRAFT_TOKENS_PER_POS => {
+            Inner::Positions(h.num_draft_tokens_per_pos().into_iter().enumerate())
+        }
+        BY_DRAFT_LENGTH => Inner::Buckets { h, k: 0, a: 0 },
+        UNDRAFTED_STEPS => Inner::Scalar(Some(h.num_undrafted_steps())),
+        REJECTED_OBSERVATIONS => Inner::Scalar(Some(h.num_rejected_observations())),
+        SCHEDULED_STEPS => Inner::Budgets(h.scheduled_steps_by_budget().iter().enumerate()),
+        _ => unreachable!("no counter family {family}"),
+    })
+}
+
+impl Iterator for Series<'_> {
+    type Item = (Own, u64);
+
+    fn next(&mut self) -> Option<(Own, u64)> {
+        match &mut self.0 {
+            Inner::Scalar(value) => value.take().map(|v| (Own::None, v)),
+            Inner::Positions(values) => values.next().map(|(i, v)| (Own::Position(i), v)),
+            Inner::Buckets { h, k, a } => {
+                if *k > h.max_draft_len() {
+                    return None;
+                }
+                let item = (Own::Bucket(*k, *a), h.count(*k, *a));
+                if a == k {
+                    (*k, *a) = (*k + 1, 0);
+                } else {
+                    *a += 1;
+                }
+                Some(item)
+            }
+            Inner::Budgets(values) => values.next().map(|(b, &v)| (Own::Budget(b), v)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::names::METRIC_FAMILIES;
+
+    fn histogram() -> AcceptanceHistogram {
+        let mut h = AcceptanceHistogram::new(2).unwrap();
+        for (k, a) in [(2, 1), (1, 1), (0, 0), (2, 2), (2, 2)] {
+            h.observe(k, a).unwrap();
+        }
+        h.observe_undrafted();
+        assert!(h.observe(1, 2).is_err());
+        for b in [2, 2, 0] {
+            h.observe_scheduled(b).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn every_family_lists_its_series_in_export_order() {
+        use Own::{Bucket, Budget, None, Position};
+        let h = histogram();
+        let all: Vec<Vec<(Own, u64)>> = (0..METRIC_FAMILIES.len())
+            .map(|f| series(&h, f).collect())
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                vec![(None, 5)],
+                vec![(None, 7)],
+                vec![(None, 6)],
+                vec![(Position(0), 4), (Position(1), 2)],
+                vec![(Position(0), 4), (Position(1), 3)],
+                vec![
+                    (Bucket(0, 0), 1),
+                    (Bucket(1, 0), 0),
+                    (Bucket(1, 1), 1),
+                    (Bucket(2, 0), 0),
+                    (Bucket(2, 1), 1),
+                    (Bucket(2, 2), 2),
+                ],
+                vec![(None, 1)],
+                vec![(None, 1)],
+                vec![(Budget(0), 1), (Budget(1), 0), (Budget(2), 2)],
+            ]
+        );
+    }
+
+    #[test]
+    fn the_triangle_has_every_bucket_once_at_any_k() {
+        for k_max in [1, 5, 64] {
+            let h = AcceptanceHistogram::new(k_max).unwrap();
+            let buckets: Vec<Own> = series(&h, BY_DRAFT_LENGTH).map(|(own, _)| own).collect();
+            let triangle: Vec<Own> = (0..=k_max)
+                .flat_map(|k| (0..=k).map(move |a| Own::Bucket(k, a)))
+                .collect();
+            assert_eq!(buckets, triangle);
+        }
+    }
+
+    #[test]
+    fn own_labels_name_the_familys_labels() {
+        let labels = |own: Own| own.labels().collect::<Vec<_>>();
+        assert_eq!(labels(Own::None), []);
+        assert_eq!(labels(Own::Position(3)), [("position", 3)]);
+        assert_eq!(
+            labels(Own::Bucket(4, 2)),
+            [("draft_length", 4), ("accepted", 2)]
+        );
+        assert_eq!(labels(Own::Budget(0)), [("num_spec_tokens", 0)]);
+    }
+}
