@@ -20,7 +20,8 @@ proptest! {
             if k == 0 {
                 prop_assert_eq!(next, state);
             } else {
-                let target = a.min(k) as f64 / k as f64;
+                let a = a.min(k);
+                let target = a as f64 / k.min(a + 1) as f64;
                 let after = next.score();
                 prop_assert!((after - target).abs() <= (before - target).abs() + 1e-9);
                 prop_assert!((after - before).abs() <= (target - before).abs() / 4.0 + 1e-4);

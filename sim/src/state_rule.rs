@@ -7,14 +7,15 @@
 //!
 //! | rule | `--state-rule` | state |
 //! |---|---|---|
-//! | the library's | `library` | [`RequestState`]: score moving 1/4 of the way to `accepted / drafted` after each verify step, quartiles of the score |
+//! | the library's | `library` | [`RequestState`]: score moving 1/4 of the way to `accepted / tested` after each verify step, `tested = min(drafted, accepted + 1)` (the share of the positions the verifier reached that it accepted, which does not fall as drafts get longer), quartiles of the score |
+//! | per drafted token | `ewma:4` | the score (weight 1/4) of `accepted / drafted` (the library's rule before these measurements) |
 //! | faster memory | `ewma:2` | the same score with weight 1/2 |
 //! | slower memory | `ewma:8` | the same score with weight 1/8 |
 //! | the last step | `last-outcome` | the previous verify step's outcome in three levels: nothing, some, or every draft accepted |
-//! | per tested position | `tested:4` | the same score (weight 1/4) of `accepted / tested`, `tested = min(drafted, accepted + 1)`: the share of the positions the verifier reached that it accepted, which does not fall as drafts get longer |
 //!
-//! `ewma:N` takes any power of two from 2 to 64; `ewma:4` is the library's
-//! rule computed here (the tests check that it is the same). A new request
+//! `ewma:N` and `tested:N` take any power of two from 2 to 64; `tested:4`
+//! is the library's rule computed here (the tests check that it is the
+//! same). A new request
 //! starts in the middle (score 1/2; `last-outcome`: "some"), and a step
 //! that drafted nothing leaves the state as it was.
 
@@ -33,7 +34,7 @@ pub enum StateRule {
     /// The library's [`RequestState`].
     #[default]
     Library,
-    /// The library's score of `accepted / drafted` with weight `1 / 2^shift`.
+    /// A score of `accepted / drafted` with weight `1 / 2^shift`.
     Ewma { shift: u32 },
     /// The previous verify step's outcome: nothing, some, or all accepted.
     LastOutcome,
@@ -50,10 +51,10 @@ impl StateRule {
     /// The rules `policy_table --state-rules` compares, in its order.
     pub const COMPARED: [StateRule; 5] = [
         StateRule::Library,
+        StateRule::Ewma { shift: 2 },
         StateRule::Ewma { shift: 1 },
         StateRule::Ewma { shift: 3 },
         StateRule::LastOutcome,
-        StateRule::Tested { shift: 2 },
     ];
 
     /// A new request's state.
@@ -80,7 +81,7 @@ impl StateRule {
                 });
             }
             // The library's rule keeps its own state; computed here too.
-            StateRule::Library => (2, drafted),
+            StateRule::Library => (2, drafted.min(accepted + 1)),
             StateRule::Ewma { shift } => (shift, drafted),
             StateRule::Tested { shift } => (shift, drafted.min(accepted + 1)),
         };
@@ -155,8 +156,8 @@ mod tests {
     use crate::rng::Rng;
 
     #[test]
-    fn ewma_4_is_the_librarys_request_state() {
-        let rule = StateRule::Ewma { shift: 2 };
+    fn tested_4_is_the_librarys_request_state() {
+        let rule = StateRule::Tested { shift: 2 };
         let mut rng = Rng::new(12);
         for _ in 0..200 {
             let (mut ours, mut library) = (rule.start(), RequestState::new());
@@ -209,12 +210,13 @@ mod tests {
     #[test]
     fn tested_counts_only_the_positions_the_verifier_reached() {
         let rule = StateRule::Tested { shift: 2 };
-        // 8 drafted, 1 accepted: 2 tested, a rate of 1/2, where the
-        // library's score would see 1/8.
+        // 8 drafted, 1 accepted: 2 tested, a rate of 1/2, where a score of
+        // accepted over drafted would see 1/8.
         let s = rule.after(rule.start(), 8, 1);
         assert_eq!(f64::from(s.0) / f64::from(SCALE), 0.5);
-        let library = RequestState::new().after(8, 1);
-        assert!(library.score() < 0.5);
+        let per_drafted = StateRule::Ewma { shift: 2 };
+        let d = per_drafted.after(per_drafted.start(), 8, 1);
+        assert!(f64::from(d.0) / f64::from(SCALE) < 0.5);
         // Every draft accepted: all tested, 1.
         let s = rule.after(rule.start(), 8, 8);
         assert_eq!(f64::from(s.0) / f64::from(SCALE), 0.625);
