@@ -566,7 +566,10 @@ fi
 # first life, some 15% of it, measured 8% of fleet-b's drafts. Those steps
 # are a sample of the same workload, so rates move by sampling noise only
 # (measured: speedup 0.3%, rates 1.2% relative at the thin last positions).
-# So: counts within 20%, speedup and rates within 0.01. `--engine vllm`, which
+# So: counts within 20%, speedup within 2% (0.8% measured under load), and
+# each rate within 0.01 or four standard deviations of the sampling noise of
+# the steps one side lacks (sqrt(f p (1 - p) / n) for a share f of the
+# steps; 1.5% measured at 500 trials under load). `--engine vllm`, which
 # reads vLLM's four families only, must give bounds (exit status 3): the
 # replicas' draft lengths vary.
 # Environment: E2E_FLEET_PROM_PORT (19091), E2E_FLEET_PORT (19470: the
@@ -675,19 +678,24 @@ for model in ["fleet-a", "fleet-b"]:
         print(f"      {model}: no advice from Prometheus"); ok = False; continue
     rec = g["recommendation"]
     speed = abs(rec["expected_speedup"] / own["expected_speedup"] - 1)
-    rates = [(p["rate"], q["rate"]) for p, q in zip(rec["positions"], own["positions"])
-             if p["rate"] is not None and q["rate"] is not None and q["trials"] >= 500]
-    rate_err = max(abs(x - y) for x, y in rates) if rates else 0.0
     drafts = g["drafts"] / report["num_spec_steps"] - 1
+    # The steps one side has and the other lacks (a share f of them) move a
+    # rate p of n trials by sampling noise, sd sqrt(f p (1 - p) / n): allow
+    # four of those, and at least tol.
+    f = max(abs(drafts), 0.02)
+    rates = [(p["rate"], q["rate"], q["trials"]) for p, q in zip(rec["positions"], own["positions"])
+             if p["rate"] is not None and q["rate"] is not None and q["trials"] >= 500]
+    rate_err = max((abs(x - y) for x, y, _ in rates), default=0.0)
+    rates_ok = all(abs(x - y) <= max(tol, 4 * (f * y * (1 - y) / n) ** 0.5) for x, y, n in rates)
     print(f"      {model}: k = {rec['draft_len']} (merged reports: {own['draft_len']}), speedup {rec['expected_speedup']:.4f} vs {own['expected_speedup']:.4f} "
           f"(rel {speed:.2e}), largest rate difference {rate_err:.2e} ({len(rates)} positions of 500+ trials), drafts {g['drafts']} vs {report['num_spec_steps']} ({drafts:+.2%}), "
           f"exact because {g['exact_because']}")
-    ok &= (rec["draft_len"] == own["draft_len"] and speed <= tol and rate_err <= tol
+    ok &= (rec["draft_len"] == own["draft_len"] and speed <= 2 * tol and rates_ok
            and abs(drafts) <= count_tol and g["exact_because"] == "by_draft_length")
 sys.exit(0 if ok else 1)
 PY
   then
-    pass "fleet: advise --prometheus (increase() over $window, by model_name) == advise on the merged replica reports, per model (speedup and rates within $FLEET_TOL, counts within $FLEET_COUNT_TOL)"
+    pass "fleet: advise --prometheus (increase() over $window, by model_name) == advise on the merged replica reports, per model (speedup within 2 x $FLEET_TOL, rates within $FLEET_TOL or their sampling noise, counts within $FLEET_COUNT_TOL)"
   else
     fail "fleet: advise --prometheus disagrees with advise on the merged reports"
   fi
