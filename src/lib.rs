@@ -195,11 +195,12 @@ mod record;
 mod report;
 
 pub use draft::{
-    Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison, Continuation,
-    ContinuationBounds, CounterSeries, DraftController, DraftPlan, EXPLORATION_PERIOD,
-    EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified, MAX_STEP_COST,
-    MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState, SharedPlan,
-    SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule, VllmSchedule,
+    AdviceError, Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison,
+    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan,
+    EXPLORATION_PERIOD, EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified,
+    MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState,
+    SharedPlan, SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule,
+    VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

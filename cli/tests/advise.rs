@@ -1017,3 +1017,84 @@ fn help_lists_advise_and_its_flags() {
             .and(predicate::str::contains("[REPORT]")),
     );
 }
+
+/// Several reports are windows of one engine: pooled, with intervals
+/// widened by how much they differ; one report says its intervals assume
+/// independent steps; windows of different K are refused.
+#[test]
+fn several_reports_are_windows() {
+    let dir = TempDir::new().unwrap();
+    let (easy, _) = trace(2, &[(2, 2, 400), (2, 1, 100)]);
+    let (hard, _) = trace(2, &[(2, 0, 400), (2, 1, 100)]);
+    let a = replayed(&dir, "easy", 2, &easy);
+    let b = replayed(&dir, "hard", 2, &hard);
+    let advice = |paths: &[&PathBuf]| -> serde_json::Value {
+        let out = bin()
+            .args(["advise", "--cost-linear", "1,0.1"])
+            .args(paths)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    let one = advice(&[&a]);
+    assert_eq!(one["windows"], 1);
+    assert_eq!(one["intervals_assume_independent_steps"], true);
+    let two = advice(&[&a, &b]);
+    assert_eq!(
+        (two["windows"].as_u64(), two["num_spec_steps"].as_u64()),
+        (Some(2), Some(1000))
+    );
+    assert!(
+        two["dispersion"].as_f64().unwrap() > 10.0,
+        "{}",
+        two["dispersion"]
+    );
+    let width = |v: &serde_json::Value| {
+        let i = &v["candidates"][2]["accepted_interval"];
+        i[1].as_f64().unwrap() - i[0].as_f64().unwrap()
+    };
+    // The pooled report alone, as merge would write it: narrower intervals.
+    let merged = dir.path().join("merged.json");
+    let out = bin()
+        .arg("merge")
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    fs::write(&merged, out).unwrap();
+    assert!(width(&two) > 3.0 * width(&advice(&[&merged])));
+    // The table says which.
+    let table = |paths: &[&PathBuf]| {
+        String::from_utf8(
+            bin()
+                .args(["advise", "--cost-linear", "1,0.1", "--format", "table"])
+                .args(paths)
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap()
+    };
+    assert!(table(&[&a]).contains("the intervals assume independent steps"));
+    assert!(table(&[&a, &b]).contains("2 windows pooled"));
+    // Another K.
+    let (other, _) = trace(3, &[(3, 1, 10)]);
+    let c = replayed(&dir, "other", 3, &other);
+    bin()
+        .args(["advise", "--cost-linear", "1,0.1"])
+        .arg(&a)
+        .arg(&c)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "num_spec_tokens (K) is 3 but the first report's is 2",
+        ));
+}

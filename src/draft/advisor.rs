@@ -6,9 +6,10 @@ use super::continuation::Continuation;
 use super::cost::{BoundCost, StepCost};
 use super::stats::{
     BetaPrior, Chain, GoodputDifference, best_by_mean, goodput, normal_cdf, normal_quantile,
+    t_quantile,
 };
 use crate::AcceptanceHistogram;
-use crate::error::{CostError, ParameterError};
+use crate::error::{CostError, MergeError, ParameterError};
 
 /// The credible level of [`Advisor::default`]'s intervals.
 const DEFAULT_CREDIBLE_LEVEL: f64 = 0.9;
@@ -219,7 +220,94 @@ impl Advisor {
         h: &AcceptanceHistogram,
         cost: &StepCost,
     ) -> Result<Recommendation, CostError> {
-        self.recommend_from(&Continuation::new(h), Some(h), cost)
+        self.recommend_from(&Continuation::new(h), Some(h), cost, Spread::ONE_WINDOW)
+    }
+
+    /// The recommendation for several windows of the same engine (a series
+    /// of intervals or reports, a range of scrapes), pooled, with intervals
+    /// that account for how much the windows differ.
+    ///
+    /// One histogram cannot show whether its steps are independent. When
+    /// acceptance persists within requests (runs of easy and hard
+    /// stretches), they are not, and intervals that assume they are come
+    /// out too narrow. Several windows show it: the advisor measures how
+    /// much more the windows' figures vary than binomial noise explains
+    /// (`dispersion`: the squared differences of each window's `E[a | k]`
+    /// from the pooled one over their binomial variances, summed over `W -
+    /// 1` degrees of freedom), scales every variance by it
+    /// (quasi-likelihood) and takes the quantiles of Student's t with `W - 1`
+    /// degrees of freedom, since the dispersion is itself estimated. With
+    /// steps independent the dispersion scatters around 1 and the
+    /// intervals keep their nominal level.
+    ///
+    /// # Errors
+    ///
+    /// [`AdviceError::NoWindows`] for an empty list,
+    /// [`AdviceError::Merge`] for windows of different `K`,
+    /// [`AdviceError::Cost`] for a cost table of another `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, Advisor, StepCost};
+    /// // Two windows of the same engine: one easy, one hard.
+    /// let mut easy = AcceptanceHistogram::new(2)?;
+    /// let mut hard = AcceptanceHistogram::new(2)?;
+    /// for _ in 0..500 {
+    ///     easy.observe(2, 2)?;
+    ///     hard.observe(2, 0)?;
+    /// }
+    /// let cost = StepCost::linear(1.0, 0.1)?;
+    /// let pooled = Advisor::default().recommend_windows(&[easy, hard], &cost)?;
+    /// assert_eq!(pooled.windows, 2);
+    /// assert!(pooled.dispersion > 100.0); // far more than binomial noise
+    /// assert!(!pooled.intervals_assume_independent_steps);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recommend_windows(
+        &self,
+        windows: &[AcceptanceHistogram],
+        cost: &StepCost,
+    ) -> Result<Recommendation, AdviceError> {
+        let first = windows.first().ok_or(AdviceError::NoWindows)?;
+        let mut pooled = first.clone();
+        for w in &windows[1..] {
+            pooled.merge(w).map_err(AdviceError::Merge)?;
+        }
+        let continuations: Vec<Continuation> = windows.iter().map(Continuation::new).collect();
+        let spread = Spread {
+            dispersion: self.dispersion(&continuations),
+            windows: windows.len(),
+        };
+        self.recommend_from(&Continuation::new(&pooled), Some(&pooled), cost, spread)
+            .map_err(AdviceError::Cost)
+    }
+
+    /// How much the windows' `E[a | e]` vary over binomial noise, at the
+    /// longest length `e` every window has trials up to; 1 for fewer than
+    /// two windows with data.
+    fn dispersion(&self, windows: &[Continuation]) -> f64 {
+        let reached = |c: &Continuation| c.counts().iter().take_while(|c| c.1 > 0).count();
+        let with_data: Vec<&Continuation> = windows.iter().filter(|c| reached(c) > 0).collect();
+        let Some(e) = with_data.iter().map(|c| reached(c)).min() else {
+            return 1.0;
+        };
+        if with_data.len() < 2 {
+            return 1.0;
+        }
+        let figures: Vec<(f64, f64)> = with_data
+            .iter()
+            .map(|c| {
+                let chain = Chain::from_counts(&c.counts()[..e], self.prior);
+                (chain.mean(e), chain.variance(e))
+            })
+            .collect();
+        // The pooled figure weighs each window by its precision.
+        let weight: f64 = figures.iter().map(|&(_, v)| 1.0 / v).sum();
+        let pooled = figures.iter().map(|&(x, v)| x / v).sum::<f64>() / weight;
+        let pearson: f64 = figures.iter().map(|&(x, v)| (x - pooled).powi(2) / v).sum();
+        // Not floored at 1: with independent steps the estimate scatters
+        // around 1, and with the t quantile that scatter is what keeps the
+        // intervals at their nominal level; a floor would widen them.
+        (pearson / (figures.len() - 1) as f64).max(f64::MIN_POSITIVE)
     }
 
     /// The recommendation from continuation counts alone, such as those
@@ -248,7 +336,7 @@ impl Advisor {
         continuation: &Continuation,
         cost: &StepCost,
     ) -> Result<Recommendation, CostError> {
-        self.recommend_from(continuation, None, cost)
+        self.recommend_from(continuation, None, cost, Spread::ONE_WINDOW)
     }
 
     fn recommend_from(
@@ -256,12 +344,14 @@ impl Advisor {
         continuation: &Continuation,
         h: Option<&AcceptanceHistogram>,
         cost: &StepCost,
+        spread: Spread,
     ) -> Result<Recommendation, CostError> {
         let cost = cost.bind(continuation.max_draft_len())?;
         let chain = Chain::from_counts(continuation.counts(), self.prior);
-        let z = normal_quantile(0.5 + self.credible_level / 2.0);
+        let z = spread.quantile(0.5 + self.credible_level / 2.0);
         let best = best_by_mean(&chain, &cost);
-        let mut candidates = self.candidates(&chain, &cost, continuation, best, z, h);
+        let mut candidates =
+            self.candidates(&chain, &cost, continuation, best, z, spread.dispersion, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
         Ok(Recommendation {
             draft_len: best,
@@ -269,9 +359,12 @@ impl Advisor {
             num_spec_steps: h.map_or(continuation.at(1).1, AcceptanceHistogram::num_spec_steps),
             prior: self.prior,
             credible_level: self.credible_level,
-            positions: self.positions(continuation, z),
+            positions: self.positions(continuation, z * spread.dispersion.sqrt()),
             candidates,
             row_distance_bound,
+            windows: spread.windows,
+            dispersion: spread.dispersion,
+            intervals_assume_independent_steps: spread.windows < 2,
         })
     }
 
@@ -439,6 +532,7 @@ impl Advisor {
         continuation: &Continuation,
         best: usize,
         z: f64,
+        dispersion: f64,
         h: Option<&AcceptanceHistogram>,
     ) -> Vec<Candidate> {
         let mut cov = Vec::new();
@@ -447,7 +541,8 @@ impl Advisor {
         (0..=chain.max_draft_len())
             .map(|k| {
                 uses_prior |= k > 0 && continuation.at(k).1 == 0;
-                let (mean, sd) = (chain.mean(k), chain.variance(k).sqrt());
+                // Widened by the dispersion between windows (quasi-likelihood).
+                let (mean, sd) = (chain.mean(k), (chain.variance(k) * dispersion).sqrt());
                 // Two different lengths always have a positive variance of
                 // their difference; the floor only keeps rounding from
                 // turning it into a NaN.
@@ -455,7 +550,7 @@ impl Advisor {
                     0.5
                 } else {
                     let d = GoodputDifference::new(chain, cost, k, best, cov[k]);
-                    normal_cdf(d.mean / d.variance.max(f64::MIN_POSITIVE).sqrt())
+                    normal_cdf(d.mean / (d.variance * dispersion).max(f64::MIN_POSITIVE).sqrt())
                 };
                 let row = h.map_or(RowCheck::NONE, |h| RowCheck::new(h, k, mean, sd));
                 Candidate {
@@ -617,6 +712,74 @@ pub struct Recommendation {
     /// acceptance does not depend on `k` a report flags some row at most 1%
     /// of the time, however many rows it has.
     pub row_distance_bound: f64,
+    /// The windows the estimates pool: 1 for [`Advisor::recommend`].
+    pub windows: usize,
+    /// How much more the windows vary than binomial noise explains (about 1
+    /// when steps are independent; 1 for one window); every variance is
+    /// scaled by it.
+    pub dispersion: f64,
+    /// The intervals assume the steps are independent: one window, which
+    /// cannot show that acceptance persists within requests. Where it does,
+    /// such intervals are too narrow; give
+    /// [`Advisor::recommend_windows`] several windows.
+    pub intervals_assume_independent_steps: bool,
+}
+
+/// How the estimates' uncertainty is scaled: by the dispersion between
+/// windows, with Student's t quantiles for an estimated dispersion.
+#[derive(Clone, Copy, Debug)]
+struct Spread {
+    dispersion: f64,
+    windows: usize,
+}
+
+impl Spread {
+    const ONE_WINDOW: Self = Self {
+        dispersion: 1.0,
+        windows: 1,
+    };
+
+    /// The quantile at `p` for the intervals: the normal one for one
+    /// window, Student's t with `windows - 1` degrees of freedom otherwise.
+    fn quantile(self, p: f64) -> f64 {
+        if self.windows < 2 {
+            normal_quantile(p)
+        } else {
+            t_quantile(p, (self.windows - 1) as f64)
+        }
+    }
+}
+
+/// Why [`Advisor::recommend_windows`] could not advise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum AdviceError {
+    /// No window was given.
+    NoWindows,
+    /// The windows cannot be pooled (another `K`, or counts that overflow).
+    Merge(MergeError),
+    /// The cost does not fit `K`.
+    Cost(CostError),
+}
+
+impl core::fmt::Display for AdviceError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoWindows => f.write_str("no window to advise from"),
+            Self::Merge(e) => write!(f, "the windows cannot be pooled: {e}"),
+            Self::Cost(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for AdviceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::NoWindows => None,
+            Self::Merge(e) => Some(e),
+            Self::Cost(e) => Some(e),
+        }
+    }
 }
 
 /// The estimate of the continuation rate `h_i` at one draft position.

@@ -29,7 +29,8 @@ mod state;
 mod stats;
 
 pub use advisor::{
-    Advisor, Candidate, Comparison, Extrapolation, MIN_ROW_STEPS, PositionEstimate, Recommendation,
+    AdviceError, Advisor, Candidate, Comparison, Extrapolation, MIN_ROW_STEPS, PositionEstimate,
+    Recommendation,
 };
 pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmSchedule};
 pub use continuation::Continuation;

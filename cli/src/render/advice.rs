@@ -28,6 +28,18 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
         "step cost: {cost}; prior Beta({}, {}) on every continuation rate; {level} credible intervals",
         rec.prior.alpha, rec.prior.beta
     );
+    if rec.intervals_assume_independent_steps {
+        let _ = writeln!(
+            out,
+            "the intervals assume independent steps (one window; give several reports of successive intervals to account for acceptance that persists within requests)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{} windows pooled; they vary {:.2} times as much as binomial noise, and the intervals are widened by that",
+            rec.windows, rec.dispersion
+        );
+    }
     out.push('\n');
 
     let mut table = Table::new(vec![

@@ -39,7 +39,7 @@
 //!   recorded (a bug to look into); they are in no estimate.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::ArgGroup;
@@ -48,7 +48,9 @@ use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 use crate::error::CliError;
 use crate::flags::{Format, parse_max_draft_len};
 use crate::format::{excerpt, group_digits};
-use crate::io::{input_name, is_stdin, note_reading_stdin, read_report, write_stdout};
+use crate::io::{
+    input_name, is_stdin, note_reading_stdin, read_report, stdin_at_most_once, write_stdout,
+};
 use crate::render::{self, json_line};
 
 mod batch;
@@ -90,9 +92,11 @@ pub struct Args {
     #[arg(long, value_name = "FORMAT", default_value = "json", value_parser = Format::parser(ADVISE_FORMATS))]
     format: Format,
     /// The report, as replay or merge writes it; standard input when absent
-    /// or "-".
+    /// or "-". Several reports are windows of one engine (its successive
+    /// intervals): the advice pools them, and its intervals account for how
+    /// much they differ (one report's intervals assume independent steps).
     #[arg(value_name = "REPORT")]
-    report: Option<PathBuf>,
+    report: Vec<PathBuf>,
     #[command(flatten)]
     sources: engines::SourceArgs,
 }
@@ -237,23 +241,42 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if args.sources.given() {
         return engines::run(&args.sources, &advisor, &cost, given, args.format);
     }
-    let path = args.report.as_deref().unwrap_or(Path::new("-"));
-    if is_stdin(path) {
-        note_reading_stdin("a report");
-    }
-    let name = input_name(path);
-    let hist = read_report(path, &name)?;
-    let max = hist.max_draft_len();
-    match given {
-        Some(k) if k != max => {
-            return Err(CliError::new(format!(
-                "{name}: num_spec_tokens (K) is {max} but --max-draft-len is {k}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)"
-            )));
+    let paths = if args.report.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        args.report.clone()
+    };
+    stdin_at_most_once(paths.iter().map(AsRef::as_ref), "report")?;
+    let mut windows = Vec::with_capacity(paths.len());
+    for path in &paths {
+        if is_stdin(path) {
+            note_reading_stdin("a report");
         }
-        Some(_) => {}
-        None => check_cost(&cost, max, Some(&name))?,
+        let name = input_name(path);
+        let hist = read_report(path, &name)?;
+        let max = hist.max_draft_len();
+        let first = windows.first().map(AcceptanceHistogram::max_draft_len);
+        match given.or(first) {
+            Some(k) if k != max => {
+                let what = if given.is_some() {
+                    "--max-draft-len"
+                } else {
+                    "the first report's"
+                };
+                return Err(CliError::new(format!(
+                    "{name}: num_spec_tokens (K) is {max} but {what} is {k}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)"
+                )));
+            }
+            Some(_) => {}
+            None => check_cost(&cost, max, Some(&name))?,
+        }
+        windows.push(hist);
     }
-    let rec = recommend(&advisor, &hist, &cost)?;
+    let rec = recommend(&advisor, &windows, &cost)?;
+    let rejected: u64 = windows
+        .iter()
+        .map(AcceptanceHistogram::num_rejected_observations)
+        .sum();
 
     let text = match args.format {
         Format::Json => json_line(&rec, "advice")?,
@@ -264,7 +287,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
-    for w in warnings(&rec, hist.num_rejected_observations()) {
+    for w in warnings(&rec, rejected) {
         let _ = writeln!(err, "warning: {w}");
     }
     written.map(|()| ExitCode::SUCCESS)
@@ -282,16 +305,22 @@ fn check_cost(cost: &StepCost, max: usize, from: Option<&str>) -> Result<(), Cli
     })
 }
 
-/// The library's advice on `hist` (whose `K` the cost fits): the one call
-/// of [`Advisor::recommend`].
+/// The library's advice on one report, or on several as windows of one
+/// engine (all of one `K`, which the cost fits): the one call of
+/// [`Advisor::recommend`] and of [`Advisor::recommend_windows`].
 fn recommend(
     advisor: &Advisor,
-    hist: &AcceptanceHistogram,
+    windows: &[AcceptanceHistogram],
     cost: &StepCost,
 ) -> Result<Recommendation, CliError> {
-    advisor
-        .recommend(hist, cost)
-        .map_err(|e| CliError::new(format!("--cost-table: {e}")))
+    match windows {
+        [one] => advisor
+            .recommend(one, cost)
+            .map_err(|e| CliError::new(format!("--cost-table: {e}"))),
+        many => advisor
+            .recommend_windows(many, cost)
+            .map_err(|e| CliError::new(format!("the reports as windows: {e}"))),
+    }
 }
 
 /// The warnings of the module docs, in that order of importance: what is
