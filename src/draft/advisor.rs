@@ -350,8 +350,7 @@ impl Advisor {
         let chain = Chain::from_counts(continuation.counts(), self.prior);
         let z = spread.quantile(0.5 + self.credible_level / 2.0);
         let best = best_by_mean(&chain, &cost);
-        let mut candidates =
-            self.candidates(&chain, &cost, continuation, best, z, spread.dispersion, h);
+        let mut candidates = self.candidates(&chain, &cost, continuation, best, spread, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
         Ok(Recommendation {
             draft_len: best,
@@ -531,10 +530,13 @@ impl Advisor {
         cost: &BoundCost,
         continuation: &Continuation,
         best: usize,
-        z: f64,
-        dispersion: f64,
+        spread: Spread,
         h: Option<&AcceptanceHistogram>,
     ) -> Vec<Candidate> {
+        let (z, dispersion) = (
+            spread.quantile(0.5 + self.credible_level / 2.0),
+            spread.dispersion,
+        );
         let mut cov = Vec::new();
         chain.covariances_with(best, &mut cov);
         let mut uses_prior = false;
