@@ -1,6 +1,6 @@
 #!/bin/sh
-# Regenerates the example reports of `specdec-metrics advise --batch-table`
-# (README, "advise"): one report per batch-size bucket, each from steps that
+# Regenerates the example reports of `specdec-metrics advise batch`
+# (docs/cli.md, "advise batch"): one report per batch-size bucket, each from steps that
 # draft 4 tokens, every draft accepted with a bucket's own probability (a
 # fixed pseudo-random sequence, so the files are always the same).
 # Run from this directory with specdec-metrics on the PATH.
