@@ -7,9 +7,11 @@
 //! `SPECDEC_SKIP_PROMTOOL=1` is set, in which case they say so and skip the
 //! promtool check only.
 
+mod exposition_text;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+
+use exposition_text::promtool_findings;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
@@ -73,57 +75,6 @@ fn histograms() -> Vec<(&'static str, AcceptanceHistogram)> {
         ("random K=8", random_histogram(8, 50_000, 3)),
         ("random K=64", random_histogram(64, 20_000, 4)),
     ]
-}
-
-/// Runs `promtool check metrics` on `text`; returns its findings (empty when
-/// it is clean), or `None` when promtool is missing and
-/// `SPECDEC_SKIP_PROMTOOL=1`. Fails the test when promtool is missing
-/// otherwise.
-fn promtool_findings(text: &str) -> Option<Vec<String>> {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::env::var("SPECDEC_SKIP_PROMTOOL").as_deref() == Ok("1") {
-                eprintln!(
-                    "SKIPPED promtool check: promtool not on PATH and SPECDEC_SKIP_PROMTOOL=1"
-                );
-                return None;
-            }
-            panic!(
-                "promtool is not on PATH: install Debian's `prometheus` package \
-                 (bash .ci/install-prometheus.sh), or set SPECDEC_SKIP_PROMTOOL=1 \
-                 to skip the promtool checks explicitly"
-            );
-        }
-        Err(e) => panic!("could not run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let findings: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .chain(String::from_utf8_lossy(&out.stderr).lines())
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_owned)
-        .collect();
-    // promtool exits 0 when clean, 3 on lint findings, 1 on a parse error.
-    assert_eq!(
-        out.status.success(),
-        findings.is_empty(),
-        "promtool status {:?} disagrees with its output {findings:?}\n{text}",
-        out.status
-    );
-    Some(findings)
 }
 
 /// A series: its name and labels.
