@@ -388,6 +388,24 @@ fn a_table_must_cover_every_draft_length() {
         "the step cost table has 3 entries but max_draft_len 3 needs 4 (one per draft length 0..=3)"
     );
     assert!(Advisor::default().recommend(&h, &long).is_err());
+    // Checked up front, as a caller would before building anything.
+    assert_eq!(
+        (
+            short.max_draft_len(),
+            exact.max_draft_len(),
+            long.max_draft_len()
+        ),
+        (Some(2), Some(3), Some(4))
+    );
+    assert_eq!(StepCost::linear(1.0, 0.1).unwrap().max_draft_len(), None);
+    assert_eq!(
+        short.check(3),
+        Err(CostError::TableLength {
+            max_draft_len: 3,
+            found: 3
+        })
+    );
+    assert!(long.check(3).is_err() && exact.check(3).is_ok() && short.check(2).is_ok());
     assert_eq!(
         Advisor::default()
             .recommend(&h, &exact)

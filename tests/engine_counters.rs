@@ -99,6 +99,7 @@ fn drafts_of_varying_length_give_bounds_not_a_point() {
     // One success at position 1 out of 2; position 2: no success, 0 or 1 trial.
     assert_eq!(bounds.at(1), Some((1, 2, 2)));
     assert_eq!(bounds.at(2), Some((0, 0, 1)));
+    assert_eq!(bounds.rate(1), Some((0.5, 0.5)));
     assert_eq!(bounds.rate(2), None);
     assert_eq!(bounds.max_draft_len(), 2);
 }
