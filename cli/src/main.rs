@@ -35,10 +35,11 @@ use clap::{Parser, Subcommand};
 
 /// Acceptance histograms by draft length for speculative decoding.
 ///
-/// Exit status: 0 on success; 2 on any error (bad flag value, missing file,
-/// malformed input line, invalid step under --strict, inconsistent report,
-/// a step cost or K that does not fit the report), with a message on
-/// standard error.
+/// Exit status: 0 on success; 3 when advise on engine counters can give
+/// only bounds (drafts of varying length); 2 on any error (bad flag value,
+/// missing file, malformed input line, invalid step under --strict,
+/// inconsistent report, a step cost or K that does not fit the report),
+/// with a message on standard error.
 #[derive(Parser, Debug)]
 // Plain, without colours: clap writes the values it quotes raw among its
 // colour codes, which could not then be told apart and escaped.
