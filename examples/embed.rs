@@ -13,6 +13,7 @@
 //! ```
 
 use std::error::Error;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -37,14 +38,31 @@ fn verify(rng: &mut SplitMix64, k: usize, alpha: f64) -> usize {
     (0..k).take_while(|_| rng.random_bool(alpha)).count()
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() -> std::process::ExitCode {
+    // Errors as people read them (`Display`), not as `main` prints them.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
     let (mut seconds, mut port) = (3u64, 9465u16);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
         match flag.as_str() {
-            "--seconds" => seconds = value.parse()?,
-            "--port" => port = value.parse()?,
+            "--seconds" => {
+                seconds = value
+                    .parse()
+                    .map_err(|e| format!("{flag} {value:?}: {e}"))?
+            }
+            "--port" => {
+                port = value
+                    .parse()
+                    .map_err(|e| format!("{flag} {value:?}: {e}"))?
+            }
             _ => return Err(format!("unknown flag {flag} (--seconds N, --port P)").into()),
         }
     }
@@ -94,7 +112,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         .enable_all()
         .build()?;
     let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))?;
-    eprintln!(
+    // Progress is best effort: a closed standard error (`2>&1 | head`)
+    // does not stop the engine.
+    let _ = writeln!(
+        std::io::stderr(),
         "embed: metrics on http://{}/metrics",
         listener.local_addr()?
     );
@@ -114,7 +135,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             .expect("snapshots never decrease");
         controller.update(&window);
         plan.publish(controller.plan());
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "[{:5.2}s] {} verify steps, mean acceptance length {:.2}; k = {}",
             started.elapsed().as_secs_f64(),
             window.num_spec_steps(),
@@ -129,6 +151,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     for engine in engines {
         engine.join().expect("no engine thread panics");
     }
-    println!("{}", serde_json::to_string_pretty(&recorder.snapshot())?);
-    Ok(())
+    // A reader that stops early (`| head`) is not an error.
+    let report = serde_json::to_string_pretty(&recorder.snapshot())?;
+    match writeln!(std::io::stdout().lock(), "{report}") {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
+    }
 }

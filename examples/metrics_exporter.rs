@@ -23,6 +23,7 @@
 //! curl -s 127.0.0.1:19465/metrics
 //! ```
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,33 +80,42 @@ impl Args {
             linger_seconds: 0,
             interval_ms: 250,
         };
+        const FLAGS: &str = "--addr, --prefix, --model-name, --engine, --max-draft-len, \
+                             --workers, --seconds, --linger-seconds, --interval-ms";
         let mut flags = std::env::args().skip(1);
         while let Some(flag) = flags.next() {
+            if !FLAGS.split(", ").any(|known| known.trim() == flag) {
+                return Err(format!("unknown flag {flag:?} (the flags: {FLAGS})").into());
+            }
             let value = flags.next().ok_or(format!("{flag} needs a value"))?;
+            let bad = |e: &dyn std::fmt::Display| format!("{flag} {value:?}: {e}");
+            let number = || value.parse::<u64>().map_err(|e| bad(&e));
             match flag.as_str() {
-                "--addr" => args.addr = value.parse()?,
+                "--addr" => args.addr = value.parse().map_err(|e| bad(&e))?,
                 "--prefix" => args.prefix = value,
                 "--model-name" => args.model_name = value,
                 "--engine" => args.engine = value,
-                "--max-draft-len" => args.max_draft_len = value.parse()?,
-                "--workers" => args.workers = value.parse()?,
-                "--seconds" => args.seconds = value.parse()?,
-                "--linger-seconds" => args.linger_seconds = value.parse()?,
-                "--interval-ms" => args.interval_ms = value.parse()?,
-                _ => {
-                    return Err(format!(
-                        "unknown flag {flag} (--addr, --prefix, --model-name, --engine, \
-                         --max-draft-len, --workers, --seconds, --linger-seconds, --interval-ms)"
-                    )
-                    .into());
-                }
+                "--max-draft-len" => args.max_draft_len = number()? as usize,
+                "--workers" => args.workers = number()? as usize,
+                "--seconds" => args.seconds = number()?,
+                "--linger-seconds" => args.linger_seconds = number()?,
+                _ => args.interval_ms = number()?, // --interval-ms
             }
         }
         Ok(args)
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    // Errors as people read them (`Display`), not as `main` prints them.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse()?;
     // vLLM's engine metrics live under the namespace of the prefix:
     // `vllm:spec_decode` -> `vllm:num_requests_running`.
@@ -169,7 +179,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }),
     );
     runtime.spawn(async move { axum::serve(listener, app).await });
-    eprintln!("serving /metrics on http://{}", args.addr);
+    // Progress is best effort: a closed standard error (`2>&1 | head`)
+    // does not stop the engine.
+    let _ = writeln!(
+        std::io::stderr(),
+        "serving /metrics on http://{}",
+        args.addr
+    );
 
     // ---- the engine: workers record, the metrics loop steers -----------------
     let start = Instant::now();
@@ -227,8 +243,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The last publish hands over every step (the workers are joined).
     drop(publishing);
     let report = recorder.snapshot();
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    eprintln!(
+    // A reader that stops early (`| head`) is not an error.
+    let text = serde_json::to_string_pretty(&report)?;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written?,
+    }
+    let _ = writeln!(
+        std::io::stderr(),
         "{} verify steps, controller at draft length {}; serving the final counters for {} s",
         report.num_spec_steps(),
         controller.draft_len(),
