@@ -159,6 +159,86 @@ fn inconsistent_counters_name_the_series() {
     assert!(EngineCounters::new(65, 0, 0, 0, vec![]).is_err());
 }
 
+/// The messages say which rule the counters break, with the offending value.
+#[test]
+fn errors_say_why_with_the_value() {
+    let per_pos = |d: Vec<u64>| {
+        EngineCounters::new(2, 10, 15, 9, vec![6, 3]).and_then(|c| c.with_draft_tokens_per_pos(d))
+    };
+    let cases = [
+        (
+            EngineCounters::new(3, 10, 30, 9, vec![3, 4, 2]),
+            4,
+            "num_accepted_tokens_per_pos{position=\"1\"} is 4, above the 3 of \
+             num_accepted_tokens_per_pos{position=\"0\"}: a draft token is accepted only \
+             after every earlier one",
+        ),
+        (
+            EngineCounters::new(2, 10, 20, 11, vec![11, 0]),
+            11,
+            "num_accepted_tokens_per_pos{position=\"0\"} is 11, above the 10 of num_drafts: \
+             a position is counted at most once per draft",
+        ),
+        (
+            per_pos(vec![11, 5]),
+            11,
+            "num_draft_tokens_per_pos{position=\"0\"} is 11, above the 10 of num_drafts: \
+             a position is counted at most once per draft",
+        ),
+        (
+            per_pos(vec![5, 6]),
+            6,
+            "num_draft_tokens_per_pos{position=\"1\"} is 6, above the 5 of \
+             num_draft_tokens_per_pos{position=\"0\"}: a draft that reaches a position \
+             reached every earlier one",
+        ),
+        (
+            per_pos(vec![10, 5, 1]),
+            3,
+            "num_draft_tokens_per_pos{position=\"2\"} has 3 positions; expected 2, one per \
+             draft position",
+        ),
+    ];
+    for (result, value, message) in cases {
+        let err = result.unwrap_err();
+        assert_eq!((err.value(), err.to_string().as_str()), (value, message));
+    }
+    // Fewer per-position counts than positions read as zeros: here below
+    // the 3 accepted at position 1.
+    assert!(per_pos(vec![10, 5]).is_ok() && per_pos(vec![10]).is_err());
+    let c = per_pos(vec![10, 5]).unwrap();
+    assert_eq!((c.max_draft_len(), c.drafts()), (2, 10));
+}
+
+/// Per-position draft counts narrow the bounds to what they imply.
+#[test]
+fn per_position_draft_counts_narrow_the_bounds() {
+    // K = 2: 10 drafts of 15 tokens, 8 accepted at position 0, 3 at 1.
+    let c = EngineCounters::new(2, 10, 15, 11, vec![8, 3]).unwrap();
+    let Identified::Bounds(bounds) = c.identify().unwrap() else {
+        panic!("drafts of varying length")
+    };
+    // At least 15 / 2 rounded up reached position 1, of which 8 accepted;
+    // of those 8, between 3 (the accepted) and 8 drafted position 2.
+    assert_eq!(bounds.at(1), Some((8, 8, 10)));
+    assert_eq!(bounds.rate(1), Some((0.8, 1.0)));
+    assert_eq!(bounds.at(2), Some((3, 3, 8)));
+    assert_eq!(bounds.rate(2), Some((3.0 / 8.0, 1.0)));
+    // 5 drafts of length 1 fully accepted, 5 of length 2 accepting one:
+    // the counts say all 10 reached position 1 and 5 reached 2.
+    let h = histogram(2, &[[(1, 1); 5], [(2, 1); 5]].concat());
+    let c = counters(&h)
+        .with_draft_tokens_per_pos(h.num_draft_tokens_per_pos())
+        .unwrap();
+    let Identified::Bounds(bounds) = c.identify().unwrap() else {
+        panic!("drafts of varying length")
+    };
+    // Of the 10 that accepted position 1, 5 ended there (length 1): the
+    // other 5 are the trials at position 2, which none accepted.
+    assert_eq!(bounds.at(2), Some((0, 5, 5)));
+    assert_eq!(Continuation::new(&h).at(2), (0, 5));
+}
+
 /// A shorter accepted list (mistral.rs creates a position's series only
 /// once something is counted there) reads as zeros.
 #[test]

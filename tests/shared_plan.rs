@@ -31,6 +31,29 @@ fn a_new_cell_holds_its_first_plan() {
     assert_eq!(cell.draft_len_for(EXPLORATION_PERIOD - 1), 11);
 }
 
+/// `with_explore_len` accepts exactly the plans an engine can run: `K` in
+/// `1..=64`, the draft length at most `K`, exploration between
+/// `max(draft, 1)` and `K`.
+#[test]
+fn explicit_exploration_lengths_are_checked() {
+    for max in 0..=65 {
+        for draft in 0..=max + 1 {
+            for explore in 0..=max + 1 {
+                let valid = (1..=64).contains(&max)
+                    && draft <= max
+                    && draft.max(1) <= explore
+                    && explore <= max;
+                let plan = DraftPlan::with_explore_len(draft, explore, max);
+                assert_eq!(plan.is_some(), valid, "{draft}, {explore}, K = {max}");
+                if let Some(plan) = plan {
+                    assert_eq!((plan.draft_len(), plan.explore_len()), (draft, explore));
+                    assert_eq!(plan.draft_len_for(EXPLORATION_PERIOD - 1), explore);
+                }
+            }
+        }
+    }
+}
+
 /// The closed loop of an engine: a controller's plan published once, read
 /// by other threads.
 #[test]
