@@ -3,7 +3,9 @@
 //! controller learns a length per state.
 
 use proptest::prelude::*;
-use specdec_metrics::{AcceptanceHistogram, RequestState, StateController, StatePlan, StepCost};
+use specdec_metrics::{
+    AcceptanceHistogram, RequestState, SharedStatePlan, StateController, StatePlan, StepCost,
+};
 
 proptest! {
     /// The score moves towards the step's acceptance, never past it, and
@@ -37,12 +39,23 @@ proptest! {
     fn state_plans_pack_into_one_word(lens in prop::array::uniform4(0usize..=64), max in 1usize..=64) {
         let lens = lens.map(|k| k.min(max));
         let plan = StatePlan::new(lens, max).unwrap();
+        prop_assert_eq!(plan.max_draft_len(), max);
         prop_assert_eq!(StatePlan::from_bits(plan.to_bits()), Some(plan));
+        // The shared cell gives back the plan, whether it was the first or
+        // a later one published.
+        let first = SharedStatePlan::new(plan);
+        let later = SharedStatePlan::new(StatePlan::new([max; 4], max).unwrap());
+        later.publish(plan);
+        prop_assert_eq!((first.load(), later.load()), (plan, plan));
         for (s, &k) in lens.iter().enumerate() {
             let state = RequestState::with_score((s as f64 + 0.5) / 4.0);
             prop_assert_eq!(state.index(), s);
             prop_assert_eq!(plan.draft_len(state), k);
+            prop_assert_eq!(plan.draft_len_for(state, 30), k);
             prop_assert_eq!(plan.draft_len_for(state, 31), (2 * k + 1).min(max));
+            for step in [0, 30, 31, 63] {
+                prop_assert_eq!(later.draft_len_for(state, step), plan.draft_len_for(state, step));
+            }
         }
     }
 }
@@ -89,6 +102,18 @@ fn the_controller_learns_a_length_per_state() {
     assert_eq!((c.draft_len(easy), c.draft_len(hard)), (8, 1));
     let plan = c.plan();
     assert_eq!((plan.draft_len(easy), plan.draft_len(hard)), (8, 1));
+    for step in [0, 31] {
+        for state in [easy, hard] {
+            assert_eq!(
+                c.draft_len_for(state, step),
+                plan.draft_len_for(state, step)
+            );
+        }
+    }
+    assert_eq!(
+        (c.draft_len_for(easy, 0), c.draft_len_for(hard, 31)),
+        (8, 3)
+    );
     // Fewer windows than states: the others had an empty interval.
     let middle = RequestState::new();
     let before = c.draft_len(middle);
