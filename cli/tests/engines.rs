@@ -1,6 +1,6 @@
 //! `advise --metrics/--prometheus/--vllm-log` on the real engines'
-//! exposition formats, built from the real profiles of
-//! `../shared/REAL-PROFILES.md` (`cli/tests/fixtures/generate.py`), against
+//! exposition formats, built from real measured profiles (each cited in
+//! `cli/tests/fixtures/generate.py`, which writes the fixtures), against
 //! Leviathan et al.'s formula; and every kind of bad input, from files and
 //! from tiny HTTP servers on loopback (HTML, errors, slow and huge
 //! answers), each bounded in time.

@@ -513,8 +513,7 @@ const SMARTSPEC_POOL_WEIGHT: f64 = 0.01;
 /// tokens per unit of time.
 ///
 /// What we read: the paper's abstract and third-party summaries of it
-/// (`/work/shared/ADAPTIVE-K-ANCHORS.md`: goodput = (accepted + bonus) /
-/// time, per-request `k` from 0 up), and vLLM's RFC #4565 ("determine the
+/// (goodput = (accepted + bonus) / time, per-request `k` from 0 up), and vLLM's RFC #4565 ("determine the
 /// optimal speculation length for each request, ranging from zero ... based
 /// on goodput, which reflects the current observed load"). Not the paper's
 /// algorithm listing nor its code (implemented in a fork of vLLM, never

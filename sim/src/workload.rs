@@ -41,7 +41,8 @@
 //! persistence`: durations are geometric with mean `--persistence` steps
 //! (default [`DEFAULT_PERSISTENCE`], 30), the same for both conditions.
 //!
-//! Why 0.9 and 0.3 (`/work/shared/REAL-PROFILES.md`): 0.9 is the
+//! Why 0.9 and 0.3 (the measured profiles of vLLM's
+//! `tests/v1/spec_decode/test_acceptance_length.py`): 0.9 is the
 //! continuation rate of a good stretch (ngram copies, EAGLE3's best
 //! conditional rates, 0.73–0.90 on MT-Bench); 0.3 is the first-position
 //! rate of the weakest real profile there (EAGLE3 on Qwen3-VL-30B,
@@ -146,9 +147,8 @@ impl Class {
 }
 
 /// The cumulative per-position acceptance `P_1 ..= P_7` of EAGLE3 on
-/// Qwen3-8B at `T = 0.6`, `K = 7` (vllm-project/speculators issue #563, as
-/// derived in `/work/shared/REAL-PROFILES.md` from the acceptance lengths
-/// at `k = 1..7`): code, math, summarization.
+/// Qwen3-8B at `T = 0.6`, `K = 7` (vllm-project/speculators issue #563,
+/// derived from the mean acceptance lengths it reports at `k = 1..7`): code, math, summarization.
 pub const CLASS_PROFILES: [[f64; 7]; 3] = [
     [0.81, 0.59, 0.40, 0.26, 0.16, 0.08, 0.03],
     [0.83, 0.67, 0.45, 0.33, 0.17, 0.16, 0.07],
