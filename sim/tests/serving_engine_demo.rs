@@ -168,12 +168,66 @@ fn lingering_serves_the_final_counters_then_exits_0() {
     assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
     assert!(!log.contains("panicked"), "{log}");
     let (report, _) = report_and_summary(&report.join().unwrap().unwrap());
-    let drafts = metrics
+    assert_eq!(Some(drafts_in(&metrics)), report["num_spec_steps"].as_u64());
+}
+
+/// The value of the first `spec_decode_num_drafts_total` series.
+fn drafts_in(metrics: &str) -> u64 {
+    metrics
         .lines()
         .find_map(|l| l.strip_prefix("spec_decode_num_drafts_total{"))
         .and_then(|l| l.split_whitespace().last())
-        .expect("num_drafts in /metrics");
-    assert_eq!(drafts, report["num_spec_steps"].to_string());
+        .expect("num_drafts in /metrics")
+        .parse()
+        .unwrap()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_delay_serves_zero_counters_before_the_first_step() {
+    // --delay-seconds 30, stopped by SIGTERM while it waits: every scrape
+    // read zero, no step ran, and the report (all zeros) is printed.
+    let mut demo = spawn(&["--seconds", "1", "--delay-seconds", "30"]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    let addr = metrics_addr(&first_line(&mut stderr));
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("zero counters"), "{line}");
+    let mut stdout = demo.0.stdout.take().unwrap();
+    let report = thread::spawn(move || {
+        let mut report = String::new();
+        stdout.read_to_string(&mut report).map(|_| report)
+    });
+    for _ in 0..3 {
+        assert_eq!(drafts_in(&get_metrics(addr)), 0);
+        thread::sleep(Duration::from_millis(200));
+    }
+    let rest = drain(stderr);
+    send_signal(&demo, "TERM");
+    let status = demo
+        .wait_at_most(Duration::from_secs(30))
+        .expect("SIGTERM ends the wait");
+    let log = rest.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
+    assert!(log.contains("stopped (SIGTERM)"), "{log}");
+    let (report, _) = report_and_summary(&report.join().unwrap().unwrap());
+    assert_eq!(report["num_spec_steps"], 0);
+}
+
+#[test]
+fn after_a_delay_the_engine_runs() {
+    let mut demo = spawn(&["--seconds", "1", "--delay-seconds", "1"]);
+    let stdout = demo.0.stdout.take().unwrap();
+    let rest = drain(BufReader::new(demo.0.stderr.take().unwrap()));
+    let status = demo
+        .wait_at_most(Duration::from_secs(30))
+        .expect("the demo ends");
+    let log = rest.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}; log:\n{log}");
+    let mut out = String::new();
+    BufReader::new(stdout).read_to_string(&mut out).unwrap();
+    let (report, _) = report_and_summary(&out);
+    assert!(report["num_spec_steps"].as_u64().unwrap() > 0, "{log}");
 }
 
 #[cfg(target_os = "linux")]

@@ -161,6 +161,12 @@ struct Args {
     /// scraper can read them.
     #[arg(long, value_name = "N", default_value_t = 0)]
     linger_seconds: u64,
+    /// Before the engine starts, serve /metrics with every counter at zero
+    /// for N seconds, so that a scraper's first sample is zero and it sees
+    /// every step (Prometheus' increase() never counts what a series held
+    /// at its first sample).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    delay_seconds: u64,
     /// Print each finished request's report (standard error).
     #[arg(long)]
     print_requests: bool,
@@ -540,8 +546,27 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         },
     );
 
+    // A signal while waiting stops the run before its first step: the
+    // report is then all zeros.
+    let stopped_early = if args.delay_seconds == 0 {
+        None
+    } else {
+        log!(
+            output,
+            "serving_engine: serving zero counters on http://{}/metrics for {} s before the engine starts",
+            metrics_addr,
+            args.delay_seconds
+        );
+        let delay = Duration::from_secs(args.delay_seconds);
+        // Created inside the runtime, as the linger's timer below.
+        match runtime.block_on(async { wait_for_stop(tokio::time::sleep(delay), output).await }) {
+            Stop::TimeLimit => None,
+            why => Some(why),
+        }
+    };
+
     let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(stopped_early.is_some()));
     let (sim_done, sim_done_rx) = tokio::sync::oneshot::channel::<()>();
     let simulation = {
         let (recorder, stop, output) = (recorder.clone(), Arc::clone(&stop), Arc::clone(output));
@@ -562,14 +587,17 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             .map_err(|e| format!("cannot start the metrics thread: {e}"))?
     };
 
-    let why = runtime.block_on(wait_for_stop(
-        async {
-            // An error means the simulation ended without saying so (a
-            // panic): the join below reports it.
-            let _ = sim_done_rx.await;
-        },
-        output,
-    ));
+    let why = match stopped_early {
+        Some(why) => why,
+        None => runtime.block_on(wait_for_stop(
+            async {
+                // An error means the simulation ended without saying so (a
+                // panic): the join below reports it.
+                let _ = sim_done_rx.await;
+            },
+            output,
+        )),
+    };
     // Relaxed: the simulation polls it; the join below orders the rest.
     stop.store(true, Ordering::Relaxed);
     let outcome = simulation
