@@ -28,6 +28,7 @@
 //! have none).
 
 use std::fmt::Write as _;
+use std::io::{self, Write as _};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -154,7 +155,8 @@ fn main() -> ExitCode {
         || !(args.persistence.is_finite() && args.persistence >= 1.0)
         || !(args.per_token_cost.is_finite() && args.per_token_cost >= 0.0)
     {
-        eprintln!(
+        let _ = writeln!(
+            io::stderr(),
             "policy_table: --phase-seconds, --seeds, --interval-ms, --update-ms, --jobs and \
              --persistence must be at least 1, --update-ms at most --interval-ms, and \
              --per-token-cost a number of at least 0"
@@ -162,12 +164,11 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let Some(last_seed) = args.seed.checked_add(args.seeds - 1) else {
-        eprintln!("policy_table: --seed + --seeds overflows");
+        let _ = writeln!(io::stderr(), "policy_table: --seed + --seeds overflows");
         return ExitCode::from(2);
     };
     if args.state_rules {
-        println!("{}", state_rules(&args, last_seed));
-        return ExitCode::SUCCESS;
+        return print_table(&state_rules(&args, last_seed));
     }
     let jobs: Vec<(u64, Workload, PolicySpec)> = (args.seed..=last_seed)
         .flat_map(|seed| {
@@ -194,8 +195,21 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64(),
         args.jobs
     );
-    println!("{out}");
-    ExitCode::SUCCESS
+    print_table(&out)
+}
+
+/// Writes the table on standard output. A reader that went away (`| head`)
+/// is not an error: exit 0, as `head` asked for no more; any other write
+/// error exits 2 with a message.
+fn print_table(table: &str) -> ExitCode {
+    match writeln!(io::stdout().lock(), "{table}") {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "policy_table: writing the table: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Runs every configuration, `--jobs` at a time; their results in order.
@@ -214,7 +228,10 @@ fn run_all(args: &Args, configs: &[engine::Config]) -> Vec<Run> {
                         return;
                     };
                     let run = run_one(config, &stop);
-                    eprintln!(
+                    // Progress is best effort: a closed standard error
+                    // (`2>&1 | head`) does not stop the table.
+                    let _ = writeln!(
+                        io::stderr(),
                         "policy_table: seed {} {} {} (state rule {}, persistence {}): {}",
                         config.seed,
                         config.workload,
