@@ -47,6 +47,7 @@
 //! settings and seed give the same summary, whatever the machine.
 
 pub mod engine;
+#[cfg(feature = "demo")]
 pub mod engine_metrics;
 pub mod peers;
 pub mod policy;

@@ -1,0 +1,132 @@
+//! `specdec-metrics`: replay verifier traces and vLLM detailed reports into
+//! the acceptance-histogram report, merge reports, draw them, and advise a
+//! draft length from them.
+//!
+//! The library behind the binary (`main.rs` only calls [`main`]). [`main`]
+//! parses the command line and dispatches: each subcommand
+//! is a module of [`cmd`] (its flags and its `run`), and what subcommands
+//! share lives in modules of its own — [`error`] (the error type and how it
+//! is printed), [`flags`] (flag values more than one subcommand takes),
+//! [`format`](mod@format) (numbers and quoted input in messages),
+//! [`io`] (reading a report back, writing standard output and files) and
+//! [`render`] (the text printed: tables, JSON, the plot). No module
+//! imports from another subcommand. The parsers live here, not in the
+//! binary, so that benches and fuzz targets can link against them.
+//!
+//! Exit status: 0 on success, 3 when `advise` on engine counters gives
+//! bounds instead of advice, 2 on any error (bad flag, missing file,
+//! malformed input, `--strict` rejection, inconsistent report, a step cost
+//! or a `K` that does not fit the report), with a message on standard error.
+
+pub mod cmd;
+pub mod engines;
+pub mod error;
+pub mod exposition;
+pub mod flags;
+pub mod format;
+pub mod http;
+pub mod io;
+pub mod render;
+pub mod sources;
+pub mod vllm_log;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Acceptance histograms by draft length for speculative decoding.
+///
+/// Exit status: 0 on success; 3 when advise on engine counters can give
+/// only bounds (drafts of varying length); 2 on any error (bad flag value,
+/// missing file, malformed input line, invalid step under --strict,
+/// inconsistent report, a step cost or K that does not fit the report),
+/// with a message on standard error.
+#[derive(Parser, Debug)]
+// Plain, without colours: clap writes the values it quotes raw among its
+// colour codes, which could not then be told apart and escaped.
+#[command(name = "specdec-metrics", version, styles = clap::builder::Styles::plain())]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replay JSON Lines of verify steps into the engine-wide report.
+    ///
+    /// Each line is a step {"drafted": k, "accepted": a}, an undrafted step
+    /// {"undrafted": true}, or one request's vLLM detailed report with the
+    /// arrays "per_step_drafted" and "per_step_accepted" (its
+    /// num_spec_tokens is checked against K, its other keys are ignored).
+    /// Blank lines are skipped; every line must be UTF-8 text. A malformed
+    /// line, or one longer than --max-line-bytes, stops the run (exit status
+    /// 2); an invalid step (a > k or k > K) is counted in
+    /// num_rejected_observations and warned about, or stops the run with
+    /// --strict.
+    Replay(cmd::replay::Args),
+    /// Merge report files (one per engine or replica) into one report.
+    ///
+    /// Every file holds one JSON report as `replay` writes it; all must
+    /// have the same num_spec_tokens (K).
+    Merge(cmd::merge::Args),
+    /// Advise a draft length from a report and the engine's step cost.
+    ///
+    /// Reads one report (as replay or merge writes it) whose num_spec_tokens
+    /// is K and prints, for every draft length k = 0..=K, the expected
+    /// accepted drafts with a credible interval, tokens per step, goodput
+    /// and speedup over not speculating, and the k with the highest expected
+    /// goodput. Positions without trials use the prior, and say so. Warns
+    /// on standard error when the advice should not be trusted (fewer than
+    /// 1,000 steps drafted a token; the recommendation leans on the prior; a
+    /// row's own mean disagrees with the chain; rejected observations).
+    ///
+    /// With --metrics FILE|URL|- (a /metrics scrape), --prometheus URL
+    /// --window D (a fleet through Prometheus) or --vllm-log FILE it reads
+    /// the counters vLLM, mistral.rs or this crate export instead, and
+    /// gives per model the recommendation, its speedup over the current K,
+    /// and the engine's setting; counters that give only bounds (drafts of
+    /// varying length) print the bounds and exit with status 3.
+    ///
+    /// `advise batch` takes one report and one step cost per bucket of
+    /// batch sizes (--bucket START-END:COST:REPORT, repeated) and gives one
+    /// draft length per bucket, printed as vLLM's
+    /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
+    /// draft_len_schedule.
+    Advise(Box<cmd::advise::Args>),
+}
+
+/// Parses the command line, runs the subcommand, prints its errors;
+/// the process's exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return usage_error(&e),
+        Err(e) => e.exit(), // --help, --version: standard output, status 0
+    };
+    let result = match cli.command {
+        Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Advise(args) => cmd::advise::run(*args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => e.exit(),
+    }
+}
+
+/// Prints a usage error as clap words it, [sanitized](format::sanitize)
+/// line by line: clap quotes the offending value whole and raw (on a
+/// terminal; elsewhere it strips escape sequences, and the value with
+/// them), so a value holding control characters would act on the
+/// terminal. Returns clap's exit status for it (2).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Without styles, the "ANSI" rendering is the text with the value's
+    // bytes as given, which sanitize then escapes.
+    let text = e.render().ansi().to_string();
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = writeln!(err, "{}", format::sanitize(line));
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
