@@ -65,14 +65,16 @@ use specdec_metrics::{
 
 use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
 use crate::policy::{
-    Adaptive, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static, mean_draft_len,
-    scheduled_budget,
+    Adaptive, Oracle, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static,
+    mean_draft_len, scheduled_budget,
 };
 use crate::rng::{self, Rng};
 use crate::state_rule::{RuleState, StateRule};
 use crate::summary::{
-    ControllerFigures, CostLinear, EngineStats, Figures, Phase, StateControllerFigures, Summary,
+    ControllerFigures, CostLinear, Counts, EngineStats, Figures, Phase, StateControllerFigures,
+    Summary,
 };
+use crate::trace_set::{Position, TraceSet};
 use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
 
 /// The settings of one simulation.
@@ -110,6 +112,64 @@ pub struct Config {
     pub seed: u64,
     /// Intervals at the start of each phase left out of its settled part.
     pub settle_intervals: u32,
+    /// The requests of the `traces` workload (`None` for the others).
+    pub traces: Option<Arc<TraceSet>>,
+    /// How steps are costed and the loop is clocked (the defaults are the
+    /// simulator's own).
+    pub model: EngineModel,
+}
+
+/// What a step costs: the mean draft length of its requests, which one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CostRule {
+    /// The lengths the policy scheduled, whether or not the proposer had
+    /// anything to propose: an engine whose verification has a fixed shape
+    /// pays for them (the simulator's rule).
+    #[default]
+    Scheduled,
+    /// The tokens actually drafted, `min(k, L_t)` on a trace: a request
+    /// whose drafter found no match costs nothing beyond the base (the
+    /// what-if's rule).
+    Drafted,
+}
+
+impl std::fmt::Display for CostRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CostRule::Scheduled => "scheduled",
+            CostRule::Drafted => "drafted",
+        })
+    }
+}
+
+impl std::str::FromStr for CostRule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "scheduled" => Ok(CostRule::Scheduled),
+            "drafted" => Ok(CostRule::Drafted),
+            _ => Err(format!("{s:?} is not a cost rule (scheduled or drafted)")),
+        }
+    }
+}
+
+/// The engine model's settings beyond the workload: its cost rule and
+/// table, and whether the controller is updated by time or every `n`
+/// engine steps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineModel {
+    pub cost_rule: CostRule,
+    /// Measured costs by draft length `0..=K`, interpolated linearly at a
+    /// fractional mean; `None`: `cost` (linear).
+    pub cost_table: Option<Arc<[f64]>>,
+    /// Update the controller (and end an interval) every this many engine
+    /// steps of each engine thread instead of every `update` of time
+    /// (virtual time only).
+    pub steps_per_update: Option<u64>,
+    /// Replay each traced request once, in file order, and end the run when
+    /// the last one has finished (rather than cycling through the file for
+    /// `seconds`).
+    pub exhaust: bool,
 }
 
 /// The controller's default update period, milliseconds: four updates per
@@ -139,15 +199,60 @@ pub const MAX_PHASES: u64 = 10_000;
 /// current one takes one more interval per doubling.
 pub const SETTLE_INTERVALS: u32 = 3;
 
+/// `table` (costs by draft length `0..table.len()`) at a fractional
+/// length, linearly between its neighbours; clamped to its ends.
+pub fn interpolate(table: &[f64], len: f64) -> f64 {
+    let last = table.len() - 1;
+    let len = len.clamp(0.0, last as f64);
+    let below = (len.floor() as usize).min(last);
+    let above = (below + 1).min(last);
+    let weight = len - below as f64;
+    table[below] + (table[above] - table[below]) * weight
+}
+
 impl Config {
     /// The step cost as the library checks it (the controller's cost).
     pub fn step_cost(&self) -> Result<StepCost, String> {
+        if let Some(table) = &self.model.cost_table {
+            if table.len() != self.max_draft_len + 1 {
+                return Err(format!(
+                    "--cost-table has {} costs: one for every draft length 0..={} is needed",
+                    table.len(),
+                    self.max_draft_len
+                ));
+            }
+            return StepCost::table(table.to_vec()).map_err(|e| format!("--cost-table: {e}"));
+        }
         StepCost::linear(self.cost.base, self.cost.per_token).map_err(|e| {
             format!(
                 "--cost-linear {},{}: {e}",
                 self.cost.base, self.cost.per_token
             )
         })
+    }
+
+    /// The cost of a step whose requests draft `mean` tokens on average:
+    /// linear, or the table interpolated between its neighbouring lengths.
+    pub fn cost_at(&self, mean: f64) -> f64 {
+        match &self.model.cost_table {
+            None => self.cost.step(mean),
+            Some(table) => interpolate(table, mean),
+        }
+    }
+
+    /// The linear cost the peer rules assume (they take a base and a
+    /// per-token cost): the table's end points with a table.
+    pub fn linear_cost(&self) -> CostLinear {
+        match &self.model.cost_table {
+            None => self.cost,
+            Some(table) => {
+                let (first, last) = (table[0], table[table.len() - 1]);
+                CostLinear {
+                    base: first,
+                    per_token: (last - first) / (table.len() - 1).max(1) as f64,
+                }
+            }
+        }
     }
 
     /// Checks the settings that depend on each other.
@@ -172,7 +277,8 @@ impl Config {
                 "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
             );
         }
-        if self.virtual_time {
+        self.check_traces()?;
+        if self.virtual_time && self.model.steps_per_update.is_none() {
             self.check_steps_per_interval()?;
         }
         if self.workload == Workload::Transition {
@@ -198,10 +304,77 @@ impl Config {
         Ok(())
     }
 
+    /// The `traces` workload has its traces, and what needs a trace (the
+    /// oracle, replaying each request once) has one; the controller is
+    /// clocked by steps only in virtual time.
+    fn check_traces(&self) -> Result<(), String> {
+        match (&self.traces, self.workload == Workload::Traces) {
+            (Some(traces), true) => {
+                let requests = traces.requests();
+                if let Some(w) = (0..self.workers).find(|&w| {
+                    !requests
+                        .iter()
+                        .skip(w)
+                        .step_by(self.workers.max(1))
+                        .any(|r| !r.positions.is_empty())
+                }) {
+                    return Err(format!(
+                        "the trace has {} requests with an output position to replay: too few \
+                         for {} engine threads (engine thread {w} would have none); use fewer \
+                         --workers",
+                        requests.iter().filter(|r| !r.positions.is_empty()).count(),
+                        self.workers
+                    ));
+                }
+                if self.max_draft_len > traces.cap() {
+                    return Err(format!(
+                        "--max-draft-len {} is above the trace's cap {}: a proposal of the cap's \
+                         length may have been longer, so longer drafts cannot be replayed \
+                         (generate the trace with a larger --cap)",
+                        self.max_draft_len,
+                        traces.cap()
+                    ));
+                }
+            }
+            (None, true) => return Err("the traces workload needs traces (--traces FILE)".into()),
+            (Some(_), false) => {
+                return Err(format!(
+                    "traces are given, but the workload is {}",
+                    self.workload
+                ));
+            }
+            (None, false) => {
+                if self.policy == PolicySpec::Oracle {
+                    return Err(
+                        "--policy oracle needs a trace (--traces FILE): it drafts what the \
+                         trace says the verifier accepts"
+                            .into(),
+                    );
+                }
+                if self.model.exhaust {
+                    return Err("replaying each request once needs traces".into());
+                }
+            }
+        }
+        match self.model.steps_per_update {
+            Some(0) => return Err("the controller's update period must be at least 1 step".into()),
+            Some(_) if !self.virtual_time => {
+                return Err("updates every N engine steps need virtual time".into());
+            }
+            None if self.model.exhaust => {
+                return Err(
+                    "replaying each request once needs updates every N engine steps".into(),
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// In virtual time, the shortest step (without drafts: the base cost)
     /// must leave at most [`MAX_STEPS_PER_INTERVAL`] steps per interval.
     fn check_steps_per_interval(&self) -> Result<(), String> {
-        let shortest_step_secs = self.cost.base * self.step_us as f64 * 1e-6;
+        let shortest_step_secs = self.cost_at(0.0) * self.step_us as f64 * 1e-6;
         let steps = self.interval.as_secs_f64() / shortest_step_secs;
         // Also false for a product that underflowed to 0 (steps infinite).
         if steps <= MAX_STEPS_PER_INTERVAL {
@@ -213,7 +386,7 @@ impl Config {
              {steps:.3e} engine steps per engine thread (at most {MAX_STEPS_PER_INTERVAL} \
              steps, so that every interval is logged within about a second): raise BASE or \
              --step-us",
-            self.cost.base,
+            self.cost_at(0.0),
             self.step_us,
             self.interval.as_millis(),
         ))
@@ -244,6 +417,12 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the coordinator's tick is a number of engine steps (every
+    /// tick then ends an interval) rather than a period of time.
+    fn ticks_by_steps(&self) -> bool {
+        self.model.steps_per_update.is_some()
     }
 
     fn phases(&self) -> Phases {
@@ -443,7 +622,8 @@ pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
         | PolicySpec::Vllm44336
         | PolicySpec::PerState
         | PolicySpec::SmartSpec
-        | PolicySpec::VllmAv => None,
+        | PolicySpec::VllmAv
+        | PolicySpec::Oracle => None,
     })
 }
 
@@ -499,7 +679,7 @@ pub fn run(
         previous_update: recorder.snapshot(),
         previous_states: recorder.snapshot_by_state(),
         previous_update_states: recorder.snapshot_by_state(),
-        previous_live: vec![LiveCounts::default(); config.workers],
+        previous_live: vec![Counts::default(); config.workers],
         chosen: vec![0; config.workers],
         index: 0,
         start_s: 0.0,
@@ -576,6 +756,15 @@ pub fn run(
     })
 }
 
+/// What the trace says of request `index`'s output position `t` (`None`
+/// past its end).
+fn traced_position(traces: &TraceSet, index: usize, t: usize) -> Option<Position> {
+    traces.requests()[index]
+        .positions
+        .get(t.checked_sub(1)?)
+        .copied()
+}
+
 /// A request state whose index is `index` (the middle of its quarter).
 pub fn state_of(index: usize) -> RequestState {
     RequestState::with_score((index as f64 + 0.5) / RequestState::COUNT as f64)
@@ -591,6 +780,8 @@ fn make_policy(
     plan: Option<&Arc<SharedPlan>>,
     state_plan: Option<&Arc<SharedStatePlan>>,
 ) -> Result<Box<dyn Policy>, String> {
+    // The peer rules take a linear cost (a table's end points).
+    let cost = config.linear_cost();
     match config.policy {
         PolicySpec::PerState => Ok(Box::new(PerState::new(Arc::clone(
             state_plan.ok_or("per-state needs a state plan")?,
@@ -600,23 +791,24 @@ fn make_policy(
             plan.ok_or("adaptive needs a plan")?,
         )))),
         PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
+        PolicySpec::Oracle => Ok(Box::new(Oracle::default())),
         PolicySpec::SmartSpec => Ok(Box::new(SmartSpec::new(
             config.max_draft_len,
-            config.cost.base,
-            config.cost.per_token,
+            cost.base,
+            cost.per_token,
             config.max_batch,
         ))),
         PolicySpec::VllmAv => Ok(Box::new(VllmAdaptiveVerification::new(
             config.max_draft_len,
-            config.cost.base,
-            config.cost.per_token,
+            cost.base,
+            cost.per_token,
             config.max_batch,
         ))),
         // `new` panics on a cost that `validate` has already rejected.
         PolicySpec::Vllm44336 => Ok(Box::new(Vllm44336::new(
             config.max_draft_len,
-            config.cost.base,
-            config.cost.per_token,
+            cost.base,
+            cost.per_token,
             rng::probe_seed(config.seed, index),
         ))),
     }
@@ -631,16 +823,13 @@ fn summarize(
 ) -> Summary {
     let phases_of = config.phases();
     let workers = config.workers;
-    let mut overall = crate::summary::Counts::default();
+    let mut overall = Counts::default();
     let phases = total
         .phases
         .iter()
         .enumerate()
         .map(|(index, counts)| {
-            overall.steps += counts.all.steps;
-            overall.budget_sum += counts.all.budget_sum;
-            overall.tokens += counts.all.tokens;
-            overall.switches += counts.all.switches;
+            overall.add(&counts.all);
             let end = match config.workload {
                 Workload::Transition => phases_of.phase_start(index + 1).min(run_secs),
                 _ => run_secs,
@@ -650,8 +839,8 @@ fn summarize(
                 name: phases_of.phase_name(index),
                 start_s: phases_of.phase_start(index),
                 end_s: end,
-                figures: Figures::new(&counts.all, &config.cost, workers),
-                settled: Figures::new(&counts.settled, &config.cost, workers),
+                figures: Figures::new(&counts.all, workers),
+                settled: Figures::new(&counts.settled, workers),
             }
         })
         .collect();
@@ -663,6 +852,7 @@ fn summarize(
         workers,
         max_batch: config.max_batch,
         cost_linear: config.cost,
+        cost_rule: config.model.cost_rule.to_string(),
         step_us: config.step_us,
         interval_ms: config.interval.as_millis() as u64,
         update_ms: config.update.as_millis() as u64,
@@ -672,7 +862,7 @@ fn summarize(
         virtual_time: config.virtual_time,
         seconds: run_secs,
         settle_seconds: config.settle_secs(),
-        overall: Figures::new(&overall, &config.cost, workers),
+        overall: Figures::new(&overall, workers),
         phases,
         controller,
         state_controller,
@@ -691,18 +881,14 @@ struct Live {
     budget_sum: AtomicU64,
     tokens: AtomicU64,
     switches: AtomicU64,
+    /// `f64` bits.
+    cost_units: AtomicU64,
     chosen: AtomicUsize,
     /// Virtual time: the engine thread's clock at the latest barrier
     /// (`f64` bits).
     clock: AtomicU64,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct LiveCounts {
-    steps: u64,
-    budget_sum: f64,
-    tokens: u64,
-    switches: u64,
+    /// Replaying each traced request once: this thread has none left.
+    drained: AtomicBool,
 }
 
 impl Live {
@@ -712,9 +898,21 @@ impl Live {
             budget_sum: AtomicU64::new(0.0f64.to_bits()),
             tokens: AtomicU64::new(0),
             switches: AtomicU64::new(0),
+            cost_units: AtomicU64::new(0.0f64.to_bits()),
             chosen: AtomicUsize::new(chosen),
             clock: AtomicU64::new(0.0f64.to_bits()),
+            drained: AtomicBool::new(false),
         }
+    }
+
+    fn publish_drained(&self, drained: bool) {
+        // Relaxed: stored before the barrier, read after it.
+        self.drained.store(drained, Ordering::Relaxed);
+    }
+
+    fn drained(&self) -> bool {
+        // Relaxed: see `publish_drained`.
+        self.drained.load(Ordering::Relaxed)
     }
 
     fn publish_clock(&self, clock: f64) {
@@ -727,7 +925,7 @@ impl Live {
         f64::from_bits(self.clock.load(Ordering::Relaxed))
     }
 
-    fn publish(&self, counts: &LiveCounts, chosen: usize) {
+    fn publish(&self, counts: &Counts, chosen: usize) {
         // Relaxed: figures for a log line. In virtual time the barrier
         // (a mutex inside) orders them before the coordinator's reads; in
         // real time a read may see one field a step ahead of another,
@@ -737,17 +935,23 @@ impl Live {
             .store(counts.budget_sum.to_bits(), Ordering::Relaxed);
         self.tokens.store(counts.tokens, Ordering::Relaxed);
         self.switches.store(counts.switches, Ordering::Relaxed);
+        self.cost_units
+            .store(counts.cost_units.to_bits(), Ordering::Relaxed);
         self.chosen.store(chosen, Ordering::Relaxed);
     }
 
-    fn read(&self) -> (LiveCounts, usize) {
+    /// The counts an interval line shows (steps, budgets, tokens,
+    /// switches, cost).
+    fn read(&self) -> (Counts, usize) {
         // Relaxed: see `publish`.
         (
-            LiveCounts {
+            Counts {
                 steps: self.steps.load(Ordering::Relaxed),
                 budget_sum: f64::from_bits(self.budget_sum.load(Ordering::Relaxed)),
                 tokens: self.tokens.load(Ordering::Relaxed),
                 switches: self.switches.load(Ordering::Relaxed),
+                cost_units: f64::from_bits(self.cost_units.load(Ordering::Relaxed)),
+                ..Counts::default()
             },
             self.chosen.load(Ordering::Relaxed),
         )
@@ -773,7 +977,7 @@ struct Coordinator<'a> {
     /// The same, per request state (one state without `per-state`).
     previous_states: Vec<AcceptanceHistogram>,
     previous_update_states: Vec<AcceptanceHistogram>,
-    previous_live: Vec<LiveCounts>,
+    previous_live: Vec<Counts>,
     chosen: Vec<usize>,
     /// The interval (from 0), and when it started.
     index: u64,
@@ -801,7 +1005,13 @@ impl Coordinator<'_> {
         loop {
             let mut end = self.config.tick_end(self.tick);
             barrier.wait();
-            let to_the_end = self.config.seconds > 0 && end >= self.config.seconds as f64;
+            if self.config.ticks_by_steps() {
+                // The tick ended after a number of steps: at the furthest
+                // clock.
+                end = self.live.iter().map(Live::clock).fold(0.0, f64::max);
+            }
+            let to_the_end = (self.config.seconds > 0 && end >= self.config.seconds as f64)
+                || (self.config.model.exhaust && self.live.iter().all(Live::drained));
             // Relaxed: a flag from the main thread, read once per tick; an
             // engine thread that saw it set (and left its tick early) did so
             // before the barrier, which orders its load before ours.
@@ -916,7 +1126,8 @@ impl Coordinator<'_> {
         }
         self.tick += 1;
         // Float tolerance: tick and interval ends are sums of milliseconds.
-        let interval_ends = end_s >= self.config.interval_end(self.index) - 1e-9;
+        let interval_ends =
+            self.config.ticks_by_steps() || end_s >= self.config.interval_end(self.index) - 1e-9;
         if !(interval_ends || last) {
             return;
         }
@@ -938,14 +1149,10 @@ impl Coordinator<'_> {
             }),
             _ => None,
         };
-        let mut sum = LiveCounts::default();
+        let mut sum = Counts::default();
         for (i, live) in self.live.iter().enumerate() {
             let (counts, chosen) = live.read();
-            let before = self.previous_live[i];
-            sum.steps += counts.steps - before.steps;
-            sum.budget_sum += counts.budget_sum - before.budget_sum;
-            sum.tokens += counts.tokens - before.tokens;
-            sum.switches += counts.switches - before.switches;
+            sum.add(&counts.since(&self.previous_live[i]));
             self.previous_live[i] = counts;
             self.chosen[i] = chosen;
         }
@@ -984,8 +1191,7 @@ impl Coordinator<'_> {
             budget_sum: sum.budget_sum,
             tokens: sum.tokens,
             switches: sum.switches as f64 / self.config.workers as f64,
-            cost_units: self.config.cost.base * sum.steps as f64
-                + self.config.cost.per_token * sum.budget_sum,
+            cost_units: sum.cost_units,
             controller,
             state_controller,
             last,
@@ -1030,6 +1236,9 @@ struct Request {
     memory: RequestMemory,
     /// The request's own metrics, allocated once here; reported at the end.
     metrics: AcceptanceHistogram,
+    /// On a trace: the request's index in it (its output position is
+    /// `generated`).
+    trace: Option<usize>,
 }
 
 /// One engine thread: a continuous batch of requests, one verify step per
@@ -1055,10 +1264,15 @@ struct Engine<'a> {
     views: Vec<RequestView>,
     lens: Vec<usize>,
     next_request: u64,
+    /// On a trace: the index of the next request to admit (this thread
+    /// takes every `workers`-th request from its own index on).
+    next_trace: usize,
     step: u64,
     /// The policy's plan at the latest step (a change is a switch).
     plan_key: u64,
-    counts: LiveCounts,
+    counts: Counts,
+    /// Requests admitted since the latest step.
+    admitted: usize,
     stats: EngineStats,
     finished: u64,
 }
@@ -1090,9 +1304,11 @@ impl<'a> Engine<'a> {
             views: Vec::with_capacity(config.max_batch),
             lens: Vec::with_capacity(config.max_batch),
             next_request: 0,
+            next_trace: index,
             step: 0,
             plan_key,
-            counts: LiveCounts::default(),
+            counts: Counts::default(),
+            admitted: 0,
             stats: EngineStats::default(),
             finished: 0,
         }
@@ -1109,11 +1325,26 @@ impl<'a> Engine<'a> {
         let step_secs = self.config.step_us as f64 * 1e-6;
         let mut clock = 0.0;
         for tick in 0.. {
-            let end = self.config.tick_end(tick);
-            // Relaxed: a flag polled once per step; the barrier orders
-            // everything the coordinator reads after it.
-            while clock < end && !stop.load(Ordering::Relaxed) {
-                clock += self.step(clock) * step_secs;
+            match self.config.model.steps_per_update {
+                Some(steps) => {
+                    // Relaxed: as below.
+                    for _ in 0..steps {
+                        if stop.load(Ordering::Relaxed) || !self.fill(clock) {
+                            break;
+                        }
+                        clock += self.step(clock) * step_secs;
+                    }
+                    self.live.publish_drained(!self.fill(clock));
+                }
+                None => {
+                    let end = self.config.tick_end(tick);
+                    // Relaxed: a flag polled once per step; the barrier
+                    // orders everything the coordinator reads after it.
+                    while clock < end && !stop.load(Ordering::Relaxed) {
+                        self.fill(clock);
+                        clock += self.step(clock) * step_secs;
+                    }
+                }
             }
             self.live.publish_clock(clock);
             barrier.wait();
@@ -1130,32 +1361,48 @@ impl<'a> Engine<'a> {
         let step_secs = self.config.step_us as f64 * 1e-6;
         // Relaxed: a stop flag, polled; the join orders everything after.
         while !done.load(Ordering::Relaxed) {
-            let cost = self.step(started.elapsed().as_secs_f64());
+            let now = started.elapsed().as_secs_f64();
+            self.fill(now);
+            let cost = self.step(now);
             if step_secs > 0.0 {
                 thread::sleep(Duration::from_secs_f64(cost * step_secs));
             }
         }
     }
 
-    /// One engine step starting at `now`; returns its cost in cost units.
-    fn step(&mut self, now: f64) -> f64 {
-        let admitted = self.config.max_batch.saturating_sub(self.batch.len());
-        while self.batch.len() < self.config.max_batch {
-            self.admit(now);
+    /// Fills the batch's free slots before a step at `now`; whether the
+    /// batch has a request to step (always, but when each traced request
+    /// is replayed once and the last have finished).
+    fn fill(&mut self, now: f64) -> bool {
+        while self.batch.len() < self.config.max_batch && self.admit(now) {
+            self.admitted += 1;
         }
+        !self.batch.is_empty()
+    }
+
+    /// One engine step starting at `now` (on the batch [`fill`](Self::fill)
+    /// made); returns its cost in cost units.
+    fn step(&mut self, now: f64) -> f64 {
+        let admitted = std::mem::take(&mut self.admitted);
         let phase = self.phases.phase_at(now);
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
         // The policy's length for each request of the batch, never above K
         // (clamped, not rejected: the step still happens).
         let rule = self.config.state_rule;
         self.views.clear();
-        self.views.extend(self.batch.iter().map(|r| RequestView {
-            state: match rule {
-                StateRule::Library => r.state,
-                // A request state in the rule's state.
-                _ => state_of(rule.index(r.rule_state)),
-            },
-            memory: r.memory,
+        let traces = self.config.traces.as_deref();
+        self.views.extend(self.batch.iter().map(|r| {
+            RequestView {
+                state: match rule {
+                    StateRule::Library => r.state,
+                    // A request state in the rule's state.
+                    _ => state_of(rule.index(r.rule_state)),
+                },
+                memory: r.memory,
+                position: r
+                    .trace
+                    .and_then(|i| traced_position(traces?, i, r.generated)),
+            }
         }));
         self.lens.clear();
         self.lens.resize(self.batch.len(), 0);
@@ -1179,8 +1426,44 @@ impl<'a> Engine<'a> {
 
         self.outcomes.clear();
         let mut tokens = 0u64;
+        let mut drafted_sum = 0u64;
         let rng = &mut self.rng;
         for (index, request) in self.batch.iter_mut().enumerate() {
+            if let Some(position) = self.views[index].position {
+                // A traced request: the trace says what the drafter
+                // proposes and the verifier accepts (no draw).
+                let drafted = self.lens[index].min(usize::from(position.proposal));
+                let gain = if drafted == 0 {
+                    // Nothing proposed (no match, or the policy drafted
+                    // nothing): an undrafted step, not a k = 0 row.
+                    self.worker.observe_undrafted();
+                    request.metrics.observe_undrafted();
+                    1
+                } else {
+                    let accepted = drafted.min(usize::from(position.matched));
+                    // Never an error: drafted <= K (the lengths are clamped)
+                    // and accepted <= drafted.
+                    let _ = if self.record_states {
+                        self.worker
+                            .observe_in(self.views[index].state.index(), drafted, accepted)
+                    } else {
+                        self.worker.observe(drafted, accepted)
+                    };
+                    let _ = request.metrics.observe(drafted, accepted);
+                    request.state = request.state.after(drafted, accepted);
+                    request.rule_state = rule.after(request.rule_state, drafted, accepted);
+                    self.policy
+                        .after_request(index, &mut request.memory, drafted, accepted);
+                    self.outcomes.push((drafted, accepted));
+                    drafted_sum += drafted as u64;
+                    accepted + 1
+                };
+                // The bonus token too, but never past the output's end.
+                let gain = gain.min(request.output_len - request.generated);
+                request.generated += gain;
+                tokens += gain as u64;
+                continue;
+            }
             // A bursty request may change condition (one draw, bursty only).
             self.phases.advance(rng, &mut request.traits);
             if rng.chance(UNDRAFTED_SHARE) {
@@ -1229,19 +1512,30 @@ impl<'a> Engine<'a> {
             self.policy
                 .after_request(index, &mut request.memory, drafted, accepted);
             self.outcomes.push((drafted, accepted));
+            drafted_sum += drafted as u64;
             request.generated += accepted + 1; // the bonus token
             tokens += accepted as u64 + 1;
         }
         self.policy.after_step(budget, &self.outcomes);
-        self.stats
-            .record(phase, settled, draft_len, tokens, switched);
-        self.counts.steps += 1;
-        self.counts.budget_sum += draft_len;
-        self.counts.tokens += tokens;
-        self.counts.switches += u64::from(switched);
+        let cost = match self.config.model.cost_rule {
+            CostRule::Scheduled => self.config.cost_at(draft_len),
+            CostRule::Drafted => self
+                .config
+                .cost_at(drafted_sum as f64 / self.batch.len().max(1) as f64),
+        };
+        let counts = Counts {
+            steps: 1,
+            budget_sum: draft_len,
+            tokens,
+            switches: u64::from(switched),
+            cost_units: cost,
+            request_steps: self.batch.len() as u64,
+            drafted: drafted_sum,
+        };
+        self.stats.record(phase, settled, &counts);
+        self.counts.add(&counts);
         self.live.publish(&self.counts, chosen);
         self.step += 1;
-        let cost = self.config.cost.step(draft_len);
         let seconds = cost * self.config.step_us as f64 * 1e-6;
         let batch = self.batch.len();
         let finished = self.retire(now + seconds);
@@ -1258,20 +1552,56 @@ impl<'a> Engine<'a> {
         cost
     }
 
-    fn admit(&mut self, now: f64) {
+    /// Admits the next request; `false` when there is none (each traced
+    /// request replayed once, and this thread's are all admitted).
+    fn admit(&mut self, now: f64) -> bool {
         let traits = self.phases.new_request(&mut self.rng);
+        let (output_len, generated, trace) = match &self.config.traces {
+            None => (32 + self.rng.below(481), 0, None),
+            Some(traces) => match self.next_traced(traces) {
+                // Position 0 came from prefill: the request drafts at 1.
+                Some(i) => (traces.requests()[i].output_tokens, 1, Some(i)),
+                None => return false,
+            },
+        };
         self.batch.push(Request {
             id: self.next_request,
             started: now,
-            output_len: 32 + self.rng.below(481),
-            generated: 0,
+            output_len,
+            generated,
             traits,
             state: RequestState::new(),
             rule_state: self.config.state_rule.start(),
             memory: RequestMemory::default(),
             metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
+            trace,
         });
         self.next_request += 1;
+        true
+    }
+
+    /// The index of this thread's next traced request with a position to
+    /// replay (`M >= 2`), cycling through the file unless each is replayed
+    /// once; `None` when none is left.
+    fn next_traced(&mut self, traces: &TraceSet) -> Option<usize> {
+        let requests = traces.requests();
+        let workers = self.config.workers;
+        // At most one pass over the file: `TraceSet` holds a request with
+        // a position, but maybe not among this thread's.
+        for _ in 0..requests.len().div_ceil(workers) + 1 {
+            if self.next_trace >= requests.len() {
+                if self.config.model.exhaust {
+                    return None;
+                }
+                self.next_trace = self.index % workers;
+            }
+            let i = self.next_trace;
+            self.next_trace += workers;
+            if !requests[i].positions.is_empty() {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Removes the requests that are done; returns how many.
@@ -1325,6 +1655,8 @@ mod tests {
             virtual_time: true,
             seed: 5,
             settle_intervals: SETTLE_INTERVALS,
+            traces: None,
+            model: EngineModel::default(),
         }
     }
 
@@ -1421,5 +1753,178 @@ mod tests {
         assert_eq!(s.overall.steps, 2 * 715);
         assert_eq!(s.overall.mean_draft_len, Some(4.0));
         assert_eq!(s.overall.switches, 0.0);
+    }
+
+    /// A trace of the given requests, each `(proposal, match)` by position
+    /// `1..M` (`M` one more than their length).
+    fn traces(requests: &[&[(u8, u8)]]) -> Arc<TraceSet> {
+        let mut text = String::new();
+        for (i, positions) in requests.iter().enumerate() {
+            let (proposal, matched): (Vec<u8>, Vec<u8>) = positions.iter().copied().unzip();
+            text += &serde_json::json!({
+                "id": i, "prompt_tokens": 5, "output_tokens": positions.len() + 1,
+                "proposal": proposal, "match": matched,
+            })
+            .to_string();
+            text.push('\n');
+        }
+        Arc::new(TraceSet::read(text.as_bytes(), "test").unwrap())
+    }
+
+    fn replay(policy: PolicySpec, traces: Arc<TraceSet>, rule: CostRule, batch: usize) -> Outcome {
+        let config = Config {
+            workload: Workload::Traces,
+            workers: 1,
+            max_batch: batch,
+            seconds: 0,
+            traces: Some(traces),
+            model: EngineModel {
+                cost_rule: rule,
+                steps_per_update: Some(4),
+                exhaust: true,
+                ..EngineModel::default()
+            },
+            ..config(policy)
+        };
+        let recorder = recorder(&config).unwrap();
+        run(&config, &recorder, None, &AtomicBool::new(false), &NoEvents).unwrap()
+    }
+
+    #[test]
+    fn a_traced_request_moves_by_what_its_verifier_accepts() {
+        // M = 10, the drafter proposes the rest of the output everywhere:
+        // static 3 gains 4, 4, then the one token left.
+        let copy: Vec<(u8, u8)> = (1..10).map(|t| (64, 10 - t as u8 - 1)).collect();
+        let outcome = replay(
+            PolicySpec::Static(3),
+            traces(&[&copy]),
+            CostRule::Drafted,
+            4,
+        );
+        let o = &outcome.summary.overall;
+        assert_eq!((o.steps, o.tokens), (3, 9));
+        // 3 drafted in every step: cost 1.3 each.
+        assert!((o.cost_units - 3.9).abs() < 1e-12, "{o:?}");
+        assert_eq!(outcome.requests_finished, 1);
+        assert!(outcome.ran_to_the_end);
+    }
+
+    #[test]
+    fn a_position_without_a_match_costs_nothing_under_the_drafted_rule_only() {
+        // Position 1 has no match, then a proposal of 2 of which 1 holds.
+        let positions = [(0, 0), (2, 1), (0, 0), (0, 0)];
+        let drafted = replay(
+            PolicySpec::Static(4),
+            traces(&[&positions]),
+            CostRule::Drafted,
+            1,
+        );
+        let o = &drafted.summary.overall;
+        // t = 1: nothing (1 token); t = 2: d = 2, a = 1 (2 tokens); t = 4:
+        // nothing (1 token).
+        assert_eq!((o.steps, o.tokens), (3, 4));
+        assert!((o.cost_units - (1.0 + 1.2 + 1.0)).abs() < 1e-12, "{o:?}");
+        assert_eq!(o.drafted_per_request_step, Some(2.0 / 3.0));
+        let scheduled = replay(
+            PolicySpec::Static(4),
+            traces(&[&positions]),
+            CostRule::Scheduled,
+            1,
+        );
+        let o = &scheduled.summary.overall;
+        assert_eq!((o.steps, o.tokens), (3, 4));
+        assert!((o.cost_units - 3.0 * 1.4).abs() < 1e-12, "{o:?}");
+    }
+
+    #[test]
+    fn the_oracle_drafts_what_is_accepted_and_beats_every_static_length() {
+        let a: Vec<(u8, u8)> = [(5, 0), (5, 3), (3, 2), (2, 1), (1, 0), (0, 0), (4, 4)]
+            .into_iter()
+            .cycle()
+            .take(60)
+            .collect();
+        // A full run of 8 every third position (never past the output's end).
+        let b: Vec<(u8, u8)> = (0..40u8)
+            .map(|t| {
+                if t % 3 == 0 {
+                    (8, 8.min(40 - t))
+                } else {
+                    (8, 0)
+                }
+            })
+            .collect();
+        let set = traces(&[&a, &b, &a]);
+        let goodput = |p| {
+            replay(p, Arc::clone(&set), CostRule::Drafted, 2)
+                .summary
+                .overall
+                .goodput
+                .unwrap()
+        };
+        let oracle = goodput(PolicySpec::Oracle);
+        for k in 0..=8 {
+            assert!(goodput(PolicySpec::Static(k)) < oracle, "static:{k}");
+        }
+        // Every request replayed once: the tokens are the outputs' positions.
+        let outcome = replay(PolicySpec::Oracle, Arc::clone(&set), CostRule::Drafted, 2);
+        assert_eq!(outcome.summary.overall.tokens, 60 + 40 + 60);
+        assert_eq!(outcome.requests_finished, 3);
+    }
+
+    #[test]
+    fn traces_are_checked_against_the_settings() {
+        let set = traces(&[&[(1, 1)]]);
+        let base = Config {
+            workload: Workload::Traces,
+            traces: Some(Arc::clone(&set)),
+            workers: 1,
+            ..config(PolicySpec::Static(2))
+        };
+        assert!(base.validate().is_ok());
+        let two = Config {
+            workers: 2,
+            ..base.clone()
+        };
+        assert!(
+            two.validate()
+                .unwrap_err()
+                .contains("engine thread 1 would have none")
+        );
+        let above = Config {
+            max_draft_len: 65,
+            ..base.clone()
+        };
+        assert!(above.validate().is_err());
+        let oracle = config(PolicySpec::Oracle);
+        assert!(oracle.validate().unwrap_err().contains("needs a trace"));
+        let untraced = Config {
+            traces: None,
+            ..base.clone()
+        };
+        assert!(untraced.validate().is_err());
+        let real_time_steps = Config {
+            virtual_time: false,
+            model: EngineModel {
+                steps_per_update: Some(3),
+                ..EngineModel::default()
+            },
+            ..base
+        };
+        assert!(
+            real_time_steps
+                .validate()
+                .unwrap_err()
+                .contains("virtual time")
+        );
+    }
+
+    #[test]
+    fn a_cost_table_is_interpolated_between_lengths() {
+        let table = [1.0, 1.5, 3.0];
+        assert_eq!(interpolate(&table, 0.0), 1.0);
+        assert_eq!(interpolate(&table, 0.5), 1.25);
+        assert_eq!(interpolate(&table, 1.5), 2.25);
+        assert_eq!(interpolate(&table, 2.0), 3.0);
+        assert_eq!(interpolate(&table, 7.0), 3.0);
     }
 }

@@ -45,7 +45,8 @@
 //! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
 //!   propose at each output position and how much of it the output
 //!   confirms): the format `specdec-metrics ngram` writes, its reader and
-//!   writer.
+//!   writer; [`trace_set`]: traces held for replay (`--traces`, the
+//!   `traces` workload).
 //!
 //! A virtual-time run is a function of its [`engine::Config`]: the same
 //! settings and seed give the same summary, whatever the machine.
@@ -59,4 +60,5 @@ pub mod rng;
 pub mod state_rule;
 pub mod summary;
 pub mod trace;
+pub mod trace_set;
 pub mod workload;

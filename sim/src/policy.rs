@@ -41,6 +41,8 @@ use std::sync::Arc;
 
 use specdec_metrics::{DraftPlan, RequestState, SharedPlan, SharedStatePlan, StatePlan};
 
+use crate::trace_set::Position;
+
 /// Numbers a policy keeps for one request (for example its own estimate of
 /// the request's acceptance): zero when the request is admitted, changed
 /// only by [`Policy::after_request`], stored by the engine with the request.
@@ -54,6 +56,10 @@ pub struct RequestView {
     pub state: RequestState,
     /// What the policy keeps for the request.
     pub memory: RequestMemory,
+    /// On a trace, what the drafter knows at the request's next position
+    /// (its proposal length and matched `n`) and, for the oracle only, how
+    /// much of it the output continues with; `None` off traces.
+    pub position: Option<Position>,
 }
 
 /// The mean of a step's per-request draft lengths: the draft term of its
@@ -224,6 +230,32 @@ impl Policy for PerState {
     }
 }
 
+/// The per-step oracle of a trace: each request drafts exactly what its
+/// verifier will accept there (`m_t`), nothing where nothing would be.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Oracle {
+    last: usize,
+}
+
+impl Policy for Oracle {
+    fn budget(&mut self, _step: u64) -> usize {
+        0
+    }
+
+    fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        for (len, view) in lens.iter_mut().zip(requests) {
+            *len = view.position.map_or(0, |p| usize::from(p.matched));
+        }
+        self.last = scheduled_budget(lens);
+    }
+
+    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
+
+    fn chosen(&self) -> usize {
+        self.last
+    }
+}
+
 /// A `--policy` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicySpec {
@@ -243,6 +275,10 @@ pub enum PolicySpec {
     SmartSpec,
     /// vLLM's adaptive verification (#47808, #52228), per request.
     VllmAv,
+    /// On a trace only: every request drafts exactly the tokens the
+    /// verifier will accept there (`m_t`), the per-step optimum no policy
+    /// can beat (it drafts nothing where nothing would be accepted).
+    Oracle,
 }
 
 impl PolicySpec {
@@ -251,7 +287,7 @@ impl PolicySpec {
     pub fn per_request(self) -> bool {
         matches!(
             self,
-            PolicySpec::PerState | PolicySpec::SmartSpec | PolicySpec::VllmAv
+            PolicySpec::PerState | PolicySpec::SmartSpec | PolicySpec::VllmAv | PolicySpec::Oracle
         )
     }
 
@@ -276,6 +312,7 @@ impl fmt::Display for PolicySpec {
             PolicySpec::PerState => f.write_str("per-state"),
             PolicySpec::SmartSpec => f.write_str("smartspec"),
             PolicySpec::VllmAv => f.write_str("vllm-av"),
+            PolicySpec::Oracle => f.write_str("oracle"),
         }
     }
 }
@@ -290,12 +327,15 @@ impl FromStr for PolicySpec {
             "per-state" => Ok(PolicySpec::PerState),
             "smartspec" => Ok(PolicySpec::SmartSpec),
             "vllm-av" => Ok(PolicySpec::VllmAv),
+            "oracle" => Ok(PolicySpec::Oracle),
+            // No speculation: the same as static:0.
+            "none" => Ok(PolicySpec::Static(0)),
             _ => match s.strip_prefix("static:") {
                 Some(k) => k.parse().map(PolicySpec::Static).map_err(|_| {
                     format!("{s:?}: the K of static:K must be a whole number (0..=64)")
                 }),
                 None => Err(format!(
-                    "{s:?} is not a policy (adaptive, per-state, static:K, sglang, vllm-44336, smartspec or vllm-av)"
+                    "{s:?} is not a policy (adaptive, per-state, static:K, none, sglang, vllm-44336, smartspec, vllm-av or oracle)"
                 )),
             },
         }
@@ -328,6 +368,7 @@ mod tests {
         let view = |score: f64| RequestView {
             state: RequestState::with_score(score),
             memory: [0.0; 2],
+            position: None,
         };
         let requests = [view(0.0), view(0.3), view(0.6), view(1.0), view(0.9)];
         let mut lens = [0; 5];

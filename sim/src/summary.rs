@@ -9,6 +9,7 @@
 //! |-----|---------|
 //! | `policy`, `workload`, `seed`, `max_draft_len`, `workers`, `max_batch` | the run's settings (`max_draft_len` is `K`) |
 //! | `cost_linear` | `{"base": B, "per_token": P}`: a step with budget `b` costs `B + P b` cost units |
+//! | `cost_rule` | `scheduled` (a step pays for the mean length the policy scheduled per request) or `drafted` (for the tokens actually drafted: on a trace, a request without a match costs nothing beyond `B`) |
 //! | `step_us`, `interval_ms`, `update_ms`, `phase_seconds`, `virtual_time`, `seconds` | time settings (`update_ms`: the controller's update period); `seconds` is the run's length (virtual or wall-clock) |
 //! | `persistence`, `state_rule` | the `bursty` workload's mean steps per condition, and what a request's state is (`library` unless `--state-rule` says otherwise; used by `per-state`) |
 //! | `settle_seconds` | the start of each phase left out of its `settled` figures |
@@ -26,10 +27,15 @@
 //!   of budgets)`, a step's budget being the mean draft length per request
 //!   of its batch (the policy's length for each request, see
 //!   `policy`'s "The step's cost with per-request lengths"; for a
-//!   batch-level policy, the one length it scheduled);
+//!   batch-level policy, the one length it scheduled); under the `drafted`
+//!   rule the mean of the tokens drafted instead, and with a cost table the
+//!   table at that mean;
 //! - `goodput`: `tokens / cost_units` (`null` without steps);
 //! - `mean_draft_len`: the mean of the steps' budgets, exploration and
 //!   probe steps included (`null` without steps);
+//! - `tokens_per_request_step`, `drafted_per_request_step`: tokens gained
+//!   and tokens drafted per verify step of one request (`null` without
+//!   steps);
 //! - `switches`: changes of the policy's chosen draft length
 //!   (`Policy::chosen`) between consecutive steps of one engine thread,
 //!   added up and divided by the number of engine threads, so a plan shared
@@ -40,7 +46,7 @@
 
 use serde::Serialize;
 
-/// What one engine thread counts, for one part of a phase.
+/// What one engine thread counts, for one part of a phase (or one step).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Counts {
     pub steps: u64,
@@ -48,14 +54,36 @@ pub struct Counts {
     pub budget_sum: f64,
     pub tokens: u64,
     pub switches: u64,
+    /// The steps' cost, in cost units (under the engine model's cost rule).
+    pub cost_units: f64,
+    /// Verify steps of requests (a request in a step), and the tokens they
+    /// drafted.
+    pub request_steps: u64,
+    pub drafted: u64,
 }
 
 impl Counts {
-    fn add(&mut self, other: &Counts) {
+    pub fn add(&mut self, other: &Counts) {
         self.steps += other.steps;
         self.budget_sum += other.budget_sum;
         self.tokens += other.tokens;
         self.switches += other.switches;
+        self.cost_units += other.cost_units;
+        self.request_steps += other.request_steps;
+        self.drafted += other.drafted;
+    }
+
+    /// `self - earlier`, for counts that only grow.
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            steps: self.steps - earlier.steps,
+            budget_sum: self.budget_sum - earlier.budget_sum,
+            tokens: self.tokens - earlier.tokens,
+            switches: self.switches - earlier.switches,
+            cost_units: self.cost_units - earlier.cost_units,
+            request_steps: self.request_steps - earlier.request_steps,
+            drafted: self.drafted - earlier.drafted,
+        }
     }
 }
 
@@ -73,29 +101,15 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
-    /// Counts one engine step of phase `phase` whose budget (mean draft
-    /// length per request) was `budget`.
-    pub fn record(
-        &mut self,
-        phase: usize,
-        settled: bool,
-        budget: f64,
-        tokens: u64,
-        switched: bool,
-    ) {
+    /// Counts one engine step (`step.steps` is 1) of phase `phase`.
+    pub fn record(&mut self, phase: usize, settled: bool, step: &Counts) {
         if self.phases.len() <= phase {
             self.phases.resize(phase + 1, PhaseCounts::default());
         }
-        let step = Counts {
-            steps: 1,
-            budget_sum: budget,
-            tokens,
-            switches: u64::from(switched),
-        };
         let counts = &mut self.phases[phase];
-        counts.all.add(&step);
+        counts.all.add(step);
         if settled {
-            counts.settled.add(&step);
+            counts.settled.add(step);
         }
     }
 
@@ -121,19 +135,25 @@ pub struct Figures {
     pub goodput: Option<f64>,
     pub mean_draft_len: Option<f64>,
     pub switches: f64,
+    /// Tokens and drafted tokens per request-step (`null` without steps).
+    pub tokens_per_request_step: Option<f64>,
+    pub drafted_per_request_step: Option<f64>,
 }
 
 impl Figures {
-    pub fn new(counts: &Counts, cost: &CostLinear, workers: usize) -> Self {
-        let cost_units = cost.base * counts.steps as f64 + cost.per_token * counts.budget_sum;
+    pub fn new(counts: &Counts, workers: usize) -> Self {
         let has_steps = counts.steps > 0;
+        let per_request_step =
+            |n: u64| (counts.request_steps > 0).then(|| n as f64 / counts.request_steps as f64);
         Self {
             steps: counts.steps,
             tokens: counts.tokens,
-            cost_units,
-            goodput: has_steps.then(|| counts.tokens as f64 / cost_units),
+            cost_units: counts.cost_units,
+            goodput: has_steps.then(|| counts.tokens as f64 / counts.cost_units),
             mean_draft_len: has_steps.then(|| counts.budget_sum / counts.steps as f64),
             switches: counts.switches as f64 / workers.max(1) as f64,
+            tokens_per_request_step: per_request_step(counts.tokens),
+            drafted_per_request_step: per_request_step(counts.drafted),
         }
     }
 }
@@ -193,6 +213,8 @@ pub struct Summary {
     pub workers: usize,
     pub max_batch: usize,
     pub cost_linear: CostLinear,
+    /// `scheduled` or `drafted`: which mean draft length a step pays for.
+    pub cost_rule: String,
     pub step_us: u64,
     pub interval_ms: u64,
     pub update_ms: u64,
@@ -214,32 +236,46 @@ mod tests {
 
     #[test]
     fn figures_are_derived_from_the_counts() {
-        let cost = CostLinear {
-            base: 1.0,
-            per_token: 0.1,
-        };
         let counts = Counts {
             steps: 10,
             budget_sum: 30.0,
             tokens: 80,
             switches: 3,
+            cost_units: 13.0,
+            request_steps: 40,
+            drafted: 100,
         };
-        let f = Figures::new(&counts, &cost, 2);
+        let f = Figures::new(&counts, 2);
         assert!((f.cost_units - 13.0).abs() < 1e-12);
         assert!((f.goodput.unwrap() - 80.0 / 13.0).abs() < 1e-12);
         assert_eq!(f.mean_draft_len, Some(3.0));
         assert_eq!(f.switches, 1.5);
-        let none = Figures::new(&Counts::default(), &cost, 2);
+        assert_eq!(f.tokens_per_request_step, Some(2.0));
+        assert_eq!(f.drafted_per_request_step, Some(2.5));
+        let none = Figures::new(&Counts::default(), 2);
         assert_eq!((none.goodput, none.mean_draft_len), (None, None));
+        assert_eq!(none.tokens_per_request_step, None);
+    }
+
+    fn step(budget: f64, tokens: u64, switched: bool) -> Counts {
+        Counts {
+            steps: 1,
+            budget_sum: budget,
+            tokens,
+            switches: u64::from(switched),
+            cost_units: 1.0 + 0.1 * budget,
+            request_steps: 4,
+            drafted: budget as u64,
+        }
     }
 
     #[test]
     fn engine_stats_add_up_by_phase_and_settled_is_a_part() {
         let mut a = EngineStats::default();
-        a.record(0, false, 2.0, 5, false);
-        a.record(0, true, 3.5, 6, true);
+        a.record(0, false, &step(2.0, 5, false));
+        a.record(0, true, &step(3.5, 6, true));
         let mut b = EngineStats::default();
-        b.record(2, true, 8.0, 9, false);
+        b.record(2, true, &step(8.0, 9, false));
         a.add(&b);
         assert_eq!(a.phases.len(), 3);
         assert_eq!(a.phases[0].all.steps, 2);
@@ -248,5 +284,9 @@ mod tests {
         assert_eq!(a.phases[1], PhaseCounts::default());
         assert_eq!(a.phases[0].all.budget_sum, 5.5);
         assert_eq!(a.phases[2].all.budget_sum, 8.0);
+        assert_eq!(a.phases[0].all.request_steps, 8);
+        assert!((a.phases[0].all.cost_units - 2.55).abs() < 1e-12);
+        let since = a.phases[0].all.since(&step(2.0, 5, false));
+        assert_eq!((since.steps, since.tokens, since.drafted), (1, 6, 3));
     }
 }

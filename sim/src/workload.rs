@@ -168,6 +168,10 @@ pub enum Workload {
     Bursty,
     /// Code, math and summarization requests with measured profiles.
     Classes,
+    /// Logged requests replayed from n-gram drafting traces (`--traces`):
+    /// what the drafter proposes and the verifier accepts is the trace's,
+    /// not drawn (see `trace_set`).
+    Traces,
 }
 
 impl Workload {
@@ -188,6 +192,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Bursty => "bursty",
             Workload::Classes => "classes",
+            Workload::Traces => "traces",
         }
     }
 }
@@ -207,8 +212,12 @@ impl FromStr for Workload {
             "mixed" => Ok(Workload::Mixed),
             "bursty" => Ok(Workload::Bursty),
             "classes" => Ok(Workload::Classes),
+            "traces" => Err(
+                "the traces workload is chosen by --traces FILE (the requests to replay)".into(),
+            ),
             _ => Err(format!(
-                "{s:?} is not a workload (steady, transition, mixed, bursty or classes)"
+                "{s:?} is not a workload (steady, transition, mixed, bursty or classes; \
+                 --traces FILE replays logged requests)"
             )),
         }
     }
@@ -260,6 +269,17 @@ impl Phases {
     /// `bursty` and `classes` existed (kind, offset, structured), so their
     /// runs are unchanged; the new workloads draw their own after these.
     pub fn new_request(&self, rng: &mut Rng) -> RequestTraits {
+        if self.workload == Workload::Traces {
+            // A traced request's drafts and acceptance are the trace's:
+            // nothing to draw.
+            return RequestTraits {
+                code_like: false,
+                offset: 0.0,
+                structured: false,
+                easy: false,
+                class: None,
+            };
+        }
         let code_like = match self.workload {
             Workload::Mixed => rng.chance(0.5),
             _ => false,
@@ -302,6 +322,8 @@ impl Phases {
             Workload::Mixed => LOW_ALPHA,
             Workload::Bursty if request.easy => EASY_ALPHA,
             Workload::Bursty => HARD_ALPHA,
+            // Not drawn: the engine replays the trace.
+            Workload::Traces => 0.0,
         };
         Acceptance::Geometric((alpha + request.offset).clamp(0.0, MAX_ACCEPTANCE))
     }

@@ -32,6 +32,7 @@ fn view(memory: RequestMemory) -> RequestView {
     RequestView {
         state: RequestState::new(),
         memory,
+        position: None,
     }
 }
 

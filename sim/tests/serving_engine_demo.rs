@@ -409,6 +409,8 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
         "goodput",
         "mean_draft_len",
         "switches",
+        "tokens_per_request_step",
+        "drafted_per_request_step",
     ];
     assert_eq!(
         keys(&summary),
@@ -420,6 +422,7 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
             "workers",
             "max_batch",
             "cost_linear",
+            "cost_rule",
             "step_us",
             "interval_ms",
             "update_ms",
@@ -443,6 +446,7 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
     assert_eq!(summary["cost_linear"]["base"], 2.0);
     assert_eq!(summary["cost_linear"]["per_token"], 0.25);
     assert_eq!(summary["virtual_time"], true);
+    assert_eq!(summary["cost_rule"], "scheduled");
     assert_eq!(summary["seconds"], 10.0);
     assert_eq!(summary["settle_seconds"], 3.0);
     assert_eq!(keys(&summary["overall"]), sorted(&figure_keys));

@@ -138,6 +138,8 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> eng
         virtual_time: true,
         seed,
         settle_intervals: engine::SETTLE_INTERVALS,
+        traces: None,
+        model: engine::EngineModel::default(),
     }
 }
 
@@ -841,6 +843,8 @@ mod tests {
             goodput: Some(goodput),
             mean_draft_len: Some(1.0),
             switches,
+            tokens_per_request_step: None,
+            drafted_per_request_step: None,
         }
     }
 
@@ -859,6 +863,7 @@ mod tests {
                 base: 1.0,
                 per_token: 0.1,
             },
+            cost_rule: "scheduled".into(),
             step_us: 8000,
             interval_ms: 1000,
             update_ms: 250,

@@ -100,6 +100,7 @@ use specdec_sim::engine_metrics::{
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::CostLinear;
+use specdec_sim::trace_set::TraceSet;
 use specdec_sim::workload::Workload;
 
 /// Simulates a speculative-decoding serving engine that records every verify
@@ -187,6 +188,21 @@ struct Args {
     /// measured profiles).
     #[arg(long, value_name = "W", default_value = "transition", value_parser = parse_workload)]
     workload: Workload,
+    /// Replay logged requests instead of a drawn workload: an n-gram
+    /// drafting trace as `specdec-metrics ngram` writes it (JSON Lines, one
+    /// request per line; `-` reads standard input). What the drafter
+    /// proposes and the verifier accepts at every position is the trace's;
+    /// engine thread i takes every --workers-th request from the i-th on,
+    /// cycling through the file, so a timed run never runs dry. Replaces
+    /// --workload.
+    #[arg(long, value_name = "FILE")]
+    traces: Option<std::path::PathBuf>,
+    /// What a step costs: scheduled (BASE + PER_TOKEN * the mean length the
+    /// policy scheduled per request, whether or not the drafter had a
+    /// proposal) or drafted (the mean tokens actually drafted: a request
+    /// without a match costs nothing beyond BASE; for --traces).
+    #[arg(long, value_name = "RULE", default_value = "scheduled", value_parser = parse_cost_rule)]
+    cost_rule: engine::CostRule,
     /// Length of each phase of the transition workload, in seconds.
     #[arg(long, value_name = "N", default_value_t = 4.0, value_parser = phase_seconds)]
     phase_seconds: f64,
@@ -245,6 +261,10 @@ fn max_draft_len(v: &str) -> Result<usize, String> {
 }
 
 fn parse_policy(v: &str) -> Result<PolicySpec, String> {
+    v.parse()
+}
+
+fn parse_cost_rule(v: &str) -> Result<engine::CostRule, String> {
     v.parse()
 }
 
@@ -430,11 +450,15 @@ enum Stop {
 }
 
 impl Args {
-    /// The simulation's settings.
-    fn sim_config(&self) -> engine::Config {
+    /// The simulation's settings, with the traces `--traces` read.
+    fn sim_config(&self, traces: Option<Arc<TraceSet>>) -> engine::Config {
         engine::Config {
             policy: self.policy,
-            workload: self.workload,
+            workload: if traces.is_some() {
+                Workload::Traces
+            } else {
+                self.workload
+            },
             phase_secs: self.phase_seconds,
             persistence: self.persistence,
             state_rule: self.state_rule,
@@ -452,6 +476,11 @@ impl Args {
             virtual_time: self.virtual_time,
             seed: self.seed,
             settle_intervals: engine::SETTLE_INTERVALS,
+            traces,
+            model: engine::EngineModel {
+                cost_rule: self.cost_rule,
+                ..engine::EngineModel::default()
+            },
         }
     }
 }
@@ -466,7 +495,13 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     }
     // Settings that depend on each other (a static:K above K, a policy not
     // built, --virtual-time with --step-us 0) stop us before any work.
-    let config = args.sim_config();
+    let traces = match &args.traces {
+        Some(path) => Some(Arc::new(
+            TraceSet::open(path).map_err(|e| format!("--traces {e}"))?,
+        )),
+        None => None,
+    };
+    let config = args.sim_config(traces);
     config.validate()?;
     // The policy's plan (the controller's, for adaptive), shared by the
     // simulation and the /metrics gauge.
@@ -523,10 +558,16 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         args.max_draft_len,
         args.max_batch,
         args.policy,
-        args.workload,
-        match args.workload {
+        config.workload,
+        match config.workload {
             Workload::Transition => format!(" ({} s phases)", args.phase_seconds),
             Workload::Bursty => format!(" (conditions last {} steps on average)", args.persistence),
+            Workload::Traces => format!(
+                " ({} requests, {} positions; cost rule {})",
+                config.traces.as_ref().map_or(0, |t| t.requests().len()),
+                config.traces.as_ref().map_or(0, |t| t.positions()),
+                config.model.cost_rule
+            ),
             _ => String::new(),
         },
         args.cost_linear.base,
