@@ -46,7 +46,7 @@ use clap::ArgGroup;
 use specdec_metrics::{AcceptanceHistogram, Advisor, Recommendation, StepCost};
 
 use crate::error::CliError;
-use crate::flags::{Format, parse_max_draft_len};
+use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len, parse_pair};
 use crate::format::{excerpt, group_digits};
 use crate::io::{
     input_name, is_stdin, note_reading_stdin, read_report, stdin_at_most_once, write_stdout,
@@ -154,49 +154,6 @@ impl AdvisorArgs {
 struct Prior {
     alpha: f64,
     beta: f64,
-}
-
-/// Comma-separated numbers. Anything Rust reads as an `f64` is taken
-/// (`1e-3`, `inf`, `NaN`: the cost or parameter check then says what is
-/// wrong with it); `expected` says what the flag takes.
-fn parse_numbers(s: &str, expected: &str) -> Result<Vec<f64>, String> {
-    if s.trim().is_empty() {
-        return Err(format!("it is empty; expected {expected}"));
-    }
-    s.split(',')
-        .enumerate()
-        .map(|(i, part)| {
-            let t = part.trim();
-            if t.is_empty() {
-                Err(format!("value {} is empty; expected {expected}", i + 1))
-            } else {
-                t.parse::<f64>()
-                    .map_err(|_| format!("{} is not a number; expected {expected}", excerpt(t)))
-            }
-        })
-        .collect()
-}
-
-/// Two numbers `A,B`; `expected` names them.
-fn parse_pair(s: &str, expected: &str) -> Result<(f64, f64), String> {
-    match parse_numbers(s, expected)?[..] {
-        [a, b] => Ok((a, b)),
-        ref values => Err(format!(
-            "{} value{} given; expected {expected}",
-            values.len(),
-            if values.len() == 1 { "" } else { "s" }
-        )),
-    }
-}
-
-fn parse_cost_linear(s: &str) -> Result<StepCost, String> {
-    let (base, per_token) = parse_pair(s, "two numbers BASE,PER_TOKEN, e.g. 1,0.1")?;
-    StepCost::linear(base, per_token).map_err(|e| e.to_string())
-}
-
-fn parse_cost_table(s: &str) -> Result<StepCost, String> {
-    let costs = parse_numbers(s, "one cost per draft length 0..=K, e.g. 1,1.1,1.2,1.3")?;
-    StepCost::table(costs).map_err(|e| e.to_string())
 }
 
 fn parse_prior(s: &str) -> Result<Prior, String> {
