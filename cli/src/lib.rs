@@ -94,6 +94,20 @@ enum Command {
     /// num_speculative_tokens_per_batch_size and TensorRT-LLM's
     /// draft_len_schedule.
     Advise(Box<cmd::advise::Args>),
+    /// Replay n-gram drafting traces through every drafting policy: what
+    /// each would have earned on your traffic.
+    ///
+    /// Reads traces as `ngram` writes them and replays every policy (no
+    /// speculation, every static k up to K, the batch-level controller
+    /// `adaptive`, the per-state controller, the peer rules of SGLang, vLLM
+    /// #44336, SmartSpec and vLLM's adaptive verification, and the per-step
+    /// oracle) through one engine model: --batch requests in flight, each
+    /// drafting min(k, L) and accepting min(d, m) at every step, a step
+    /// costing the cost of the mean tokens drafted. Prints each policy's
+    /// goodput, its ratio to the best static k, tokens and drafted tokens
+    /// per step, and the engine setting for the best static k. Exact for
+    /// greedy outputs of the rule the traces were made with.
+    Whatif(Box<cmd::whatif::Args>),
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;
@@ -108,6 +122,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
         Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Advise(args) => cmd::advise::run(*args),
+        Command::Whatif(args) => cmd::whatif::run(*args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -61,4 +61,5 @@ pub mod state_rule;
 pub mod summary;
 pub mod trace;
 pub mod trace_set;
+pub mod whatif;
 pub mod workload;

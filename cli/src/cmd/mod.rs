@@ -6,3 +6,4 @@ pub mod advise;
 pub mod merge;
 pub mod output;
 pub mod replay;
+pub mod whatif;

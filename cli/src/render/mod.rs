@@ -11,6 +11,8 @@ pub mod engine_advice;
 pub mod plot;
 pub mod report;
 pub mod table;
+pub mod whatif;
+pub mod whatif_plot;
 
 use serde::Serialize;
 

@@ -1,0 +1,222 @@
+//! `whatif`: every drafting policy replayed on n-gram traces (as `ngram`
+//! writes them) through the simulator's engine model
+//! (`specdec_sim::whatif`), with the goodput of each against the best
+//! static draft length and the per-step oracle.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use clap::{ArgGroup, Args as ClapArgs};
+use specdec_metrics::StepCost;
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::trace_set::TraceSet;
+use specdec_sim::whatif::{self, PolicyResult, Settings};
+
+use crate::error::CliError;
+use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len};
+use crate::format::display_path;
+use crate::io::{write_file, write_stdout};
+use crate::render::{self, json_line};
+
+const WHATIF_FORMATS: &[Format] = &[Format::Table, Format::Json];
+
+/// The most requests in flight: a batch larger than any engine runs.
+pub const MAX_BATCH: usize = 65_536;
+
+/// The longest controller interval, in engine steps.
+pub const MAX_INTERVAL: u64 = 1_000_000;
+
+/// Progress lines on standard error at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// `whatif`'s flags.
+#[derive(ClapArgs, Debug)]
+#[command(group(ArgGroup::new("cost").required(true).args(["cost_linear", "cost_table"])))]
+pub struct Args {
+    /// The traces to replay, as `specdec-metrics ngram` writes them (JSON
+    /// Lines; `-` reads standard input).
+    #[arg(value_name = "TRACES")]
+    traces: PathBuf,
+    /// K: the longest draft any policy may make (1..=64, at most the
+    /// traces' cap).
+    #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
+    max_draft_len: usize,
+    /// A step costs BASE + PER_TOKEN * d, d the mean tokens drafted per
+    /// request of the step (a request without a match drafts 0).
+    #[arg(long, value_name = "BASE,PER_TOKEN", value_parser = parse_cost_linear, allow_hyphen_values = true)]
+    cost_linear: Option<StepCost>,
+    /// Measured step costs by draft length 0..=K, interpolated linearly at
+    /// a fractional mean.
+    #[arg(long, value_name = "C0,...,CK", value_parser = parse_cost_table, allow_hyphen_values = true)]
+    cost_table: Option<StepCost>,
+    /// Requests in flight (admitted in file order as slots free up).
+    #[arg(long, value_name = "B", default_value_t = whatif::DEFAULT_BATCH, value_parser = parse_batch)]
+    batch: usize,
+    /// Engine steps between two updates of the controllers (adaptive,
+    /// per-state): the metrics interval, in steps.
+    #[arg(long, value_name = "STEPS", default_value_t = whatif::DEFAULT_INTERVAL, value_parser = parse_interval)]
+    interval: u64,
+    /// Also write this policy's acceptance histogram by draft length as a
+    /// report (as `replay` writes it; `advise` reads it) to FILE.
+    #[arg(long, value_names = ["POLICY", "FILE"], num_args = 2)]
+    report: Option<Vec<String>>,
+    /// What standard output carries: a table for people, or one JSON object.
+    #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = Format::parser(WHATIF_FORMATS))]
+    format: Format,
+    /// Also draw goodput against the static draft length, with the
+    /// controllers, the peer rules and the oracle, as SVG to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Policies replayed at once (default: one per core).
+    #[arg(long, value_name = "N", value_parser = parse_jobs)]
+    jobs: Option<usize>,
+}
+
+fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(b) if (1..=MAX_BATCH).contains(&b) => Ok(b),
+        _ => Err(format!(
+            "expected a whole number of requests in 1..={MAX_BATCH}"
+        )),
+    }
+}
+
+fn parse_interval(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_INTERVAL).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of engine steps in 1..={MAX_INTERVAL}"
+        )),
+    }
+}
+
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err("expected a whole number of threads in 1..=256".into()),
+    }
+}
+
+/// What `whatif` found: the settings and every policy's result.
+pub struct WhatIf {
+    pub source: String,
+    pub traces: Arc<TraceSet>,
+    pub settings: Settings,
+    pub results: Vec<PolicyResult>,
+}
+
+/// Runs `whatif`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let Some(cost) = args.cost_linear.clone().or(args.cost_table.clone()) else {
+        unreachable!("the argument group makes one of the costs required");
+    };
+    let report = match &args.report {
+        Some(pair) => {
+            let policy: PolicySpec = pair[0]
+                .parse()
+                .map_err(|e| CliError::new(format!("--report {e}")))?;
+            Some((policy, PathBuf::from(&pair[1])))
+        }
+        None => None,
+    };
+    let source = display_path(&args.traces);
+    let started = Instant::now();
+    let traces = Arc::new(TraceSet::open(&args.traces).map_err(CliError::new)?);
+    if traces.meta().is_some_and(|m| !m.greedy) {
+        warn(&format!(
+            "{source}: the traces come from sampled outputs: a policy would have changed \
+             them, so the figures are estimates, not exact counterfactuals"
+        ));
+    }
+    let settings = Settings {
+        traces: Arc::clone(&traces),
+        max_draft_len: args.max_draft_len,
+        cost,
+        batch: args.batch,
+        interval: args.interval,
+        seed: 1,
+    };
+    let policies = whatif::policies(args.max_draft_len);
+    if let Some((policy, _)) = &report {
+        if !policies.contains(policy) {
+            return Err(CliError::new(format!(
+                "--report {policy}: not a policy of this what-if (none, static:0..={}, \
+                 adaptive, per-state, sglang, vllm-44336, smartspec, vllm-av, oracle)",
+                args.max_draft_len
+            )));
+        }
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    let last_progress = Mutex::new(Instant::now());
+    let progress = |done: usize, total: usize, r: &PolicyResult| {
+        let mut last = last_progress.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() >= PROGRESS_EVERY && done < total {
+            *last = Instant::now();
+            warn_line(&format!(
+                "whatif: {done} of {total} policies replayed ({:.0} s; latest {} goodput {:.3})",
+                started.elapsed().as_secs_f64(),
+                render::whatif::policy_name(r.policy),
+                r.goodput()
+            ));
+        }
+    };
+    let results = settings
+        .replay_all(&policies, jobs, &progress)
+        .map_err(|e| CliError::new(format!("{source}: {e}")))?;
+    let whatif = WhatIf {
+        source,
+        traces,
+        settings,
+        results,
+    };
+    let text = match args.format {
+        Format::Json => json_line(&render::whatif::json(&whatif), "what-if"),
+        _ => Ok(render::whatif::table(&whatif)),
+    };
+    let out = text.and_then(|t| write_stdout(t.as_bytes(), "what-if"));
+    let mut errors: Vec<CliError> = Vec::new();
+    if let Err(e) = out {
+        errors.push(e);
+    }
+    if let Some((policy, path)) = report {
+        let r = whatif
+            .results
+            .iter()
+            .find(|r| r.policy == policy)
+            .expect("every policy of the list ran");
+        if let Err(e) =
+            json_line(&r.report, "report").and_then(|t| write_file(&path, t.as_bytes(), "report"))
+        {
+            errors.push(e);
+        }
+    }
+    if let Some(path) = &args.plot {
+        let svg = render::whatif_plot::render_svg(&whatif).map_err(CliError::new);
+        if let Err(e) = svg.and_then(|svg| write_file(path, svg.as_bytes(), "plot")) {
+            errors.push(e);
+        }
+    }
+    match errors.into_iter().reduce(CliError::and) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn warn(msg: &str) {
+    warn_line(&format!("warning: {msg}"));
+}
+
+/// A line on standard error, best effort (a closed standard error does not
+/// stop the run).
+fn warn_line(line: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        crate::format::sanitize(line)
+    );
+}

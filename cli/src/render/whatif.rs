@@ -1,0 +1,286 @@
+//! What `whatif` prints: the table of every policy against the best static
+//! draft length, or one JSON object; and the engine's setting for the best
+//! static length.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::trace::TraceMeta;
+use specdec_sim::whatif::{PolicyResult, best_static};
+
+use crate::cmd::whatif::WhatIf;
+use crate::format::group_digits;
+
+/// The name a policy has in the output: `none` for `static:0`.
+pub fn policy_name(policy: PolicySpec) -> String {
+    match policy {
+        PolicySpec::Static(0) => "none".into(),
+        p => p.to_string(),
+    }
+}
+
+/// What kind of policy a row is, for the table's grouping and the plot.
+pub fn kind(policy: PolicySpec) -> &'static str {
+    match policy {
+        PolicySpec::Static(0) => "none",
+        PolicySpec::Static(_) => "static",
+        PolicySpec::Adaptive | PolicySpec::PerState => "controller",
+        PolicySpec::Oracle => "oracle",
+        _ => "peer",
+    }
+}
+
+/// One row of the output.
+#[derive(Serialize)]
+struct Row {
+    policy: String,
+    kind: &'static str,
+    goodput: f64,
+    ratio_to_best_static: f64,
+    tokens_per_step: Option<f64>,
+    drafted_per_step: Option<f64>,
+    /// Switches of the chosen length (controllers and batch-level peers).
+    switches: f64,
+    /// The controller's final length (adaptive) or lengths (per-state).
+    final_draft_lens: Option<Vec<usize>>,
+}
+
+fn rows(w: &WhatIf) -> Vec<Row> {
+    let best = best_static(&w.results).map_or(f64::NAN, PolicyResult::goodput);
+    w.results
+        .iter()
+        .map(|r| {
+            let o = &r.summary.overall;
+            Row {
+                policy: policy_name(r.policy),
+                kind: kind(r.policy),
+                goodput: r.goodput(),
+                ratio_to_best_static: r.goodput() / best,
+                tokens_per_step: o.tokens_per_request_step,
+                drafted_per_step: o.drafted_per_request_step,
+                switches: o.switches,
+                final_draft_lens: r.summary.controller.map(|c| vec![c.draft_len]).or_else(|| {
+                    r.summary
+                        .state_controller
+                        .as_ref()
+                        .map(|c| c.draft_lens.clone())
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The engine settings that draft `k` with the traces' rule.
+#[derive(Serialize)]
+pub struct Setting {
+    pub engine: &'static str,
+    pub setting: String,
+}
+
+/// The settings of the engines whose rule the traces follow, drafting `k`.
+pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
+    let (rule, min_n, max_n) = meta.map_or(("vllm", 2, 5), |m| (m.rule.as_str(), m.min_n, m.max_n));
+    if k == 0 {
+        return vec![Setting {
+            engine: "any",
+            setting: "no speculative decoding (leave it off)".into(),
+        }];
+    }
+    match rule {
+        "trtllm" => vec![Setting {
+            engine: "TensorRT-LLM",
+            setting: format!(
+                "speculative_config: {{decoding_type: NGram, max_draft_len: {k}, \
+                 max_matching_ngram_size: {max_n}, is_public_pool: false}}"
+            ),
+        }],
+        "llamacpp-simple" => vec![Setting {
+            engine: "llama.cpp",
+            setting: format!(
+                "--spec-type ngram-simple --spec-ngram-simple-size-n {max_n} \
+                 --spec-ngram-simple-size-m {k}"
+            ),
+        }],
+        "hf" => vec![Setting {
+            engine: "Hugging Face transformers",
+            setting: format!(
+                "generate(..., prompt_lookup_num_tokens={k}, max_matching_ngram_size={max_n})"
+            ),
+        }],
+        _ => vec![Setting {
+            engine: "vLLM",
+            setting: format!(
+                "--speculative-config '{{\"method\": \"ngram\", \"num_speculative_tokens\": {k}, \
+                 \"prompt_lookup_min\": {min_n}, \"prompt_lookup_max\": {max_n}}}'"
+            ),
+        }],
+    }
+}
+
+fn best_k(w: &WhatIf) -> usize {
+    match best_static(&w.results).map(|r| r.policy) {
+        Some(PolicySpec::Static(k)) => k,
+        _ => 0,
+    }
+}
+
+fn oracle_headroom(w: &WhatIf) -> Option<f64> {
+    let best = best_static(&w.results)?.goodput();
+    let oracle = w.results.iter().find(|r| r.policy == PolicySpec::Oracle)?;
+    Some(oracle.goodput() / best - 1.0)
+}
+
+fn cost_text(w: &WhatIf) -> String {
+    let s = &w.settings;
+    let c0 = s.cost.cost(0).unwrap_or(f64::NAN);
+    let cmax = s.cost.cost(s.max_draft_len).unwrap_or(f64::NAN);
+    let per = (cmax - c0) / s.max_draft_len as f64;
+    let linear = (0..=s.max_draft_len)
+        .all(|k| (s.cost.cost(k).unwrap_or(f64::NAN) - (c0 + per * k as f64)).abs() < 1e-9);
+    if linear {
+        format!("{c0} + {} d", (per * 1e9).round() / 1e9)
+    } else {
+        format!(
+            "a table from {c0} (d = 0) to {cmax} (d = {})",
+            s.max_draft_len
+        )
+    }
+}
+
+/// The header: what was replayed, under which settings.
+fn header(w: &WhatIf) -> String {
+    let t = &w.traces;
+    let trace = match t.meta() {
+        Some(m) => format!(
+            "tokenizer {}, rule {}, n {}..={}, cap {}{}",
+            m.tokenizer,
+            m.rule,
+            m.min_n,
+            m.max_n,
+            m.cap,
+            if m.greedy {
+                ""
+            } else {
+                ", from sampled outputs: estimates only"
+            }
+        ),
+        None => format!("no metadata line, cap {}", t.cap()),
+    };
+    format!(
+        "what-if on {}: {} requests, {} output positions ({trace})\n\
+         K = {}, {} requests in flight, step cost {} (d: mean tokens drafted per request), \
+         controllers updated every {} engine steps",
+        w.source,
+        group_digits(t.requests().len() as u64),
+        group_digits(t.positions()),
+        w.settings.max_draft_len,
+        w.settings.batch,
+        cost_text(w),
+        w.settings.interval,
+    )
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The table for people.
+pub fn table(w: &WhatIf) -> String {
+    let mut out = header(w);
+    out.push_str("\n\n");
+    let rows = rows(w);
+    let width = rows
+        .iter()
+        .map(|r| r.policy.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>9}  {:>9}  {:>11}  {:>12}  {:>8}",
+        "policy", "goodput", "x best", "tokens/step", "drafted/step", "switches"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>9.3}  {:>9.4}  {:>11}  {:>12}  {:>8}{}",
+            r.policy,
+            r.goodput,
+            r.ratio_to_best_static,
+            opt(r.tokens_per_step, 3),
+            opt(r.drafted_per_step, 3),
+            if r.kind == "static" || r.kind == "none" || r.kind == "oracle" {
+                "-".to_string()
+            } else {
+                format!("{}", r.switches)
+            },
+            match &r.final_draft_lens {
+                Some(lens) if lens.len() == 1 => format!("   (ends at k = {})", lens[0]),
+                Some(lens) => format!(
+                    "   (ends at k = {} by state)",
+                    lens.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => String::new(),
+            }
+        );
+    }
+    let k = best_k(w);
+    let _ = writeln!(
+        out,
+        "\nbest static draft length: {}; the per-step oracle is {} above it \
+         (tokens per step are per request and step; x best: goodput over the best static's)",
+        if k == 0 {
+            "none (do not speculate)".into()
+        } else {
+            format!("k = {k}")
+        },
+        oracle_headroom(w).map_or_else(|| "-".into(), |h| format!("{:+.1}%", h * 100.0)),
+    );
+    for s in settings(w.traces.meta(), k) {
+        let _ = writeln!(out, "setting ({}): {}", s.engine, s.setting);
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct Json<'a> {
+    source: &'a str,
+    requests: usize,
+    positions: u64,
+    trace: Option<&'a TraceMeta>,
+    max_draft_len: usize,
+    batch: usize,
+    interval_steps: u64,
+    cost: Vec<f64>,
+    cost_rule: &'static str,
+    best_static_draft_len: usize,
+    oracle_headroom: Option<f64>,
+    policies: Vec<Row>,
+    settings: Vec<Setting>,
+}
+
+/// The object of `--format json`.
+pub fn json(w: &WhatIf) -> impl Serialize + '_ {
+    let k = best_k(w);
+    Json {
+        source: &w.source,
+        requests: w.traces.requests().len(),
+        positions: w.traces.positions(),
+        trace: w.traces.meta(),
+        max_draft_len: w.settings.max_draft_len,
+        batch: w.settings.batch,
+        interval_steps: w.settings.interval,
+        cost: (0..=w.settings.max_draft_len)
+            .filter_map(|k| w.settings.cost.cost(k))
+            .collect(),
+        cost_rule: "drafted",
+        best_static_draft_len: k,
+        oracle_headroom: oracle_headroom(w),
+        policies: rows(w),
+        settings: settings(w.traces.meta(), k),
+    }
+}

@@ -1,0 +1,158 @@
+//! `whatif --plot FILE.svg`: goodput against the static draft length, with
+//! the controllers, the peer rules and the oracle as level lines.
+//!
+//! The static lengths `0..=K` are one line with a dot per length (the best
+//! one ringed and labelled); every other policy is a horizontal line at
+//! its goodput across the whole width, labelled at the right edge and in
+//! the legend, so that "does the controller reach the best static k?" and
+//! "how far is the oracle?" are read at a glance. Text is drawn as SVG
+//! `<text>` elements (no font library), as in the heatmap.
+
+use plotters::prelude::*;
+use specdec_sim::policy::PolicySpec;
+
+use crate::cmd::whatif::WhatIf;
+use crate::render::whatif::{kind, policy_name};
+
+/// The colour of each non-static policy's line.
+fn colour(policy: PolicySpec) -> RGBColor {
+    match policy {
+        PolicySpec::Adaptive => RGBColor(214, 39, 40),
+        PolicySpec::PerState => RGBColor(44, 160, 44),
+        PolicySpec::Sglang => RGBColor(148, 103, 189),
+        PolicySpec::Vllm44336 => RGBColor(140, 86, 75),
+        PolicySpec::SmartSpec => RGBColor(227, 119, 194),
+        PolicySpec::VllmAv => RGBColor(188, 189, 34),
+        _ => RGBColor(0, 0, 0),
+    }
+}
+
+/// Renders the plot as an SVG document.
+pub fn render_svg(w: &WhatIf) -> Result<String, String> {
+    let mut svg = String::new();
+    draw(w, &mut svg).map_err(|e| format!("cannot draw the plot: {e}"))?;
+    Ok(svg)
+}
+
+fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> {
+    let max = w.settings.max_draft_len;
+    let statics: Vec<(usize, f64)> = w
+        .results
+        .iter()
+        .filter_map(|r| match r.policy {
+            PolicySpec::Static(k) => Some((k, r.goodput())),
+            _ => None,
+        })
+        .collect();
+    let others: Vec<(PolicySpec, f64)> = w
+        .results
+        .iter()
+        .filter(|r| !matches!(r.policy, PolicySpec::Static(_)))
+        .map(|r| (r.policy, r.goodput()))
+        .collect();
+    let all = statics
+        .iter()
+        .map(|s| s.1)
+        .chain(others.iter().map(|o| o.1));
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), g| {
+        (lo.min(g), hi.max(g))
+    });
+    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
+    let (y0, y1) = ((lo - pad).max(0.0), hi + pad);
+    let root = SVGBackend::with_string(out, (1100, 730)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let caption = format!(
+        "Goodput by policy, K = {max}, {} requests in flight ({} requests replayed)",
+        w.settings.batch,
+        w.traces.requests().len()
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 22))
+        .margin(16)
+        .margin_bottom(40)
+        .margin_right(150)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..max as f64 + 0.5, y0..y1)?;
+    chart
+        .configure_mesh()
+        .x_desc("static draft length k (0: no speculation)")
+        .y_desc("goodput: tokens per unit of step cost")
+        .x_label_formatter(&|v| {
+            if (v - v.round()).abs() < 1e-6 && *v >= -1e-6 {
+                format!("{}", v.round() as usize)
+            } else {
+                String::new()
+            }
+        })
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()?;
+    let blue = RGBColor(31, 119, 180);
+    chart.draw_series(LineSeries::new(
+        statics.iter().map(|&(k, g)| (k as f64, g)),
+        blue.stroke_width(2),
+    ))?;
+    chart.draw_series(
+        statics
+            .iter()
+            .map(|&(k, g)| Circle::new((k as f64, g), 4, blue.filled())),
+    )?;
+    if let Some(&(k, g)) = statics
+        .iter()
+        .fold(None, |b: Option<&(usize, f64)>, s| match b {
+            Some(b) if b.1 >= s.1 => Some(b),
+            _ => Some(s),
+        })
+    {
+        chart.draw_series([Circle::new((k as f64, g), 9, blue.stroke_width(2))])?;
+        // Above the ring, clear of the line.
+        chart.draw_series([EmptyElement::at((k as f64, g))
+            + Text::new(
+                format!("best static: k = {k}"),
+                (-60, -30),
+                ("sans-serif", 15).into_font().color(&blue),
+            )])?;
+    }
+    for &(policy, g) in &others {
+        let c = colour(policy);
+        let style = if kind(policy) == "controller" {
+            c.stroke_width(3)
+        } else {
+            c.stroke_width(1)
+        };
+        let line = [(-0.5, g), (max as f64 + 0.5, g)];
+        if kind(policy) == "peer" || policy == PolicySpec::Oracle {
+            chart.draw_series(DashedLineSeries::new(line, 8, 5, style))?;
+        } else {
+            chart.draw_series(LineSeries::new(line, style))?;
+        }
+    }
+    // A key in words under the axis (a legend box would hide points).
+    root.draw(&Text::new(
+        "dots: every static k; solid: the controllers (adaptive, per-state); \
+         dashed: other engines' rules and the per-step oracle",
+        (110, 706),
+        ("sans-serif", 14).into_font().color(&RGBColor(90, 90, 90)),
+    ))?;
+    // Names at the right edge, where the level lines end.
+    let area = chart.plotting_area();
+    let (px, _) = area.map_coordinate(&(max as f64 + 0.5, y0));
+    let mut placed: Vec<i32> = Vec::new();
+    let mut labels: Vec<(PolicySpec, f64)> = others.clone();
+    labels.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (policy, g) in labels {
+        let (_, mut py) = area.map_coordinate(&(0.0, g));
+        // Never on top of the label above.
+        if let Some(&last) = placed.last() {
+            py = py.max(last + 15);
+        }
+        placed.push(py);
+        root.draw(&Text::new(
+            format!("{} {:.2}", policy_name(policy), g),
+            (px + 6, py - 7),
+            ("sans-serif", 13).into_font().color(&colour(policy)),
+        ))?;
+    }
+    root.present()?;
+    Ok(())
+}

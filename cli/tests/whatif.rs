@@ -1,0 +1,289 @@
+//! `specdec-metrics whatif`: traces written here, replayed through every
+//! policy; its outputs read back; bad input refused.
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use tempfile::TempDir;
+
+fn cli() -> Command {
+    Command::cargo_bin("specdec-metrics").unwrap()
+}
+
+/// A trace of `requests` requests that copy long runs and then find no
+/// match, as code edits do; with a metadata line of cap `cap`.
+fn write_trace(dir: &Path, requests: usize, cap: u8, greedy: bool) -> std::path::PathBuf {
+    let mut text = format!(
+        "{{\"specdec_trace\":1,\"tokenizer\":\"o200k_base\",\"rule\":\"vllm\",\"min_n\":2,\
+         \"max_n\":5,\"cap\":{cap},\"eos\":true,\"greedy\":{greedy}}}\n"
+    );
+    for i in 0..requests {
+        let m = 50 + i % 7;
+        let (mut proposal, mut matched) = (Vec::new(), Vec::new());
+        for t in 1..m {
+            let left = (m - t) as u8;
+            let copying = (t / 12 + i) % 3 != 0;
+            proposal.push(if copying || t % 2 == 0 { cap } else { 0 });
+            matched.push(if copying { left.min(cap) } else { 0 });
+        }
+        text += &serde_json::json!({
+            "id": format!("r{i}"), "prompt_tokens": 100, "output_tokens": m,
+            "proposal": proposal, "match": matched,
+        })
+        .to_string();
+        text.push('\n');
+    }
+    let path = dir.join("traces.jsonl");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+fn json_of(out: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(out).unwrap()
+}
+
+#[test]
+fn every_policy_is_replayed_and_compared_with_the_best_static_length() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 60, 16, true);
+    let out = cli()
+        .args([
+            "whatif",
+            "--max-draft-len",
+            "16",
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            "json",
+        ])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    let policies = v["policies"].as_array().unwrap();
+    // none, static:1..=16, two controllers, four peers, the oracle.
+    assert_eq!(policies.len(), 1 + 16 + 2 + 4 + 1);
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    for name in [
+        "none",
+        "static:1",
+        "static:16",
+        "adaptive",
+        "per-state",
+        "sglang",
+        "vllm-44336",
+        "smartspec",
+        "vllm-av",
+        "oracle",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let best = v["best_static_draft_len"].as_u64().unwrap() as usize;
+    let ratio = |name: &str| {
+        policies.iter().find(|p| p["policy"] == name).unwrap()["ratio_to_best_static"]
+            .as_f64()
+            .unwrap()
+    };
+    let best_name = if best == 0 {
+        "none".to_string()
+    } else {
+        format!("static:{best}")
+    };
+    assert_eq!(ratio(&best_name), 1.0);
+    for k in 1..=16 {
+        assert!(ratio(&format!("static:{k}")) <= 1.0);
+    }
+    assert!(ratio("oracle") > 1.0);
+    assert!(v["oracle_headroom"].as_f64().unwrap() > 0.0);
+    // Copy-heavy traces at a low cost: a long draft pays.
+    assert!(best >= 8, "best static {best}");
+    let setting = v["settings"][0]["setting"].as_str().unwrap();
+    assert!(
+        setting.contains(&format!("\"num_speculative_tokens\": {best}")),
+        "{setting}"
+    );
+    assert!(setting.contains("\"prompt_lookup_min\": 2"), "{setting}");
+}
+
+#[test]
+fn the_table_names_the_settings_and_the_winner() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 20, 8, true);
+    cli()
+        .args([
+            "whatif",
+            "--max-draft-len",
+            "8",
+            "--cost-linear",
+            "1,0.1",
+            "--batch",
+            "4",
+            "--interval",
+            "2",
+        ])
+        .arg(&traces)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("20 requests")
+                .and(predicate::str::contains("K = 8, 4 requests in flight"))
+                .and(predicate::str::contains("every 2 engine steps"))
+                .and(predicate::str::contains("best static draft length"))
+                .and(predicate::str::contains("setting (vLLM)"))
+                .and(predicate::str::contains("oracle")),
+        );
+}
+
+#[test]
+fn a_policys_report_is_written_and_advise_reads_it() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 30, 8, true);
+    let report = dir.path().join("adaptive.json");
+    let plot = dir.path().join("whatif.svg");
+    cli()
+        .args([
+            "whatif",
+            "--max-draft-len",
+            "8",
+            "--cost-table",
+            "1,1.1,1.2,1.3,1.4,1.5,1.6,1.7,1.8",
+        ])
+        .arg(&traces)
+        .arg("--report")
+        .arg("adaptive")
+        .arg(&report)
+        .arg("--plot")
+        .arg(&plot)
+        .assert()
+        .success();
+    let h: specdec_metrics::AcceptanceHistogram =
+        serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(h.max_draft_len(), 8);
+    assert!(h.num_spec_steps() > 0 && h.num_undrafted_steps() > 0);
+    cli()
+        .args(["advise", "--cost-linear", "1,0.1"])
+        .arg(&report)
+        .assert()
+        .success();
+    let svg = fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("oracle") && svg.contains("best static"));
+}
+
+#[test]
+fn a_trace_from_sampled_outputs_is_warned_about() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 10, 8, false);
+    cli()
+        .args(["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("sampled outputs"))
+        .stdout(predicate::str::contains("estimates only"));
+}
+
+#[test]
+fn bad_input_is_refused_with_the_line_or_the_flag() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 10, 8, true);
+    let run = |args: &[&str], path: &Path| {
+        cli()
+            .arg("whatif")
+            .args(args)
+            .arg(path)
+            .assert()
+            .failure()
+            .code(2)
+    };
+    // K above the traces' cap.
+    run(&["--max-draft-len", "9", "--cost-linear", "1,0.1"], &traces)
+        .stderr(predicate::str::contains("cap 8"));
+    // A cost table of the wrong length.
+    run(&["--max-draft-len", "2", "--cost-table", "1,1.1"], &traces)
+        .stderr(predicate::str::contains("cost"));
+    // An unknown policy for --report, and a zero batch.
+    run(
+        &[
+            "--max-draft-len",
+            "4",
+            "--cost-linear",
+            "1,0.1",
+            "--report",
+            "fastest",
+            "x.json",
+        ],
+        &traces,
+    )
+    .stderr(predicate::str::contains("fastest"));
+    run(
+        &[
+            "--max-draft-len",
+            "4",
+            "--cost-linear",
+            "1,0.1",
+            "--batch",
+            "0",
+        ],
+        &traces,
+    )
+    .stderr(predicate::str::contains("--batch"));
+    run(
+        &[
+            "--max-draft-len",
+            "4",
+            "--cost-linear",
+            "1,0.1",
+            "--interval",
+            "0",
+        ],
+        &traces,
+    )
+    .stderr(predicate::str::contains("--interval"));
+    // A missing file; a line whose arrays differ in length.
+    run(
+        &["--max-draft-len", "4", "--cost-linear", "1,0.1"],
+        &dir.path().join("absent.jsonl"),
+    )
+    .stderr(predicate::str::contains("absent.jsonl"));
+    let bad = dir.path().join("bad.jsonl");
+    fs::write(
+        &bad,
+        "{\"id\":1,\"output_tokens\":3,\"proposal\":[1,1],\"match\":[1,1]}\n\
+         {\"id\":2,\"output_tokens\":4,\"proposal\":[1,1],\"match\":[1,1]}\n",
+    )
+    .unwrap();
+    run(&["--max-draft-len", "4", "--cost-linear", "1,0.1"], &bad)
+        .stderr(predicate::str::contains("line 2"));
+    // Nothing to replay.
+    let empty = dir.path().join("empty.jsonl");
+    fs::write(
+        &empty,
+        "{\"output_tokens\":1,\"proposal\":[],\"match\":[]}\n",
+    )
+    .unwrap();
+    run(&["--max-draft-len", "4", "--cost-linear", "1,0.1"], &empty)
+        .stderr(predicate::str::contains("no request"));
+}
+
+#[test]
+fn a_closed_reader_is_not_an_error() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 10, 8, true);
+    // `| head -1`: standard output closed early by the reader.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("specdec-metrics"))
+        .args(["whatif", "--max-draft-len", "8", "--cost-linear", "1,0.1"])
+        .arg(&traces)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    assert!(child.wait().unwrap().success());
+}

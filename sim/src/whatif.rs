@@ -1,0 +1,318 @@
+//! The what-if: every drafting policy replayed on the same n-gram traces
+//! through the one engine model ([`crate::engine`]), for an operator's
+//! question "would n-gram speculation pay on my traffic, with which
+//! maximum draft length and which policy?".
+//!
+//! One engine thread keeps `batch` requests in flight, admitted in file
+//! order; each request is replayed once, from output position 1 (position
+//! 0 comes from prefill, which is not modelled), and the run ends when the
+//! last has finished. Each step every running request drafts `d = min(k,
+//! L_t)`, accepts `a = min(d, m_t)` and gains `a + 1` tokens (at most the
+//! tokens it has left); the step costs `cost(mean d)` (the engine model's
+//! [`CostRule::Drafted`]: a request without a match costs nothing beyond
+//! the base). Every request-step is recorded through a real `Recorder`,
+//! and the controllers run in the loop as an engine embeds them: their
+//! plan is read at every step and updated from the recorder's snapshot
+//! every `interval` engine steps. Goodput is the tokens gained at
+//! positions `>= 1` over the total cost.
+//!
+//! A run is a function of its settings: the same traces and settings give
+//! the same figures on any machine.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use specdec_metrics::{AcceptanceHistogram, StepCost};
+
+use crate::engine::{self, CostRule, EngineModel, NoEvents};
+use crate::policy::PolicySpec;
+use crate::state_rule::StateRule;
+use crate::summary::{CostLinear, Summary};
+use crate::trace_set::TraceSet;
+use crate::workload::Workload;
+
+/// Engine steps between two controller updates unless told otherwise:
+/// measured on the real traces of `sim/README.md` ("Real traces"), where
+/// 4 steps (128 request-steps of a batch of 32) kept the batch-level
+/// controller closest to the best static length at every cost.
+pub const DEFAULT_INTERVAL: u64 = 4;
+
+/// Requests in flight unless told otherwise.
+pub const DEFAULT_BATCH: usize = 32;
+
+/// The settings of one what-if.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub traces: Arc<TraceSet>,
+    /// `K`: no policy drafts more (at most the traces' cap).
+    pub max_draft_len: usize,
+    /// What a step costs at each draft length `0..=K`.
+    pub cost: StepCost,
+    /// Requests in flight.
+    pub batch: usize,
+    /// Engine steps between controller updates.
+    pub interval: u64,
+    /// The seed of the one policy that draws (vLLM #44336's probes).
+    pub seed: u64,
+}
+
+/// What one policy achieved.
+#[derive(Clone, Debug)]
+pub struct PolicyResult {
+    pub policy: PolicySpec,
+    pub summary: Summary,
+    /// Everything the engine recorded: the policy's acceptance histogram
+    /// by draft length (the report `advise` reads).
+    pub report: AcceptanceHistogram,
+}
+
+impl PolicyResult {
+    /// Tokens per cost unit.
+    pub fn goodput(&self) -> f64 {
+        self.summary.overall.goodput.unwrap_or(0.0)
+    }
+}
+
+/// Every policy of a what-if at `K`, in the order of its table: no
+/// speculation, every static length, the two controllers, the peer rules,
+/// the oracle.
+pub fn policies(max_draft_len: usize) -> Vec<PolicySpec> {
+    let mut all: Vec<PolicySpec> = (0..=max_draft_len).map(PolicySpec::Static).collect();
+    all.extend([
+        PolicySpec::Adaptive,
+        PolicySpec::PerState,
+        PolicySpec::Sglang,
+        PolicySpec::Vllm44336,
+        PolicySpec::SmartSpec,
+        PolicySpec::VllmAv,
+        PolicySpec::Oracle,
+    ]);
+    all
+}
+
+impl Settings {
+    /// The engine model's configuration of one policy's replay.
+    pub fn config(&self, policy: PolicySpec) -> Result<engine::Config, String> {
+        AcceptanceHistogram::new(self.max_draft_len)
+            .map_err(|e| format!("--max-draft-len {}: {e}", self.max_draft_len))?;
+        self.cost
+            .check(self.max_draft_len)
+            .map_err(|e| format!("the step cost: {e}"))?;
+        let table: Vec<f64> = (0..=self.max_draft_len)
+            .map(|k| self.cost.cost(k).expect("checked up to K"))
+            .collect();
+        let config = engine::Config {
+            policy,
+            workload: Workload::Traces,
+            phase_secs: 1.0,
+            persistence: crate::workload::DEFAULT_PERSISTENCE,
+            state_rule: StateRule::Library,
+            workers: 1,
+            max_draft_len: self.max_draft_len,
+            max_batch: self.batch,
+            // Updates are clocked by steps; the durations only name the
+            // summary's settings.
+            interval: Duration::from_secs(1),
+            update: Duration::from_secs(1),
+            step_us: 1000,
+            cost: CostLinear {
+                base: table[0],
+                per_token: (table[self.max_draft_len] - table[0]) / self.max_draft_len as f64,
+            },
+            seconds: 0,
+            virtual_time: true,
+            seed: self.seed,
+            settle_intervals: 0,
+            traces: Some(Arc::clone(&self.traces)),
+            model: EngineModel {
+                cost_rule: CostRule::Drafted,
+                cost_table: Some(table.into()),
+                steps_per_update: Some(self.interval),
+                exhaust: true,
+            },
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Replays one policy.
+    pub fn replay(&self, policy: PolicySpec) -> Result<PolicyResult, String> {
+        let config = self.config(policy)?;
+        let recorder = engine::recorder(&config)?;
+        let outcome = engine::run(&config, &recorder, None, &AtomicBool::new(false), &NoEvents)?;
+        Ok(PolicyResult {
+            policy,
+            summary: outcome.summary,
+            report: recorder.snapshot(),
+        })
+    }
+
+    /// Replays every policy of `policies`, `jobs` at a time; `progress`
+    /// is called after each (with the results so far and the total). The
+    /// results in the order of `policies`.
+    pub fn replay_all(
+        &self,
+        policies: &[PolicySpec],
+        jobs: usize,
+        progress: &(dyn Fn(usize, usize, &PolicyResult) + Sync),
+    ) -> Result<Vec<PolicyResult>, String> {
+        // Every configuration checked before any work.
+        for &policy in policies {
+            self.config(policy)?;
+        }
+        let results: Vec<Mutex<Option<Result<PolicyResult, String>>>> =
+            policies.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        thread::scope(|scope| {
+            for _ in 0..jobs.clamp(1, policies.len().max(1)) {
+                scope.spawn(|| {
+                    loop {
+                        // Relaxed: a work counter; the scope's join orders
+                        // the results.
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&policy) = policies.get(i) else {
+                            return;
+                        };
+                        let result = self.replay(policy);
+                        if let Ok(r) = &result {
+                            // Relaxed: a progress count.
+                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            progress(n, policies.len(), r);
+                        }
+                        *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                    }
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| {
+                r.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("every policy ran")
+            })
+            .collect()
+    }
+}
+
+/// The best static length of `results` (the highest goodput, ties to the
+/// shorter), `none` included.
+pub fn best_static(results: &[PolicyResult]) -> Option<&PolicyResult> {
+    results
+        .iter()
+        .filter(|r| matches!(r.policy, PolicySpec::Static(_)))
+        .fold(None, |best: Option<&PolicyResult>, r| match best {
+            Some(b) if b.goodput() >= r.goodput() => Some(b),
+            _ => Some(r),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traces() -> Arc<TraceSet> {
+        // Requests that copy long runs, then stretches without a match.
+        let mut text = String::new();
+        for i in 0..40u64 {
+            let m = 60;
+            let (mut proposal, mut matched) = (Vec::new(), Vec::new());
+            for t in 1..m {
+                let left = (m - t) as u8;
+                let copying = (t / 10 + i) % 2 == 0;
+                proposal.push(if copying || t % 3 == 0 { 16 } else { 0 });
+                matched.push(if copying { left.min(16) } else { 0 });
+            }
+            text += &serde_json::json!({
+                "id": i, "prompt_tokens": 100, "output_tokens": m,
+                "proposal": proposal, "match": matched,
+            })
+            .to_string();
+            text.push('\n');
+        }
+        Arc::new(TraceSet::read(text.as_bytes(), "test").unwrap())
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            traces: traces(),
+            max_draft_len: 16,
+            cost: StepCost::linear(1.0, 0.1).unwrap(),
+            batch: 8,
+            interval: DEFAULT_INTERVAL,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn every_policy_replays_every_request_once() {
+        let s = settings();
+        let all = policies(16);
+        let results = s.replay_all(&all, 2, &|_, _, _| {}).unwrap();
+        assert_eq!(results.len(), all.len());
+        for r in &results {
+            // 40 requests of 59 positions: the same tokens whatever the
+            // policy, the cost is what differs.
+            assert_eq!(r.summary.overall.tokens, 40 * 59, "{}", r.policy);
+            assert_eq!(r.report.max_draft_len(), 16);
+        }
+        let oracle = results.last().unwrap();
+        let best = best_static(&results).unwrap();
+        assert!(oracle.goodput() > best.goodput());
+        // No speculation: one token per request-step, at the base cost.
+        let none = &results[0].summary.overall;
+        assert_eq!(none.tokens_per_request_step, Some(1.0));
+        assert_eq!(none.drafted_per_request_step, Some(0.0));
+        assert_eq!(results[0].report.num_spec_steps(), 0);
+    }
+
+    #[test]
+    fn a_replay_is_a_function_of_its_settings() {
+        let s = settings();
+        let a = s.replay(PolicySpec::Adaptive).unwrap();
+        let b = s.replay(PolicySpec::Adaptive).unwrap();
+        assert_eq!(a.summary, b.summary);
+        assert_eq!(a.report, b.report);
+    }
+
+    #[test]
+    fn the_report_holds_every_request_step() {
+        let s = settings();
+        let r = s.replay(PolicySpec::Static(4)).unwrap();
+        let o = &r.summary.overall;
+        let steps = r.report.num_spec_steps() + r.report.num_undrafted_steps();
+        // Every request-step is one observation (drafted or not).
+        assert!(steps > 0);
+        assert_eq!(
+            Some(r.report.num_draft_tokens() as f64 / steps as f64),
+            o.drafted_per_request_step
+        );
+        assert_eq!(
+            r.report.row(4).map(|row| row.iter().sum::<u64>()),
+            Some(
+                r.report.num_spec_steps()
+                    - (1..4)
+                        .map(|k| r.report.row(k).unwrap().iter().sum::<u64>())
+                        .sum::<u64>()
+            )
+        );
+    }
+
+    #[test]
+    fn a_k_above_the_cap_or_a_short_cost_table_is_refused() {
+        let mut s = settings();
+        s.max_draft_len = 65;
+        assert!(s.config(PolicySpec::Static(1)).is_err());
+        let mut s = settings();
+        s.cost = StepCost::table(vec![1.0, 1.1]).unwrap();
+        assert!(
+            s.config(PolicySpec::Static(1))
+                .unwrap_err()
+                .contains("step cost")
+        );
+    }
+}
