@@ -30,8 +30,8 @@
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,7 @@ use specdec_sim::engine;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::{CostLinear, Summary};
+use specdec_sim::trace_set::TraceSet;
 use specdec_sim::workload::Workload;
 
 /// Runs every drafting policy on every workload in virtual time and prints
@@ -82,6 +83,23 @@ struct Args {
     /// stated for 0.1.
     #[arg(long, value_name = "P", default_value_t = 0.1)]
     per_token_cost: f64,
+    /// Instead of the drawn workloads, replay logged requests: an n-gram
+    /// drafting trace as `specdec-metrics ngram` writes it. Every policy
+    /// and the per-step oracle run on it for the run length of the table
+    /// (the requests cycle through the file), and one table compares them
+    /// with the best static length (no targets: they are stated for the
+    /// drawn workloads).
+    #[arg(long, value_name = "FILE")]
+    traces: Option<std::path::PathBuf>,
+    /// What a step costs, for --traces: drafted (the mean tokens drafted
+    /// per request: a request without a match costs no more than the base)
+    /// or scheduled (the mean length scheduled, the drawn workloads' rule).
+    #[arg(long, value_name = "RULE", default_value = "drafted", value_parser = parse_cost_rule)]
+    cost_rule: engine::CostRule,
+}
+
+fn parse_cost_rule(v: &str) -> Result<engine::CostRule, String> {
+    v.parse()
 }
 
 /// `K`.
@@ -172,6 +190,15 @@ fn main() -> ExitCode {
     if args.state_rules {
         return print_table(&state_rules(&args, last_seed));
     }
+    if let Some(path) = &args.traces {
+        return match TraceSet::open(path) {
+            Ok(traces) => print_table(&traces_table(&args, Arc::new(traces))),
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "policy_table: --traces {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let jobs: Vec<(u64, Workload, PolicySpec)> = (args.seed..=last_seed)
         .flat_map(|seed| {
             Workload::ALL
@@ -198,6 +225,73 @@ fn main() -> ExitCode {
         args.jobs
     );
     print_table(&out)
+}
+
+/// The table of every policy on a trace: goodput, its ratio to the best
+/// static length, tokens and drafted tokens per request-step, switches.
+fn traces_table(args: &Args, traces: Arc<TraceSet>) -> String {
+    let started = Instant::now();
+    let mut policies: Vec<PolicySpec> = vec![PolicySpec::Static(0)];
+    policies.extend(self::policies());
+    policies.push(PolicySpec::Oracle);
+    let configs: Vec<engine::Config> = policies
+        .iter()
+        .map(|&policy| engine::Config {
+            workload: Workload::Traces,
+            traces: Some(Arc::clone(&traces)),
+            model: engine::EngineModel {
+                cost_rule: args.cost_rule,
+                ..engine::EngineModel::default()
+            },
+            ..config(args, args.seed, Workload::Traces, policy)
+        })
+        .collect();
+    let results = run_all(args, &configs);
+    let best = results
+        .iter()
+        .zip(&policies)
+        .filter(|(_, p)| matches!(p, PolicySpec::Static(_)))
+        .filter_map(|(r, _)| r.as_ref().ok().map(goodput))
+        .fold(f64::NAN, f64::max);
+    let mut out = format!(
+        "Policies on {} requests of a trace ({} positions), cycling for {} s of virtual time; \
+         K = {MAX_DRAFT_LEN}, 2 engine threads of 32 requests, cost 1 + {} b ({} lengths), \
+         controller updated every {} ms.\n\n\
+         | policy | goodput | x best static | tokens / request-step | drafted / request-step | switches |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+        traces.requests().len(),
+        traces.positions(),
+        args.phase_seconds * TRANSITION_PHASES,
+        args.per_token_cost,
+        args.cost_rule,
+        args.update_ms,
+    );
+    for (policy, run) in policies.iter().zip(&results) {
+        let name = match policy {
+            PolicySpec::Static(0) => "none".to_string(),
+            p => p.to_string(),
+        };
+        let _ = match run {
+            Ok(s) => writeln!(
+                out,
+                "| {name} | {:.3} | {:.4} | {:.3} | {:.3} | {} |",
+                goodput(s),
+                goodput(s) / best,
+                s.overall.tokens_per_request_step.unwrap_or(0.0),
+                s.overall.drafted_per_request_step.unwrap_or(0.0),
+                s.overall.switches
+            ),
+            Err(e) => writeln!(out, "| {name} | {e} | | | | |"),
+        };
+    }
+    let _ = write!(
+        out,
+        "\n({} simulations in {:.1} s, {} at a time.)",
+        configs.len(),
+        started.elapsed().as_secs_f64(),
+        args.jobs
+    );
+    out
 }
 
 /// Writes the table on standard output. A reader that went away (`| head`)
