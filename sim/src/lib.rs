@@ -42,6 +42,10 @@
 //!   speculative-decoding families, so vLLM's dashboards work against the
 //!   demo.
 //! - [`rng`]: the seeded random numbers every part draws from.
+//! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
+//!   propose at each output position and how much of it the output
+//!   confirms): the format `specdec-metrics ngram` writes, its reader and
+//!   writer.
 //!
 //! A virtual-time run is a function of its [`engine::Config`]: the same
 //! settings and seed give the same summary, whatever the machine.
@@ -54,4 +58,5 @@ pub mod policy;
 pub mod rng;
 pub mod state_rule;
 pub mod summary;
+pub mod trace;
 pub mod workload;

@@ -1,0 +1,844 @@
+//! Exact n-gram what-if traces: for every output position of a request,
+//! how many tokens an n-gram (prompt-lookup) drafter could propose there
+//! and how many of them the true output confirms.
+//!
+//! With greedy verification the output does not depend on the drafting
+//! policy, and an n-gram drafter's proposal at output position `t` depends
+//! only on the context (the prompt and the output before `t`). So each
+//! position `t = 1..M-1` of an output of `M` tokens has two numbers:
+//! `L_t`, the length of the proposal (0: no match), and `m_t <= L_t`, how
+//! many of its tokens agree with the output from `t` on. Drafting `k` at
+//! `t` drafts `min(k, L_t)` tokens, accepts `a = min(k, m_t)` and moves to
+//! `min(t + a + 1, M)`. Position 0 is never drafted: the first output token
+//! comes from the prefill. `specdec-metrics ngram` writes these files;
+//! the engine model reads them.
+//!
+//! # The format
+//!
+//! JSON Lines, UTF-8. An optional first line of metadata, recognised by its
+//! key `"specdec_trace"` (the format's version, 1):
+//!
+//! ```json
+//! {"specdec_trace":1,"tokenizer":"o200k_base","rule":"vllm","min_n":5,"max_n":5,"cap":64,"eos":true,"greedy":true}
+//! ```
+//!
+//! then one line per request:
+//!
+//! ```json
+//! {"id":"r1","prompt_tokens":12,"output_tokens":4,"proposal":[0,3,2],"match":[0,2,1],"ngram":[0,2,3]}
+//! ```
+//!
+//! | key | meaning |
+//! |-----|---------|
+//! | `id` | a string or an integer, as given; the line number when absent |
+//! | `prompt_tokens` | the prompt's length in tokens (0 when absent) |
+//! | `output_tokens` | `M`, counting the end-of-sequence token when there is one (required) |
+//! | `proposal` | `L_1..L_{M-1}`: entry `j` is output position `j + 1` (required; `[]` when `M <= 1`) |
+//! | `match` | `m_1..m_{M-1}`, each `<= ` its `proposal` entry and `<= M - t` (required) |
+//! | `ngram` | optional: the `n` of the n-gram matched at each position (0: none) |
+//!
+//! Every value is at most the cap: the metadata's `cap`, else
+//! [`DEFAULT_CAP`]; a cap is at most [`MAX_CAP`], so values fit in a `u8`.
+//! A proposal longer than the cap is stored as the cap: the replay of a
+//! draft length `k <= cap` is exact.
+//!
+//! Blank lines are skipped. Anything else is an error naming the line and
+//! the key ([`TraceError`]), after which the reader yields nothing more: a
+//! line that is not UTF-8, not JSON or not an object; a missing required
+//! key; an array of another length than `max(M - 1, 0)`; a value above the
+//! cap; `match[j] > proposal[j]`; a line longer than the limit (read in
+//! bounded chunks, never held whole; [`DEFAULT_MAX_LINE_BYTES`] unless
+//! [`TraceReader::with_max_line_bytes`] says otherwise); a metadata line
+//! after the first line.
+//!
+//! # Example
+//!
+//! ```
+//! use specdec_sim::trace::{TraceMeta, TraceReader, TraceRequest, write_meta, write_request};
+//!
+//! let meta = TraceMeta {
+//!     tokenizer: "o200k_base".into(), rule: "vllm".into(),
+//!     min_n: 2, max_n: 5, cap: 64, eos: true, greedy: true,
+//! };
+//! let request = TraceRequest {
+//!     id: "r1".into(), prompt_tokens: 12, output_tokens: 4,
+//!     proposal: vec![0, 3, 2], matched: vec![0, 2, 1], ngram: None,
+//! };
+//! let mut file = Vec::new();
+//! write_meta(&mut file, &meta).unwrap();
+//! write_request(&mut file, &request).unwrap();
+//!
+//! let mut reader = TraceReader::new(file.as_slice());
+//! assert_eq!(reader.meta().unwrap(), Some(&meta));
+//! let back: Vec<TraceRequest> = reader.collect::<Result<_, _>>().unwrap();
+//! assert_eq!(back, vec![request]);
+//! ```
+
+use std::fmt;
+use std::io::{self, BufRead, Write};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The cap of a file without metadata: values are at most 64.
+pub const DEFAULT_CAP: usize = 64;
+/// The largest cap: values are stored as `u8`.
+pub const MAX_CAP: usize = 255;
+/// The longest line a [`TraceReader`] accepts unless told otherwise (64 MiB,
+/// the line terminator not counted).
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+/// The version written in the metadata line's `"specdec_trace"` key.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// What the optional first line says about how the trace was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceMeta {
+    /// The tokenizer (`o200k_base`, `cl100k_base`, or a file's name).
+    pub tokenizer: String,
+    /// The drafter's rule (`vllm`, `trtllm`, `llamacpp-simple`, `hf`).
+    pub rule: String,
+    /// The shortest n-gram matched.
+    pub min_n: usize,
+    /// The longest n-gram matched.
+    pub max_n: usize,
+    /// Every value is at most this (1..=[`MAX_CAP`]).
+    pub cap: usize,
+    /// Whether each output ends with an end-of-sequence token (counted in
+    /// `output_tokens`).
+    pub eos: bool,
+    /// False when the outputs came from sampled decoding: the trace is then
+    /// not an exact counterfactual.
+    pub greedy: bool,
+}
+
+/// One request of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRequest {
+    /// A string or an integer, as given; the line number when absent.
+    pub id: Value,
+    /// The prompt's length in tokens.
+    pub prompt_tokens: u64,
+    /// `M`, counting the end-of-sequence token when there is one.
+    pub output_tokens: u64,
+    /// `L_1..L_{M-1}` (entry `j` is output position `j + 1`), empty when
+    /// `M <= 1`.
+    pub proposal: Vec<u8>,
+    /// `m_1..m_{M-1}`; JSON key `"match"`.
+    pub matched: Vec<u8>,
+    /// The matched `n` at each position (0 = no match); JSON key `"ngram"`.
+    pub ngram: Option<Vec<u8>>,
+}
+
+impl TraceRequest {
+    /// The number of positions that could be drafted: `max(M - 1, 0)`.
+    pub fn positions(&self) -> usize {
+        self.proposal.len()
+    }
+}
+
+/// A malformed trace: the line, the key when one is to blame, and what is
+/// wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// The line number, from 1.
+    pub line: u64,
+    /// The key at fault, if one is.
+    pub field: Option<&'static str>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl TraceError {
+    fn new(line: u64, field: Option<&'static str>, message: impl Into<String>) -> Self {
+        Self {
+            line,
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.field {
+            Some(field) => write!(f, "line {}: field \"{field}\": {}", self.line, self.message),
+            None => write!(f, "line {}: {}", self.line, self.message),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// What [`read_line_bounded`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// The input ended before any byte of a new line.
+    Eof,
+    /// A line, without its `\n`, is in the buffer.
+    Line,
+    /// The line is longer than the limit; the buffer holds its first bytes
+    /// and the rest was not read.
+    TooLong,
+}
+
+/// Reads one line (up to `\n` or the end of the input) into `buf`, cleared
+/// first, holding at most `max` bytes of it: a longer line stops the read
+/// at once with [`LineRead::TooLong`], so memory stays bounded whatever the
+/// input.
+pub fn read_line_bounded<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<LineRead> {
+    buf.clear();
+    let mut read_any = false;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(if read_any {
+                LineRead::Line
+            } else {
+                LineRead::Eof
+            });
+        }
+        read_any = true;
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if buf.len() + take > max {
+            let room = max - buf.len();
+            buf.extend_from_slice(&chunk[..room]);
+            reader.consume(room);
+            return Ok(LineRead::TooLong);
+        }
+        buf.extend_from_slice(&chunk[..take]);
+        reader.consume(take + usize::from(done));
+        if done {
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
+/// Reads a trace one line at a time (see the [module docs](self)): the
+/// metadata, then one [`TraceRequest`] per line. After the first error it
+/// yields nothing more.
+pub struct TraceReader<R: BufRead> {
+    reader: R,
+    buf: Vec<u8>,
+    line: u64,
+    max_line_bytes: usize,
+    meta: Option<TraceMeta>,
+    /// Whether the first non-blank line was read (and taken as metadata or
+    /// kept in `pending`).
+    started: bool,
+    /// The first non-blank line when it is a request: (line number, object).
+    pending: Option<NumberedObject>,
+    /// An error met while looking for the metadata, yielded next.
+    failed: Option<TraceError>,
+    done: bool,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader of `reader`, which it reads one line at a time, each at
+    /// most [`DEFAULT_MAX_LINE_BYTES`] long.
+    pub fn new(reader: R) -> Self {
+        Self {
+            reader,
+            buf: Vec::new(),
+            line: 0,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            meta: None,
+            started: false,
+            pending: None,
+            failed: None,
+            done: false,
+        }
+    }
+
+    /// The same reader, accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
+        self.max_line_bytes = n;
+        self
+    }
+
+    /// The metadata line, reading the first line if it was not yet read;
+    /// `None` for a file without one.
+    pub fn meta(&mut self) -> Result<Option<&TraceMeta>, TraceError> {
+        self.start()?;
+        Ok(self.meta.as_ref())
+    }
+
+    /// The cap every value is checked against: the metadata's `cap`, or
+    /// [`DEFAULT_CAP`] for a file without metadata.
+    pub fn cap(&mut self) -> Result<usize, TraceError> {
+        Ok(self.meta()?.map_or(DEFAULT_CAP, |m| m.cap))
+    }
+
+    /// The line number of the last line read (0 before the first).
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    fn start(&mut self) -> Result<(), TraceError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        match self.next_object() {
+            Ok(None) => Ok(()),
+            Ok(Some((line, object))) => {
+                if object.contains_key("specdec_trace") {
+                    match parse_meta(line, object) {
+                        Ok(meta) => {
+                            self.meta = Some(meta);
+                            Ok(())
+                        }
+                        Err(e) => self.fail(e),
+                    }
+                } else {
+                    self.pending = Some((line, object));
+                    Ok(())
+                }
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: TraceError) -> Result<(), TraceError> {
+        self.failed = Some(e.clone());
+        Err(e)
+    }
+
+    /// The next non-blank line as a JSON object, with its line number.
+    fn next_object(&mut self) -> Result<Option<NumberedObject>, TraceError> {
+        loop {
+            self.line += 1;
+            let line = self.line;
+            let read = read_line_bounded(&mut self.reader, &mut self.buf, self.max_line_bytes)
+                .map_err(|e| TraceError::new(line, None, format!("cannot read: {e}")))?;
+            match read {
+                LineRead::Eof => return Ok(None),
+                LineRead::TooLong => {
+                    return Err(TraceError::new(
+                        line,
+                        None,
+                        format!(
+                            "the line is longer than {} bytes; the rest was not read",
+                            self.max_line_bytes
+                        ),
+                    ));
+                }
+                LineRead::Line => {}
+            }
+            let text = std::str::from_utf8(&self.buf).map_err(|e| {
+                TraceError::new(
+                    line,
+                    None,
+                    format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
+                )
+            })?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let value: Value = serde_json::from_str(text)
+                .map_err(|e| TraceError::new(line, None, format!("not JSON: {e}")))?;
+            return match value {
+                Value::Object(object) => Ok(Some((line, object))),
+                other => Err(TraceError::new(
+                    line,
+                    None,
+                    format!("not a JSON object but {}", kind(&other)),
+                )),
+            };
+        }
+    }
+
+    fn next_request(&mut self) -> Result<Option<TraceRequest>, TraceError> {
+        self.start()?;
+        let cap = self.meta.as_ref().map_or(DEFAULT_CAP, |m| m.cap);
+        let max_n = self.meta.as_ref().map(|m| m.max_n);
+        let (line, object) = match self.pending.take() {
+            Some(first) => first,
+            None => match self.next_object()? {
+                Some(next) => next,
+                None => return Ok(None),
+            },
+        };
+        if object.contains_key("specdec_trace") {
+            return Err(TraceError::new(
+                line,
+                Some("specdec_trace"),
+                "a metadata line is only allowed as the first line",
+            ));
+        }
+        parse_request(line, object, cap, max_n).map(Some)
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<TraceRequest, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_request() {
+            Ok(Some(request)) => Some(Ok(request)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// A non-blank line's object, with its line number.
+type NumberedObject = (u64, Map<String, Value>);
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn parse_meta(line: u64, mut object: Map<String, Value>) -> Result<TraceMeta, TraceError> {
+    let version = object.remove("specdec_trace");
+    if version.as_ref().and_then(Value::as_u64) != Some(FORMAT_VERSION) {
+        return Err(TraceError::new(
+            line,
+            Some("specdec_trace"),
+            format!("this reader knows version {FORMAT_VERSION} of the format only"),
+        ));
+    }
+    let meta: TraceMeta = serde_json::from_value(Value::Object(object))
+        .map_err(|e| TraceError::new(line, None, format!("bad metadata: {e}")))?;
+    if meta.cap == 0 || meta.cap > MAX_CAP {
+        return Err(TraceError::new(
+            line,
+            Some("cap"),
+            format!("{} is not in 1..={MAX_CAP}", meta.cap),
+        ));
+    }
+    if meta.min_n == 0 || meta.min_n > meta.max_n || meta.max_n > MAX_CAP {
+        return Err(TraceError::new(
+            line,
+            Some("max_n"),
+            format!(
+                "min_n {} and max_n {} do not satisfy 1 <= min_n <= max_n <= {MAX_CAP}",
+                meta.min_n, meta.max_n
+            ),
+        ));
+    }
+    Ok(meta)
+}
+
+fn parse_request(
+    line: u64,
+    mut object: Map<String, Value>,
+    cap: usize,
+    max_n: Option<usize>,
+) -> Result<TraceRequest, TraceError> {
+    let id = match object.remove("id") {
+        None => Value::from(line),
+        Some(id @ Value::String(_)) => id,
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Value::Number(n),
+        Some(other) => {
+            return Err(TraceError::new(
+                line,
+                Some("id"),
+                format!("must be a string or an integer, not {}", kind(&other)),
+            ));
+        }
+    };
+    let count =
+        |object: &Map<String, Value>, key: &'static str, required: bool| match object.get(key) {
+            None if required => Err(TraceError::new(line, Some(key), "missing")),
+            None => Ok(0),
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| TraceError::new(line, Some(key), "must be a non-negative integer")),
+        };
+    let prompt_tokens = count(&object, "prompt_tokens", false)?;
+    let output_tokens = count(&object, "output_tokens", true)?;
+    let positions = output_tokens.saturating_sub(1);
+    let array = |object: &mut Map<String, Value>, key: &'static str, limit: usize| {
+        let Some(value) = object.remove(key) else {
+            return Err(TraceError::new(line, Some(key), "missing"));
+        };
+        let Value::Array(items) = value else {
+            return Err(TraceError::new(
+                line,
+                Some(key),
+                format!("must be an array, not {}", kind(&value)),
+            ));
+        };
+        if items.len() as u64 != positions {
+            return Err(TraceError::new(
+                line,
+                Some(key),
+                format!(
+                    "has {} entries, but output_tokens {output_tokens} needs {positions} (one per position after the first)",
+                    items.len()
+                ),
+            ));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(j, v)| match v.as_u64() {
+                Some(x) if x <= limit as u64 => Ok(x as u8),
+                Some(x) => Err(TraceError::new(
+                    line,
+                    Some(key),
+                    format!("entry {j} is {x}, above the limit {limit}"),
+                )),
+                None => Err(TraceError::new(
+                    line,
+                    Some(key),
+                    format!("entry {j} is not a non-negative integer"),
+                )),
+            })
+            .collect::<Result<Vec<u8>, _>>()
+    };
+    let proposal = array(&mut object, "proposal", cap)?;
+    let matched = array(&mut object, "match", cap)?;
+    let ngram = if object.contains_key("ngram") {
+        Some(array(&mut object, "ngram", max_n.unwrap_or(MAX_CAP))?)
+    } else {
+        None
+    };
+    for (j, (&l, &m)) in proposal.iter().zip(&matched).enumerate() {
+        if m > l {
+            return Err(TraceError::new(
+                line,
+                Some("match"),
+                format!("entry {j} is {m}, more than the proposal's {l}"),
+            ));
+        }
+        // Position t = j + 1 has M - t output tokens from it on.
+        let left = output_tokens - (j as u64 + 1);
+        if u64::from(m) > left {
+            return Err(TraceError::new(
+                line,
+                Some("match"),
+                format!("entry {j} is {m}, but only {left} output tokens follow its position"),
+            ));
+        }
+    }
+    Ok(TraceRequest {
+        id,
+        prompt_tokens,
+        output_tokens,
+        proposal,
+        matched,
+        ngram,
+    })
+}
+
+#[derive(Serialize)]
+struct MetaLine<'a> {
+    specdec_trace: u64,
+    #[serde(flatten)]
+    meta: &'a TraceMeta,
+}
+
+/// Writes the metadata line (with its `"specdec_trace"` key first).
+pub fn write_meta(w: &mut impl Write, meta: &TraceMeta) -> io::Result<()> {
+    let mut line = serde_json::to_vec(&MetaLine {
+        specdec_trace: FORMAT_VERSION,
+        meta,
+    })?;
+    line.push(b'\n');
+    w.write_all(&line)
+}
+
+/// Writes one request as one line, keys in the order `id`,
+/// `prompt_tokens`, `output_tokens`, `proposal`, `match` and, when there is
+/// one, `ngram`.
+pub fn write_request(w: &mut impl Write, r: &TraceRequest) -> io::Result<()> {
+    let mut line = Vec::with_capacity(64 + 4 * 3 * r.proposal.len());
+    line.extend_from_slice(b"{\"id\":");
+    serde_json::to_writer(&mut line, &r.id)?;
+    write!(
+        line,
+        ",\"prompt_tokens\":{},\"output_tokens\":{}",
+        r.prompt_tokens, r.output_tokens
+    )?;
+    push_array(&mut line, "proposal", &r.proposal);
+    push_array(&mut line, "match", &r.matched);
+    if let Some(ngram) = &r.ngram {
+        push_array(&mut line, "ngram", ngram);
+    }
+    line.extend_from_slice(b"}\n");
+    w.write_all(&line)
+}
+
+fn push_array(line: &mut Vec<u8>, key: &str, values: &[u8]) {
+    line.extend_from_slice(b",\"");
+    line.extend_from_slice(key.as_bytes());
+    line.extend_from_slice(b"\":[");
+    for (i, &v) in values.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        if v >= 100 {
+            line.push(b'0' + v / 100);
+        }
+        if v >= 10 {
+            line.push(b'0' + v / 10 % 10);
+        }
+        line.push(b'0' + v % 10);
+    }
+    line.push(b']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(text: &str) -> Result<Vec<TraceRequest>, TraceError> {
+        TraceReader::new(text.as_bytes()).collect()
+    }
+
+    fn error_of(text: &[u8]) -> TraceError {
+        TraceReader::new(text)
+            .find_map(Result::err)
+            .expect("an error")
+    }
+
+    fn meta(cap: usize) -> TraceMeta {
+        TraceMeta {
+            tokenizer: "o200k_base".into(),
+            rule: "vllm".into(),
+            min_n: 2,
+            max_n: 5,
+            cap,
+            eos: true,
+            greedy: true,
+        }
+    }
+
+    #[test]
+    fn round_trip_with_and_without_ngram_and_meta() {
+        let requests = vec![
+            TraceRequest {
+                id: Value::from("a"),
+                prompt_tokens: 3,
+                output_tokens: 4,
+                proposal: vec![0, 255, 100],
+                matched: vec![0, 2, 1],
+                ngram: Some(vec![0, 5, 3]),
+            },
+            TraceRequest {
+                id: Value::from(-7),
+                prompt_tokens: 0,
+                output_tokens: 1,
+                proposal: vec![],
+                matched: vec![],
+                ngram: None,
+            },
+        ];
+        let mut file = Vec::new();
+        write_meta(&mut file, &meta(255)).unwrap();
+        for r in &requests {
+            write_request(&mut file, r).unwrap();
+        }
+        let text = String::from_utf8(file.clone()).unwrap();
+        assert!(text.starts_with("{\"specdec_trace\":1,\"tokenizer\":"));
+        assert!(text.contains(
+            "{\"id\":\"a\",\"prompt_tokens\":3,\"output_tokens\":4,\"proposal\":[0,255,100],\"match\":[0,2,1],\"ngram\":[0,5,3]}\n"
+        ));
+        let mut reader = TraceReader::new(file.as_slice());
+        assert_eq!(reader.cap().unwrap(), 255);
+        assert_eq!(reader.collect::<Result<Vec<_>, _>>().unwrap(), requests);
+    }
+
+    #[test]
+    fn without_meta_the_first_line_is_a_request_and_cap_is_default() {
+        let text = "\n{\"output_tokens\":2,\"proposal\":[64],\"match\":[1]}\n\n{\"id\":9,\"output_tokens\":0,\"proposal\":[],\"match\":[]}";
+        let mut reader = TraceReader::new(text.as_bytes());
+        assert_eq!(reader.meta().unwrap(), None);
+        assert_eq!(reader.cap().unwrap(), DEFAULT_CAP);
+        let all: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].id, Value::from(2)); // the line number
+        assert_eq!(all[0].prompt_tokens, 0);
+        assert_eq!(all[1].id, Value::from(9));
+        assert_eq!(all[1].positions(), 0);
+    }
+
+    #[test]
+    fn a_value_above_the_default_cap_is_an_error_without_meta() {
+        let e = error_of(b"{\"output_tokens\":2,\"proposal\":[65],\"match\":[1]}");
+        assert_eq!((e.line, e.field), (1, Some("proposal")));
+        // The same value is fine under a meta cap of 65.
+        let mut file = Vec::new();
+        write_meta(&mut file, &meta(65)).unwrap();
+        file.extend_from_slice(b"{\"output_tokens\":2,\"proposal\":[65],\"match\":[1]}\n");
+        assert!(TraceReader::new(file.as_slice()).all(|r| r.is_ok()));
+    }
+
+    #[test]
+    fn a_value_above_the_meta_cap_is_an_error() {
+        let mut file = Vec::new();
+        write_meta(&mut file, &meta(8)).unwrap();
+        file.extend_from_slice(b"{\"output_tokens\":3,\"proposal\":[8,9],\"match\":[1,1]}\n");
+        let e = error_of(&file);
+        assert_eq!((e.line, e.field), (2, Some("proposal")));
+        assert!(e.message.contains("entry 1 is 9"), "{e}");
+    }
+
+    #[test]
+    fn not_json_and_not_an_object_are_errors() {
+        let e = error_of(b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}\n{oops\n");
+        assert_eq!((e.line, e.field), (2, None));
+        assert!(e.message.starts_with("not JSON"), "{e}");
+        let e = error_of(b"[1,2]\n");
+        assert_eq!((e.line, e.field), (1, None));
+        assert!(e.message.contains("not a JSON object"), "{e}");
+    }
+
+    #[test]
+    fn missing_keys_are_errors_naming_them() {
+        for (text, field) in [
+            ("{\"proposal\":[],\"match\":[]}", "output_tokens"),
+            ("{\"output_tokens\":1,\"match\":[]}", "proposal"),
+            ("{\"output_tokens\":1,\"proposal\":[]}", "match"),
+        ] {
+            let e = error_of(text.as_bytes());
+            assert_eq!((e.line, e.field), (1, Some(field)), "{text}");
+            assert_eq!(e.message, "missing");
+        }
+    }
+
+    #[test]
+    fn arrays_of_the_wrong_length_are_errors() {
+        for (text, field) in [
+            (
+                "{\"output_tokens\":3,\"proposal\":[1],\"match\":[1]}",
+                "proposal",
+            ),
+            (
+                "{\"output_tokens\":2,\"proposal\":[1],\"match\":[1,0]}",
+                "match",
+            ),
+            (
+                "{\"output_tokens\":0,\"proposal\":[1],\"match\":[]}",
+                "proposal",
+            ),
+            (
+                "{\"output_tokens\":2,\"proposal\":[1],\"match\":[1],\"ngram\":[]}",
+                "ngram",
+            ),
+        ] {
+            let e = error_of(text.as_bytes());
+            assert_eq!((e.line, e.field), (1, Some(field)), "{text}");
+        }
+    }
+
+    #[test]
+    fn match_above_proposal_or_past_the_output_is_an_error() {
+        let e = error_of(b"{\"output_tokens\":4,\"proposal\":[2,2,2],\"match\":[2,3,0]}");
+        assert_eq!((e.line, e.field), (1, Some("match")));
+        assert!(e.message.contains("more than the proposal"), "{e}");
+        // Position 3 of 4 has one output token left.
+        let e = error_of(b"{\"output_tokens\":4,\"proposal\":[2,2,2],\"match\":[2,2,2]}");
+        assert_eq!((e.line, e.field), (1, Some("match")));
+        assert!(e.message.contains("only 1 output tokens"), "{e}");
+        assert!(read_all("{\"output_tokens\":4,\"proposal\":[2,2,2],\"match\":[2,2,1]}").is_ok());
+    }
+
+    #[test]
+    fn ngram_above_the_meta_max_n_is_an_error() {
+        let mut file = Vec::new();
+        write_meta(&mut file, &meta(64)).unwrap();
+        file.extend_from_slice(
+            b"{\"output_tokens\":2,\"proposal\":[1],\"match\":[1],\"ngram\":[6]}\n",
+        );
+        let e = error_of(&file);
+        assert_eq!((e.line, e.field), (2, Some("ngram")));
+    }
+
+    #[test]
+    fn bad_ids_and_counts_are_errors() {
+        let e = error_of(b"{\"id\":1.5,\"output_tokens\":1,\"proposal\":[],\"match\":[]}");
+        assert_eq!(e.field, Some("id"));
+        let e = error_of(b"{\"output_tokens\":-1,\"proposal\":[],\"match\":[]}");
+        assert_eq!(e.field, Some("output_tokens"));
+        let e = error_of(b"{\"output_tokens\":2,\"proposal\":[\"1\"],\"match\":[1]}");
+        assert_eq!(e.field, Some("proposal"));
+    }
+
+    #[test]
+    fn a_long_line_is_an_error_without_reading_it_whole() {
+        // A reader that would yield endless bytes without a newline: the
+        // read stops at the limit.
+        let endless = io::repeat(b' ').take(1 << 40);
+        let mut reader = TraceReader::new(io::BufReader::new(endless)).with_max_line_bytes(1000);
+        let e = reader.next().unwrap().unwrap_err();
+        assert_eq!((e.line, e.field), (1, None));
+        assert!(e.message.contains("longer than 1000 bytes"), "{e}");
+        assert!(reader.next().is_none(), "nothing after an error");
+        // Exactly at the limit is fine.
+        let line = b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}";
+        let ok = TraceReader::new(&line[..]).with_max_line_bytes(line.len());
+        assert_eq!(ok.count(), 1);
+        let too_long = TraceReader::new(&line[..]).with_max_line_bytes(line.len() - 1);
+        assert!(too_long.last().unwrap().is_err());
+    }
+
+    use std::io::Read as _;
+
+    #[test]
+    fn non_utf8_is_an_error() {
+        let e =
+            error_of(b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}\n{\"id\":\"\xff\"}\n");
+        assert_eq!((e.line, e.field), (2, None));
+        assert!(e.message.contains("UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn bad_or_late_metadata_is_an_error() {
+        let mut late = b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}\n".to_vec();
+        write_meta(&mut late, &meta(64)).unwrap();
+        let e = error_of(&late);
+        assert_eq!((e.line, e.field), (2, Some("specdec_trace")));
+
+        let e = error_of(b"{\"specdec_trace\":2}");
+        assert_eq!((e.line, e.field), (1, Some("specdec_trace")));
+        let mut bad_cap = Vec::new();
+        write_meta(&mut bad_cap, &meta(64)).unwrap();
+        let bad_cap = String::from_utf8(bad_cap)
+            .unwrap()
+            .replace("\"cap\":64", "\"cap\":256");
+        let mut reader = TraceReader::new(bad_cap.as_bytes());
+        let e = reader.meta().unwrap_err();
+        assert_eq!((e.line, e.field), (1, Some("cap")));
+        assert!(reader.next().unwrap().is_err());
+        assert!(reader.next().is_none());
+    }
+
+    #[test]
+    fn display_names_line_and_field() {
+        let e = TraceError::new(3, Some("match"), "missing");
+        assert_eq!(e.to_string(), "line 3: field \"match\": missing");
+        assert_eq!(TraceError::new(4, None, "x").to_string(), "line 4: x");
+    }
+}
