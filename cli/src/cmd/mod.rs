@@ -4,5 +4,6 @@
 
 pub mod advise;
 pub mod merge;
+pub mod ngram;
 pub mod output;
 pub mod replay;
