@@ -20,7 +20,7 @@ const WORDS: &[&str] = &[
 /// replaced.
 fn edit(lines: usize, seed: u64) -> (String, String) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut line = |rng: &mut Xoshiro256PlusPlus| {
+    let line = |rng: &mut Xoshiro256PlusPlus| {
         let n = 3 + rng.next_u32() as usize % 8;
         let words: Vec<&str> = (0..n)
             .map(|_| WORDS[rng.next_u32() as usize % WORDS.len()])
