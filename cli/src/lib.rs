@@ -26,6 +26,7 @@ pub mod flags;
 pub mod format;
 pub mod http;
 pub mod io;
+pub mod ngram;
 pub mod render;
 pub mod sources;
 pub mod vllm_log;
@@ -108,6 +109,17 @@ enum Command {
     /// per step, and the engine setting for the best static k. Exact for
     /// greedy outputs of the rule the traces were made with.
     Whatif(Box<cmd::whatif::Args>),
+    /// Generate exact n-gram what-if traces from requests' text.
+    ///
+    /// Reads JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id":
+    /// ...} (or, with --git REPO, code edits from a repository's history),
+    /// tokenizes them, and writes a metadata line then one trace line per
+    /// request, in input order: at every output position, how many tokens
+    /// the engine's n-gram drafter (--rule) would propose and how many of
+    /// them the output confirms. Exact for greedy outputs (see docs/cli.md
+    /// for which engines and settings). Bad input stops the run with exit
+    /// status 2, after the lines before it are written.
+    Ngram(Box<cmd::ngram::Args>),
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;
@@ -123,6 +135,7 @@ pub fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Advise(args) => cmd::advise::run(*args),
         Command::Whatif(args) => cmd::whatif::run(*args).map(|()| ExitCode::SUCCESS),
+        Command::Ngram(args) => cmd::ngram::run(*args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

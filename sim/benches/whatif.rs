@@ -24,7 +24,11 @@ fn traces() -> Arc<TraceSet> {
         for t in 1..m {
             let copying = (t / 40 + i) % 3 != 0;
             proposal.push(if copying || t % 5 == 0 { 64u8 } else { 0 });
-            matched.push(if copying { ((40 - t % 40).min(m - t)) as u8 } else { 0 });
+            matched.push(if copying {
+                ((40 - t % 40).min(m - t)) as u8
+            } else {
+                0
+            });
         }
         text += &serde_json::json!({
             "id": i, "output_tokens": m, "proposal": proposal, "match": matched,

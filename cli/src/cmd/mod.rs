@@ -4,6 +4,7 @@
 
 pub mod advise;
 pub mod merge;
+pub mod ngram;
 pub mod output;
 pub mod replay;
 pub mod whatif;

@@ -1,0 +1,537 @@
+//! `ngram`: requests (prompt and output text) into an exact n-gram what-if
+//! trace (the format of `specdec_sim::trace`), for one engine's rule
+//! ([`crate::ngram`]).
+//!
+//! A reading thread reads one line at a time (or, with `--git`, one edit of
+//! a repository's history) and hands each request to worker threads, one
+//! per core, which tokenize it and generate its trace line; the main thread
+//! writes the lines in input order. Memory is bounded: at most
+//! [`window`] requests are in flight (read and not yet written) whatever
+//! the input, each line at most `--max-line-bytes` long. The first bad
+//! request stops the run once every request before it is written (exit
+//! status 2).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use serde_json::Value;
+use specdec_sim::trace::{
+    LineRead, MAX_CAP, TraceMeta, TraceRequest, read_line_bounded, write_meta, write_request,
+};
+
+use crate::error::CliError;
+use crate::flags::parse_size;
+use crate::format::{display_path, excerpt};
+use crate::io::{is_stdin, note_reading_stdin};
+use crate::ngram::git::{History, Limits};
+use crate::ngram::tokenize::{EOS, Tokenizer};
+use crate::ngram::{Config, Rule, generate};
+
+/// `--eos`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum YesNo {
+    /// An end-of-sequence token ends every output (counted in M).
+    Yes,
+    /// The output is the text's tokens alone.
+    No,
+}
+
+/// The flags of `ngram`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The tokenizer: o200k_base or cl100k_base (built in, offline), or the
+    /// path of a Hugging Face tokenizer.json.
+    #[arg(long, value_name = "NAME|FILE", default_value = "o200k_base")]
+    tokenizer: String,
+    /// The engine's drafting rule.
+    #[arg(long, value_enum, default_value_t = Rule::Vllm)]
+    rule: Rule,
+    /// The shortest n-gram matched (1..=255); the engine's own default:
+    /// vllm 5, trtllm 1, llamacpp-simple 12, hf 1. For vllm and
+    /// llamacpp-simple, given alone it sets --max-n too.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    min_n: Option<u8>,
+    /// The longest n-gram matched (1..=255); the engine's own default:
+    /// vllm 5, trtllm 3, llamacpp-simple 12, hf 2. llamacpp-simple takes
+    /// one n: --min-n and --max-n must then be equal.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    max_n: Option<u8>,
+    /// Whether an end-of-sequence token (an id no text token has) ends
+    /// every output and counts in output_tokens.
+    #[arg(long, value_enum, default_value_t = YesNo::Yes)]
+    eos: YesNo,
+    /// The largest value recorded, 1..=255: longer proposals are recorded
+    /// as the cap (for llamacpp-simple it is also the engine's m,
+    /// --spec-ngram-simple-size-m).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
+    cap: u8,
+    /// The outputs came from sampled decoding: recorded as "greedy": false
+    /// in the metadata, with a warning that the trace is not exact.
+    #[arg(long)]
+    sampled: bool,
+    /// The longest input line accepted, in bytes, with an optional suffix
+    /// K, M or G; a longer line stops the run (exit status 2).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    max_line_bytes: u64,
+    /// Write the trace to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Build code-edit requests from the history of the git repository
+    /// REPO instead of reading requests: one per non-merge commit and file
+    /// modified in it, oldest first.
+    #[arg(long, value_name = "REPO", conflicts_with = "file")]
+    git: Option<PathBuf>,
+    /// With --git: the most added plus deleted lines of a file's change.
+    #[arg(long, value_name = "N", default_value_t = 30, requires = "git")]
+    max_changed_lines: u64,
+    /// With --git: the largest file before the commit, in bytes (suffix K,
+    /// M or G allowed).
+    #[arg(long, value_name = "SIZE", default_value = "16KiB", value_parser = parse_size, requires = "git")]
+    max_bytes: u64,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
+    /// JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id": ...};
+    /// standard input when absent or "-".
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+}
+
+/// One request read: where it came from and its text.
+struct Job {
+    index: usize,
+    line: u64,
+    id: Value,
+    prompt: String,
+    output: String,
+}
+
+/// What a worker hands back for request `index`.
+struct Done {
+    line: Vec<u8>,
+    positions: u64,
+}
+
+enum Message {
+    Job(Job),
+    /// The request at this index is bad (or the input could not be read):
+    /// the run stops there.
+    Failed(usize, CliError),
+}
+
+/// Requests in flight (read, not yet written) for `threads` workers.
+pub fn window(threads: usize) -> usize {
+    4 * threads + 16
+}
+
+/// Runs `ngram`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let (min_n, max_n) = args
+        .rule
+        .ns(args.min_n.map(usize::from), args.max_n.map(usize::from));
+    if min_n > max_n {
+        return Err(CliError::new(format!(
+            "--min-n {min_n} is larger than --max-n {max_n}"
+        )));
+    }
+    if args.rule == Rule::LlamacppSimple && min_n != max_n {
+        return Err(CliError::new(format!(
+            "--rule llamacpp-simple matches one n: --min-n {min_n} and --max-n {max_n} must be equal"
+        )));
+    }
+    let cap = usize::from(args.cap);
+    debug_assert!(cap <= MAX_CAP);
+    let config = Config {
+        rule: args.rule,
+        min_n,
+        max_n,
+        cap,
+    };
+    let eos = args.eos == YesNo::Yes;
+    let meta = TraceMeta {
+        tokenizer: args.tokenizer.clone(),
+        rule: args.rule.name().to_owned(),
+        min_n,
+        max_n,
+        cap,
+        eos,
+        greedy: !args.sampled,
+    };
+    let max_line_bytes = usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX);
+
+    // Every input is checked before anything is written.
+    let source: Source = match (&args.git, &args.file) {
+        (Some(repo), _) => Source::Git(Box::new(History::open(
+            repo,
+            Limits {
+                max_changed_lines: args.max_changed_lines,
+                max_bytes: args.max_bytes,
+            },
+        )?)),
+        (None, Some(path)) if !is_stdin(path) => {
+            let name = display_path(path);
+            let file =
+                File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
+            Source::Lines {
+                name,
+                reader: Box::new(BufReader::with_capacity(1 << 16, file)),
+            }
+        }
+        _ => {
+            note_reading_stdin("JSON Lines");
+            Source::Lines {
+                name: "<stdin>".into(),
+                reader: Box::new(BufReader::with_capacity(1 << 16, io::stdin())),
+            }
+        }
+    };
+    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
+    if args.sampled {
+        eprintln!(
+            "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
+        );
+    }
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
+            CliError::new(format!("cannot create {}: {e}", display_path(path)))
+        })?)),
+        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
+    };
+    let threads = args.threads.map_or_else(
+        || thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
+    let output_name = args
+        .output
+        .as_deref()
+        .map_or_else(|| "standard output".to_owned(), display_path);
+    let written = write_meta(&mut out, &meta)
+        .map_err(|e| write_error(&e, &output_name))
+        .and_then(|()| {
+            pipeline(
+                source,
+                tokenizer,
+                config,
+                eos,
+                max_line_bytes,
+                threads,
+                &mut out,
+                &output_name,
+            )
+        });
+    let flushed = out.flush();
+    match written {
+        Err(e) if !is_broken_pipe_error(&e) => return Err(e),
+        _ => {}
+    }
+    match flushed {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(write_error(&e, &output_name)),
+        _ => Ok(()),
+    }
+}
+
+fn write_error(e: &io::Error, output: &str) -> CliError {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        CliError::new(BROKEN_PIPE)
+    } else {
+        CliError::new(format!("cannot write the trace to {output}: {e}"))
+    }
+}
+
+/// A reader of standard output that went away asked for no more: exit 0.
+const BROKEN_PIPE: &str = "the reader of the trace went away";
+
+fn is_broken_pipe_error(e: &CliError) -> bool {
+    e.to_string() == BROKEN_PIPE
+}
+
+enum Source {
+    Lines {
+        name: String,
+        reader: Box<dyn BufRead + Send>,
+    },
+    Git(Box<History>),
+}
+
+/// Reads, generates on `threads` workers and writes in input order.
+#[allow(clippy::too_many_arguments)]
+fn pipeline(
+    source: Source,
+    tokenizer: Arc<Tokenizer>,
+    config: Config,
+    eos: bool,
+    max_line_bytes: usize,
+    threads: usize,
+    out: &mut dyn Write,
+    output_name: &str,
+) -> Result<(), CliError> {
+    let window = window(threads);
+    let (credit_tx, credit_rx) = bounded::<()>(window);
+    for _ in 0..window {
+        credit_tx.send(()).expect("room for every credit");
+    }
+    let (job_tx, job_rx) = bounded::<Message>(window);
+    let (done_tx, done_rx) = unbounded::<(usize, Result<Done, CliError>)>();
+    let is_git = matches!(source, Source::Git(_));
+    // The reader and workers are detached: after an error the main thread
+    // returns without waiting for a reader blocked on a slow input, and
+    // the process ends them.
+    let reader = thread::spawn(move || read_requests(source, max_line_bytes, &credit_rx, &job_tx));
+    let mut workers = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let job_rx = job_rx.clone();
+        let done_tx = done_tx.clone();
+        let tokenizer = Arc::clone(&tokenizer);
+        workers.push(thread::spawn(move || {
+            work(&job_rx, &done_tx, &tokenizer, &config, eos)
+        }));
+    }
+    drop((job_rx, done_tx));
+
+    let mut pending: BTreeMap<usize, Result<Done, CliError>> = BTreeMap::new();
+    let mut next = 0usize;
+    let mut positions = 0u64;
+    let started = Instant::now();
+    let mut last_note = started;
+    let mut noted = false;
+    let note_every = Duration::from_secs(5);
+    loop {
+        let message = match done_rx.recv_timeout(note_every) {
+            Ok(message) => Some(message),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        };
+        if let Some((index, result)) = message {
+            pending.insert(index, result);
+        }
+        while let Some(result) = pending.remove(&next) {
+            let done = result?;
+            out.write_all(&done.line)
+                .map_err(|e| write_error(&e, output_name))?;
+            positions += done.positions;
+            next += 1;
+            let _ = credit_tx.send(());
+        }
+        if last_note.elapsed() >= note_every {
+            last_note = Instant::now();
+            noted = true;
+            progress(next, positions, started);
+        }
+    }
+    if let Some((_, result)) = pending.pop_first() {
+        // Cannot happen: every index below the last is sent.
+        result?;
+    }
+    for worker in workers {
+        let _ = worker.join();
+    }
+    let git_counts = reader.join().ok().flatten();
+    if noted {
+        progress(next, positions, started);
+    }
+    if let (true, Some((commits, skipped))) = (is_git, git_counts) {
+        eprintln!(
+            "ngram --git: {next} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository",
+            skipped.not_text, skipped.too_many_changes, skipped.too_large, skipped.unavailable
+        );
+    }
+    Ok(())
+}
+
+fn progress(requests: usize, positions: u64, started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "ngram: {requests} requests, {positions} positions, {:.0} positions/s",
+        positions as f64 / seconds.max(1e-9)
+    );
+}
+
+/// The reading thread: one message per request, in order, each after a
+/// credit (a request written). Returns the `--git` counts.
+fn read_requests(
+    source: Source,
+    max_line_bytes: usize,
+    credits: &Receiver<()>,
+    jobs: &Sender<Message>,
+) -> Option<(u64, crate::ngram::git::Skipped)> {
+    match source {
+        Source::Git(mut history) => {
+            let mut index = 0;
+            loop {
+                if credits.recv().is_err() {
+                    return None;
+                }
+                let message = match history.next_request() {
+                    Ok(Some(request)) => Message::Job(Job {
+                        index,
+                        line: index as u64 + 1,
+                        id: Value::String(request.id),
+                        prompt: request.prompt,
+                        output: request.output,
+                    }),
+                    Ok(None) => return Some((history.commits, history.skipped)),
+                    Err(e) => Message::Failed(index, e),
+                };
+                let failed = matches!(message, Message::Failed(..));
+                if jobs.send(message).is_err() || failed {
+                    return None;
+                }
+                index += 1;
+            }
+        }
+        Source::Lines { name, mut reader } => {
+            let mut buf = Vec::new();
+            let mut index = 0;
+            let mut line = 0u64;
+            loop {
+                if credits.recv().is_err() {
+                    return None;
+                }
+                let message = loop {
+                    line += 1;
+                    match read_line_bounded(&mut reader, &mut buf, max_line_bytes) {
+                        Err(e) => {
+                            break Some(Message::Failed(
+                                index,
+                                CliError::new(format!("{name}: line {line}: cannot read: {e}")),
+                            ));
+                        }
+                        Ok(LineRead::Eof) => break None,
+                        Ok(LineRead::TooLong) => {
+                            break Some(Message::Failed(
+                                index,
+                                CliError::new(format!(
+                                    "{name}: line {line}: longer than {max_line_bytes} bytes (--max-line-bytes); the rest of the input was not read"
+                                )),
+                            ));
+                        }
+                        Ok(LineRead::Line) => {}
+                    }
+                    if buf.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    break Some(match parse_request(&buf, line, index) {
+                        Ok(job) => Message::Job(job),
+                        Err(e) => Message::Failed(index, CliError::new(format!("{name}: {e}"))),
+                    });
+                };
+                let message = message?;
+                let failed = matches!(message, Message::Failed(..));
+                if jobs.send(message).is_err() || failed {
+                    return None;
+                }
+                index += 1;
+            }
+        }
+    }
+}
+
+/// One input line into a request: `{"prompt": TEXT, "output": TEXT}` with
+/// an optional `"id"` (a string or an integer; the line number when
+/// absent).
+fn parse_request(buf: &[u8], line: u64, index: usize) -> Result<Job, String> {
+    let text = std::str::from_utf8(buf)
+        .map_err(|e| format!("line {line}: not UTF-8 text (byte {})", e.valid_up_to() + 1))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("line {line}: not JSON: {e}"))?;
+    let Value::Object(mut object) = value else {
+        return Err(format!("line {line}: not a JSON object"));
+    };
+    let mut text_field = |key: &'static str| match object.remove(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(format!(
+            "line {line}: field \"{key}\": must be a string, not {}",
+            excerpt(&other.to_string())
+        )),
+        None => Err(format!("line {line}: field \"{key}\": missing")),
+    };
+    let prompt = text_field("prompt")?;
+    let output = text_field("output")?;
+    let id = match object.remove("id") {
+        None => Value::from(line),
+        Some(id @ Value::String(_)) => id,
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Value::Number(n),
+        Some(other) => {
+            return Err(format!(
+                "line {line}: field \"id\": must be a string or an integer, not {}",
+                excerpt(&other.to_string())
+            ));
+        }
+    };
+    Ok(Job {
+        index,
+        line,
+        id,
+        prompt,
+        output,
+    })
+}
+
+/// A worker: tokenizes and generates until the jobs end or the writer is
+/// gone.
+fn work(
+    jobs: &Receiver<Message>,
+    done: &Sender<(usize, Result<Done, CliError>)>,
+    tokenizer: &Tokenizer,
+    config: &Config,
+    eos: bool,
+) {
+    for message in jobs {
+        let (index, result) = match message {
+            Message::Failed(index, e) => (index, Err(e)),
+            Message::Job(job) => (job.index, one_request(&job, tokenizer, config, eos)),
+        };
+        if done.send((index, result)).is_err() {
+            return;
+        }
+    }
+}
+
+fn one_request(
+    job: &Job,
+    tokenizer: &Tokenizer,
+    config: &Config,
+    eos: bool,
+) -> Result<Done, CliError> {
+    let at = |what: &str| {
+        CliError::new(format!(
+            "request {} (line {}): {what}",
+            excerpt(&job.id.to_string()),
+            job.line
+        ))
+    };
+    let mut context = tokenizer.encode(&job.prompt).map_err(|e| at(&e))?;
+    let prompt_tokens = context.len();
+    let output = tokenizer.encode(&job.output).map_err(|e| at(&e))?;
+    context.extend_from_slice(&output);
+    if eos {
+        context.push(EOS);
+    }
+    let output_len = context.len() - prompt_tokens;
+    if output_len == 0 {
+        return Err(at(
+            "field \"output\": tokenizes to nothing, and without --eos yes an output needs at least one token",
+        ));
+    }
+    let positions = generate(config, &context, output_len);
+    let request = TraceRequest {
+        id: job.id.clone(),
+        prompt_tokens: prompt_tokens as u64,
+        output_tokens: output_len as u64,
+        proposal: positions.proposal,
+        matched: positions.matched,
+        ngram: Some(positions.ngram),
+    };
+    let mut line = Vec::new();
+    write_request(&mut line, &request).expect("writing to memory");
+    Ok(Done {
+        positions: request.matched.len() as u64,
+        line,
+    })
+}

@@ -1,0 +1,334 @@
+//! Exact n-gram what-if traces: what each engine's n-gram (prompt-lookup)
+//! drafter would propose at every output position, and how much of it the
+//! true output confirms (the trace format is `specdec_sim::trace`).
+//!
+//! [`generate`] walks the context (prompt tokens, then output tokens) once.
+//! Each n-gram ending at a position is given a canonical id, built from the
+//! id of the `(n-1)`-gram ending at the same position and the token before
+//! it, so that every `n = 1..=max_n` costs one hash-map operation on a key
+//! of two `u32`s (no slice hashing, no rescan): O(`max_n`) per position.
+//! Each id keeps where its n-gram ended first and the two most recent
+//! times, which is all the four rules need. The match count against the
+//! output continues the previous position's when the proposal continues
+//! the same occurrence (one comparison), and otherwise costs one
+//! comparison per matched token.
+//!
+//! # The rules
+//!
+//! At output position `t`, the context `C` is the prompt and the first `t`
+//! output tokens, `T = |C|`; an occurrence of the context's last `n` tokens
+//! is an earlier window `C[s..s+n]` equal to them.
+//!
+//! - [`Rule::Vllm`]: vLLM's `ngram` proposer
+//!   (`vllm/v1/spec_decode/ngram_proposer.py`,
+//!   `_find_longest_matched_ngram_and_propose_tokens`, vllm-project/vllm at
+//!   commit 016e8ede870e3c087fdcdfb36ed3622112712f10): a KMP pass over the
+//!   reversed context finds the longest `n <= max_n` whose suffix occurs
+//!   earlier with at least one token after it, keeping the **earliest**
+//!   such occurrence (`prev_lps >= longest_ngram` moves the position on);
+//!   no proposal when that `n` is below `min_n`. The proposal is every
+//!   token after the occurrence up to the end of the context, cut at the
+//!   engine's `k` (here: at `--cap`). Defaults `min_n = max_n = 5`, vLLM's
+//!   when neither `prompt_lookup_min` nor `prompt_lookup_max` is set (when
+//!   one is, the other takes its value).
+//! - [`Rule::Trtllm`]: TensorRT-LLM's NGram drafter
+//!   (`tensorrt_llm/_torch/speculative/ngram.py`, `NGramPoolManager`,
+//!   NVIDIA/TensorRT-LLM at commit 0249976575050d2c624a5f285683c66de311a3b7)
+//!   with `is_public_pool = False`, `is_keep_all = True`, `is_use_oldest =
+//!   True`: sizes from `max_matching_ngram_size` down to 1, the first
+//!   pattern (the context's suffix) in the request's pool wins, and the pool
+//!   holds, per pattern, the tokens after its occurrences that have at
+//!   least one; the oldest is used. Defaults `min_n = 1`, `max_n = 3`.
+//!   Modelled as the earliest occurrence; the pool differs from that only
+//!   where the earliest occurrence has fewer than `max_draft_len` tokens
+//!   after it and its entry was replaced when a longer one arrived (the
+//!   pool drops shorter matches). With the shared pool (`is_public_pool =
+//!   True`, its default) a proposal depends on other requests: not exact.
+//! - [`Rule::LlamacppSimple`]: llama.cpp's `ngram-simple`
+//!   (`common/ngram-map.cpp`, `common_ngram_simple_draft`, ggml-org/llama.cpp
+//!   at commit 003c90352d1784dc688199277af83e62224bbbef), `n` fixed
+//!   (`--spec-ngram-simple-size-n`, default 12; here `min_n = max_n`) and
+//!   `m = --cap` (`--spec-ngram-simple-size-m`, default 48): nothing while
+//!   the context without the last sampled token is at most `n + m + 1`
+//!   long; else the **most recent** occurrence starting at 1 or later and
+//!   not at `T - n - 1` (the search starts at `cur_len - n - 1` and stops
+//!   above 0); the proposal is the tokens after it up to, not including,
+//!   the last context token, at most `m`; none if that is fewer than `n`.
+//!   Exact with `check_rate = 1` (a larger one skips positions by state).
+//! - [`Rule::Hf`]: Hugging Face's `PromptLookupCandidateGenerator`
+//!   (`src/transformers/generation/candidate_generator.py`): sizes from
+//!   `max_matching_ngram_size` (default 2) down to 1, the first window
+//!   matching the suffix with a token after it (the earliest), its tokens
+//!   after it up to `num_output_tokens` (here: `--cap`). Defaults `min_n =
+//!   1`, `max_n = 2`.
+//!
+//! Where the engine bounds a proposal by its own `k`, the trace holds the
+//! unbounded proposal cut at `--cap`, and the replay drafts `min(k, L_t)`.
+
+pub mod git;
+pub mod tokenize;
+
+#[cfg(test)]
+mod tests;
+
+use rustc_hash::FxHashMap;
+
+/// A drafting rule (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Rule {
+    /// vLLM's `ngram`: longest n in min..=max, earliest occurrence.
+    Vllm,
+    /// TensorRT-LLM's NGram (private pool): longest match, earliest occurrence.
+    Trtllm,
+    /// llama.cpp's `ngram-simple`: fixed n, most recent occurrence.
+    #[value(name = "llamacpp-simple")]
+    LlamacppSimple,
+    /// Hugging Face's prompt lookup: longest match, earliest occurrence.
+    Hf,
+}
+
+impl Rule {
+    /// The name on the command line and in the trace's metadata.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Vllm => "vllm",
+            Rule::Trtllm => "trtllm",
+            Rule::LlamacppSimple => "llamacpp-simple",
+            Rule::Hf => "hf",
+        }
+    }
+
+    /// The engine's own `(min_n, max_n)` when neither is given.
+    pub fn default_ns(self) -> (usize, usize) {
+        match self {
+            Rule::Vllm => (5, 5),
+            Rule::Trtllm => (1, 3),
+            Rule::LlamacppSimple => (12, 12),
+            Rule::Hf => (1, 2),
+        }
+    }
+
+    /// `(min_n, max_n)` from the flags given: vLLM and llama.cpp take one
+    /// for the other when only one is given (llama.cpp has a single `n`);
+    /// TensorRT-LLM and Hugging Face match down to 1 and take a maximum.
+    pub fn ns(self, min_n: Option<usize>, max_n: Option<usize>) -> (usize, usize) {
+        let (dmin, dmax) = self.default_ns();
+        match (self, min_n, max_n) {
+            (_, Some(a), Some(b)) => (a, b),
+            (Rule::Vllm | Rule::LlamacppSimple, Some(a), None) => (a, a),
+            (Rule::Vllm | Rule::LlamacppSimple, None, Some(b)) => (b, b),
+            (_, Some(a), None) => (a, dmax.max(a)),
+            (_, None, Some(b)) => (dmin.min(b), b),
+            (_, None, None) => (dmin, dmax),
+        }
+    }
+}
+
+/// What to generate: the rule, its n-gram sizes, the cap of every value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The drafter's rule.
+    pub rule: Rule,
+    /// The shortest n-gram matched (for llama.cpp, its one `n`).
+    pub min_n: usize,
+    /// The longest n-gram matched, at most 255.
+    pub max_n: usize,
+    /// The longest proposal recorded, 1..=255 (llama.cpp's `m`).
+    pub cap: usize,
+}
+
+/// One request's trace: entry `j` is output position `j + 1`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Positions {
+    /// `L_t`: the proposal's length, at most the cap (0: none).
+    pub proposal: Vec<u8>,
+    /// `m_t`: how many proposed tokens agree with the output from `t` on.
+    pub matched: Vec<u8>,
+    /// `n_t`: the n of the n-gram matched (0: none).
+    pub ngram: Vec<u8>,
+}
+
+/// Where an n-gram ended: first, most recently, and the time before.
+#[derive(Clone, Copy)]
+struct Seen {
+    id: u32,
+    first: u32,
+    last: u32,
+    /// `u32::MAX`: it ended only once.
+    before_last: u32,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The n-grams of a growing context, by canonical id (module docs).
+struct Index {
+    /// 1-grams by token.
+    unigrams: FxHashMap<u32, Seen>,
+    /// `longer[n - 2]`: n-grams (n >= 2) by (the id of the (n-1)-gram
+    /// ending at the same place, the token before that one).
+    longer: Vec<FxHashMap<(u32, u32), Seen>>,
+    /// The next id to give, per n.
+    next_id: Vec<u32>,
+}
+
+impl Index {
+    fn new(max_n: usize) -> Self {
+        Self {
+            unigrams: FxHashMap::default(),
+            longer: (1..max_n).map(|_| FxHashMap::default()).collect(),
+            next_id: vec![0; max_n],
+        }
+    }
+
+    /// Adds the n-grams ending at `e` (n = 1..=min(max_n, e + 1)) and writes
+    /// into `before[n-1]` what was known about each before: where earlier
+    /// occurrences ended, or `None`.
+    fn push(&mut self, context: &[u32], e: usize, before: &mut [Option<Seen>]) {
+        let end = e as u32;
+        let (old, mut id) = match self.unigrams.get_mut(&context[e]) {
+            Some(seen) => touch(seen, end),
+            None => {
+                let id = take_id(&mut self.next_id[0]);
+                self.unigrams.insert(context[e], fresh(id, end));
+                (None, id)
+            }
+        };
+        before[0] = old;
+        let longest = before.len().min(e + 1);
+        for n in 2..=longest {
+            let key = (id, context[e + 1 - n]);
+            let map = &mut self.longer[n - 2];
+            let (old, new_id) = match map.get_mut(&key) {
+                Some(seen) => touch(seen, end),
+                None => {
+                    let new_id = take_id(&mut self.next_id[n - 1]);
+                    map.insert(key, fresh(new_id, end));
+                    (None, new_id)
+                }
+            };
+            before[n - 1] = old;
+            id = new_id;
+        }
+        for slot in &mut before[longest..] {
+            *slot = None;
+        }
+    }
+}
+
+/// Records one more end of an n-gram seen before: what was known, its id.
+fn touch(seen: &mut Seen, end: u32) -> (Option<Seen>, u32) {
+    let old = *seen;
+    seen.before_last = seen.last;
+    seen.last = end;
+    (Some(old), old.id)
+}
+
+fn take_id(next: &mut u32) -> u32 {
+    let id = *next;
+    *next += 1;
+    id
+}
+
+fn fresh(id: u32, end: u32) -> Seen {
+    Seen {
+        id,
+        first: end,
+        last: end,
+        before_last: NONE,
+    }
+}
+
+/// The trace of one request: `context` is the prompt's tokens followed by
+/// the output's (its end-of-sequence token included, if any), of which the
+/// last `output_len` are the output. Entry `j` of each array is output
+/// position `j + 1`; there are `output_len - 1` of them (none for an output
+/// of at most one token).
+pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Positions {
+    let prompt_len = context.len() - output_len;
+    let positions = output_len.saturating_sub(1);
+    let mut out = Positions {
+        proposal: Vec::with_capacity(positions),
+        matched: Vec::with_capacity(positions),
+        ngram: Vec::with_capacity(positions),
+    };
+    if positions == 0 {
+        return out;
+    }
+    let max_n = config.max_n;
+    let cap = config.cap;
+    let mut index = Index::new(max_n);
+    let mut before = vec![None; max_n];
+    // The previous position's proposal: (start, matched), to continue it.
+    let mut previous: Option<(usize, usize)> = None;
+    // Contexts of length T = e + 1 for e < prompt_len are not drafted at.
+    for e in 0..prompt_len + positions {
+        index.push(context, e, &mut before);
+        let len = e + 1; // T
+        if len <= prompt_len {
+            continue;
+        }
+        let found = match config.rule {
+            Rule::Vllm | Rule::Trtllm | Rule::Hf => (config.min_n..=max_n.min(len - 1))
+                .rev()
+                .find_map(|n| before[n - 1].map(|seen| (n, seen.first as usize + 1, len))),
+            Rule::LlamacppSimple => llamacpp_simple(config, &before, len),
+        };
+        let (proposal, matched, n) = match found {
+            Some((n, start, end)) => {
+                let proposal = (end - start).min(cap);
+                let known = match previous {
+                    Some((p, m)) if p + 1 == start && m >= 1 => m - 1,
+                    _ => 0,
+                };
+                let limit = proposal.min(context.len() - len);
+                let mut m = known.min(limit);
+                while m < limit && context[start + m] == context[len + m] {
+                    m += 1;
+                }
+                previous = Some((start, m));
+                (proposal, m, n)
+            }
+            None => {
+                previous = None;
+                (0, 0, 0)
+            }
+        };
+        out.proposal.push(proposal as u8);
+        out.matched.push(matched as u8);
+        out.ngram.push(if proposal == 0 { 0 } else { n as u8 });
+    }
+    out
+}
+
+/// llama.cpp's `ngram-simple` at a context of `len` tokens: `(n, start,
+/// end)` of the proposal `context[start..end]`, or none.
+fn llamacpp_simple(
+    config: &Config,
+    before: &[Option<Seen>],
+    len: usize,
+) -> Option<(usize, usize, usize)> {
+    let n = config.max_n;
+    let m = config.cap;
+    // `cur_len`: the tokens without the one just sampled.
+    let cur_len = len - 1;
+    if cur_len <= n + m + 1 {
+        return None;
+    }
+    let seen = before[n - 1]?;
+    // Ends of earlier occurrences, at most len - 2; the search starts at
+    // start cur_len - n - 1, i.e. end len - 3.
+    let end = if seen.last as usize <= len - 3 {
+        seen.last
+    } else {
+        seen.before_last
+    };
+    if end == NONE || (end as usize) < n {
+        return None; // none, or only the one at position 0
+    }
+    let start = end as usize + 1;
+    let copy = m.min(cur_len - start);
+    if copy < n {
+        return None;
+    }
+    Some((n, start, start + copy))
+}

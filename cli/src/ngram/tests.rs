@@ -1,0 +1,267 @@
+//! The generator against plain rescans transcribed from each engine's
+//! source (cited in the module docs), on random token sequences over small
+//! alphabets, where matches of every length are frequent.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::{Config, Positions, Rule, generate};
+
+/// vLLM's `_find_longest_matched_ngram_and_propose_tokens`, step by step:
+/// KMP over the reversed tokens, `lps` kept for the first `max_ngram`
+/// prefixes, the position moved on whenever `prev_lps >= longest_ngram`.
+/// `(n, start)` of the proposal `tokens[start..]`, or none.
+fn vllm(tokens: &[u32], min_ngram: usize, max_ngram: usize) -> Option<(usize, usize)> {
+    let total = tokens.len();
+    if total < min_ngram {
+        return None;
+    }
+    let rev: Vec<u32> = tokens.iter().rev().copied().collect();
+    let mut lps = vec![0usize; max_ngram];
+    let (mut longest, mut position) = (0usize, 0usize);
+    let mut prev_lps = 0usize;
+    let mut i = 1;
+    while i < total {
+        if rev[prev_lps] == rev[i] {
+            prev_lps += 1;
+            if prev_lps >= longest {
+                longest = prev_lps;
+                position = i;
+            }
+            if i < max_ngram {
+                lps[i] = prev_lps;
+            }
+            if prev_lps == max_ngram {
+                prev_lps = lps[max_ngram - 1];
+            }
+            i += 1;
+        } else if prev_lps != 0 {
+            prev_lps = lps[prev_lps - 1];
+        } else {
+            i += 1;
+        }
+    }
+    if longest < min_ngram {
+        return None;
+    }
+    Some((longest, total - 1 - position + longest))
+}
+
+/// Hugging Face's `PromptLookupCandidateGenerator.get_candidates`: sizes
+/// from the largest down, windows in order, the first with a token after
+/// it (down to `min_n` here; the engine's is 1).
+fn hf(tokens: &[u32], min_n: usize, max_n: usize, cap: usize) -> Option<(usize, usize)> {
+    let len = tokens.len();
+    if len < 2 {
+        return None;
+    }
+    for n in (min_n..=max_n.min(len - 1)).rev() {
+        let suffix = &tokens[len - n..];
+        for idx in 0..=len - n {
+            if &tokens[idx..idx + n] == suffix {
+                let start = idx + n;
+                let end = (start + cap).min(len);
+                if start < end {
+                    return Some((n, start));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// TensorRT-LLM's `NGramPoolManager.get_draft_tokens` with a private pool
+/// built over the whole prefix (`is_keep_all`, `is_use_oldest`): every
+/// pattern with at least one token after it, its matches in order; the
+/// first pattern found from the longest size down, its oldest match.
+fn trtllm(tokens: &[u32], min_n: usize, max_n: usize, cap: usize) -> Option<(usize, usize)> {
+    let len = tokens.len();
+    if len < 2 {
+        return None;
+    }
+    let top = max_n.min(len - 1);
+    let mut pool: HashMap<&[u32], Vec<(usize, &[u32])>> = HashMap::new();
+    for size in (1..=top).rev() {
+        for l in 0..len - size {
+            let r = (l + size + cap).min(len);
+            let pattern = &tokens[l..l + size];
+            let new_match = &tokens[l + size..r];
+            match pool.get_mut(pattern) {
+                None => {
+                    pool.insert(pattern, vec![(l + size, new_match)]);
+                }
+                Some(matches) => {
+                    if !matches.iter().any(|(_, m)| *m == new_match) {
+                        matches.retain(|(_, m)| m.len() >= new_match.len());
+                        matches.push((l + size, new_match));
+                    }
+                }
+            }
+        }
+    }
+    for size in (min_n..=top).rev() {
+        if let Some(matches) = pool.get(&tokens[len - size..]) {
+            return Some((size, matches[0].0));
+        }
+    }
+    None
+}
+
+/// llama.cpp's `common_ngram_simple_draft`: `tokens` is the context without
+/// the token just sampled. `(n, start, copy)`.
+fn llamacpp(
+    tokens: &[u32],
+    sampled: u32,
+    size_ngram: usize,
+    size_mgram: usize,
+) -> Option<(usize, usize, usize)> {
+    let cur_len = tokens.len();
+    let (n_min, n_max) = (size_ngram, size_mgram);
+    if cur_len <= n_min + n_max + 1 {
+        return None;
+    }
+    let mut pattern: Vec<u32> = tokens[cur_len - n_min + 1..].to_vec();
+    pattern.push(sampled);
+    let mut match_pos = 0;
+    let mut j = cur_len - n_min - 1;
+    while j > 0 {
+        if (0..pattern.len()).all(|k| tokens[j + k] == pattern[k]) {
+            match_pos = j;
+            break;
+        }
+        j -= 1;
+    }
+    if match_pos == 0 {
+        return None;
+    }
+    let copy_max = n_max.min(cur_len - (match_pos + n_min));
+    if copy_max < n_min {
+        return None;
+    }
+    Some((n_min, match_pos + n_min, copy_max))
+}
+
+/// The trace by rescanning the whole context at every position.
+fn brute(config: &Config, context: &[u32], output_len: usize) -> Positions {
+    let prompt_len = context.len() - output_len;
+    let mut out = Positions::default();
+    for t in 1..output_len {
+        let len = prompt_len + t;
+        let c = &context[..len];
+        let found = match config.rule {
+            Rule::Vllm => {
+                vllm(c, config.min_n, config.max_n).map(|(n, s)| (n, s, (len - s).min(config.cap)))
+            }
+            Rule::Hf => hf(c, config.min_n, config.max_n, config.cap)
+                .map(|(n, s)| (n, s, (len - s).min(config.cap))),
+            Rule::Trtllm => trtllm(c, config.min_n, config.max_n, config.cap)
+                .map(|(n, s)| (n, s, (len - s).min(config.cap))),
+            Rule::LlamacppSimple => llamacpp(&c[..len - 1], c[len - 1], config.max_n, config.cap),
+        };
+        let (n, l, m) = match found {
+            Some((n, start, l)) => {
+                let m = (0..l)
+                    .take_while(|&i| {
+                        len + i < context.len() && context[start + i] == context[len + i]
+                    })
+                    .count();
+                (n, l, m)
+            }
+            None => (0, 0, 0),
+        };
+        out.proposal.push(l as u8);
+        out.matched.push(m as u8);
+        out.ngram.push(n as u8);
+    }
+    out
+}
+
+fn rule() -> impl Strategy<Value = Rule> {
+    prop_oneof![
+        Just(Rule::Vllm),
+        Just(Rule::Trtllm),
+        Just(Rule::LlamacppSimple),
+        Just(Rule::Hf)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    #[test]
+    fn generator_matches_each_rules_rescan(
+        rule in rule(),
+        alphabet in 1u32..5,
+        prompt in prop::collection::vec(0u32..16, 0..40),
+        output in prop::collection::vec(0u32..16, 0..80),
+        eos in any::<bool>(),
+        min_n in 1usize..5,
+        extra in 0usize..4,
+        cap in prop_oneof![1usize..6, Just(64), Just(255)],
+    ) {
+        let max_n = if rule == Rule::LlamacppSimple { min_n } else { min_n + extra };
+        let config = Config { rule, min_n, max_n, cap };
+        let mut context: Vec<u32> = prompt.iter().chain(&output).map(|t| t % alphabet).collect();
+        if eos {
+            context.push(u32::MAX);
+        }
+        let output_len = output.len() + usize::from(eos);
+        let fast = generate(&config, &context, output_len);
+        let slow = brute(&config, &context, output_len);
+        prop_assert_eq!(fast.proposal.len(), output_len.saturating_sub(1));
+        prop_assert_eq!(&fast, &slow);
+    }
+}
+
+#[test]
+fn vllm_transcription_agrees_with_its_docstring_example() {
+    // [1,2,3,4,2,3], min 2, max 3: [2,3] matches at 1; proposal [4,2,3].
+    assert_eq!(vllm(&[1, 2, 3, 4, 2, 3], 2, 3), Some((2, 3)));
+    assert_eq!(vllm(&[1, 2, 3, 4, 2, 3], 3, 3), None);
+}
+
+#[test]
+fn rules_differ_where_the_engines_do() {
+    // Context ...: "1 2 9 | 1 2 8 | 1 2" — the suffix [1,2] occurs at 0 and 3.
+    let prompt = [1, 2, 9, 1, 2, 8, 1];
+    let output = [2, 8, 5];
+    let context: Vec<u32> = prompt.iter().chain(&output).copied().collect();
+    let at = |rule, min_n, max_n| {
+        generate(
+            &Config {
+                rule,
+                min_n,
+                max_n,
+                cap: 8,
+            },
+            &context,
+            output.len(),
+        )
+    };
+    // Position 1 (context ends "1 2"): the earliest occurrence proposes
+    // "9 1 2 8 1 2", the most recent (llama.cpp, but never position 0 nor
+    // the one just before the suffix) proposes "8 1" (tokens up to, not
+    // including, the last context token).
+    let earliest = at(Rule::Vllm, 2, 2);
+    assert_eq!(
+        (earliest.proposal[0], earliest.matched[0], earliest.ngram[0]),
+        (6, 0, 2)
+    );
+    let hf = at(Rule::Hf, 1, 2);
+    assert_eq!(hf, earliest);
+    let most_recent = generate(
+        &Config {
+            rule: Rule::LlamacppSimple,
+            min_n: 1,
+            max_n: 1,
+            cap: 1,
+        },
+        &context,
+        output.len(),
+    );
+    // cur_len 7 > n + m + 1 = 3; pattern [2] most recently at 4 (start
+    // <= cur_len - n - 1 = 5): copy min(1, 7 - 5) = 1 token, "8", which
+    // the output confirms.
+    assert_eq!((most_recent.proposal[0], most_recent.matched[0]), (1, 1));
+}

@@ -1,0 +1,482 @@
+//! `specdec-metrics ngram`: requests the tests write (and a repository they
+//! build with `git init`) into traces, read back with the trace reader; and
+//! every kind of bad input, each exit status 2 with a message naming the
+//! line and the field.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::{Value, json};
+use specdec_metrics_cli::ngram::tokenize::EOS;
+use specdec_metrics_cli::ngram::{Config, Rule, generate};
+use specdec_sim::trace::{TraceMeta, TraceReader, TraceRequest};
+use tempfile::TempDir;
+
+fn bin() -> Command {
+    Command::cargo_bin("specdec-metrics").unwrap()
+}
+
+struct Run {
+    status: i32,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Run {
+    let mut child = bin()
+        .arg("ngram")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn read_trace(bytes: &[u8]) -> (Option<TraceMeta>, Vec<TraceRequest>) {
+    let mut reader = TraceReader::new(bytes);
+    let meta = reader.meta().unwrap().cloned();
+    let requests = reader.collect::<Result<Vec<_>, _>>().unwrap();
+    (meta, requests)
+}
+
+fn o200k(text: &str) -> Vec<u32> {
+    tiktoken_rs::o200k_base_singleton().encode_ordinary(text)
+}
+
+const REPEATING: &str =
+    "fn add(a: u32, b: u32) -> u32 { a + b }\nfn sub(a: u32, b: u32) -> u32 { a - b }\n";
+
+#[test]
+fn requests_become_trace_lines_in_input_order() {
+    let mut input = String::new();
+    let mut expected = Vec::new();
+    for i in 0..40 {
+        let prompt = format!("request {i}: {REPEATING}");
+        let output = format!("{REPEATING}fn mul{i}(a: u32, b: u32) -> u32 {{ a * b }}\n");
+        let line = if i % 3 == 0 {
+            json!({"prompt": prompt, "output": output})
+        } else {
+            json!({"id": format!("r{i}"), "prompt": prompt, "output": output})
+        };
+        input.push_str(&line.to_string());
+        input.push('\n');
+        if i == 5 {
+            input.push_str("\n   \n"); // blank lines are skipped, but counted
+        }
+        expected.push((prompt, output));
+    }
+    let out = run(
+        &[
+            "--rule",
+            "vllm",
+            "--min-n",
+            "2",
+            "--max-n",
+            "4",
+            "--threads",
+            "3",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stderr, "", "quiet when nothing is to say");
+    let (meta, requests) = read_trace(&out.stdout);
+    assert_eq!(
+        meta,
+        Some(TraceMeta {
+            tokenizer: "o200k_base".into(),
+            rule: "vllm".into(),
+            min_n: 2,
+            max_n: 4,
+            cap: 64,
+            eos: true,
+            greedy: true,
+        })
+    );
+    assert_eq!(requests.len(), 40);
+    let config = Config {
+        rule: Rule::Vllm,
+        min_n: 2,
+        max_n: 4,
+        cap: 64,
+    };
+    for (i, (r, (prompt, output))) in requests.iter().zip(&expected).enumerate() {
+        // Ids as given; the line number when absent (two blank lines after
+        // request 5 shift the later ones).
+        let line = i as u64 + 1 + if i > 5 { 2 } else { 0 };
+        let id = if i % 3 == 0 {
+            Value::from(line)
+        } else {
+            Value::from(format!("r{i}"))
+        };
+        assert_eq!(r.id, id);
+        let mut context = o200k(prompt);
+        assert_eq!(r.prompt_tokens, context.len() as u64);
+        let output_tokens = o200k(output);
+        assert_eq!(
+            r.output_tokens,
+            output_tokens.len() as u64 + 1,
+            "the EOS counts"
+        );
+        context.extend(output_tokens);
+        context.push(EOS);
+        let want = generate(&config, &context, r.output_tokens as usize);
+        assert_eq!(r.proposal, want.proposal);
+        assert_eq!(r.matched, want.matched);
+        assert_eq!(r.ngram.as_ref(), Some(&want.ngram));
+        // The output repeats the prompt: most positions are matched.
+        let matched = r.matched.iter().filter(|&&m| m > 0).count();
+        assert!(
+            matched * 2 > r.matched.len(),
+            "{matched} of {}",
+            r.matched.len()
+        );
+    }
+}
+
+#[test]
+fn eos_no_cap_rule_and_sampled_are_honoured() {
+    let input = json!({"id": 7, "prompt": REPEATING, "output": REPEATING}).to_string();
+    let out = run(
+        &[
+            "--eos",
+            "no",
+            "--cap",
+            "3",
+            "--rule",
+            "hf",
+            "--sampled",
+            "--tokenizer",
+            "cl100k_base",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("not an exact counterfactual"),
+        "{}",
+        out.stderr
+    );
+    let (meta, requests) = read_trace(&out.stdout);
+    let meta = meta.unwrap();
+    assert_eq!((meta.rule.as_str(), meta.min_n, meta.max_n), ("hf", 1, 2));
+    assert_eq!((meta.cap, meta.eos, meta.greedy), (3, false, false));
+    assert_eq!(meta.tokenizer, "cl100k_base");
+    let bpe = tiktoken_rs::cl100k_base_singleton();
+    let r = &requests[0];
+    assert_eq!(r.id, Value::from(7));
+    assert_eq!(r.output_tokens, bpe.encode_ordinary(REPEATING).len() as u64);
+    assert!(r.proposal.iter().all(|&l| l <= 3));
+    assert!(r.proposal.contains(&3), "the cap is reached on a repeat");
+}
+
+#[test]
+fn a_hugging_face_tokenizer_file_is_used() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    let tokenizer = json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "c": 2, "[UNK]": 3}, "unk_token": "[UNK]"}
+    });
+    std::fs::write(&path, tokenizer.to_string()).unwrap();
+    let input = json!({"prompt": "a b c a b", "output": "c a b c"}).to_string();
+    let out = run(
+        &["--tokenizer", path.to_str().unwrap(), "--rule", "trtllm"],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (_, requests) = read_trace(&out.stdout);
+    let r = &requests[0];
+    assert_eq!((r.prompt_tokens, r.output_tokens), (5, 5));
+    // Context "a b c a b c" at position 1: the suffix "a b c" (n = 3)
+    // first occurred at 0, followed by "a b c" up to the end of the
+    // context, which the rest of the output ("a b c", then EOS) confirms.
+    assert_eq!(r.proposal[0], 3);
+    assert_eq!(r.matched[0], 3);
+    assert_eq!(r.ngram.as_ref().unwrap()[0], 3);
+    // Position 2 (context "a b c a b c a"): the suffix "b c a" first
+    // occurred at 1, followed by "b c a"; the output goes on "b c", then
+    // ends.
+    assert_eq!(
+        (r.proposal[1], r.matched[1], r.ngram.as_ref().unwrap()[1]),
+        (3, 2, 3)
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+fn lines(n: usize, tag: &str) -> String {
+    (0..n)
+        .map(|i| format!("line {i} of the file {tag}\n"))
+        .collect()
+}
+
+#[test]
+fn git_history_becomes_code_edit_requests() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), lines(20, "a")).unwrap();
+    std::fs::write(repo.join("big.txt"), lines(20, "b")).unwrap();
+    std::fs::write(repo.join("bin.dat"), b"\x00\x01\x02").unwrap();
+    std::fs::write(repo.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "first"]);
+    let mut a = lines(20, "a");
+    a.push_str("one more line\n");
+    std::fs::write(repo.join("a.txt"), &a).unwrap();
+    std::fs::write(repo.join("big.txt"), lines(60, "B")).unwrap(); // 80 changed lines
+    std::fs::write(repo.join("bin.dat"), b"\x00\x01\x03").unwrap();
+    std::fs::write(repo.join("latin1.txt"), b"caf\xe9s\n").unwrap();
+    std::fs::write(repo.join("new.txt"), "added, not modified\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "second: grow a"]);
+    std::fs::write(repo.join("a.txt"), lines(20, "a")).unwrap();
+    git(repo, &["commit", "-qam", "third: shrink a"]);
+
+    let out = run(
+        &[
+            "--git",
+            repo.to_str().unwrap(),
+            "--rule",
+            "vllm",
+            "--min-n",
+            "2",
+            "--max-n",
+            "5",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (meta, requests) = read_trace(&out.stdout);
+    assert_eq!(meta.unwrap().rule, "vllm");
+    let ids: Vec<String> = requests
+        .iter()
+        .map(|r| r.id.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.iter().all(|id| id.ends_with(":a.txt")), "{ids:?}");
+    assert_ne!(ids[0], ids[1], "oldest first, one per commit");
+    // The second request: prompt "third: shrink a\n\n" + the 21-line file,
+    // output the 20-line file, which the drafter copies almost whole.
+    let prompt = format!("third: shrink a\n\n{a}");
+    assert_eq!(requests[1].prompt_tokens, o200k(&prompt).len() as u64);
+    assert_eq!(
+        requests[1].output_tokens,
+        o200k(&lines(20, "a")).len() as u64 + 1
+    );
+    let r = &requests[1];
+    assert!(r.matched.iter().map(|&m| u64::from(m)).sum::<u64>() > r.output_tokens);
+    assert!(
+        out.stderr.contains("2 requests")
+            && out.stderr.contains("skipped 2 files not UTF-8 text")
+            && out.stderr.contains("1 with more changed lines"),
+        "{}",
+        out.stderr
+    );
+
+    // --max-bytes below the before-file's size skips everything.
+    let out = run(
+        &["--git", repo.to_str().unwrap(), "--max-bytes", "100"],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(read_trace(&out.stdout).1.len(), 0);
+    assert!(
+        out.stderr.contains("2 larger than --max-bytes"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn assert_bad(args: &[&str], stdin: &[u8], needles: &[&str]) {
+    let out = run(args, stdin);
+    assert_eq!(out.status, 2, "{args:?}: {}", out.stderr);
+    for needle in needles {
+        assert!(
+            out.stderr.contains(needle),
+            "{args:?}: {needle:?} not in {}",
+            out.stderr
+        );
+    }
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+}
+
+const GOOD: &str = "{\"prompt\":\"a\",\"output\":\"b\"}\n";
+
+#[test]
+fn bad_requests_stop_the_run_naming_line_and_field() {
+    let cases: &[(&[u8], &[&str])] = &[
+        (
+            b"{\"prompt\":\"a\"}\n",
+            &["line 1", "field \"output\"", "missing"],
+        ),
+        (
+            b"{\"output\":\"a\"}\n",
+            &["line 1", "field \"prompt\"", "missing"],
+        ),
+        (
+            b"{\"prompt\":\"a\",\"output\":3}\n",
+            &["line 1", "field \"output\"", "must be a string"],
+        ),
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"id\":[1]}\n",
+            &["line 1", "field \"id\""],
+        ),
+        (b"[1, 2]\n", &["line 1", "not a JSON object"]),
+        (b"{\"prompt\":\"a\",\n", &["line 1", "not JSON"]),
+        (
+            b"{\"prompt\":\"\xff\",\"output\":\"b\"}\n",
+            &["line 1", "not UTF-8"],
+        ),
+    ];
+    for (bad, needles) in cases {
+        let mut input = GOOD.repeat(3).into_bytes();
+        input.extend_from_slice(bad);
+        input.extend_from_slice(GOOD.as_bytes());
+        let needles: Vec<String> = needles
+            .iter()
+            .map(|n| n.replace("line 1", "line 4"))
+            .collect();
+        let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
+        let out = run(&[], &input);
+        assert_eq!(out.status, 2, "{}", out.stderr);
+        for needle in &needles {
+            assert!(
+                out.stderr.contains(needle),
+                "{needle:?} not in {}",
+                out.stderr
+            );
+        }
+        // The three requests before it were written, and nothing after.
+        assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 4);
+    }
+}
+
+#[test]
+fn an_output_of_no_tokens_needs_eos() {
+    let input = b"{\"prompt\":\"a\",\"output\":\"\"}\n";
+    assert_bad(
+        &["--eos", "no"],
+        input,
+        &["line 1", "field \"output\"", "tokenizes to nothing"],
+    );
+    let out = run(&[], input);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(read_trace(&out.stdout).1[0].output_tokens, 1);
+}
+
+#[test]
+fn a_line_longer_than_the_limit_is_not_read_whole() {
+    assert_bad(
+        &["--max-line-bytes", "1K"],
+        format!(
+            "{GOOD}{{\"prompt\":\"{}\",\"output\":\"b\"}}\n",
+            "x".repeat(2000)
+        )
+        .as_bytes(),
+        &["line 2", "longer than 1024 bytes"],
+    );
+    // 80 MiB without a newline against the default 64 MiB: stops at the
+    // limit (the writer's later writes fail, which is fine).
+    let mut child = bin()
+        .args(["ngram"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..80 {
+            if input.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: longer than 67108864 bytes"));
+}
+
+#[test]
+fn bad_flags_and_files_are_errors() {
+    let dir = TempDir::new().unwrap();
+    let missing = dir.path().join("missing.jsonl");
+    assert_bad(
+        &[missing.to_str().unwrap()],
+        b"",
+        &["cannot open", "missing.jsonl"],
+    );
+    let not_tokenizer = dir.path().join("tok.json");
+    std::fs::write(&not_tokenizer, "{\"hello\": 1}").unwrap();
+    assert_bad(
+        &["--tokenizer", not_tokenizer.to_str().unwrap()],
+        GOOD.as_bytes(),
+        &["not a Hugging Face tokenizer.json"],
+    );
+    assert_bad(
+        &["--tokenizer", missing.to_str().unwrap()],
+        GOOD.as_bytes(),
+        &["cannot open it"],
+    );
+    assert_bad(&["--min-n", "0"], GOOD.as_bytes(), &["--min-n"]);
+    assert_bad(
+        &["--min-n", "4", "--max-n", "3"],
+        GOOD.as_bytes(),
+        &["--min-n 4 is larger than --max-n 3"],
+    );
+    assert_bad(&["--cap", "0"], GOOD.as_bytes(), &["--cap"]);
+    assert_bad(&["--cap", "256"], GOOD.as_bytes(), &["--cap"]);
+    assert_bad(
+        &["--rule", "llamacpp-simple", "--min-n", "2", "--max-n", "3"],
+        GOOD.as_bytes(),
+        &["must be equal"],
+    );
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["not a git repository"],
+    );
+    assert_bad(
+        &["--git", missing.to_str().unwrap()],
+        b"",
+        &["no such directory"],
+    );
+}
