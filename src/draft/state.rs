@@ -15,6 +15,15 @@ const SCALE: i32 = 1 << 14;
 /// The score's exponential weight on the newest verify step is
 /// `1 / 2^SHIFT`: 1/4, a memory of about four steps.
 const SHIFT: u32 = 2;
+/// The bit of [`RequestState`]'s word that says the request's latest step
+/// proposed no draft ([`RequestState::after_undrafted`]); the score
+/// (`0..=SCALE`, 15 bits) lives below it.
+const UNDRAFTED: u16 = 1 << 15;
+/// The score's bits.
+const SCORE_MASK: u16 = UNDRAFTED - 1;
+/// The most recent-acceptance levels a [`RequestState::level`] splits the
+/// score into (a [`StateSpace`](crate::StateSpace) accepts `1..=16`).
+pub(crate) const MAX_LEVELS: usize = 16;
 
 /// What a request knows about how well its drafts have been doing lately:
 /// an exponentially weighted score of its recent acceptance (each verify
@@ -65,7 +74,8 @@ const SHIFT: u32 = 2;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RequestState {
-    /// `0..=SCALE`: the weighted acceptance, fixed point.
+    /// Bits 0..15: the weighted acceptance, fixed point, `0..=SCALE`; bit
+    /// 15 ([`UNDRAFTED`]): the latest step proposed no draft.
     score: u16,
 }
 
@@ -109,7 +119,15 @@ impl RequestState {
     /// accepted `accepted` of them (clamped to `drafted`): the score moves a
     /// quarter of the way to `accepted / tested`, `tested = min(drafted,
     /// accepted + 1)` the positions the verifier reached. A step that
-    /// drafted nothing leaves it unchanged.
+    /// drafted nothing leaves it unchanged. Any counts are accepted and
+    /// never panic: the arithmetic is exact up to `usize::MAX`.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::new();
+    /// assert_eq!(state.after(usize::MAX, usize::MAX), state.after(4, 4));
+    /// assert_eq!(state.after(1 << 50, 0), state.after(4, 0));
+    /// ```
     #[inline]
     #[must_use]
     pub fn after(self, drafted: usize, accepted: usize) -> Self {
@@ -117,9 +135,13 @@ impl RequestState {
             return self;
         }
         let accepted = accepted.min(drafted);
-        let tested = drafted.min(accepted + 1);
-        let target = (accepted * SCALE as usize / tested) as i32;
-        let score = i32::from(self.score);
+        // Saturating: `accepted + 1` wraps at `usize::MAX` (a division by
+        // zero), and the product below is exact in `u128` (`accepted <
+        // 2^64`, `SCALE = 2^14`) where `usize` wrapped from `2^50` on.
+        let tested = drafted.min(accepted.saturating_add(1));
+        // `accepted <= tested`, so the target is at most `SCALE`.
+        let target = (accepted as u128 * SCALE as u128 / tested as u128) as i32;
+        let score = i32::from(self.score & SCORE_MASK);
         // Rounds towards the target, so a run of full (or no) acceptance
         // reaches the top (or bottom) level, never stopping a step short.
         let step = (target - score) >> SHIFT;
@@ -128,21 +150,83 @@ impl RequestState {
         } else {
             step
         };
+        // A drafted step clears the "no draft" flag.
         Self {
             score: (score + step) as u16,
         }
+    }
+
+    /// The state after a step on which the drafter proposed nothing (an
+    /// n-gram drafter found no match): the score is unchanged, and
+    /// [`after_undrafted_step`](Self::after_undrafted_step) says so until
+    /// the next drafted step ([`after`](Self::after) with `drafted > 0`
+    /// clears it). For state definitions that want "the previous step had
+    /// no draft" as a signal ([`StateSpace::by_after_undrafted`]); a
+    /// definition that does not want it ignores the flag, and
+    /// [`after`](Self::after)`(0, _)` (the default for a step without a
+    /// draft) leaves the state exactly as it was.
+    ///
+    /// Call it when the *drafter* had nothing to propose. A step on which
+    /// the plan chose not to draft (`k = 0`) is better left as
+    /// `after(0, 0)`: the request's next step is not one after a failed
+    /// lookup.
+    ///
+    /// [`StateSpace::by_after_undrafted`]: crate::StateSpace::by_after_undrafted
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::new();
+    /// let missed = state.after_undrafted();
+    /// assert!(missed.after_undrafted_step() && !state.after_undrafted_step());
+    /// assert_eq!((missed.score(), missed.index()), (state.score(), state.index()));
+    /// assert!(missed.after(0, 0).after_undrafted_step()); // no draft, no news
+    /// assert!(!missed.after(3, 1).after_undrafted_step()); // a drafted step clears it
+    /// assert_eq!(missed.after(3, 1), state.after(3, 1));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn after_undrafted(self) -> Self {
+        Self {
+            score: self.score | UNDRAFTED,
+        }
+    }
+
+    /// Whether the latest step proposed no draft
+    /// ([`after_undrafted`](Self::after_undrafted)) and no drafted step
+    /// came since.
+    #[inline]
+    pub const fn after_undrafted_step(self) -> bool {
+        self.score & UNDRAFTED != 0
+    }
+
+    /// The score's level among `levels` equal parts of `[0, 1]`:
+    /// `floor(score × levels)`, at most `levels - 1` (`0` for `levels`
+    /// 0). [`index`](Self::index) is `level(COUNT)`.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::with_score(0.7);
+    /// assert_eq!((state.level(2), state.level(3), state.level(10)), (1, 2, 7));
+    /// assert_eq!(state.level(RequestState::COUNT), state.index());
+    /// assert_eq!(RequestState::with_score(1.0).level(3), 2);
+    /// assert_eq!(state.level(1), 0);
+    /// ```
+    #[inline]
+    pub const fn level(self, levels: usize) -> usize {
+        let level = (self.score & SCORE_MASK) as usize * levels / SCALE as usize;
+        if level < levels { level } else { levels.saturating_sub(1) }
     }
 
     /// The state's number, `0..COUNT`: the score's quarter (`0`: under 1/4
     /// of recent drafts accepted, `3`: at least 3/4).
     #[inline]
     pub fn index(self) -> usize {
-        (usize::from(self.score) * Self::COUNT / SCALE as usize).min(Self::COUNT - 1)
+        self.level(Self::COUNT)
     }
 
     /// The score, the weighted recent acceptance, in `[0, 1]`.
     pub fn score(self) -> f64 {
-        f64::from(self.score) / f64::from(SCALE)
+        f64::from(self.score & SCORE_MASK) / f64::from(SCALE)
     }
 }
 
