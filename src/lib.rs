@@ -196,11 +196,11 @@ mod report;
 
 pub use draft::{
     AdviceError, Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison,
-    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan,
+    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan, DraftSignal,
     EXPLORATION_PERIOD, EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified,
     MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState,
-    SharedPlan, SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule,
-    VllmSchedule,
+    SharedPlan, SharedStatePlan, SharedStateTable, StateController, StatePlan, StateSpace,
+    StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

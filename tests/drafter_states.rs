@@ -23,7 +23,10 @@ fn huge_counts_saturate_instead_of_wrapping() {
                 next.score()
             );
             if start < 1.0 {
-                assert!(next.score() > state.score(), "after({k}, {a}) from {start}: stuck");
+                assert!(
+                    next.score() > state.score(),
+                    "after({k}, {a}) from {start}: stuck"
+                );
             }
         }
         // Huge drafts with nothing accepted move the score down as a small one does.

@@ -4,11 +4,14 @@
 
 use super::controller::DraftController;
 use super::cost::StepCost;
-use super::plan::EXPLORATION_PERIOD;
-use crate::AcceptanceHistogram;
+use super::plan::{DraftPlan, EXPLORATION_PERIOD};
+#[cfg(doc)]
+use super::space::StateSpace;
+use super::table::SharedStateTable;
 use crate::error::{ConfigError, ParameterError};
 use crate::record::MAX_MAX_DRAFT_LEN;
 use crate::record::sync::{AtomicU64, Ordering};
+use crate::{AcceptanceHistogram, MAX_STATES};
 
 /// Fixed-point one: a score of `SCALE` is an acceptance of 100%.
 const SCALE: i32 = 1 << 14;
@@ -214,7 +217,11 @@ impl RequestState {
     #[inline]
     pub const fn level(self, levels: usize) -> usize {
         let level = (self.score & SCORE_MASK) as usize * levels / SCALE as usize;
-        if level < levels { level } else { levels.saturating_sub(1) }
+        if level < levels {
+            level
+        } else {
+            levels.saturating_sub(1)
+        }
     }
 
     /// The state's number, `0..COUNT`: the score's quarter (`0`: under 1/4
@@ -462,14 +469,76 @@ impl SharedStatePlan {
 /// assert_eq!(controller.draft_len(RequestState::with_score(0.0)), 1); // never 0
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Many states, and states that do not draft
+///
+/// [`with_states`](Self::with_states) makes a controller over any number
+/// of states up to [`MAX_STATES`] (128), for a [`StateSpace`]'s
+/// [`count`](StateSpace::count); its states are numbered by the space's
+/// [`index`](StateSpace::index), and its plan is published in a
+/// [`SharedStateTable`] ([`publish`](Self::publish)). Its states may
+/// choose `k = 0` where drafting does not pay (a state of the space whose
+/// drafts mostly fail, such as a short match right after a no-match
+/// step), and they are not trapped there: a state at 0 still drafts one
+/// token on its exploration steps (`step % 32 == 31`, one request-step in
+/// [`EXPLORATION_PERIOD`]), so its histogram keeps receiving data and its
+/// choice leaves 0 once drafting pays again. The exploration steps are
+/// those whose `step` is 31 modulo 32, so `step` must not be correlated
+/// with the state: a state entered only on even engine steps would never
+/// explore. The engine step is fine for states that do not follow a
+/// schedule; `engine_step + request_id` also spreads one batch's
+/// exploration over 32 steps. `tests/drafter_states.rs`
+/// checks the bound: a state whose acceptance turns from none to 90%
+/// leaves 0 at the first update after the change once an interval holds
+/// about 1,000 request-steps of the state (about 30 exploration steps),
+/// and within 4 updates from about 250.
+///
+/// ```
+/// use specdec_metrics::{
+///     DraftSignal, Recorder, RequestState, SharedStateTable, StateController, StateSpace, StepCost,
+/// };
+///
+/// // Recent acceptance in 2 levels × a full or a short n-gram match: 4 states.
+/// let space = StateSpace::new(2)?.by_short_match()?;
+/// let recorder = Recorder::with_states(4, space.count())?;
+/// let mut controller = StateController::with_states(4, StepCost::linear(1.0, 0.3)?, space.count())?;
+/// let table = controller.shared_table();
+/// let worker = recorder.worker();
+/// let mut previous = recorder.snapshot_by_state();
+/// let mut request = RequestState::new();
+/// for step in 0..40_000u64 {
+///     // The drafter matched 1 token of max_n = 3 on every third step, else 3.
+///     let signal = DraftSignal::ngram(if step % 3 == 0 { 1 } else { 3 }, 3);
+///     let state = space.index(request, signal);
+///     let k = table.draft_len_for(state, step);
+///     let a = if signal.short_match() { 0 } else { k }; // short matches always fail
+///     if k > 0 {
+///         worker.observe_in(state, k, a)?;
+///     }
+///     request = request.after(k, a);
+///     if step % 2000 == 1999 {
+///         let now = recorder.snapshot_by_state();
+///         let windows: Vec<_> = now.iter().zip(&previous).map(|(n, p)| n.delta_since(p)).collect::<Result<_, _>>()?;
+///         controller.update(&windows);
+///         controller.publish(&table);
+///         previous = now;
+///     }
+/// }
+/// let level = request.level(space.levels());
+/// assert_eq!(table.draft_len_for(space.index(request, DraftSignal::ngram(3, 3)), 0), 4);
+/// assert_eq!(table.draft_len_for(space.index(request, DraftSignal::ngram(1, 3)), 0), 0);
+/// assert_eq!(table.draft_len_for(space.compose(level, 1), 31), 1); // 0 still explores
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct StateController {
-    controllers: [DraftController; RequestState::COUNT],
+    controllers: Box<[DraftController]>,
 }
 
 impl StateController {
-    /// A controller per state, each as [`DraftController::new`] with a
-    /// floor of one draft token.
+    /// A controller per [`RequestState`] (its [`COUNT`](RequestState::COUNT)
+    /// states), each as [`DraftController::new`] with a floor of one draft
+    /// token.
     ///
     /// # Errors
     ///
@@ -479,7 +548,40 @@ impl StateController {
             .with_min_draft_len(1)
             .expect("K >= 1");
         Ok(Self {
-            controllers: core::array::from_fn(|_| one.clone()),
+            controllers: vec![one; RequestState::COUNT].into_boxed_slice(),
+        })
+    }
+
+    /// A controller per state `0..states` (`1..=128`, for example a
+    /// [`StateSpace::count`]), each as [`DraftController::new`]: no floor,
+    /// so a state where drafting does not pay chooses 0 and still explores
+    /// one token on one request-step in 32 (see "Many states" above). Give
+    /// it a floor with [`configure`](Self::configure) (`|c|
+    /// c.with_min_draft_len(1)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`DraftController::new`]; [`ConfigError::States`] for `states`
+    /// outside `1..=128`.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 24)?;
+    /// assert_eq!((c.states(), c.plans().len()), (24, 24));
+    /// assert!(StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 129).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_states(
+        max_draft_len: usize,
+        cost: StepCost,
+        states: usize,
+    ) -> Result<Self, ConfigError> {
+        if !(1..=MAX_STATES).contains(&states) {
+            return Err(ConfigError::States { states });
+        }
+        let one = DraftController::new(max_draft_len, cost)?;
+        Ok(Self {
+            controllers: vec![one; states].into_boxed_slice(),
         })
     }
 
@@ -498,23 +600,28 @@ impl StateController {
     /// ```
     pub fn configure(
         self,
-        mut configure: impl FnMut(DraftController) -> Result<DraftController, ParameterError>,
+        configure: impl FnMut(DraftController) -> Result<DraftController, ParameterError>,
     ) -> Result<Self, ParameterError> {
-        let configured = self
-            .controllers
-            .into_iter()
-            .map(&mut configure)
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            controllers: configured
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("one controller per state")),
+            controllers: self
+                .controllers
+                .into_vec()
+                .into_iter()
+                .map(configure)
+                .collect::<Result<_, _>>()?,
         })
     }
 
-    /// Takes in the latest interval's histogram of each state, in
-    /// [`RequestState::index`] order. A missing window (fewer than `COUNT`)
-    /// is an interval without steps for that state; extra ones are ignored.
+    /// The number of states.
+    pub fn states(&self) -> usize {
+        self.controllers.len()
+    }
+
+    /// Takes in the latest interval's histogram of each state, in state
+    /// order ([`RequestState::index`], or [`StateSpace::index`] for
+    /// [`with_states`](Self::with_states)). A missing window (fewer than
+    /// [`states`](Self::states)) is an interval without steps for that
+    /// state; extra ones are ignored.
     pub fn update(&mut self, windows: &[AcceptanceHistogram]) {
         for (state, controller) in self.controllers.iter_mut().enumerate() {
             match windows.get(state) {
@@ -528,30 +635,93 @@ impl StateController {
         }
     }
 
-    /// The draft length for a request in `state` at engine step `step`.
+    /// The controller of state number `index`, the last state's for an
+    /// index beyond them (so the [`RequestState`] methods never panic).
+    #[inline]
+    fn at(&self, index: usize) -> &DraftController {
+        &self.controllers[index.min(self.controllers.len() - 1)]
+    }
+
+    /// The draft length for a request in `state` at engine step `step`
+    /// (state [`state.index()`](RequestState::index), or the last state
+    /// when the controller has fewer).
     #[inline]
     pub fn draft_len_for(&self, state: RequestState, step: u64) -> usize {
-        self.controllers[state.index()].draft_len_for(step)
+        self.at(state.index()).draft_len_for(step)
     }
 
-    /// The current choice for `state`.
+    /// The current choice for `state` (as in
+    /// [`draft_len_for`](Self::draft_len_for)).
     pub fn draft_len(&self, state: RequestState) -> usize {
-        self.controllers[state.index()].draft_len()
+        self.at(state.index()).draft_len()
     }
 
-    /// The current plan, to publish in a [`SharedStatePlan`].
+    /// The draft length for state number `index` at engine step `step`; 0
+    /// for a state the controller does not have.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 6)?;
+    /// assert_eq!(c.draft_len_at(5, 0), c.plans().last().unwrap().draft_len());
+    /// assert_eq!(c.draft_len_at(6, 0), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn draft_len_at(&self, index: usize, step: u64) -> usize {
+        self.controllers
+            .get(index)
+            .map_or(0, |c| c.draft_len_for(step))
+    }
+
+    /// The plan of every state, in state order.
+    pub fn plans(&self) -> impl ExactSizeIterator<Item = DraftPlan> + '_ {
+        self.controllers.iter().map(DraftController::plan)
+    }
+
+    /// The current plan of the first [`RequestState::COUNT`] states, to
+    /// publish in a [`SharedStatePlan`]: every state of a controller made
+    /// by [`new`](Self::new). A controller of fewer states reads 0 for the
+    /// missing ones; one of more publishes its plans in a
+    /// [`SharedStateTable`] instead ([`publish`](Self::publish)).
     pub fn plan(&self) -> StatePlan {
         let max = self.controllers[0].max_draft_len();
         StatePlan::new(
-            self.controllers.each_ref().map(DraftController::draft_len),
+            core::array::from_fn(|s| self.controllers.get(s).map_or(0, |c| c.draft_len())),
             max,
         )
         .expect("every choice is at most K")
     }
 
-    /// The controller of `state` (its memory, switches, regime changes).
+    /// A [`SharedStateTable`] holding every state's current plan (draft
+    /// and exploration length), sized for this controller.
+    pub fn shared_table(&self) -> SharedStateTable {
+        let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
+        for (slot, plan) in plans.iter_mut().zip(self.plans()) {
+            *slot = plan;
+        }
+        SharedStateTable::new(&plans[..self.states()]).expect("1..=128 states")
+    }
+
+    /// Publishes every state's current plan in `table` (states beyond the
+    /// table's are ignored), without allocating: one relaxed store per
+    /// four states.
+    pub fn publish(&self, table: &SharedStateTable) {
+        let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
+        for (slot, plan) in plans.iter_mut().zip(self.plans()) {
+            *slot = plan;
+        }
+        table.publish(&plans[..self.states()]);
+    }
+
+    /// The controller of `state` (its memory, switches, regime changes;
+    /// the last state's when the controller has fewer).
     pub fn controller(&self, state: RequestState) -> &DraftController {
-        &self.controllers[state.index()]
+        self.at(state.index())
+    }
+
+    /// The controller of state number `index`, if there is one.
+    pub fn controller_at(&self, index: usize) -> Option<&DraftController> {
+        self.controllers.get(index)
     }
 
     /// Switches of any state's draft length so far.
