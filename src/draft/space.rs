@@ -65,6 +65,13 @@ impl DraftSignal {
 
     /// An n-gram drafter matched a suffix of `matched_n` tokens, looking
     /// for at most `max_n`: a short match when `matched_n < max_n`.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert!(DraftSignal::ngram(1, 3).short_match());
+    /// assert!(!DraftSignal::ngram(3, 3).short_match());
+    /// assert_eq!(DraftSignal::ngram(1000, 3).matched_n(), 255);
+    /// ```
     #[inline]
     #[must_use]
     pub const fn ngram(matched_n: usize, max_n: usize) -> Self {
@@ -82,6 +89,12 @@ impl DraftSignal {
     /// The same signal, its proposal short (`true`) or not: for example
     /// fewer continuation tokens after the match than the drafter could
     /// draft. What counts as short is the engine's rule.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert!(DraftSignal::ngram(3, 3).with_short_proposal(true).short_proposal());
+    /// assert!(!DraftSignal::NONE.short_proposal());
+    /// ```
     #[inline]
     #[must_use]
     pub const fn with_short_proposal(self, short: bool) -> Self {
@@ -93,6 +106,12 @@ impl DraftSignal {
 
     /// The same signal with a model drafter's confidence `confidence`,
     /// clamped to `[0, 1]` (NaN reads as 0), kept to 16 bits.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!(DraftSignal::NONE.with_confidence(2.0).confidence(), 1.0);
+    /// assert_eq!(DraftSignal::NONE.with_confidence(f64::NAN).confidence(), 0.0);
+    /// ```
     #[inline]
     #[must_use]
     pub fn with_confidence(self, confidence: f64) -> Self {
@@ -109,6 +128,12 @@ impl DraftSignal {
 
     /// The same signal in the engine's own bucket `bucket` (saturated at
     /// 255), for a definition none of the others describes.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!(DraftSignal::NONE.with_bucket(3).bucket(), 3);
+    /// assert_eq!(DraftSignal::NONE.with_bucket(999).bucket(), 255);
+    /// ```
     #[inline]
     #[must_use]
     pub const fn with_bucket(self, bucket: usize) -> Self {
@@ -123,26 +148,51 @@ impl DraftSignal {
     }
 
     /// The matched n-gram length (0 when none is known; at most 255).
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!((DraftSignal::ngram(2, 4).matched_n(), DraftSignal::NONE.matched_n()), (2, 0));
+    /// ```
     pub const fn matched_n(self) -> usize {
         self.matched_n as usize
     }
 
     /// Whether the match is shorter than the drafter's `max_n`.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert!(DraftSignal::ngram(0, 1).short_match() && !DraftSignal::NONE.short_match());
+    /// ```
     pub const fn short_match(self) -> bool {
         self.short_match
     }
 
     /// Whether the proposal is short.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert!(DraftSignal::NONE.with_short_proposal(true).short_proposal());
+    /// ```
     pub const fn short_proposal(self) -> bool {
         self.short_proposal
     }
 
     /// The confidence, in `[0, 1]`.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!(DraftSignal::NONE.with_confidence(0.5).confidence(), 0.5);
+    /// ```
     pub fn confidence(self) -> f64 {
         f64::from(self.confidence) / f64::from(CONFIDENCE_ONE)
     }
 
     /// The engine's own bucket.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!(DraftSignal::NONE.bucket(), 0);
+    /// ```
     pub const fn bucket(self) -> usize {
         self.bucket as usize
     }
@@ -281,6 +331,14 @@ impl StateSpace {
     ///
     /// [`ConfigError::States`] when `buckets` is 0 or the space would
     /// pass [`MAX_STATES`] states.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(1)?.by_match_length(3)?;
+    /// let at = |n| space.index(RequestState::new(), DraftSignal::ngram(n, 4));
+    /// assert_eq!((at(0), at(1), at(2), at(3), at(4)), (0, 0, 1, 2, 2));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn by_match_length(self, buckets: usize) -> Result<Self, ConfigError> {
         self.with(MATCH_LEN, buckets)
     }
@@ -291,6 +349,14 @@ impl StateSpace {
     /// # Errors
     ///
     /// [`ConfigError::States`] when the space would pass [`MAX_STATES`].
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(1)?.by_short_match()?;
+    /// let s = RequestState::new();
+    /// assert_eq!((space.index(s, DraftSignal::ngram(4, 4)), space.index(s, DraftSignal::ngram(2, 4))), (0, 1));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn by_short_match(self) -> Result<Self, ConfigError> {
         self.with(SHORT_MATCH, 2)
     }
@@ -301,6 +367,14 @@ impl StateSpace {
     /// # Errors
     ///
     /// [`ConfigError::States`] when the space would pass [`MAX_STATES`].
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(1)?.by_short_proposal()?;
+    /// let short = DraftSignal::NONE.with_short_proposal(true);
+    /// assert_eq!(space.index(RequestState::new(), short), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn by_short_proposal(self) -> Result<Self, ConfigError> {
         self.with(SHORT_PROPOSAL, 2)
     }
@@ -311,6 +385,14 @@ impl StateSpace {
     /// # Errors
     ///
     /// [`ConfigError::States`] when the space would pass [`MAX_STATES`].
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(1)?.by_after_undrafted()?;
+    /// let missed = RequestState::new().after_undrafted();
+    /// assert_eq!((space.index(missed, DraftSignal::NONE), space.index(missed.after(2, 1), DraftSignal::NONE)), (1, 0));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn by_after_undrafted(self) -> Result<Self, ConfigError> {
         self.with(AFTER_UNDRAFTED, 2)
     }
@@ -342,16 +424,37 @@ impl StateSpace {
     ///
     /// [`ConfigError::States`] when `buckets` is 0 or the space would
     /// pass [`MAX_STATES`] states.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(2)?.by_bucket(3)?;
+    /// let high = RequestState::with_score(1.0);
+    /// assert_eq!(space.index(high, DraftSignal::NONE.with_bucket(7)), 1 + 2 * 2);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn by_bucket(self, buckets: usize) -> Result<Self, ConfigError> {
         self.with(BUCKET, buckets)
     }
 
     /// Recent-acceptance levels.
+    ///
+    /// ```
+    /// use specdec_metrics::StateSpace;
+    /// assert_eq!(StateSpace::new(3)?.levels(), 3);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub const fn levels(self) -> usize {
         self.levels as usize
     }
 
     /// Signal buckets: the product of the dimensions' buckets.
+    ///
+    /// ```
+    /// use specdec_metrics::StateSpace;
+    /// assert_eq!(StateSpace::new(3)?.signals(), 1);
+    /// assert_eq!(StateSpace::new(3)?.by_match_length(4)?.by_short_proposal()?.signals(), 8);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub const fn signals(self) -> usize {
         self.match_len as usize
             * self.short_match as usize
@@ -362,12 +465,26 @@ impl StateSpace {
     }
 
     /// States: `levels() × signals()`, in `1..=128`.
+    ///
+    /// ```
+    /// use specdec_metrics::StateSpace;
+    /// assert_eq!(StateSpace::new(3)?.by_confidence(5)?.count(), 15);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub const fn count(self) -> usize {
         self.levels() * self.signals()
     }
 
     /// The signal bucket of a request in `state` drafting with `signal`,
     /// in `0..signals()`.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(4)?.by_short_match()?.by_after_undrafted()?;
+    /// let missed = RequestState::new().after_undrafted();
+    /// assert_eq!(space.signal(missed, DraftSignal::ngram(1, 2)), 1 * 2 + 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     #[inline]
     pub fn signal(self, state: RequestState, signal: DraftSignal) -> usize {
         let mut index = 0;
@@ -395,6 +512,14 @@ impl StateSpace {
     /// The state index of a request in `state` drafting with `signal`:
     /// `state.level(levels) + levels × signal(state, signal)`, in
     /// `0..count()`. No allocation, never a panic.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(4)?.by_short_match()?;
+    /// let state = RequestState::with_score(0.3); // level 1
+    /// assert_eq!(space.index(state, DraftSignal::ngram(1, 2)), 1 + 4 * 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     #[inline]
     pub fn index(self, state: RequestState, signal: DraftSignal) -> usize {
         self.compose(state.level(self.levels()), self.signal(state, signal))
@@ -418,6 +543,13 @@ impl StateSpace {
 
     /// The `(level, signal)` of state `index` (for reports): the inverse of
     /// [`compose`](Self::compose) below `count()`.
+    ///
+    /// ```
+    /// use specdec_metrics::StateSpace;
+    /// let space = StateSpace::new(4)?.by_bucket(3)?;
+    /// assert_eq!(space.split(9), (1, 2));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn split(self, index: usize) -> (usize, usize) {
         (index % self.levels(), index / self.levels())
     }

@@ -197,6 +197,12 @@ impl RequestState {
     /// Whether the latest step proposed no draft
     /// ([`after_undrafted`](Self::after_undrafted)) and no drafted step
     /// came since.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// assert!(!RequestState::new().after_undrafted_step());
+    /// assert!(RequestState::new().after_undrafted().after_undrafted_step());
+    /// ```
     #[inline]
     pub const fn after_undrafted_step(self) -> bool {
         self.score & UNDRAFTED != 0
@@ -613,6 +619,14 @@ impl StateController {
     }
 
     /// The number of states.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let cost = StepCost::linear(1.0, 0.1)?;
+    /// assert_eq!(StateController::new(8, cost.clone())?.states(), 4);
+    /// assert_eq!(StateController::with_states(8, cost, 12)?.states(), 12);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn states(&self) -> usize {
         self.controllers.len()
     }
@@ -674,6 +688,13 @@ impl StateController {
     }
 
     /// The plan of every state, in state order.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 3)?;
+    /// assert!(c.plans().all(|p| p.draft_len() <= 8));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn plans(&self) -> impl ExactSizeIterator<Item = DraftPlan> + '_ {
         self.controllers.iter().map(DraftController::plan)
     }
@@ -683,6 +704,14 @@ impl StateController {
     /// by [`new`](Self::new). A controller of fewer states reads 0 for the
     /// missing ones; one of more publishes its plans in a
     /// [`SharedStateTable`] instead ([`publish`](Self::publish)).
+    ///
+    /// ```
+    /// use specdec_metrics::{RequestState, StateController, StepCost};
+    /// let c = StateController::new(8, StepCost::linear(1.0, 0.1)?)?;
+    /// let state = RequestState::new();
+    /// assert_eq!(c.plan().draft_len(state), c.draft_len(state));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn plan(&self) -> StatePlan {
         let max = self.controllers[0].max_draft_len();
         StatePlan::new(
@@ -694,6 +723,15 @@ impl StateController {
 
     /// A [`SharedStateTable`] holding every state's current plan (draft
     /// and exploration length), sized for this controller.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 9)?;
+    /// let table = c.shared_table();
+    /// assert_eq!(table.states(), 9);
+    /// assert!((0..9).all(|s| table.load(s) == c.controller_at(s).map(|c| c.plan())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shared_table(&self) -> SharedStateTable {
         let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
         for (slot, plan) in plans.iter_mut().zip(self.plans()) {
@@ -705,6 +743,21 @@ impl StateController {
     /// Publishes every state's current plan in `table` (states beyond the
     /// table's are ignored), without allocating: one relaxed store per
     /// four states.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, StateController, StepCost};
+    /// let mut c = StateController::with_states(4, StepCost::linear(1.0, 0.1)?, 2)?;
+    /// let table = c.shared_table();
+    /// let mut hard = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..5000 {
+    ///     hard.observe(2, 0)?; // state 0: nothing accepted
+    /// }
+    /// c.update(&[hard]); // state 1: no window, an empty interval
+    /// c.publish(&table);
+    /// assert_eq!(table.draft_len_for(0, 0), 0);
+    /// assert_eq!(table.load(1), c.controller_at(1).map(|c| c.plan()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn publish(&self, table: &SharedStateTable) {
         let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
         for (slot, plan) in plans.iter_mut().zip(self.plans()) {
@@ -720,6 +773,14 @@ impl StateController {
     }
 
     /// The controller of state number `index`, if there is one.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(4, StepCost::linear(1.0, 0.1)?, 2)?;
+    /// assert_eq!(c.controller_at(1).map(|c| c.min_draft_len()), Some(0));
+    /// assert!(c.controller_at(2).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn controller_at(&self, index: usize) -> Option<&DraftController> {
         self.controllers.get(index)
     }

@@ -104,6 +104,13 @@ impl SharedStateTable {
     /// # Errors
     ///
     /// [`ConfigError::States`] unless `1 <= plans.len() <= 128`.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftPlan, SharedStateTable};
+    /// assert!(SharedStateTable::new(&[]).is_err());
+    /// assert_eq!(SharedStateTable::new(&[DraftPlan::new(2, 4).unwrap(); 128])?.states(), 128);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn new(plans: &[DraftPlan]) -> Result<Self, ConfigError> {
         let states = plans.len();
         if !(1..=MAX_STATES).contains(&states) {
@@ -117,6 +124,12 @@ impl SharedStateTable {
     }
 
     /// The number of states.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftPlan, SharedStateTable};
+    /// assert_eq!(SharedStateTable::new(&[DraftPlan::new(2, 4).unwrap(); 5])?.states(), 5);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn states(&self) -> usize {
         self.states
     }
@@ -127,6 +140,15 @@ impl SharedStateTable {
     /// `plans` is read first and keeps its other entries); no allocation.
     /// Meant for one publisher: concurrent publishers still leave every
     /// entry a whole plan of one of them.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftPlan, SharedStateTable};
+    /// let (one, two) = (DraftPlan::new(1, 4).unwrap(), DraftPlan::new(2, 4).unwrap());
+    /// let table = SharedStateTable::new(&[one; 6])?;
+    /// table.publish(&[two; 5]); // state 5 keeps its plan
+    /// assert_eq!((table.load(4), table.load(5)), (Some(two), Some(one)));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     pub fn publish(&self, plans: &[DraftPlan]) {
         for (i, chunk) in plans.chunks(PER_WORD).take(self.words.len()).enumerate() {
             let mut bits = word(chunk.iter().copied());
@@ -155,6 +177,14 @@ impl SharedStateTable {
     /// The plan of state `state` last published (or an earlier one, for a
     /// reader that has not yet seen the latest store); `None` when there is
     /// no such state. One relaxed load.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftPlan, SharedStateTable};
+    /// let plan = DraftPlan::with_explore_len(0, 3, 4).unwrap();
+    /// let table = SharedStateTable::new(&[plan; 2])?;
+    /// assert_eq!((table.load(1), table.load(2)), (Some(plan), None));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     #[inline]
     pub fn load(&self, state: usize) -> Option<DraftPlan> {
         if state >= self.states {
@@ -174,6 +204,14 @@ impl SharedStateTable {
     /// `step` ([`DraftPlan::draft_len_for`]: the exploration length when
     /// `step % 32 == 31`): one relaxed load. 0 (no speculation) for a state
     /// the table does not have: never a panic on the hot path.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftPlan, SharedStateTable};
+    /// let table = SharedStateTable::new(&[DraftPlan::new(0, 4).unwrap()])?;
+    /// assert_eq!((table.draft_len_for(0, 30), table.draft_len_for(0, 31)), (0, 1));
+    /// assert_eq!(table.draft_len_for(1, 31), 0); // no state 1
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
     #[inline]
     pub fn draft_len_for(&self, state: usize, step: u64) -> usize {
         self.load(state).map_or(0, |plan| plan.draft_len_for(step))

@@ -268,7 +268,7 @@ impl Recorder {
     /// stays the engine-wide histogram: the sum over the states. A
     /// recording call without a state records in state 0. Each shard holds
     /// `states` triangles of buckets (`states × (K + 1)(K + 2) / 2`
-    /// counters of 8 bytes: 46 KiB at 128 states and `K = 8`, 2.1 MiB at
+    /// counters of 8 bytes: 45 KiB at 128 states and `K = 8`, 2.1 MiB at
     /// 128 states and `K = 64`), and so does each stripe of
     /// [`observe`](Self::observe) (one per CPU, at most 16), so keep
     /// `states` as small as the policy needs.
