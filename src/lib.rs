@@ -21,7 +21,7 @@
 //! | --- | --- | --- |
 //! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
 //! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`) |
-//! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`] |
+//! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`]; per request state: [`StateSpace`], [`StateController`], [`SharedStateTable`] |
 //!
 //! Every public item is at the crate root (the modules are private), so
 //! each has exactly one path: `specdec_metrics::Recorder`,

@@ -253,6 +253,10 @@ pub struct StateSpace {
     /// as `Dimension` numbers; `dims` of them.
     order: [u8; DIMENSIONS],
     dims: u8,
+    /// Per dimension (by number), what its bucket is multiplied by in the
+    /// signal bucket: the product of the buckets of the dimensions added
+    /// after it; 0 for a dimension not added. At most 64.
+    strides: [u8; DIMENSIONS],
 }
 
 /// The number of kinds of dimension.
@@ -294,6 +298,7 @@ impl StateSpace {
             bucket: 1,
             order: [0; DIMENSIONS],
             dims: 0,
+            strides: [0; DIMENSIONS],
         })
     }
 
@@ -319,6 +324,12 @@ impl StateSpace {
         if !self.order[..usize::from(self.dims)].contains(&dim) {
             self.order[usize::from(self.dims)] = dim;
             self.dims += 1;
+        }
+        let mut stride = 1;
+        let order = self.order;
+        for &d in order[..usize::from(self.dims)].iter().rev() {
+            self.strides[usize::from(d)] = stride as u8;
+            stride *= usize::from(*slot(&mut self, d));
         }
         Ok(self)
     }
@@ -487,26 +498,20 @@ impl StateSpace {
     /// ```
     #[inline]
     pub fn signal(self, state: RequestState, signal: DraftSignal) -> usize {
-        let mut index = 0;
-        for &dim in &self.order[..usize::from(self.dims)] {
-            let (buckets, bucket) = match dim {
-                MATCH_LEN => (
-                    self.match_len,
-                    signal.matched_n.clamp(1, self.match_len) - 1,
-                ),
-                SHORT_MATCH => (2, u8::from(signal.short_match)),
-                SHORT_PROPOSAL => (2, u8::from(signal.short_proposal)),
-                AFTER_UNDRAFTED => (2, u8::from(state.after_undrafted_step())),
-                CONFIDENCE => {
-                    let b = (signal.confidence * u32::from(self.confidence)) / CONFIDENCE_ONE;
-                    // At most `confidence`, so `u8` holds it.
-                    (self.confidence, (b as u8).min(self.confidence - 1))
-                }
-                _ => (self.bucket, signal.bucket.min(self.bucket - 1)),
-            };
-            index = index * usize::from(buckets) + usize::from(bucket);
-        }
-        index
+        // Every bucket is below its dimension's count (a dimension not
+        // added has one bucket and stride 0), so the sum is below
+        // `signals()`: no loop, no branch on the definition.
+        let stride = |dim: u8| usize::from(self.strides[usize::from(dim)]);
+        let matched = usize::from(signal.matched_n.clamp(1, self.match_len) - 1);
+        let confidence = ((signal.confidence * u32::from(self.confidence)) / CONFIDENCE_ONE)
+            .min(u32::from(self.confidence) - 1) as usize;
+        let bucket = usize::from(signal.bucket.min(self.bucket - 1));
+        matched * stride(MATCH_LEN)
+            + usize::from(signal.short_match) * stride(SHORT_MATCH)
+            + usize::from(signal.short_proposal) * stride(SHORT_PROPOSAL)
+            + usize::from(state.after_undrafted_step()) * stride(AFTER_UNDRAFTED)
+            + confidence * stride(CONFIDENCE)
+            + bucket * stride(BUCKET)
     }
 
     /// The state index of a request in `state` drafting with `signal`:
@@ -522,7 +527,8 @@ impl StateSpace {
     /// ```
     #[inline]
     pub fn index(self, state: RequestState, signal: DraftSignal) -> usize {
-        self.compose(state.level(self.levels()), self.signal(state, signal))
+        // Both parts are in range: no clamp needed.
+        state.level(self.levels()) + self.levels() * self.signal(state, signal)
     }
 
     /// The state index of level `level` and signal bucket `signal` (each

@@ -138,12 +138,19 @@ impl RequestState {
             return self;
         }
         let accepted = accepted.min(drafted);
-        // Saturating: `accepted + 1` wraps at `usize::MAX` (a division by
-        // zero), and the product below is exact in `u128` (`accepted <
-        // 2^64`, `SCALE = 2^14`) where `usize` wrapped from `2^50` on.
-        let tested = drafted.min(accepted.saturating_add(1));
-        // `accepted <= tested`, so the target is at most `SCALE`.
-        let target = (accepted as u128 * SCALE as u128 / tested as u128) as i32;
+        // `accepted / tested`, `tested = min(drafted, accepted + 1)`, in
+        // fixed point, without overflow for any counts: a full step is 1;
+        // otherwise `tested = accepted + 1`, and `accepted × SCALE`
+        // (which wraps from `accepted = 2^50` on) is needed only below
+        // `SCALE`: from there on `SCALE × accepted / (accepted + 1)` is
+        // `SCALE - 1` after rounding down.
+        let target = if accepted == drafted {
+            SCALE
+        } else if accepted >= SCALE as usize {
+            SCALE - 1
+        } else {
+            (accepted * SCALE as usize / (accepted + 1)) as i32
+        };
         let score = i32::from(self.score & SCORE_MASK);
         // Rounds towards the target, so a run of full (or no) acceptance
         // reaches the top (or bottom) level, never stopping a step short.
