@@ -401,3 +401,70 @@ fn the_request_step_and_the_publish_never_allocate() {
     assert_eq!(n, 0, "the request-step or the publish allocated {n} times");
     assert!(drafted > 0);
 }
+
+proptest! {
+    /// Each constructor keeps what it was given (saturated or clamped as
+    /// documented), and the builders change only their own field.
+    #[test]
+    fn a_signal_keeps_what_the_drafter_knew(
+        matched in 0usize..=1000,
+        max_n in 0usize..=1000,
+        short: bool,
+        confidence in -1.0f64..=2.0,
+        bucket in 0usize..=1000,
+    ) {
+        let signal = DraftSignal::ngram(matched, max_n)
+            .with_short_proposal(short)
+            .with_confidence(confidence)
+            .with_bucket(bucket);
+        prop_assert_eq!(signal.matched_n(), matched.min(255));
+        prop_assert_eq!(signal.short_match(), matched < max_n);
+        prop_assert_eq!(signal.short_proposal(), short);
+        let c = confidence.clamp(0.0, 1.0);
+        prop_assert!((signal.confidence() - c).abs() <= 1.0 / 65536.0, "{}", signal.confidence());
+        prop_assert_eq!(signal.bucket(), bucket.min(255));
+        // A builder leaves the other fields alone.
+        let plain = DraftSignal::ngram(matched, max_n);
+        prop_assert_eq!(plain.with_bucket(0).with_confidence(0.0).with_short_proposal(false), plain);
+    }
+}
+
+#[test]
+fn the_empty_signal_knows_nothing() {
+    let none = DraftSignal::NONE;
+    assert_eq!(
+        (
+            none.matched_n(),
+            none.short_match(),
+            none.short_proposal(),
+            none.confidence(),
+            none.bucket()
+        ),
+        (0, false, false, 0.0, 0)
+    );
+    assert_eq!(DraftSignal::default(), none);
+    assert_eq!(
+        DraftSignal::NONE.with_confidence(f64::NAN).confidence(),
+        0.0
+    );
+    // Each dimension alone, at its documented buckets.
+    let s = RequestState::new();
+    let at = |space: StateSpace, signal| space.index(s, signal);
+    let one = StateSpace::new(1).unwrap();
+    let short_prop = one.by_short_proposal().unwrap();
+    assert_eq!(at(short_prop, none.with_short_proposal(true)), 1);
+    assert_eq!(at(short_prop, none), 0);
+    let buckets = one.by_bucket(4).unwrap();
+    assert_eq!(
+        (0..7)
+            .map(|b| at(buckets, none.with_bucket(b)))
+            .collect::<Vec<_>>(),
+        [0, 1, 2, 3, 3, 3, 3]
+    );
+    // The order of the dimensions decides the radix: the first added is the
+    // most significant.
+    let a = one.by_short_match().unwrap().by_bucket(3).unwrap();
+    let b = one.by_bucket(3).unwrap().by_short_match().unwrap();
+    let signal = DraftSignal::ngram(1, 2).with_bucket(2);
+    assert_eq!((at(a, signal), at(b, signal)), (3 + 2, 2 * 2 + 1));
+}
