@@ -25,7 +25,7 @@ pub enum ConfigError {
         /// The `K` given.
         max_draft_len: usize,
     },
-    /// A number of request states outside `1..=16`
+    /// A number of request states outside `1..=128`
     /// ([`Recorder::with_states`](crate::Recorder::with_states)).
     States {
         /// The number given.

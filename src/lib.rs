@@ -21,7 +21,7 @@
 //! | --- | --- | --- |
 //! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
 //! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`) |
-//! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`] |
+//! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`]; per request state: [`StateSpace`], [`StateController`], [`SharedStateTable`] |
 //!
 //! Every public item is at the crate root (the modules are private), so
 //! each has exactly one path: `specdec_metrics::Recorder`,
@@ -196,11 +196,11 @@ mod report;
 
 pub use draft::{
     AdviceError, Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison,
-    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan,
+    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan, DraftSignal,
     EXPLORATION_PERIOD, EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified,
     MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST, PositionEstimate, Recommendation, RequestState,
-    SharedPlan, SharedStatePlan, StateController, StatePlan, StepCost, TrtllmSchedule,
-    VllmSchedule,
+    SharedPlan, SharedStatePlan, SharedStateTable, StateController, StatePlan, StateSpace,
+    StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,

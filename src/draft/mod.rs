@@ -15,6 +15,10 @@
 //!   engine threads.
 //! - [`RequestState`], [`StateController`], [`StatePlan`],
 //!   [`SharedStatePlan`] (`state.rs`): a draft length per request state.
+//! - [`DraftSignal`], [`StateSpace`] (`space.rs`): states the drafter
+//!   knows (matched n-gram length, short proposal, confidence) crossed
+//!   with the recent-acceptance level; [`SharedStateTable`] (`table.rs`):
+//!   the plan of up to 128 states, one relaxed load per request-step.
 //! - [`BatchTable`] (`batch_table.rs`): one recommendation per batch-size
 //!   bucket, as vLLM's and TensorRT-LLM's schedules.
 
@@ -25,8 +29,10 @@ mod controller;
 mod cost;
 mod engine;
 mod plan;
+mod space;
 mod state;
 mod stats;
+mod table;
 
 pub use advisor::{
     AdviceError, Advisor, Candidate, Comparison, Extrapolation, MIN_ROW_STEPS, PositionEstimate,
@@ -40,5 +46,7 @@ pub use engine::{
     ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
 };
 pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
+pub use space::{DraftSignal, StateSpace};
 pub use state::{RequestState, SharedStatePlan, StateController, StatePlan};
 pub use stats::BetaPrior;
+pub use table::SharedStateTable;

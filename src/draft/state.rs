@@ -4,17 +4,29 @@
 
 use super::controller::DraftController;
 use super::cost::StepCost;
-use super::plan::EXPLORATION_PERIOD;
-use crate::AcceptanceHistogram;
+use super::plan::{DraftPlan, EXPLORATION_PERIOD};
+#[cfg(doc)]
+use super::space::StateSpace;
+use super::table::SharedStateTable;
 use crate::error::{ConfigError, ParameterError};
 use crate::record::MAX_MAX_DRAFT_LEN;
 use crate::record::sync::{AtomicU64, Ordering};
+use crate::{AcceptanceHistogram, MAX_STATES};
 
 /// Fixed-point one: a score of `SCALE` is an acceptance of 100%.
 const SCALE: i32 = 1 << 14;
 /// The score's exponential weight on the newest verify step is
 /// `1 / 2^SHIFT`: 1/4, a memory of about four steps.
 const SHIFT: u32 = 2;
+/// The bit of [`RequestState`]'s word that says the request's latest step
+/// proposed no draft ([`RequestState::after_undrafted`]); the score
+/// (`0..=SCALE`, 15 bits) lives below it.
+const UNDRAFTED: u16 = 1 << 15;
+/// The score's bits.
+const SCORE_MASK: u16 = UNDRAFTED - 1;
+/// The most recent-acceptance levels a [`RequestState::level`] splits the
+/// score into (a [`StateSpace`](crate::StateSpace) accepts `1..=16`).
+pub(crate) const MAX_LEVELS: usize = 16;
 
 /// What a request knows about how well its drafts have been doing lately:
 /// an exponentially weighted score of its recent acceptance (each verify
@@ -65,7 +77,8 @@ const SHIFT: u32 = 2;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RequestState {
-    /// `0..=SCALE`: the weighted acceptance, fixed point.
+    /// Bits 0..15: the weighted acceptance, fixed point, `0..=SCALE`; bit
+    /// 15 ([`UNDRAFTED`]): the latest step proposed no draft.
     score: u16,
 }
 
@@ -109,7 +122,15 @@ impl RequestState {
     /// accepted `accepted` of them (clamped to `drafted`): the score moves a
     /// quarter of the way to `accepted / tested`, `tested = min(drafted,
     /// accepted + 1)` the positions the verifier reached. A step that
-    /// drafted nothing leaves it unchanged.
+    /// drafted nothing leaves it unchanged. Any counts are accepted and
+    /// never panic: the arithmetic is exact up to `usize::MAX`.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::new();
+    /// assert_eq!(state.after(usize::MAX, usize::MAX), state.after(4, 4));
+    /// assert_eq!(state.after(1 << 50, 0), state.after(4, 0));
+    /// ```
     #[inline]
     #[must_use]
     pub fn after(self, drafted: usize, accepted: usize) -> Self {
@@ -117,9 +138,20 @@ impl RequestState {
             return self;
         }
         let accepted = accepted.min(drafted);
-        let tested = drafted.min(accepted + 1);
-        let target = (accepted * SCALE as usize / tested) as i32;
-        let score = i32::from(self.score);
+        // `accepted / tested`, `tested = min(drafted, accepted + 1)`, in
+        // fixed point, without overflow for any counts: a full step is 1;
+        // otherwise `tested = accepted + 1`, and `accepted × SCALE`
+        // (which wraps from `accepted = 2^50` on) is needed only below
+        // `SCALE`: from there on `SCALE × accepted / (accepted + 1)` is
+        // `SCALE - 1` after rounding down.
+        let target = if accepted == drafted {
+            SCALE
+        } else if accepted >= SCALE as usize {
+            SCALE - 1
+        } else {
+            (accepted * SCALE as usize / (accepted + 1)) as i32
+        };
+        let score = i32::from(self.score & SCORE_MASK);
         // Rounds towards the target, so a run of full (or no) acceptance
         // reaches the top (or bottom) level, never stopping a step short.
         let step = (target - score) >> SHIFT;
@@ -128,8 +160,80 @@ impl RequestState {
         } else {
             step
         };
+        // A drafted step clears the "no draft" flag.
         Self {
             score: (score + step) as u16,
+        }
+    }
+
+    /// The state after a step on which the drafter proposed nothing (an
+    /// n-gram drafter found no match): the score is unchanged, and
+    /// [`after_undrafted_step`](Self::after_undrafted_step) says so until
+    /// the next drafted step ([`after`](Self::after) with `drafted > 0`
+    /// clears it). For state definitions that want "the previous step had
+    /// no draft" as a signal ([`StateSpace::by_after_undrafted`]); a
+    /// definition that does not want it ignores the flag, and
+    /// [`after`](Self::after)`(0, _)` (the default for a step without a
+    /// draft) leaves the state exactly as it was.
+    ///
+    /// Call it when the *drafter* had nothing to propose. A step on which
+    /// the plan chose not to draft (`k = 0`) is better left as
+    /// `after(0, 0)`: the request's next step is not one after a failed
+    /// lookup.
+    ///
+    /// [`StateSpace::by_after_undrafted`]: crate::StateSpace::by_after_undrafted
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::new();
+    /// let missed = state.after_undrafted();
+    /// assert!(missed.after_undrafted_step() && !state.after_undrafted_step());
+    /// assert_eq!((missed.score(), missed.index()), (state.score(), state.index()));
+    /// assert!(missed.after(0, 0).after_undrafted_step()); // no draft, no news
+    /// assert!(!missed.after(3, 1).after_undrafted_step()); // a drafted step clears it
+    /// assert_eq!(missed.after(3, 1), state.after(3, 1));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn after_undrafted(self) -> Self {
+        Self {
+            score: self.score | UNDRAFTED,
+        }
+    }
+
+    /// Whether the latest step proposed no draft
+    /// ([`after_undrafted`](Self::after_undrafted)) and no drafted step
+    /// came since.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// assert!(!RequestState::new().after_undrafted_step());
+    /// assert!(RequestState::new().after_undrafted().after_undrafted_step());
+    /// ```
+    #[inline]
+    pub const fn after_undrafted_step(self) -> bool {
+        self.score & UNDRAFTED != 0
+    }
+
+    /// The score's level among `levels` equal parts of `[0, 1]`:
+    /// `floor(score × levels)`, at most `levels - 1` (`0` for `levels`
+    /// 0). [`index`](Self::index) is `level(COUNT)`.
+    ///
+    /// ```
+    /// use specdec_metrics::RequestState;
+    /// let state = RequestState::with_score(0.7);
+    /// assert_eq!((state.level(2), state.level(3), state.level(10)), (1, 2, 7));
+    /// assert_eq!(state.level(RequestState::COUNT), state.index());
+    /// assert_eq!(RequestState::with_score(1.0).level(3), 2);
+    /// assert_eq!(state.level(1), 0);
+    /// ```
+    #[inline]
+    pub const fn level(self, levels: usize) -> usize {
+        let level = (self.score & SCORE_MASK) as usize * levels / SCALE as usize;
+        if level < levels {
+            level
+        } else {
+            levels.saturating_sub(1)
         }
     }
 
@@ -137,12 +241,12 @@ impl RequestState {
     /// of recent drafts accepted, `3`: at least 3/4).
     #[inline]
     pub fn index(self) -> usize {
-        (usize::from(self.score) * Self::COUNT / SCALE as usize).min(Self::COUNT - 1)
+        self.level(Self::COUNT)
     }
 
     /// The score, the weighted recent acceptance, in `[0, 1]`.
     pub fn score(self) -> f64 {
-        f64::from(self.score) / f64::from(SCALE)
+        f64::from(self.score & SCORE_MASK) / f64::from(SCALE)
     }
 }
 
@@ -378,14 +482,76 @@ impl SharedStatePlan {
 /// assert_eq!(controller.draft_len(RequestState::with_score(0.0)), 1); // never 0
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Many states, and states that do not draft
+///
+/// [`with_states`](Self::with_states) makes a controller over any number
+/// of states up to [`MAX_STATES`] (128), for a [`StateSpace`]'s
+/// [`count`](StateSpace::count); its states are numbered by the space's
+/// [`index`](StateSpace::index), and its plan is published in a
+/// [`SharedStateTable`] ([`publish`](Self::publish)). Its states may
+/// choose `k = 0` where drafting does not pay (a state of the space whose
+/// drafts mostly fail, such as a short match right after a no-match
+/// step), and they are not trapped there: a state at 0 still drafts one
+/// token on its exploration steps (`step % 32 == 31`, one request-step in
+/// [`EXPLORATION_PERIOD`]), so its histogram keeps receiving data and its
+/// choice leaves 0 once drafting pays again. The exploration steps are
+/// those whose `step` is 31 modulo 32, so `step` must not be correlated
+/// with the state: a state entered only on even engine steps would never
+/// explore. The engine step is fine for states that do not follow a
+/// schedule; `engine_step + request_id` also spreads one batch's
+/// exploration over 32 steps. `tests/drafter_states.rs`
+/// checks the bound: a state whose acceptance turns from none to 90%
+/// leaves 0 at the first update after the change once an interval holds
+/// about 1,000 request-steps of the state (about 30 exploration steps),
+/// and within 4 updates from about 250.
+///
+/// ```
+/// use specdec_metrics::{
+///     DraftSignal, Recorder, RequestState, SharedStateTable, StateController, StateSpace, StepCost,
+/// };
+///
+/// // Recent acceptance in 2 levels × a full or a short n-gram match: 4 states.
+/// let space = StateSpace::new(2)?.by_short_match()?;
+/// let recorder = Recorder::with_states(4, space.count())?;
+/// let mut controller = StateController::with_states(4, StepCost::linear(1.0, 0.3)?, space.count())?;
+/// let table = controller.shared_table();
+/// let worker = recorder.worker();
+/// let mut previous = recorder.snapshot_by_state();
+/// let mut request = RequestState::new();
+/// for step in 0..40_000u64 {
+///     // The drafter matched 1 token of max_n = 3 on every third step, else 3.
+///     let signal = DraftSignal::ngram(if step % 3 == 0 { 1 } else { 3 }, 3);
+///     let state = space.index(request, signal);
+///     let k = table.draft_len_for(state, step);
+///     let a = if signal.short_match() { 0 } else { k }; // short matches always fail
+///     if k > 0 {
+///         worker.observe_in(state, k, a)?;
+///     }
+///     request = request.after(k, a);
+///     if step % 2000 == 1999 {
+///         let now = recorder.snapshot_by_state();
+///         let windows: Vec<_> = now.iter().zip(&previous).map(|(n, p)| n.delta_since(p)).collect::<Result<_, _>>()?;
+///         controller.update(&windows);
+///         controller.publish(&table);
+///         previous = now;
+///     }
+/// }
+/// let level = request.level(space.levels());
+/// assert_eq!(table.draft_len_for(space.index(request, DraftSignal::ngram(3, 3)), 0), 4);
+/// assert_eq!(table.draft_len_for(space.index(request, DraftSignal::ngram(1, 3)), 0), 0);
+/// assert_eq!(table.draft_len_for(space.compose(level, 1), 31), 1); // 0 still explores
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct StateController {
-    controllers: [DraftController; RequestState::COUNT],
+    controllers: Box<[DraftController]>,
 }
 
 impl StateController {
-    /// A controller per state, each as [`DraftController::new`] with a
-    /// floor of one draft token.
+    /// A controller per [`RequestState`] (its [`COUNT`](RequestState::COUNT)
+    /// states), each as [`DraftController::new`] with a floor of one draft
+    /// token.
     ///
     /// # Errors
     ///
@@ -395,7 +561,40 @@ impl StateController {
             .with_min_draft_len(1)
             .expect("K >= 1");
         Ok(Self {
-            controllers: core::array::from_fn(|_| one.clone()),
+            controllers: vec![one; RequestState::COUNT].into_boxed_slice(),
+        })
+    }
+
+    /// A controller per state `0..states` (`1..=128`, for example a
+    /// [`StateSpace::count`]), each as [`DraftController::new`]: no floor,
+    /// so a state where drafting does not pay chooses 0 and still explores
+    /// one token on one request-step in 32 (see "Many states" above). Give
+    /// it a floor with [`configure`](Self::configure) (`|c|
+    /// c.with_min_draft_len(1)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`DraftController::new`]; [`ConfigError::States`] for `states`
+    /// outside `1..=128`.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 24)?;
+    /// assert_eq!((c.states(), c.plans().len()), (24, 24));
+    /// assert!(StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 129).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_states(
+        max_draft_len: usize,
+        cost: StepCost,
+        states: usize,
+    ) -> Result<Self, ConfigError> {
+        if !(1..=MAX_STATES).contains(&states) {
+            return Err(ConfigError::States { states });
+        }
+        let one = DraftController::new(max_draft_len, cost)?;
+        Ok(Self {
+            controllers: vec![one; states].into_boxed_slice(),
         })
     }
 
@@ -414,23 +613,36 @@ impl StateController {
     /// ```
     pub fn configure(
         self,
-        mut configure: impl FnMut(DraftController) -> Result<DraftController, ParameterError>,
+        configure: impl FnMut(DraftController) -> Result<DraftController, ParameterError>,
     ) -> Result<Self, ParameterError> {
-        let configured = self
-            .controllers
-            .into_iter()
-            .map(&mut configure)
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            controllers: configured
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("one controller per state")),
+            controllers: self
+                .controllers
+                .into_vec()
+                .into_iter()
+                .map(configure)
+                .collect::<Result<_, _>>()?,
         })
     }
 
-    /// Takes in the latest interval's histogram of each state, in
-    /// [`RequestState::index`] order. A missing window (fewer than `COUNT`)
-    /// is an interval without steps for that state; extra ones are ignored.
+    /// The number of states.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let cost = StepCost::linear(1.0, 0.1)?;
+    /// assert_eq!(StateController::new(8, cost.clone())?.states(), 4);
+    /// assert_eq!(StateController::with_states(8, cost, 12)?.states(), 12);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn states(&self) -> usize {
+        self.controllers.len()
+    }
+
+    /// Takes in the latest interval's histogram of each state, in state
+    /// order ([`RequestState::index`], or [`StateSpace::index`] for
+    /// [`with_states`](Self::with_states)). A missing window (fewer than
+    /// [`states`](Self::states)) is an interval without steps for that
+    /// state; extra ones are ignored.
     pub fn update(&mut self, windows: &[AcceptanceHistogram]) {
         for (state, controller) in self.controllers.iter_mut().enumerate() {
             match windows.get(state) {
@@ -444,30 +656,140 @@ impl StateController {
         }
     }
 
-    /// The draft length for a request in `state` at engine step `step`.
+    /// The controller of state number `index`, the last state's for an
+    /// index beyond them (so the [`RequestState`] methods never panic).
+    #[inline]
+    fn at(&self, index: usize) -> &DraftController {
+        &self.controllers[index.min(self.controllers.len() - 1)]
+    }
+
+    /// The draft length for a request in `state` at engine step `step`
+    /// (state [`state.index()`](RequestState::index), or the last state
+    /// when the controller has fewer).
     #[inline]
     pub fn draft_len_for(&self, state: RequestState, step: u64) -> usize {
-        self.controllers[state.index()].draft_len_for(step)
+        self.at(state.index()).draft_len_for(step)
     }
 
-    /// The current choice for `state`.
+    /// The current choice for `state` (as in
+    /// [`draft_len_for`](Self::draft_len_for)).
     pub fn draft_len(&self, state: RequestState) -> usize {
-        self.controllers[state.index()].draft_len()
+        self.at(state.index()).draft_len()
     }
 
-    /// The current plan, to publish in a [`SharedStatePlan`].
+    /// The draft length for state number `index` at engine step `step`; 0
+    /// for a state the controller does not have.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 6)?;
+    /// assert_eq!(c.draft_len_at(5, 0), c.plans().last().unwrap().draft_len());
+    /// assert_eq!(c.draft_len_at(6, 0), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn draft_len_at(&self, index: usize, step: u64) -> usize {
+        self.controllers
+            .get(index)
+            .map_or(0, |c| c.draft_len_for(step))
+    }
+
+    /// The plan of every state, in state order.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 3)?;
+    /// assert!(c.plans().all(|p| p.draft_len() <= 8));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn plans(&self) -> impl ExactSizeIterator<Item = DraftPlan> + '_ {
+        self.controllers.iter().map(DraftController::plan)
+    }
+
+    /// The current plan of the first [`RequestState::COUNT`] states, to
+    /// publish in a [`SharedStatePlan`]: every state of a controller made
+    /// by [`new`](Self::new). A controller of fewer states reads 0 for the
+    /// missing ones; one of more publishes its plans in a
+    /// [`SharedStateTable`] instead ([`publish`](Self::publish)).
+    ///
+    /// ```
+    /// use specdec_metrics::{RequestState, StateController, StepCost};
+    /// let c = StateController::new(8, StepCost::linear(1.0, 0.1)?)?;
+    /// let state = RequestState::new();
+    /// assert_eq!(c.plan().draft_len(state), c.draft_len(state));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn plan(&self) -> StatePlan {
         let max = self.controllers[0].max_draft_len();
         StatePlan::new(
-            self.controllers.each_ref().map(DraftController::draft_len),
+            core::array::from_fn(|s| self.controllers.get(s).map_or(0, |c| c.draft_len())),
             max,
         )
         .expect("every choice is at most K")
     }
 
-    /// The controller of `state` (its memory, switches, regime changes).
+    /// A [`SharedStateTable`] holding every state's current plan (draft
+    /// and exploration length), sized for this controller.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(8, StepCost::linear(1.0, 0.1)?, 9)?;
+    /// let table = c.shared_table();
+    /// assert_eq!(table.states(), 9);
+    /// assert!((0..9).all(|s| table.load(s) == c.controller_at(s).map(|c| c.plan())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shared_table(&self) -> SharedStateTable {
+        let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
+        for (slot, plan) in plans.iter_mut().zip(self.plans()) {
+            *slot = plan;
+        }
+        SharedStateTable::new(&plans[..self.states()]).expect("1..=128 states")
+    }
+
+    /// Publishes every state's current plan in `table` (states beyond the
+    /// table's are ignored), without allocating: one relaxed store per
+    /// four states.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, StateController, StepCost};
+    /// let mut c = StateController::with_states(4, StepCost::linear(1.0, 0.1)?, 2)?;
+    /// let table = c.shared_table();
+    /// let mut hard = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..5000 {
+    ///     hard.observe(2, 0)?; // state 0: nothing accepted
+    /// }
+    /// c.update(&[hard]); // state 1: no window, an empty interval
+    /// c.publish(&table);
+    /// assert_eq!(table.draft_len_for(0, 0), 0);
+    /// assert_eq!(table.load(1), c.controller_at(1).map(|c| c.plan()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish(&self, table: &SharedStateTable) {
+        let mut plans = [DraftPlan::with_explore_len_unchecked(0, 1); MAX_STATES];
+        for (slot, plan) in plans.iter_mut().zip(self.plans()) {
+            *slot = plan;
+        }
+        table.publish(&plans[..self.states()]);
+    }
+
+    /// The controller of `state` (its memory, switches, regime changes;
+    /// the last state's when the controller has fewer).
     pub fn controller(&self, state: RequestState) -> &DraftController {
-        &self.controllers[state.index()]
+        self.at(state.index())
+    }
+
+    /// The controller of state number `index`, if there is one.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::with_states(4, StepCost::linear(1.0, 0.1)?, 2)?;
+    /// assert_eq!(c.controller_at(1).map(|c| c.min_draft_len()), Some(0));
+    /// assert!(c.controller_at(2).is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn controller_at(&self, index: usize) -> Option<&DraftController> {
+        self.controllers.get(index)
     }
 
     /// Switches of any state's draft length so far.

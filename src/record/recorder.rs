@@ -83,8 +83,10 @@ use crossbeam_utils::CachePadded;
 use super::histogram::AcceptanceHistogram;
 use super::shard::{CounterBlock, MAX_STRIPES, Shard, Shards, Slots, Stripes};
 
-/// The most request states a [`Recorder`] keeps histograms for.
-pub const MAX_STATES: usize = 16;
+/// The most request states a [`Recorder`] keeps histograms for (and a
+/// `StateController`, a `StateSpace` or a `SharedStateTable` has): 128,
+/// 32 words of a `SharedStateTable`.
+pub const MAX_STATES: usize = 128;
 use super::sync::{self, Arc, AtomicUsize, Ordering};
 use crate::error::{ConfigError, ObserveError};
 
@@ -258,20 +260,23 @@ impl Recorder {
     }
 
     /// A recorder that keeps one histogram per request state `0..states`
-    /// (`1..=16`; [`MAX_STATES`]), recorded with
+    /// (`1..=128`; [`MAX_STATES`]), recorded with
     /// [`Worker::observe_in`] and read with
     /// [`snapshot_by_state`](Self::snapshot_by_state), for a drafting
     /// policy that chooses the draft length per request state (see
     /// `RequestState` and `StateController`). [`snapshot`](Self::snapshot)
     /// stays the engine-wide histogram: the sum over the states. A
     /// recording call without a state records in state 0. Each shard holds
-    /// `states` triangles of buckets, so keep `states` as small as the
-    /// policy needs.
+    /// `states` triangles of buckets (`states × (K + 1)(K + 2) / 2`
+    /// counters of 8 bytes: 45 KiB at 128 states and `K = 8`, 2.1 MiB at
+    /// 128 states and `K = 64`), and so does each stripe of
+    /// [`observe`](Self::observe) (one per CPU, at most 16), so keep
+    /// `states` as small as the policy needs.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] unless `1 <= max_draft_len <= 64` and `1 <= states
-    /// <= 16`.
+    /// <= 128`.
     ///
     /// ```
     /// use specdec_metrics::Recorder;
@@ -282,7 +287,7 @@ impl Recorder {
     /// let states = recorder.snapshot_by_state();
     /// assert_eq!((states[0].count(4, 0), states[3].count(4, 4)), (1, 1));
     /// assert_eq!(recorder.snapshot().num_spec_steps(), 2); // the sum
-    /// assert!(Recorder::with_states(4, 17).is_err());
+    /// assert!(Recorder::with_states(4, 129).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_states(max_draft_len: usize, states: usize) -> Result<Self, ConfigError> {
