@@ -300,15 +300,21 @@ fn pipeline(
     let started = Instant::now();
     let mut last_note = started;
     let mut noted = false;
+    let mut last_noted = (0, 0);
     let note_every = Duration::from_secs(5);
     loop {
-        let message = match done_rx.recv_timeout(note_every) {
+        let message = match done_rx.recv_timeout(Duration::from_secs(1)) {
             Ok(message) => Some(message),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
         };
-        if let Some((index, result)) = message {
-            pending.insert(index, result);
+        match message {
+            Some((index, result)) => {
+                pending.insert(index, result);
+            }
+            // Waiting on the input: what is written so far reaches the
+            // reader of the trace.
+            None => out.flush().map_err(|e| write_error(&e, output_name))?,
         }
         while let Some(result) = pending.remove(&next) {
             let done = result?;
@@ -318,8 +324,10 @@ fn pipeline(
             next += 1;
             let _ = credit_tx.send(());
         }
-        if last_note.elapsed() >= note_every {
+        // Every few seconds, when there is news.
+        if last_note.elapsed() >= note_every && (next, positions) != last_noted {
             last_note = Instant::now();
+            last_noted = (next, positions);
             noted = true;
             progress(next, positions, started);
         }
@@ -332,7 +340,7 @@ fn pipeline(
         let _ = worker.join();
     }
     let git_counts = reader.join().ok().flatten();
-    if noted {
+    if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
     if let (true, Some((commits, skipped))) = (is_git, git_counts) {

@@ -164,18 +164,24 @@ const NONE: u32 = u32::MAX;
 struct Index {
     /// 1-grams by token.
     unigrams: FxHashMap<u32, Seen>,
-    /// `longer[n - 2]`: n-grams (n >= 2) by (the id of the (n-1)-gram
-    /// ending at the same place, the token before that one).
-    longer: Vec<FxHashMap<(u32, u32), Seen>>,
+    /// `longer[n - 2]`: n-grams (n >= 2) by the id of the (n-1)-gram
+    /// ending at the same place (high half) and the token before that one
+    /// (low half).
+    longer: Vec<FxHashMap<u64, Seen>>,
     /// The next id to give, per n.
     next_id: Vec<u32>,
 }
 
 impl Index {
-    fn new(max_n: usize) -> Self {
+    /// Room for `positions` n-grams of each size up front: most n-grams of
+    /// larger sizes are new, and growing the maps would rehash them.
+    fn new(max_n: usize, positions: usize) -> Self {
+        let room = positions.min(1 << 20);
         Self {
             unigrams: FxHashMap::default(),
-            longer: (1..max_n).map(|_| FxHashMap::default()).collect(),
+            longer: (1..max_n)
+                .map(|_| FxHashMap::with_capacity_and_hasher(room, Default::default()))
+                .collect(),
             next_id: vec![0; max_n],
         }
     }
@@ -196,7 +202,7 @@ impl Index {
         before[0] = old;
         let longest = before.len().min(e + 1);
         for n in 2..=longest {
-            let key = (id, context[e + 1 - n]);
+            let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
             let map = &mut self.longer[n - 2];
             let (old, new_id) = match map.get_mut(&key) {
                 Some(seen) => touch(seen, end),
@@ -256,7 +262,7 @@ pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Position
     }
     let max_n = config.max_n;
     let cap = config.cap;
-    let mut index = Index::new(max_n);
+    let mut index = Index::new(max_n, context.len());
     let mut before = vec![None; max_n];
     // The previous position's proposal: (start, matched), to continue it.
     let mut previous: Option<(usize, usize)> = None;
