@@ -47,6 +47,7 @@ fn replay(c: &mut Criterion) {
         batch: whatif::DEFAULT_BATCH,
         interval: whatif::DEFAULT_INTERVAL,
         seed: 1,
+        state_space: None,
     };
     let mut group = c.benchmark_group("whatif_replay");
     group.sample_size(10);

@@ -60,12 +60,12 @@ use std::time::{Duration, Instant};
 
 use specdec_metrics::{
     AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan,
-    SharedStatePlan, StateController, StepCost, Worker,
+    SharedStatePlan, SharedStateTable, StateController, StateSpace, StepCost, Worker, DraftSignal,
 };
 
 use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
 use crate::policy::{
-    Adaptive, Oracle, PerState, Policy, PolicySpec, RequestMemory, RequestView, Static,
+    Adaptive, Oracle, PerState, PerStateTable, Policy, PolicySpec, RequestMemory, RequestView, Static,
     mean_draft_len, scheduled_budget,
 };
 use crate::rng::{self, Rng};
@@ -114,6 +114,11 @@ pub struct Config {
     pub settle_intervals: u32,
     /// The requests of the `traces` workload (`None` for the others).
     pub traces: Option<Arc<TraceSet>>,
+    /// For `per-state`: the states (what the drafter knows at draft time
+    /// composed with the request's recent acceptance), one controller and
+    /// one histogram each, the plan in a `SharedStateTable`; `None`: the
+    /// four levels of `RequestState` in a `SharedStatePlan`.
+    pub state_space: Option<StateSpace>,
     /// How steps are costed and the loop is clocked (the defaults are the
     /// simulator's own).
     pub model: EngineModel,
@@ -586,12 +591,26 @@ fn controller(config: &Config) -> Result<Option<DraftController>, String> {
 
 /// The state controller of `per-state` (`None` for the other policies).
 fn state_controller(config: &Config) -> Result<Option<StateController>, String> {
-    match config.policy {
-        PolicySpec::PerState => StateController::new(config.max_draft_len, config.step_cost()?)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+    match (config.policy, config.state_space) {
+        (PolicySpec::PerState, None) => {
+            StateController::new(config.max_draft_len, config.step_cost()?)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+        (PolicySpec::PerState, Some(space)) => {
+            StateController::with_states(config.max_draft_len, config.step_cost()?, space.count())
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
         _ => Ok(None),
     }
+}
+
+/// The states a `per-state` run records in.
+fn state_count(config: &Config) -> usize {
+    config
+        .state_space
+        .map_or(RequestState::COUNT, StateSpace::count)
 }
 
 /// The recorder a run of `config` records in: one histogram per request
@@ -599,7 +618,7 @@ fn state_controller(config: &Config) -> Result<Option<StateController>, String> 
 /// snapshot is their sum), one for the other policies.
 pub fn recorder(config: &Config) -> Result<Recorder, String> {
     match config.policy {
-        PolicySpec::PerState => Recorder::with_states(config.max_draft_len, RequestState::COUNT),
+        PolicySpec::PerState => Recorder::with_states(config.max_draft_len, state_count(config)),
         _ => Recorder::new(config.max_draft_len),
     }
     .map_err(|e| e.to_string())
@@ -650,17 +669,30 @@ pub fn run(
         plan
     });
     let mut state_controller = state_controller(config)?;
-    if state_controller.is_some() && recorder.states() < RequestState::COUNT {
+    if state_controller.is_some() && recorder.states() < state_count(config) {
         return Err(format!(
             "per-state needs a recorder with {} request states (engine::recorder)",
-            RequestState::COUNT
+            state_count(config)
         ));
     }
-    let state_plan = state_controller
-        .as_ref()
-        .map(|c| Arc::new(SharedStatePlan::new(c.plan())));
+    let state_table = match (&state_controller, config.state_space) {
+        (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
+        _ => None,
+    };
+    let state_plan = match (&state_controller, config.state_space) {
+        (Some(c), None) => Some(Arc::new(SharedStatePlan::new(c.plan()))),
+        _ => None,
+    };
     let policies = (0..config.workers)
-        .map(|index| make_policy(config, index, plan.as_ref(), state_plan.as_ref()))
+        .map(|index| {
+            make_policy(
+                config,
+                index,
+                plan.as_ref(),
+                state_plan.as_ref(),
+                state_table.as_ref(),
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
     let done = AtomicBool::new(false);
@@ -675,6 +707,7 @@ pub fn run(
         plan: plan.as_deref(),
         state_controller: state_controller.as_mut(),
         state_plan: state_plan.as_deref(),
+        state_table: state_table.as_deref(),
         previous: recorder.snapshot(),
         previous_update: recorder.snapshot(),
         previous_states: recorder.snapshot_by_state(),
@@ -696,7 +729,7 @@ pub fn run(
                 let (live, done, barrier) = (&live[index], &done, &barrier);
                 let mut engine =
                     Engine::new(index, config, recorder.worker(), policy, live, events);
-                engine.record_states = state_plan.is_some();
+                engine.record_states = state_plan.is_some() || state_table.is_some();
                 thread::Builder::new()
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
@@ -741,7 +774,7 @@ pub fn run(
         draft_len: c.draft_len(),
     });
     let state_controller = state_controller.map(|c| {
-        let states = || (0..RequestState::COUNT).map(|s| c.controller(state_of(s)));
+        let states = || (0..c.states()).filter_map(|s| c.controller_at(s));
         StateControllerFigures {
             updates: c.controller(RequestState::new()).updates(),
             switches: c.switches(),
@@ -779,13 +812,17 @@ fn make_policy(
     index: usize,
     plan: Option<&Arc<SharedPlan>>,
     state_plan: Option<&Arc<SharedStatePlan>>,
+    state_table: Option<&Arc<SharedStateTable>>,
 ) -> Result<Box<dyn Policy>, String> {
     // The peer rules take a linear cost (a table's end points).
     let cost = config.linear_cost();
     match config.policy {
-        PolicySpec::PerState => Ok(Box::new(PerState::new(Arc::clone(
-            state_plan.ok_or("per-state needs a state plan")?,
-        )))),
+        PolicySpec::PerState => match state_table {
+            Some(table) => Ok(Box::new(PerStateTable::new(Arc::clone(table)))),
+            None => Ok(Box::new(PerState::new(Arc::clone(
+                state_plan.ok_or("per-state needs a state plan")?,
+            )))),
+        },
         PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
             plan.ok_or("adaptive needs a plan")?,
@@ -970,6 +1007,7 @@ struct Coordinator<'a> {
     plan: Option<&'a SharedPlan>,
     state_controller: Option<&'a mut StateController>,
     state_plan: Option<&'a SharedStatePlan>,
+    state_table: Option<&'a SharedStateTable>,
     /// The snapshot at the end of the last interval.
     previous: AcceptanceHistogram,
     /// The snapshot at the last controller update.
@@ -1099,9 +1137,7 @@ impl Coordinator<'_> {
                 plan.publish(controller.plan());
                 *regime |= controller.regime_changes() > regime_changes;
             }
-            if let (Some(controller), Some(plan)) =
-                (self.state_controller.as_deref_mut(), self.state_plan)
-            {
+            if let Some(controller) = self.state_controller.as_deref_mut() {
                 // The windows of every state since the last update, in
                 // `RequestState::index` order.
                 let states = self.recorder.snapshot_by_state();
@@ -1118,7 +1154,12 @@ impl Coordinator<'_> {
                     .interval_state_controller
                     .get_or_insert((state_draft_lens(controller), false));
                 controller.update(&windows);
-                plan.publish(controller.plan());
+                if let Some(plan) = self.state_plan {
+                    plan.publish(controller.plan());
+                }
+                if let Some(table) = self.state_table {
+                    controller.publish(table);
+                }
                 *regime |= state_regime_changes(controller) > regime_changes;
                 self.previous_update_states = states;
             }
@@ -1209,8 +1250,9 @@ fn state_draft_lens(controller: &StateController) -> [usize; RequestState::COUNT
 
 /// Changes of regime any state's controller has seen.
 fn state_regime_changes(controller: &StateController) -> u64 {
-    (0..RequestState::COUNT)
-        .map(|s| controller.controller(state_of(s)).regime_changes())
+    (0..controller.states())
+        .filter_map(|s| controller.controller_at(s))
+        .map(DraftController::regime_changes)
         .sum()
 }
 
@@ -1273,6 +1315,9 @@ struct Engine<'a> {
     counts: Counts,
     /// Requests admitted since the latest step.
     admitted: usize,
+    /// The drafter's longest n-gram (the trace's `max_n`; 5, vLLM's
+    /// default, without one): a shorter match is a signal.
+    max_n: usize,
     stats: EngineStats,
     finished: u64,
 }
@@ -1309,6 +1354,11 @@ impl<'a> Engine<'a> {
             plan_key,
             counts: Counts::default(),
             admitted: 0,
+            max_n: config
+                .traces
+                .as_ref()
+                .and_then(|t| t.meta())
+                .map_or(5, |m| m.max_n),
             stats: EngineStats::default(),
             finished: 0,
         }
@@ -1391,17 +1441,28 @@ impl<'a> Engine<'a> {
         let rule = self.config.state_rule;
         self.views.clear();
         let traces = self.config.traces.as_deref();
+        let (space, max_n, max_draft_len) =
+            (self.config.state_space, self.max_n, self.config.max_draft_len);
         self.views.extend(self.batch.iter().map(|r| {
+            let state = match rule {
+                StateRule::Library => r.state,
+                // A request state in the rule's state.
+                _ => state_of(rule.index(r.rule_state)),
+            };
+            let position = r
+                .trace
+                .and_then(|i| traced_position(traces?, i, r.generated));
+            // What the drafter knows as it drafts: the n it matched, and
+            // whether it has fewer tokens to propose than K.
+            let signal = position.map_or(DraftSignal::NONE, |p| {
+                DraftSignal::ngram(usize::from(p.ngram), max_n)
+                    .with_short_proposal(usize::from(p.proposal) < max_draft_len)
+            });
             RequestView {
-                state: match rule {
-                    StateRule::Library => r.state,
-                    // A request state in the rule's state.
-                    _ => state_of(rule.index(r.rule_state)),
-                },
+                state,
                 memory: r.memory,
-                position: r
-                    .trace
-                    .and_then(|i| traced_position(traces?, i, r.generated)),
+                position,
+                state_index: space.map_or(state.index(), |space| space.index(state, signal)),
             }
         }));
         self.lens.clear();
@@ -1438,6 +1499,11 @@ impl<'a> Engine<'a> {
                     // nothing): an undrafted step, not a k = 0 row.
                     self.worker.observe_undrafted();
                     request.metrics.observe_undrafted();
+                    if position.proposal == 0 && self.config.state_space.is_some() {
+                        // The drafter found no match: its next step is
+                        // one "after a no-match".
+                        request.state = request.state.after_undrafted();
+                    }
                     1
                 } else {
                     let accepted = drafted.min(usize::from(position.matched));
@@ -1445,7 +1511,7 @@ impl<'a> Engine<'a> {
                     // and accepted <= drafted.
                     let _ = if self.record_states {
                         self.worker
-                            .observe_in(self.views[index].state.index(), drafted, accepted)
+                            .observe_in(self.views[index].state_index, drafted, accepted)
                     } else {
                         self.worker.observe(drafted, accepted)
                     };
@@ -1502,7 +1568,7 @@ impl<'a> Engine<'a> {
             // per-state) and per-request; an error is already counted.
             let _ = if self.record_states {
                 self.worker
-                    .observe_in(self.views[index].state.index(), drafted, reported)
+                    .observe_in(self.views[index].state_index, drafted, reported)
             } else {
                 self.worker.observe(drafted, reported)
             };
@@ -1656,6 +1722,7 @@ mod tests {
             seed: 5,
             settle_intervals: SETTLE_INTERVALS,
             traces: None,
+            state_space: None,
             model: EngineModel::default(),
         }
     }

@@ -39,7 +39,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use specdec_metrics::{DraftPlan, RequestState, SharedPlan, SharedStatePlan, StatePlan};
+use specdec_metrics::{
+    DraftPlan, RequestState, SharedPlan, SharedStatePlan, SharedStateTable, StatePlan,
+};
 
 use crate::trace_set::Position;
 
@@ -60,6 +62,10 @@ pub struct RequestView {
     /// (its proposal length and matched `n`) and, for the oracle only, how
     /// much of it the output continues with; `None` off traces.
     pub position: Option<Position>,
+    /// The request's state in the run's state space (what the drafter
+    /// knows at this step composed with the request's recent acceptance;
+    /// `state.index()` without one), for a per-state plan of many states.
+    pub state_index: usize,
 }
 
 /// The mean of a step's per-request draft lengths: the draft term of its
@@ -230,6 +236,44 @@ impl Policy for PerState {
     }
 }
 
+/// A length per state of a state space (`StateSpace`): the metrics
+/// thread's `StateController` publishes one plan per state in a
+/// `SharedStateTable`, and each request-step reads its state's (one
+/// relaxed load).
+pub struct PerStateTable {
+    table: Arc<SharedStateTable>,
+    last: f64,
+}
+
+impl PerStateTable {
+    pub fn new(table: Arc<SharedStateTable>) -> Self {
+        Self { table, last: 0.0 }
+    }
+}
+
+impl Policy for PerStateTable {
+    fn budget(&mut self, step: u64) -> usize {
+        self.table.draft_len_for(0, step)
+    }
+
+    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        for (len, view) in lens.iter_mut().zip(requests) {
+            *len = self.table.draft_len_for(view.state_index, step);
+        }
+        self.last = mean_draft_len(lens);
+    }
+
+    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
+
+    fn chosen(&self) -> usize {
+        self.last.round() as usize
+    }
+
+    fn plan_key(&self) -> u64 {
+        self.last.to_bits()
+    }
+}
+
 /// The per-step oracle of a trace: each request drafts exactly what its
 /// verifier will accept there (`m_t`), nothing where nothing would be.
 #[derive(Clone, Copy, Debug, Default)]
@@ -369,6 +413,7 @@ mod tests {
             state: RequestState::with_score(score),
             memory: [0.0; 2],
             position: None,
+            state_index: 0,
         };
         let requests = [view(0.0), view(0.3), view(0.6), view(1.0), view(0.9)];
         let mut lens = [0; 5];

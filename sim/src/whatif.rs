@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use specdec_metrics::{AcceptanceHistogram, StepCost};
+use specdec_metrics::{AcceptanceHistogram, StateSpace, StepCost};
 
 use crate::engine::{self, CostRule, EngineModel, NoEvents};
 use crate::policy::PolicySpec;
@@ -59,6 +59,44 @@ pub struct Settings {
     pub interval: u64,
     /// The seed of the one policy that draws (vLLM #44336's probes).
     pub seed: u64,
+    /// The states of `per-state` (`None`: `RequestState`'s four levels).
+    pub state_space: Option<StateSpace>,
+}
+
+/// Reads a definition of request states: comma-separated parts, the
+/// first `levels=N` (the recent-acceptance levels, `1..=16`), then any of
+/// `match=N` (the matched n in `N` buckets), `short-match` (shorter than
+/// the drafter's `max_n`), `short-proposal` (fewer tokens to propose than
+/// `K`), `after-undrafted` (the previous step found no match). For
+/// example `levels=2,short-match,after-undrafted`: 8 states.
+pub fn parse_state_space(s: &str) -> Result<StateSpace, String> {
+    let mut parts = s.split(',').map(str::trim);
+    let levels = parts
+        .next()
+        .and_then(|p| p.strip_prefix("levels="))
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(|| {
+            format!("{s:?}: a state definition starts with levels=N, e.g. levels=4,after-undrafted")
+        })?;
+    let mut space = StateSpace::new(levels).map_err(|e| format!("{s:?}: {e}"))?;
+    for part in parts {
+        space = match part {
+            "short-match" => space.by_short_match(),
+            "short-proposal" => space.by_short_proposal(),
+            "after-undrafted" => space.by_after_undrafted(),
+            _ => match part.strip_prefix("match=").and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) => space.by_match_length(n),
+                None => {
+                    return Err(format!(
+                        "{s:?}: {part:?} is not a part of a state definition (match=N, \
+                         short-match, short-proposal, after-undrafted)"
+                    ));
+                }
+            },
+        }
+        .map_err(|e| format!("{s:?}: {e}"))?;
+    }
+    Ok(space)
 }
 
 /// What one policy achieved.
@@ -129,6 +167,7 @@ impl Settings {
             seed: self.seed,
             settle_intervals: 0,
             traces: Some(Arc::clone(&self.traces)),
+            state_space: self.state_space,
             model: EngineModel {
                 cost_rule: CostRule::Drafted,
                 cost_table: Some(table.into()),
@@ -247,6 +286,7 @@ mod tests {
             batch: 8,
             interval: DEFAULT_INTERVAL,
             seed: 1,
+            state_space: None,
         }
     }
 
@@ -302,6 +342,20 @@ mod tests {
                         .sum::<u64>()
             )
         );
+    }
+
+    #[test]
+    fn a_state_definition_is_read_part_by_part() {
+        let space = parse_state_space("levels=2,short-match,after-undrafted").unwrap();
+        assert_eq!((space.levels(), space.count()), (2, 8));
+        assert_eq!(parse_state_space("levels=4,match=3").unwrap().count(), 12);
+        assert!(parse_state_space("match=3").is_err());
+        assert!(parse_state_space("levels=4,sideways").unwrap_err().contains("sideways"));
+        assert!(parse_state_space("levels=16,match=9").is_err());
+        let mut s = settings();
+        s.state_space = Some(space);
+        let r = s.replay(PolicySpec::PerState).unwrap();
+        assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
     #[test]

@@ -33,6 +33,7 @@ fn view(memory: RequestMemory) -> RequestView {
         state: RequestState::new(),
         memory,
         position: None,
+        state_index: 0,
     }
 }
 

@@ -76,6 +76,12 @@ pub struct Args {
     /// the static lengths among them (null without one).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy)]
     policies: Option<Vec<PolicySpec>>,
+    /// The request states of per-state: levels=N (recent acceptance in N
+    /// levels) and any of match=N, short-match, short-proposal,
+    /// after-undrafted, comma-separated (default: the library's
+    /// RequestState, four levels).
+    #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
+    states: Option<specdec_metrics::StateSpace>,
     /// Policies replayed at once (default: one per core).
     #[arg(long, value_name = "N", value_parser = parse_jobs)]
     jobs: Option<usize>,
@@ -148,6 +154,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         batch: args.batch,
         interval: args.interval,
         seed: 1,
+        state_space: args.states,
     };
     let policies = match args.policies {
         Some(list) => {

@@ -157,6 +157,7 @@ fn config(args: &Args, seed: u64, workload: Workload, policy: PolicySpec) -> eng
         seed,
         settle_intervals: engine::SETTLE_INTERVALS,
         traces: None,
+        state_space: None,
         model: engine::EngineModel::default(),
     }
 }

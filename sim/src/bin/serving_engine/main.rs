@@ -477,6 +477,7 @@ impl Args {
             seed: self.seed,
             settle_intervals: engine::SETTLE_INTERVALS,
             traces,
+            state_space: None,
             model: engine::EngineModel {
                 cost_rule: self.cost_rule,
                 ..engine::EngineModel::default()
