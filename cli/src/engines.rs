@@ -322,6 +322,9 @@ pub struct GroupCounts {
     /// The positions of each label set of the per-position families (for
     /// the gap check).
     position_sets: BTreeMap<SeriesSet, BTreeSet<usize>>,
+    /// The drafts of each label set of the drafts family (for the check
+    /// that each has its per-position series).
+    draft_sets: BTreeMap<Vec<(String, String)>, u64>,
     bucket_sets: BTreeMap<Vec<(String, String)>, usize>,
 }
 
@@ -371,6 +374,8 @@ pub fn group(
         };
         if *name == drafts {
             add(&mut g.drafts, n, s)?;
+            let slot = g.draft_sets.entry(rest(&[])).or_insert(0);
+            *slot = checked_sum(*slot, n, s)?;
         } else if *name == tokens {
             add(&mut g.draft_tokens, n, s)?;
         } else if *name == accepted {
@@ -399,6 +404,50 @@ pub fn group(
         }
     }
     Ok(groups)
+}
+
+/// Where every position is exported from start-up (vLLM, this crate), a
+/// label set of the drafts family with drafts but no per-position series,
+/// or per-position series without drafts, is a cut or partial scrape
+/// (HTTP/1.0 close-delimited bodies, partial copies): reading it would
+/// count one engine's drafts as trials without their acceptances.
+fn check_every_label_set_has_positions(
+    families: &Families,
+    g: &GroupCounts,
+) -> Result<(), CliError> {
+    let per_pos = families.accepted_per_pos();
+    let positioned = |labels: &Vec<(String, String)>| {
+        g.position_sets
+            .contains_key(&(per_pos.clone(), labels.clone()))
+    };
+    let cut = "the scrape is cut or partial (an HTTP/1.0 body closed early, a partial copy)";
+    if let Some((labels, n)) = g
+        .draft_sets
+        .iter()
+        .find(|(labels, n)| **n > 0 && !positioned(labels))
+    {
+        let mut at0 = labels.clone();
+        at0.push(("position".into(), "0".into()));
+        return Err(CliError::new(format!(
+            "{} is missing, though {} is {n}: {} exports every position from start-up, so {cut}",
+            series_name(&per_pos, &at0),
+            series_name(&families.drafts(), labels),
+            families.engine.name()
+        )));
+    }
+    if let Some(((_, labels), _)) = g
+        .position_sets
+        .iter()
+        .find(|((name, labels), _)| *name == per_pos && !g.draft_sets.contains_key(labels))
+    {
+        return Err(CliError::new(format!(
+            "{} is missing, though {} is there: {} exports both, so {cut}",
+            series_name(&families.drafts(), labels),
+            series_name(&per_pos, labels),
+            families.engine.name()
+        )));
+    }
+    Ok(())
 }
 
 fn checked_sum(a: u64, b: u64, s: &Sample) -> Result<u64, CliError> {
@@ -519,6 +568,7 @@ pub fn build(
         }
         k
     } else if families.positions_always_exported() {
+        check_every_label_set_has_positions(families, g)?;
         let sets: Vec<(&SeriesSet, &BTreeSet<usize>)> = g.position_sets.iter().collect();
         let mut k = None;
         for ((name, labels), positions) in &sets {
@@ -667,6 +717,13 @@ pub fn build(
                 *v = bound;
             }
             bound = *v;
+        }
+        let sum = per_pos.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        if accepted != sum && accepted.abs_diff(sum) <= slack(sum) {
+            notes.push(format!(
+                "accepted tokens {accepted} taken as the sum of the accepted counts per position, {sum} (within the extrapolation slack of increase())"
+            ));
+            accepted = sum;
         }
         accepted = accepted.min(draft_tokens);
     }

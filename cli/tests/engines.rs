@@ -666,3 +666,63 @@ fn prometheus_answers_become_fleet_advice() {
             .contains("increase() over 1h ending at 1700000000.000")
     );
 }
+
+/// Two vLLM engines of one model, as one scrape gives them.
+fn two_engines(cut_engine_1_positions: bool, accepted_0: &str) -> String {
+    let mut s = String::new();
+    for (e, drafts, acc, per_pos) in [
+        ("0", 100, accepted_0, [40, 20, 10]),
+        ("1", 100, "70", [40, 20, 10]),
+    ] {
+        let l = format!("engine=\"{e}\",model_name=\"m\"");
+        s += &format!("vllm:spec_decode_num_drafts_total{{{l}}} {drafts}\n");
+        s += &format!("vllm:spec_decode_num_draft_tokens_total{{{l}}} 300\n");
+        s += &format!("vllm:spec_decode_num_accepted_tokens_total{{{l}}} {acc}\n");
+        if e == "1" && cut_engine_1_positions {
+            continue;
+        }
+        for (p, v) in per_pos.iter().enumerate() {
+            s += &format!(
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total{{{l},position=\"{p}\"}} {v}\n"
+            );
+        }
+    }
+    s
+}
+
+/// A scrape cut before one engine's per-position series (an HTTP/1.0
+/// close-delimited body, a partial copy) is not read as exact counts with
+/// that engine's drafts as trials without acceptances; an accepted total
+/// other than the positions' sum is an error naming it.
+#[test]
+fn a_scrape_missing_an_engines_positions_or_disagreeing_totals_is_an_error() {
+    let (out, err, code) = advise_text(&two_engines(false, "70"), &[]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "exact");
+    let (out, err, code) = advise_text(&two_engines(true, "70"), &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"1\",model_name=\"m\",position=\"0\"} is missing, though vllm:spec_decode_num_drafts_total{engine=\"1\",model_name=\"m\"} is 100"
+        ),
+        "{err}"
+    );
+    let (out, err, code) = advise_text(&two_engines(false, "80"), &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(err.contains("add up to 140"), "{err}");
+    // One engine, accepted total 2,900 against positions 1,500.
+    let text = vllm(
+        "1000",
+        "3000",
+        "2900",
+        &[("0", "700"), ("1", "500"), ("2", "300")],
+    );
+    let (_, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} is 2900 but the accepted counts per position")
+            && err.contains("add up to 1500"),
+        "{err}"
+    );
+}
