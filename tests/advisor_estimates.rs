@@ -758,3 +758,76 @@ fn identical_windows_never_narrow_the_intervals() {
         p2.interval
     );
 }
+
+/// `compare` against its closed form on the histogram of
+/// `recommendation_by_hand`: g(1) = 25/18, g(2) = 10/7 at cost 1 + 0.2 k.
+/// Var E[a | 1] = 2/63, Var E[a | 2] = 2/21, their covariance 1/21.
+#[test]
+fn compare_by_hand() {
+    let h = histogram(2, &[(1, 0), (1, 1), (2, 2), (2, 1)]);
+    let c = Continuation::new(&h);
+    let cost = StepCost::linear(1.0, 0.2).unwrap();
+    let advisor = Advisor::default();
+    let r = advisor.compare(&c, &cost, 2, 1).unwrap();
+    let (g2, g1) = (10.0 / 7.0, 25.0 / 18.0);
+    let ratio = g2 / g1;
+    assert_close!(r.ratio, ratio);
+    // Delta method: Var(g2 / g1) = (V2 + ratio^2 V1 - 2 ratio C) / g1^2
+    // with V2 = (2/21) / 1.4^2, V1 = (2/63) / 1.2^2, C = (1/21) / (1.2 * 1.4).
+    let (v2, v1, cv) = (
+        2.0 / 21.0 / 1.96,
+        2.0 / 63.0 / 1.44,
+        1.0 / 21.0 / (1.2 * 1.4),
+    );
+    let sd = ((v2 + ratio * ratio * v1 - 2.0 * ratio * cv) / (g1 * g1)).sqrt();
+    assert!(
+        (r.interval[0] - (ratio - Z95 * sd)).abs() < 1e-8,
+        "{:?}",
+        r.interval
+    );
+    assert!(
+        (r.interval[1] - (ratio + Z95 * sd)).abs() < 1e-8,
+        "{:?}",
+        r.interval
+    );
+    // P(g2 > g1): D = 5/126, Var D = V2 + V1 - 2 C = 0.0139475...:
+    // Phi(0.33602) = 0.63157.
+    let var_d: f64 = v2 + v1 - 2.0 * cv;
+    assert!((var_d - 0.013_947_5).abs() < 1e-6, "{var_d}");
+    assert!((r.prob_better - 0.631_57).abs() < 1e-4, "{}", r.prob_better);
+    // The other way round: the reciprocal ratio, the complement.
+    let back = advisor.compare(&c, &cost, 1, 2).unwrap();
+    assert_close!(back.ratio, 1.0 / ratio);
+    assert_close!(back.prob_better, 1.0 - r.prob_better);
+    // Against not speculating: g(0) = 1 exactly, no variance.
+    let vs0 = advisor.compare(&c, &cost, 2, 0).unwrap();
+    assert_close!(vs0.ratio, g2);
+    let sd0 = v2.sqrt();
+    assert!((vs0.interval[0] - (g2 - Z95 * sd0)).abs() < 1e-8);
+    assert!((vs0.interval[1] - (g2 + Z95 * sd0)).abs() < 1e-8);
+    // Phi((10/7 - 1) / sqrt(V2)) = Phi(1.94422) = 0.97407.
+    assert!(
+        (vs0.prob_better - 0.974_07).abs() < 1e-4,
+        "{}",
+        vs0.prob_better
+    );
+    // A length against itself: ratio 1, no width, even odds.
+    let same = advisor.compare(&c, &cost, 2, 2).unwrap();
+    assert_eq!((same.ratio, same.prob_better), (1.0, 0.5));
+    assert!((same.interval[1] - same.interval[0]).abs() < 1e-8);
+    // The level sets the width: at 50%, z = 0.67449.
+    let half = advisor
+        .with_credible_level(0.5)
+        .unwrap()
+        .compare(&c, &cost, 2, 1)
+        .unwrap();
+    let z50 = 0.674_489_750_196_081_7;
+    assert!((half.interval[1] - (ratio + z50 * sd)).abs() < 1e-9);
+    // A ratio whose interval would reach below 0 is clipped at 0: one
+    // step, an expensive draft.
+    let tiny = Continuation::new(&histogram(1, &[(1, 0)]));
+    let wide = advisor
+        .compare(&tiny, &StepCost::linear(1.0, 0.01).unwrap(), 0, 1)
+        .unwrap();
+    assert!(wide.interval[0] >= 0.0);
+}
