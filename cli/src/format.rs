@@ -97,6 +97,28 @@ pub fn display_path(path: &Path) -> String {
     sanitize(&path.display().to_string())
 }
 
+/// A URL as every message, table and JSON `source` shows it: its userinfo
+/// (`user:password@`) replaced by `***@`, so that a password in the URL is
+/// never printed, then [sanitized](sanitize).
+pub fn display_url(url: &str) -> String {
+    sanitize(&redact_userinfo(url))
+}
+
+/// `url` without its userinfo: `http://user:pw@host/x` as
+/// `http://***@host/x`. Only the authority (after `scheme://`, up to the
+/// first `/`, `?` or `#`) is looked at, so an `@` in a path or query stays.
+pub fn redact_userinfo(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..start], &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// Pushes `c`, escaped when it must not reach a terminal as it is.
 fn push_escaped(out: &mut String, c: char) {
     match c {

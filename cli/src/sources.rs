@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::engines::{self, Built, Engine, Families, GroupCounts, Values};
 use crate::error::CliError;
 use crate::exposition::{self, Sample, series_name};
-use crate::format::{excerpt, format_bytes, sanitize};
+use crate::format::{display_url, excerpt, format_bytes};
 use crate::http::{self, Limits};
 use crate::io::{input_name, note_reading_stdin};
 
@@ -60,7 +60,7 @@ const SCRAPE_ACCEPT: &str =
 /// messages and the text.
 pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliError> {
     let (name, bytes) = if http::is_url(source) {
-        let name = sanitize(source);
+        let name = display_url(source);
         let response = http::get(source, &[], SCRAPE_ACCEPT, limits)?.success(source)?;
         if response
             .mime_type
@@ -258,7 +258,7 @@ pub fn from_prometheus(
     settings: &Settings,
 ) -> Result<Counted, CliError> {
     let base = url.trim_end_matches('/');
-    let shown = sanitize(base);
+    let shown = display_url(base);
     let inner = match selector {
         None => String::new(),
         Some(s) => {
@@ -428,7 +428,7 @@ fn api(
     limits: Limits,
 ) -> Result<Value, CliError> {
     let url = format!("{base}/api/v1/{endpoint}");
-    let shown = sanitize(&url);
+    let shown = display_url(&url);
     let response = http::get(&url, params, "application/json", limits)?;
     let parsed: Result<Value, _> = serde_json::from_slice(&response.body);
     let json = match parsed {

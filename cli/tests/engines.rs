@@ -726,3 +726,68 @@ fn a_scrape_missing_an_engines_positions_or_disagreeing_totals_is_an_error() {
         "{err}"
     );
 }
+
+const VLLM_OK: &str = "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 100\n\
+vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 200\n\
+vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 90\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"0\"} 60\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"} 30\n";
+
+/// A password in a URL's userinfo is never printed: not in the JSON
+/// `source`, the table, nor any error (an HTTP error status, a refused
+/// connection, a Prometheus that answers garbage).
+#[test]
+fn a_password_in_the_url_is_never_printed() {
+    let with_password = |url: &str| url.replacen("http://", "http://user:s3cr3t@", 1);
+    let mut outputs = Vec::new();
+    for format in ["json", "table"] {
+        let url = serve(1, answer("200 OK", "text/plain", VLLM_OK));
+        let (out, err, code) = advise(&[
+            "--metrics",
+            &with_password(&format!("{url}/metrics")),
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            format,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("http://***@127.0.0.1"), "{out}");
+        outputs.push(out + &err);
+    }
+    let url = serve(1, answer("500 Internal Server Error", "text/plain", "boom"));
+    outputs.push(advise(&["--metrics", &with_password(&url), "--cost-linear", "1,0.1"]).1);
+    let url = serve(1, answer("200 OK", "application/json", "not json"));
+    outputs.push(
+        advise(&[
+            "--prometheus",
+            &with_password(&url),
+            "--window",
+            "1h",
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .1,
+    );
+    // Nothing listens there: the connection is refused.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    outputs.push(
+        advise(&[
+            "--metrics",
+            &format!("http://user:s3cr3t@{closed}/metrics"),
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .1,
+    );
+    for o in &outputs {
+        assert!(!o.contains("s3cr3t") && !o.contains("user:"), "{o}");
+    }
+    assert!(
+        outputs[2].contains("http://***@127.0.0.1") && outputs[2].contains("HTTP status 500"),
+        "{}",
+        outputs[2]
+    );
+}
