@@ -340,11 +340,19 @@ pub fn series_name(name: &str, labels: &[(String, String)]) -> String {
     let inner: Vec<String> = labels
         .iter()
         .map(|(n, v)| {
-            let v = v
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n");
-            format!("{n}=\"{v}\"")
+            // As the exposition escapes it, and what would act on a
+            // terminal (control, bidi and invisible characters) as \u
+            // escapes: the name is shown in tables, warnings and errors.
+            let mut escaped = String::with_capacity(v.len());
+            for c in v.chars() {
+                match c {
+                    '\\' => escaped.push_str("\\\\"),
+                    '"' => escaped.push_str("\\\""),
+                    '\n' => escaped.push_str("\\n"),
+                    c => crate::format::push_hidden_escaped(&mut escaped, c),
+                }
+            }
+            format!("{n}=\"{escaped}\"")
         })
         .collect();
     format!("{name}{{{}}}", inner.join(","))

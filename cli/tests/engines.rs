@@ -791,3 +791,32 @@ fn a_password_in_the_url_is_never_printed() {
         outputs[2]
     );
 }
+
+/// Label values holding terminal controls or bidi overrides reach the
+/// terminal escaped: in the table's group header, in the JSON and in the
+/// warnings (here: too few drafts), as in errors.
+#[test]
+fn control_and_bidi_characters_in_labels_never_reach_the_terminal() {
+    for model in ["\u{1b}]0;pwn\u{7}", "abc\u{202e}fed", "x\u{9b}31m"] {
+        let text = VLLM_OK.replace("model_name=\"m\"", &format!("model_name=\"{model}\""));
+        for format in ["table", "json"] {
+            let (out, err, code) = advise_text(&text, &["--format", format]);
+            assert_eq!(code, 0, "{err}");
+            for o in [&out, &err] {
+                assert!(
+                    !o.chars()
+                        .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+                    "{o:?}"
+                );
+            }
+            assert!(err.contains("warning: model_name="), "{err}");
+            if format == "json" {
+                // The same string, escaped: the JSON still holds the value.
+                let v: Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(v["groups"][0]["labels"]["model_name"], model);
+            } else {
+                assert!(out.contains("== model_name=\""), "{out}");
+            }
+        }
+    }
+}

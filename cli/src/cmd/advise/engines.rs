@@ -34,7 +34,7 @@ use specdec_metrics::{
 use crate::engines::{Engine, Families};
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
-use crate::format::excerpt;
+use crate::format::{escape_hidden, excerpt};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::render::{self, json_line};
@@ -351,10 +351,13 @@ pub fn run(
         Format::Json => json_line(&out, "advice")?,
         _ => render_table(&out, &counted.families, cost, advisor),
     };
+    // Label values come from the endpoint: nothing in them may act on
+    // the terminal, in the table, the JSON or a warning.
+    let text = escape_hidden(&text);
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
     for w in warnings {
-        let _ = writeln!(err, "warning: {w}");
+        let _ = writeln!(err, "warning: {}", escape_hidden(&w));
     }
     if not_identified {
         let _ = writeln!(
