@@ -104,15 +104,15 @@ pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliEr
     Ok((name, text))
 }
 
-/// A scrape read and checked: every sample of `families`, typed counter.
+/// A scrape read (`name`, `text`) checked: every sample of `families`,
+/// typed counter.
 fn scrape(
-    source: &str,
-    limits: Limits,
+    name: String,
+    text: &str,
     forced: Option<Engine>,
     families: Option<&Families>,
 ) -> Result<(String, Families, Vec<Sample>), CliError> {
-    let (name, text) = read_text(source, limits)?;
-    let exposition = exposition::parse(&text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
+    let exposition = exposition::parse(text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
     let families = match families {
         Some(f) => f.clone(),
         None => engines::detect(
@@ -150,10 +150,20 @@ pub fn from_metrics(
     since: Option<&str>,
     settings: &Settings,
 ) -> Result<Counted, CliError> {
-    let (name, families, mut samples) = scrape(source, settings.limits, settings.engine, None)?;
+    if source == "-" && since == Some("-") {
+        return Err(CliError::new(
+            "--metrics - and --since - both read standard input, which holds one scrape; give the earlier scrape as a file or URL",
+        ));
+    }
+    // The earlier scrape is fetched first: with both on one live URL, the
+    // other order would take the later scrape first and read the counts
+    // between them as a reset.
+    let earlier = since.map(|e| read_text(e, settings.limits)).transpose()?;
+    let (name, text) = read_text(source, settings.limits)?;
+    let (name, families, mut samples) = scrape(name, &text, settings.engine, None)?;
     let mut source_name = name.clone();
-    if let Some(earlier) = since {
-        let (earlier_name, _, before) = scrape(earlier, settings.limits, None, Some(&families))?;
+    if let Some((earlier_name, earlier_text)) = earlier {
+        let (earlier_name, _, before) = scrape(earlier_name, &earlier_text, None, Some(&families))?;
         if before.is_empty() {
             return Err(CliError::new(format!(
                 "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",

@@ -820,3 +820,60 @@ fn control_and_bidi_characters_in_labels_never_reach_the_terminal() {
         }
     }
 }
+
+/// `--since` on the same live URL as `--metrics` is the earlier scrape: it
+/// is fetched first, so the counts between the two are the growth, not a
+/// reset. `--metrics - --since -` is refused before anything is read.
+#[test]
+fn since_on_the_same_live_url_is_fetched_first_and_stdin_is_read_once() {
+    let scrapes = std::sync::atomic::AtomicU64::new(0);
+    let url = serve(2, move |s| {
+        // Relaxed: one server thread; the count only orders its answers.
+        let n = scrapes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let body = vllm(
+            &(1000 * n).to_string(),
+            &(3000 * n).to_string(),
+            &(1500 * n).to_string(),
+            &[
+                ("0", &(700 * n).to_string()),
+                ("1", &(500 * n).to_string()),
+                ("2", &(300 * n).to_string()),
+            ],
+        );
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let url = format!("{url}/metrics");
+    let (out, err, code) = advise(&["--metrics", &url, "--since", &url, "--cost-linear", "1,0.1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["drafts"], 1000);
+    assert_eq!(
+        v["groups"][0]["recommendation"]["positions"][0]["successes"],
+        700
+    );
+
+    let out = bin()
+        .args([
+            "advise",
+            "--metrics",
+            "-",
+            "--since",
+            "-",
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .write_stdin(vllm("1", "3", "0", &[("0", "0"), ("1", "0"), ("2", "0")]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--metrics - and --since - both read standard input")
+            && !err.contains("reading"),
+        "{err}"
+    );
+}
