@@ -95,6 +95,11 @@ pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliEr
         }
         (name, bytes)
     };
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(CliError::new(format!(
+            "{name}: the body is gzip-compressed (Content-Encoding gzip, or a .gz file), which advise does not read: ask the endpoint for identity encoding, or decompress the file first (gunzip, zcat)"
+        )));
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         CliError::new(format!(
             "{name}: not UTF-8 text (byte {}): not a Prometheus exposition",
@@ -110,6 +115,7 @@ fn scrape(
     name: String,
     text: &str,
     forced: Option<Engine>,
+    prefix: Option<&str>,
     families: Option<&Families>,
 ) -> Result<(String, Families, Vec<Sample>), CliError> {
     let exposition = exposition::parse(text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
@@ -118,6 +124,7 @@ fn scrape(
         None => engines::detect(
             exposition.samples.iter().map(|s| s.name.as_str()),
             forced,
+            prefix,
             &name,
         )?,
     };
@@ -160,10 +167,17 @@ pub fn from_metrics(
     // between them as a reset.
     let earlier = since.map(|e| read_text(e, settings.limits)).transpose()?;
     let (name, text) = read_text(source, settings.limits)?;
-    let (name, families, mut samples) = scrape(name, &text, settings.engine, None)?;
+    let (name, families, mut samples) = scrape(
+        name,
+        &text,
+        settings.engine,
+        settings.prefix.as_deref(),
+        None,
+    )?;
     let mut source_name = name.clone();
     if let Some((earlier_name, earlier_text)) = earlier {
-        let (earlier_name, _, before) = scrape(earlier_name, &earlier_text, None, Some(&families))?;
+        let (earlier_name, _, before) =
+            scrape(earlier_name, &earlier_text, None, None, Some(&families))?;
         if before.is_empty() {
             return Err(CliError::new(format!(
                 "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",
@@ -173,7 +187,8 @@ pub fn from_metrics(
         samples = subtract(samples, &before, &name, &earlier_name)?;
         source_name = format!("{name} since {earlier_name}");
     }
-    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)?;
+    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)
+        .map_err(|e| CliError::new(format!("{source_name}: {e}")))?;
     finish(source_name, families, groups, settings, Values::Exact)
 }
 
@@ -197,8 +212,10 @@ fn subtract(
             // Values are checked as counts first, so that a NaN is named
             // as such rather than as a reset.
             let (a, b_count) = (
-                engines::count(&s, Values::Exact)?,
-                engines::count(b, Values::Exact)?,
+                engines::count(&s, Values::Exact)
+                    .map_err(|e| CliError::new(format!("{now_name}: {e}")))?,
+                engines::count(b, Values::Exact)
+                    .map_err(|e| CliError::new(format!("--since {before_name}: {e}")))?,
             );
             if a < b_count {
                 return Err(CliError::new(format!(
@@ -226,6 +243,8 @@ pub struct Settings {
     pub engine: Option<Engine>,
     pub by: String,
     pub max_draft_len: Option<usize>,
+    /// `--prefix`: the families under this prefix only.
+    pub prefix: Option<String>,
 }
 
 fn finish(
@@ -333,6 +352,7 @@ pub fn from_prometheus(
     let families = engines::detect(
         names.iter().map(String::as_str),
         settings.engine,
+        settings.prefix.as_deref(),
         &format!("{shown} (window {window})"),
     )?;
 
@@ -419,7 +439,8 @@ pub fn from_prometheus(
             });
         }
     }
-    let groups = engines::group(&samples, &families, by, Values::Extrapolated)?;
+    let groups = engines::group(&samples, &families, by, Values::Extrapolated)
+        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
     finish(
         format!("{shown}, increase() over {window} ending at {end_text}"),
         families,

@@ -877,3 +877,136 @@ fn since_on_the_same_live_url_is_fetched_first_and_stdin_is_read_once() {
         "{err}"
     );
 }
+
+/// `advise ARGS` with `stdin` on standard input.
+fn advise_stdin(args: &[&str], stdin: Vec<u8>) -> (String, String, i32) {
+    let out = bin()
+        .arg("advise")
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// The messages say what is wrong and where: which source holds a NaN,
+/// a huge value in scientific notation, why 2^64 - 1 cannot be read, why
+/// text that looks like OpenMetrics was not read as such, that a body is
+/// gzip; a way to pick one of two prefixes; that `position` is an index
+/// label. `--vllm-log -` reads standard input, colour codes and all.
+#[test]
+fn messages_name_the_source_the_reason_and_the_way_out() {
+    let cost = ["--cost-linear", "1,0.1"];
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = |name: &str, body: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    // A NaN in the --since scrape: named as there.
+    let now = file("now.prom", VLLM_OK.as_bytes());
+    let then = file("then.prom", VLLM_OK.replace("} 60\n", "} NaN\n").as_bytes());
+    let (_, err, code) = advise(&[&["--metrics", &now, "--since", &then], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("--since {then}: ")) && err.contains("is NaN"),
+        "{err}"
+    );
+    // 1e308 and u64::MAX.
+    let huge = file(
+        "huge.prom",
+        VLLM_OK.replace("} 100\n", "} 1e308\n").as_bytes(),
+    );
+    let (_, err, _) = advise(&[&["--metrics", &huge], &cost[..]].concat());
+    assert!(
+        err.contains("is 1e308: a count") || err.contains("is 1e308:"),
+        "{err}"
+    );
+    assert!(!err.contains("00000000000000000000"), "{err}");
+    let max = file(
+        "max.prom",
+        VLLM_OK
+            .replace("} 100\n", "} 18446744073709551615\n")
+            .as_bytes(),
+    );
+    let (_, err, _) = advise(&[&["--metrics", &max], &cost[..]].concat());
+    assert!(err.contains("values are 64-bit floats"), "{err}");
+    // OpenMetrics that is not quite: a blank line after # EOF, CRLF, no
+    // # EOF (each with an exemplar, which the classic format lacks).
+    let om = VLLM_OK.replace("} 60\n", "} 60 # {trace_id=\"a\"} 1\n") + "# EOF\n";
+    for (body, says) in [
+        (om.clone() + "\n", "is followed by 1 more line (blank)"),
+        (om.replace('\n', "\r\n"), "its lines end in CRLF"),
+        (om.replace("# EOF\n", ""), "it has no # EOF line"),
+    ] {
+        let (_, err, code) =
+            advise(&[&["--metrics", &file("om.prom", body.as_bytes())], &cost[..]].concat());
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("not OpenMetrics: ") && err.contains(says),
+            "{err}"
+        );
+    }
+    // A gzip body.
+    let gz = file(
+        "m.prom.gz",
+        &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xfe],
+    );
+    let (_, err, _) = advise(&[&["--metrics", &gz], &cost[..]].concat());
+    assert!(
+        err.contains("gzip-compressed") && !err.contains("not UTF-8"),
+        "{err}"
+    );
+    // Two prefixes: --prefix picks one.
+    let two = file(
+        "two.prom",
+        (VLLM_OK.to_owned() + &VLLM_OK.replace("vllm:spec_decode", "other:spec_decode")).as_bytes(),
+    );
+    let (_, err, code) = advise(&[&["--metrics", &two], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("pick one with --prefix PREFIX") && err.contains("\"other:spec_decode\""),
+        "{err}"
+    );
+    let (out, err, code) = advise(
+        &[
+            &["--metrics", &two, "--prefix", "other:spec_decode"],
+            &cost[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"prefix\":\"other:spec_decode\""), "{out}");
+    let (_, err, code) = advise(&[&["--metrics", &two, "--prefix", "nope"], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("--prefix \"nope\": no such prefix"), "{err}");
+    // --by position.
+    let (_, err, code) = advise(&[&["--metrics", &now, "--by", "position"], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--by position: position is an index label"),
+        "{err}"
+    );
+    // vLLM's log on standard input, plain and in colour: the same advice.
+    let log = std::fs::read_to_string(fixture("vllm_llama31_8b_mtbench_k3.log")).unwrap();
+    let coloured: String = log
+        .lines()
+        .map(|l| format!("\u{1b}[32mINFO\u{1b}[0m \u{1b}[1;36m{l}\u{1b}[0m\n"))
+        .collect();
+    let (plain, err, code) = advise_stdin(
+        &[&["--vllm-log", "-"], &cost[..]].concat(),
+        log.into_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (colour, err, code) = advise_stdin(
+        &[&["--vllm-log", "-"], &cost[..]].concat(),
+        coloured.into_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(plain, colour);
+    assert!(plain.contains("\"source\":\"<stdin>\""), "{plain}");
+}

@@ -41,6 +41,10 @@ use crate::render::{self, json_line};
 use crate::sources::{self, Counted, Settings};
 use crate::vllm_log::{self, Reconstruction};
 
+/// The labels that index the series of one family (positions, buckets):
+/// never a grouping.
+const INDEX_LABELS: [&str; 3] = ["position", "draft_length", "accepted"];
+
 /// Exit status when some group's counters give bounds, not advice.
 pub const NOT_IDENTIFIED: u8 = 3;
 
@@ -90,6 +94,11 @@ pub struct SourceArgs {
     /// from the names].
     #[arg(long, value_name = "ENGINE")]
     pub engine: Option<Engine>,
+    /// Read the families under this prefix only (the part of their names
+    /// before _num_drafts_total, e.g. vllm:spec_decode), where a scrape or
+    /// Prometheus holds several.
+    #[arg(long, value_name = "PREFIX", conflicts_with = "vllm_log")]
+    pub prefix: Option<String>,
     /// The largest exposition, file or HTTP answer read (K, M, G suffixes
     /// as powers of 1024).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
@@ -205,7 +214,13 @@ pub fn run(
         engine: src.engine,
         by: src.by.clone(),
         max_draft_len,
+        prefix: src.prefix.clone(),
     };
+    if let Some(index) = INDEX_LABELS.iter().find(|l| **l == src.by) {
+        return Err(CliError::new(format!(
+            "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
+        )));
+    }
     let (counted, reconstruction, by): (Counted, Option<Reconstruction>, Option<&str>) =
         if let Some(metrics) = &src.metrics {
             (
