@@ -290,19 +290,8 @@ pub fn from_prometheus(
     let shown = display_url(base);
     let inner = match selector {
         None => String::new(),
-        Some(s) => {
-            let t = s.trim();
-            let inner = t
-                .strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .ok_or_else(|| {
-                    CliError::new(format!(
-                        "--selector {}: write label matchers in braces, e.g. '{{job=\"vllm\"}}'",
-                        excerpt(s)
-                    ))
-                })?;
-            inner.trim().to_owned()
-        }
+        Some(s) => parse_selector(s)
+            .map_err(|e| CliError::new(format!("--selector {}: {e}", excerpt(s))))?,
     };
     let seconds = parse_duration(window).map_err(|e| CliError::new(format!("--window: {e}")))?;
     let end: f64 = match at {
@@ -310,10 +299,10 @@ pub fn from_prometheus(
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|t| t.is_finite() && *t >= 0.0)
+            .filter(|t| t.is_finite() && (0.0..=MAX_UNIX_SECONDS).contains(t))
             .ok_or_else(|| {
                 CliError::new(format!(
-                    "--at {}: give the end of the window as Unix seconds (e.g. 1700000000)",
+                    "--at {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
                     excerpt(t)
                 ))
             })?,
@@ -492,46 +481,161 @@ fn api(
     }
 }
 
-/// A Prometheus duration (`90s`, `5m`, `1h30m`, `2d`, `500ms`) in seconds.
+/// The latest `--at` (and longest window) Prometheus can represent: its
+/// durations and times are nanoseconds in an `i64` (about the year 2262).
+const MAX_UNIX_SECONDS: f64 = 9_223_372_036.0;
+
+/// A Prometheus duration (`90s`, `5m`, `1h30m`, `2d`, `500ms`) in seconds,
+/// by Prometheus' grammar (`model.ParseDuration`): units from `y` down to
+/// `ms`, each at most once and in that order, and the whole within an
+/// `i64` of nanoseconds; a duration it would reject (`30m1h`, `1h1h`,
+/// `99999999999999999999y`) is an error here, never sent.
 pub fn parse_duration(s: &str) -> Result<f64, String> {
-    let bad = || {
+    let bad = |why: &str| {
         format!(
-            "{} is not a duration: write it as Prometheus does, e.g. 90s, 5m, 1h30m",
+            "{} is not a duration{why}: write it as Prometheus does, e.g. 90s, 5m, 1h30m (units y, w, d, h, m, s, ms, largest first, each once)",
             excerpt(s)
         )
     };
-    let mut total = 0.0;
+    // Largest first, as the grammar orders them.
+    const UNITS: [(&str, u64); 7] = [
+        ("y", 31_536_000_000),
+        ("w", 604_800_000),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ];
+    let mut total_ms: u64 = 0;
     let mut rest = s;
+    let mut next_unit = 0;
     if rest.is_empty() {
-        return Err(bad());
+        return Err(bad(""));
     }
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| bad(" (a number without its unit)"))?;
         if digits == 0 {
-            return Err(bad());
+            return Err(bad(""));
         }
-        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| bad(" Prometheus can hold (out of range)"))?;
         rest = &rest[digits..];
-        let units = [
-            ("ms", 0.001),
-            ("s", 1.0),
-            ("m", 60.0),
-            ("h", 3600.0),
-            ("d", 86400.0),
-            ("w", 604_800.0),
-            ("y", 31_536_000.0),
-        ];
-        let (unit, scale) = units
+        let (i, (unit, scale)) = UNITS
             .iter()
-            .find(|(u, _)| rest.starts_with(u) && !(*u == "m" && rest.starts_with("ms")))
-            .ok_or_else(bad)?;
-        total += n * scale;
+            .enumerate()
+            .find(|(_, (u, _))| rest.starts_with(u) && !(*u == "m" && rest.starts_with("ms")))
+            .ok_or_else(|| bad(""))?;
+        if i < next_unit {
+            return Err(bad(" (its units must come largest first, each once)"));
+        }
+        next_unit = i + 1;
+        total_ms = n
+            .checked_mul(*scale)
+            .and_then(|ms| total_ms.checked_add(ms))
+            .filter(|&ms| ms as f64 / 1000.0 <= MAX_UNIX_SECONDS)
+            .ok_or_else(|| bad(" Prometheus can hold (out of range)"))?;
         rest = &rest[unit.len()..];
     }
-    if total <= 0.0 {
-        return Err(bad());
+    if total_ms == 0 {
+        return Err(bad(""));
     }
-    Ok(total)
+    Ok(total_ms as f64 / 1000.0)
+}
+
+/// `--selector '{MATCHERS}'`: PromQL label matchers (`name op "value"`,
+/// `op` one of `=`, `!=`, `=~`, `!~`, the value a double-, single- or
+/// back-quoted string, matchers separated by commas), checked and
+/// rewritten as the matchers alone with double-quoted values, so that
+/// nothing but matchers reaches the query (`{job="a"}) or vector(1)` is an
+/// error, not a query).
+pub fn parse_selector(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let body = t
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(|| "write label matchers in braces, e.g. '{job=\"vllm\"}'".to_owned())?;
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = body.trim_start();
+    while !rest.is_empty() {
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_len];
+        if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!(
+                "expected a label name at {}: write matchers as name=\"value\"",
+                excerpt(rest)
+            ));
+        }
+        rest = rest[name_len..].trim_start();
+        let op = ["=~", "!~", "!=", "="]
+            .into_iter()
+            .find(|op| rest.starts_with(op))
+            .ok_or_else(|| format!("expected =, !=, =~ or !~ after {name} at {}", excerpt(rest)))?;
+        rest = rest[op.len()..].trim_start();
+        let (value, after) = quoted(rest)?;
+        out.push(format!(
+            "{name}{op}{}",
+            serde_json::to_string(&value).expect("a string serializes")
+        ));
+        rest = after.trim_start();
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r.trim_start(),
+            None if rest.is_empty() => {}
+            None => {
+                return Err(format!(
+                    "expected , or the closing brace after {name}{op}... at {}",
+                    excerpt(rest)
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no label matcher in the braces".into());
+    }
+    Ok(out.join(","))
+}
+
+/// A PromQL string at the start of `s`: its value and what follows.
+fn quoted(s: &str) -> Result<(String, &str), String> {
+    let mut chars = s.char_indices();
+    let quote = match chars.next() {
+        Some((_, q @ ('"' | '\'' | '`'))) => q,
+        _ => {
+            return Err(format!("expected a quoted value at {}", excerpt(s)));
+        }
+    };
+    let mut value = String::new();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            c if c == quote => return Ok((value, &s[i + 1..])),
+            '\\' if quote != '`' => {
+                let (_, e) = chars
+                    .next()
+                    .ok_or_else(|| format!("an unterminated string: {}", excerpt(s)))?;
+                value.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    '\\' | '"' | '\'' => e,
+                    other => {
+                        return Err(format!(
+                            "an escape PromQL strings here do not take: \\{other}"
+                        ));
+                    }
+                });
+            }
+            '\n' if quote != '`' => {
+                return Err(format!("a line break in a string: {}", excerpt(s)));
+            }
+            c => value.push(c),
+        }
+    }
+    Err(format!("an unterminated string: {}", excerpt(s)))
 }
 
 #[cfg(test)]
@@ -544,8 +648,56 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(5400.0));
         assert_eq!(parse_duration("500ms"), Ok(0.5));
         assert_eq!(parse_duration("2d"), Ok(172_800.0));
-        for bad in ["", "5", "m", "1.5m", "5x", "0s", "-1m"] {
+        assert_eq!(parse_duration("1y2w3d4h5m6s7ms"), Ok(33_019_506.007));
+        for bad in [
+            "",
+            "5",
+            "m",
+            "1.5m",
+            "5x",
+            "0s",
+            "-1m",
+            "30m1h",
+            "1h1h",
+            "1ms1s",
+            "99999999999999999999y",
+            "300y",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_duration("30m1h")
+                .unwrap_err()
+                .contains("largest first")
+        );
+        assert!(parse_duration("292y").is_ok());
+    }
+
+    #[test]
+    fn selectors_are_matchers_and_nothing_else() {
+        assert_eq!(
+            parse_selector(" { job = \"a\" , cluster=~'eu.*', x!=`b\\c`,} ").unwrap(),
+            r#"job="a",cluster=~"eu.*",x!="b\\c""#
+        );
+        assert_eq!(
+            parse_selector(r#"{a="q\"uote"}"#).unwrap(),
+            r#"a="q\"uote""#
+        );
+        for (bad, says) in [
+            (
+                r#"{job="a"}) or vector(1) or (x{y="z"}"#,
+                "expected , or the closing brace",
+            ),
+            (r#"{job="a"} or vector(1)"#, "braces"),
+            (r#"{job}"#, "expected =, !=, =~ or !~"),
+            (r#"{job=a}"#, "expected a quoted value"),
+            (r#"{job="a}"#, "unterminated"),
+            (r#"{1job="a"}"#, "expected a label name"),
+            (r#"{}"#, "no label matcher"),
+            (r#"{job="a",,}"#, "expected a label name"),
+        ] {
+            let e = parse_selector(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

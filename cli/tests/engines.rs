@@ -1010,3 +1010,42 @@ fn messages_name_the_source_the_reason_and_the_way_out() {
     assert_eq!(plain, colour);
     assert!(plain.contains("\"source\":\"<stdin>\""), "{plain}");
 }
+
+/// `--selector` is label matchers and nothing else, `--window` a duration
+/// Prometheus accepts, `--at` a time it can hold: anything else is refused
+/// before a request is sent (nothing listens at the URL).
+#[test]
+fn selectors_windows_and_times_prometheus_would_reject_are_never_sent() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}");
+    for (flags, says) in [
+        (
+            vec![
+                "--window",
+                "1h",
+                "--selector",
+                r#"{job="a"}) or vector(1) or (x{y="z"}"#,
+            ],
+            "--selector",
+        ),
+        (vec!["--window", "30m1h"], "largest first"),
+        (vec!["--window", "99999999999999999999y"], "out of range"),
+        (vec!["--window", "1h", "--at", "1e300"], "--at \"1e300\""),
+    ] {
+        let (out, err, code) = advise(
+            &[
+                &["--prometheus", &url, "--cost-linear", "1,0.1"],
+                &flags[..],
+            ]
+            .concat(),
+        );
+        assert_eq!((out.as_str(), code), ("", 2), "{flags:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("onnect"),
+            "{flags:?}: {err}"
+        );
+    }
+}
