@@ -320,6 +320,7 @@ pub fn from_prometheus(
     } else {
         format!("{{__name__=~\"{pattern}\",{inner}}}")
     };
+    let mut warnings = Vec::new();
     let series = api(
         base,
         "series",
@@ -329,6 +330,7 @@ pub fn from_prometheus(
             ("end", &end_text),
         ],
         settings.limits,
+        &mut warnings,
     )?;
     let names: Vec<String> = series
         .as_array()
@@ -389,6 +391,7 @@ pub fn from_prometheus(
             "query",
             &[("query", query), ("time", &end_text)],
             settings.limits,
+            &mut warnings,
         )?;
         let result = data
             .get("result")
@@ -430,22 +433,38 @@ pub fn from_prometheus(
     }
     let groups = engines::group(&samples, &families, by, Values::Extrapolated)
         .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
-    finish(
+    let mut counted = finish(
         format!("{shown}, increase() over {window} ending at {end_text}"),
         families,
         groups,
         settings,
         Values::Extrapolated,
-    )
+    )?;
+    // A partial response (a store or querier that did not answer) is
+    // data that may be missing: every group's advice says so.
+    if !warnings.is_empty() {
+        for g in &mut counted.groups {
+            g.built.notes.push(format!(
+                "PARTIAL DATA? Prometheus (or Thanos, Mimir) sent {} warning{} with its answers, as it does with a partial response: the counts, and so this advice, may miss series",
+                warnings.len(),
+                if warnings.len() == 1 { "" } else { "s" }
+            ));
+            g.built.notes.extend(warnings.iter().cloned());
+        }
+    }
+    Ok(counted)
 }
 
 /// One call of the Prometheus HTTP API (`/api/v1/<endpoint>`): its `data`,
-/// or an error with Prometheus' own message.
+/// or an error with Prometheus' own message. The answer's `warnings` (and
+/// `infos`), which Thanos and Mimir send with a partial response, are
+/// added to `warnings`, each with the call it came from.
 fn api(
     base: &str,
     endpoint: &str,
     params: &[(&str, &str)],
     limits: Limits,
+    warnings: &mut Vec<String>,
 ) -> Result<Value, CliError> {
     let url = format!("{base}/api/v1/{endpoint}");
     let shown = display_url(&url);
@@ -467,6 +486,26 @@ fn api(
             )));
         }
     };
+    for key in ["warnings", "infos"] {
+        if let Some(list) = json.get(key).and_then(Value::as_array) {
+            let what = params
+                .iter()
+                .find(|(k, _)| *k == "query" || *k == "match[]")
+                .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
+            for w in list {
+                let text = w.as_str().map_or_else(|| w.to_string(), str::to_owned);
+                let kind = if key == "warnings" {
+                    "a warning"
+                } else {
+                    "an info"
+                };
+                warnings.push(format!(
+                    "the answer{what} carried {kind}: {}",
+                    excerpt(&text)
+                ));
+            }
+        }
+    }
     match json.get("status").and_then(Value::as_str) {
         Some("success") => json
             .get("data")

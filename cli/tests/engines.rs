@@ -1049,3 +1049,86 @@ fn selectors_windows_and_times_prometheus_would_reject_are_never_sent() {
         );
     }
 }
+
+/// A fake Prometheus answering `answers` in turn, one per connection.
+fn fake_prometheus(answers: Vec<String>) -> String {
+    let n = answers.len();
+    let answers = std::sync::Mutex::new(answers.into_iter());
+    serve(n, move |s| {
+        let body = answers.lock().unwrap().next().unwrap_or_default();
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    })
+}
+
+/// The answers of a Prometheus for one model: drafts 1000, tokens 2000,
+/// accepted 900 (600 and 300); `warning` in the per-position answer.
+fn prometheus_answers(warning: Option<&str>) -> Vec<String> {
+    let vector = |result: &str, extra: &str| {
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}{extra}}}"#
+        )
+    };
+    let one = |v: &str| {
+        vector(
+            &format!(r#"{{"metric":{{"model_name":"a"}},"value":[1,"{v}"]}}"#),
+            "",
+        )
+    };
+    let extra = warning.map_or(String::new(), |w| format!(r#","warnings":["{w}"]"#));
+    vec![
+        r#"{"status":"success","data":[{"__name__":"vllm:spec_decode_num_drafts_total"},{"__name__":"vllm:spec_decode_num_accepted_tokens_per_pos_total"}]}"#.to_owned(),
+        one("1000"),
+        one("2000"),
+        one("900"),
+        vector(
+            r#"{"metric":{"model_name":"a","position":"0"},"value":[1,"600"]},{"metric":{"model_name":"a","position":"1"},"value":[1,"300"]}"#,
+            &extra,
+        ),
+    ]
+}
+
+/// Thanos and Mimir send `warnings` with a partial response: the advice
+/// says its data may be partial, in the JSON and the table, quoting them.
+#[test]
+fn prometheus_warnings_of_a_partial_response_reach_the_advice() {
+    let args = |url: &str, format: &str| {
+        advise(&[
+            "--prometheus",
+            url,
+            "--window",
+            "1h",
+            "--at",
+            "1700000000",
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            format,
+        ])
+    };
+    let (out, err, code) = args(&fake_prometheus(prometheus_answers(None)), "json");
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("PARTIAL"), "{out}");
+    let w = "partial response: store eu-1 unavailable";
+    let (out, err, code) = args(&fake_prometheus(prometheus_answers(Some(w))), "json");
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let notes = v["groups"][0]["notes"].as_array().unwrap();
+    assert!(
+        notes[0].as_str().unwrap().starts_with("PARTIAL DATA?"),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains(w)),
+        "{notes:?}"
+    );
+    let (out, _, code) = args(&fake_prometheus(prometheus_answers(Some(w))), "table");
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("note: PARTIAL DATA?") && out.contains(w),
+        "{out}"
+    );
+}
