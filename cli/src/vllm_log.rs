@@ -54,6 +54,10 @@ pub struct Reconstruction {
     pub max_count_error: u64,
     /// The same, over all drafts: the precision of each `P_i`.
     pub max_rate_error: f64,
+    /// Always true: the advice's intervals are the posterior's given the
+    /// reconstructed counts, and leave `max_rate_error` out (the table
+    /// says so, with how it compares with them).
+    pub intervals_exclude_reconstruction_error: bool,
 }
 
 /// One line's figures.
@@ -88,6 +92,7 @@ pub fn read(
         lines_without_drafts: 0,
         max_count_error: 0,
         max_rate_error: 0.0,
+        intervals_exclude_reconstruction_error: true,
     };
     let mut buf = Vec::new();
     let mut number = 0u64;

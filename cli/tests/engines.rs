@@ -1132,3 +1132,48 @@ fn prometheus_warnings_of_a_partial_response_reach_the_advice() {
         "{out}"
     );
 }
+
+/// Counts reconstructed from vLLM's log are known only to the rounding of
+/// its rates (±0.001 of each P_i), however many drafts: with 10^8 drafts
+/// the intervals are far narrower than that, and the table says they
+/// exclude it, by how much; the JSON says so too.
+#[test]
+fn reconstructed_intervals_say_they_exclude_the_reconstruction_error() {
+    let line = "INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: 150000000 tokens, Drafted: 300000000 tokens, Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%\n";
+    let args = |format: &str| {
+        advise_stdin(
+            &[
+                "--vllm-log",
+                "-",
+                "--cost-linear",
+                "1,0.1",
+                "--format",
+                format,
+            ],
+            line.as_bytes().to_vec(),
+        )
+    };
+    let (out, err, code) = args("table");
+    assert_eq!(code, 0, "{err}");
+    let at = out
+        .find("The intervals EXCLUDE the reconstruction error")
+        .unwrap_or_else(|| panic!("{out}"));
+    let said = &out[at..];
+    assert!(said.contains("known only to ±0.00100"), "{said}");
+    // 1.645 sqrt(0.7 * 0.3 / 1e8) = 0.0000754 at position 1, narrower
+    // still further on: the error is more than 10 times the half-width.
+    let times: f64 = said
+        .split("±0.00100, ")
+        .nth(1)
+        .and_then(|s| s.split(" times").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(times > 10.0, "{said}");
+    let (out, err, code) = args("json");
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["reconstruction"]["intervals_exclude_reconstruction_error"],
+        true
+    );
+}

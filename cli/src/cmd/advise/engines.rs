@@ -398,7 +398,7 @@ fn render_table(
         source: out.source,
         engine: out.engine,
         families: families.all(),
-        reconstruction: out.reconstruction.map(|r| r.lines),
+        reconstruction: out.reconstruction.map(|r| (r.lines, r.max_rate_error)),
         credible_level: advisor.credible_level(),
         groups: out
             .groups
