@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
 use std::path::Path;
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::engines::{self, Built, Engine, Families, GroupCounts, Values};
 use crate::error::CliError;
 use crate::exposition::{self, Sample, series_name};
-use crate::format::{display_url, excerpt, format_bytes};
+use crate::format::{display_url, excerpt, format_bytes, group_digits};
 use crate::http::{self, Limits};
 use crate::io::{input_name, note_reading_stdin};
 
@@ -247,6 +249,10 @@ pub struct Settings {
     pub prefix: Option<String>,
 }
 
+/// The most groups one run advises (each is a recommendation, a table):
+/// a bound on the time and output an endpoint can cause.
+pub const MAX_GROUPS: usize = 1000;
+
 fn finish(
     source: String,
     families: Families,
@@ -258,6 +264,14 @@ fn finish(
         return Err(CliError::new(format!(
             "{source}: no series of {}",
             families.drafts()
+        )));
+    }
+    if groups.len() > MAX_GROUPS {
+        return Err(CliError::new(format!(
+            "{source}: {} groups (values of --by {}), more than the {} one run advises: narrow the input (--selector, --prefix) or give --by a label with fewer values",
+            group_digits(groups.len() as u64),
+            settings.by,
+            group_digits(MAX_GROUPS as u64)
         )));
     }
     let mut out = Vec::new();
@@ -321,7 +335,7 @@ pub fn from_prometheus(
         format!("{{__name__=~\"{pattern}\",{inner}}}")
     };
     let mut warnings = Vec::new();
-    let series = api(
+    let series: Capped<SeriesName> = api(
         base,
         "series",
         &[
@@ -332,14 +346,7 @@ pub fn from_prometheus(
         settings.limits,
         &mut warnings,
     )?;
-    let names: Vec<String> = series
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.get("__name__").and_then(Value::as_str).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let names: Vec<String> = series.0.into_iter().filter_map(|s| s.name).collect();
     let families = engines::detect(
         names.iter().map(String::as_str),
         settings.engine,
@@ -386,36 +393,22 @@ pub fn from_prometheus(
     }
     let mut samples = Vec::new();
     for (family, query) in &queries {
-        let data = api(
+        let data: QueryData = api(
             base,
             "query",
             &[("query", query), ("time", &end_text)],
             settings.limits,
             &mut warnings,
         )?;
-        let result = data
-            .get("result")
-            .and_then(Value::as_array)
-            .ok_or_else(|| {
-                CliError::new(format!(
-                    "{shown}: the answer to {query} has no result vector"
-                ))
-            })?;
-        for r in result {
-            let labels: Vec<(String, String)> = r
-                .get("metric")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                        .collect()
-                })
-                .unwrap_or_default();
+        let result = data.result.ok_or_else(|| {
+            CliError::new(format!(
+                "{shown}: the answer to {query} has no result vector"
+            ))
+        })?;
+        for r in result.0 {
             let value = r
-                .get("value")
-                .and_then(|v| v.get(1))
-                .and_then(Value::as_str)
-                .and_then(|v| match v {
+                .value
+                .and_then(|(_, v)| match v.as_str() {
                     "NaN" => Some(f64::NAN),
                     "+Inf" => Some(f64::INFINITY),
                     "-Inf" => Some(f64::NEG_INFINITY),
@@ -426,7 +419,7 @@ pub fn from_prometheus(
                 })?;
             samples.push(Sample {
                 name: family.clone(),
-                labels,
+                labels: r.metric.into_iter().collect(),
                 value,
             });
         }
@@ -459,19 +452,31 @@ pub fn from_prometheus(
 /// or an error with Prometheus' own message. The answer's `warnings` (and
 /// `infos`), which Thanos and Mimir send with a partial response, are
 /// added to `warnings`, each with the call it came from.
-fn api(
+fn api<T: DeserializeOwned>(
     base: &str,
     endpoint: &str,
     params: &[(&str, &str)],
     limits: Limits,
     warnings: &mut Vec<String>,
-) -> Result<Value, CliError> {
+) -> Result<T, CliError> {
     let url = format!("{base}/api/v1/{endpoint}");
     let shown = display_url(&url);
     let response = http::get(&url, params, "application/json", limits)?;
-    let parsed: Result<Value, _> = serde_json::from_slice(&response.body);
+    // Read into the types needed, never into a whole `Value` tree (which
+    // takes tens of times the body), and at most MAX_SERIES entries.
+    let parsed: Result<Envelope<T>, _> = serde_json::from_slice(&response.body);
     let json = match parsed {
-        Ok(v) if v.get("status").is_some() => v,
+        Ok(v) if v.status.is_some() => v,
+        Err(e) if e.to_string().contains(TOO_MANY) => {
+            let what = params
+                .iter()
+                .find(|(k, _)| *k == "query" || *k == "match[]")
+                .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
+            return Err(CliError::new(format!(
+                "{shown}: the answer{what} has more than {} series, more than advice needs or this command holds: narrow it with --selector, or give --by a label with fewer values",
+                group_digits(MAX_SERIES as u64)
+            )));
+        }
         _ => {
             // Not the API's JSON: say the status, or what came instead.
             let response = response.success(&url)?;
@@ -486,38 +491,105 @@ fn api(
             )));
         }
     };
-    for key in ["warnings", "infos"] {
-        if let Some(list) = json.get(key).and_then(Value::as_array) {
-            let what = params
-                .iter()
-                .find(|(k, _)| *k == "query" || *k == "match[]")
-                .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
-            for w in list {
-                let text = w.as_str().map_or_else(|| w.to_string(), str::to_owned);
-                let kind = if key == "warnings" {
-                    "a warning"
-                } else {
-                    "an info"
-                };
-                warnings.push(format!(
-                    "the answer{what} carried {kind}: {}",
-                    excerpt(&text)
-                ));
-            }
+    for (kind, list) in [("a warning", &json.warnings), ("an info", &json.infos)] {
+        let what = params
+            .iter()
+            .find(|(k, _)| *k == "query" || *k == "match[]")
+            .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
+        for w in list.iter().flatten() {
+            let text = w.as_str().map_or_else(|| w.to_string(), str::to_owned);
+            warnings.push(format!(
+                "the answer{what} carried {kind}: {}",
+                excerpt(&text)
+            ));
         }
     }
-    match json.get("status").and_then(Value::as_str) {
+    match json.status.as_ref().and_then(Value::as_str) {
         Some("success") => json
-            .get("data")
-            .cloned()
+            .data
             .ok_or_else(|| CliError::new(format!("{shown}: a success without data"))),
         _ => Err(CliError::new(format!(
             "{shown}: Prometheus answered an error (HTTP status {}): {}: {}",
             response.status,
-            json.get("errorType").and_then(Value::as_str).unwrap_or("?"),
-            excerpt(json.get("error").and_then(Value::as_str).unwrap_or("?")),
+            json.error_type
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or("?"),
+            excerpt(json.error.as_ref().and_then(Value::as_str).unwrap_or("?")),
         ))),
     }
+}
+
+/// The most entries (series, samples) one answer of the Prometheus API
+/// may hold: far more than any fleet's speculative-decoding series per
+/// `--by` value (`K` positions times the groups), and few enough that
+/// reading them takes tens of megabytes, not gigabytes.
+pub const MAX_SERIES: usize = 100_000;
+
+/// The message a [`Capped`] list stops the reading with.
+const TOO_MANY: &str = "more entries than MAX_SERIES";
+
+/// The envelope of every answer of the Prometheus HTTP API. Fields that
+/// may hold anything are read as `Value` (small: never the data).
+#[derive(Deserialize)]
+struct Envelope<T> {
+    status: Option<Value>,
+    data: Option<T>,
+    #[serde(rename = "errorType")]
+    error_type: Option<Value>,
+    error: Option<Value>,
+    warnings: Option<Vec<Value>>,
+    infos: Option<Vec<Value>>,
+}
+
+/// A list of at most [`MAX_SERIES`] entries: reading stops at the next.
+struct Capped<T>(Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Capped<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Capped<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Capped<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = seq.next_element()? {
+                    if out.len() == MAX_SERIES {
+                        return Err(serde::de::Error::custom(TOO_MANY));
+                    }
+                    out.push(x);
+                }
+                Ok(Capped(out))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
+/// One entry of `/api/v1/series`: only its name is read.
+#[derive(Deserialize)]
+struct SeriesName {
+    #[serde(rename = "__name__")]
+    name: Option<String>,
+}
+
+/// The `data` of `/api/v1/query`.
+#[derive(Deserialize)]
+struct QueryData {
+    result: Option<Capped<QuerySample>>,
+}
+
+/// One sample of an instant vector: its labels and `[time, "value"]`.
+#[derive(Deserialize)]
+struct QuerySample {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    value: Option<(serde::de::IgnoredAny, String)>,
 }
 
 /// The latest `--at` (and longest window) Prometheus can represent: its

@@ -1177,3 +1177,59 @@ fn reconstructed_intervals_say_they_exclude_the_reconstruction_error() {
         true
     );
 }
+
+/// An answer of `n` samples, each its own `model_name`.
+fn many_samples(n: usize, position: bool) -> String {
+    let mut s = String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        let pos = if position { r#","position":"0""# } else { "" };
+        s.push_str(&format!(
+            r#"{{"metric":{{"model_name":"m{i}"{pos}}},"value":[1,"10"]}}"#
+        ));
+    }
+    s + "]}}"
+}
+
+/// A Prometheus answer of more series than advice needs is refused while
+/// it is read (its memory bounded), and more groups than one run advises
+/// are refused before advising any, each with a way to narrow the query.
+#[test]
+fn huge_prometheus_answers_are_refused_with_a_way_to_narrow_them() {
+    let series = r#"{"status":"success","data":[{"__name__":"vllm:spec_decode_num_drafts_total"},{"__name__":"vllm:spec_decode_num_accepted_tokens_per_pos_total"}]}"#.to_owned();
+    let args = |url: &str| {
+        advise(&[
+            "--prometheus",
+            url,
+            "--window",
+            "1h",
+            "--at",
+            "1700000000",
+            "--cost-linear",
+            "1,0.1",
+        ])
+    };
+    let url = fake_prometheus(vec![series.clone(), many_samples(100_001, false)]);
+    let (out, err, code) = args(&url);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains("has more than 100,000 series") && err.contains("--selector"),
+        "{err}"
+    );
+    // 1,001 models: within the series cap, above the groups one run advises.
+    let url = fake_prometheus(vec![
+        series,
+        many_samples(1001, false),
+        many_samples(1001, false),
+        many_samples(1001, false),
+        many_samples(1001, true),
+    ]);
+    let (out, err, code) = args(&url);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains("1,001 groups (values of --by model_name), more than the 1,000"),
+        "{err}"
+    );
+}
