@@ -667,6 +667,46 @@ fn dispersion_between_windows_by_hand() {
     assert_close!(r.dispersion, 7.0 / 8.0);
     // Pooled 6 of 12: Beta(7, 7), variance 49 / (196 * 15) = 1/60.
     assert_close!(r.candidates[1].accepted_sd, (7.0f64 / 8.0 / 60.0).sqrt());
+    // Position 1's interval: t with 2 degrees of freedom, 2.919986, times
+    // the scaled sd: [1/2 - half, 1/2 + half].
+    let half = 2.919_985_580_353_725 * (7.0f64 / 8.0 / 60.0).sqrt();
+    let p1 = r.positions[0].interval;
+    assert!(
+        (p1[0] - (0.5 - half)).abs() < 1e-8 && (p1[1] - (0.5 + half)).abs() < 1e-8,
+        "{p1:?}"
+    );
+}
+
+/// Windows that differ more than binomial noise make every chance of
+/// beating the choice less certain than the pooled histogram alone says,
+/// and two windows take t with 1 degree of freedom.
+#[test]
+fn dispersion_widens_probabilities_and_two_windows_take_t_with_one_df() {
+    let cost = StepCost::linear(1.0, 0.4).unwrap();
+    let windows = [steps_k1(220, 180), steps_k1(180, 220)];
+    let mut pooled = windows[0].clone();
+    pooled.merge(&windows[1]).unwrap();
+    let many = Advisor::default()
+        .recommend_windows(&windows, &cost)
+        .unwrap();
+    let one = Advisor::default().recommend(&pooled, &cost).unwrap();
+    assert!(many.dispersion > 4.0, "{}", many.dispersion);
+    let loser = 1 - many.draft_len;
+    let (p_many, p_one) = (
+        many.candidates[loser].prob_beats_choice,
+        one.candidates[loser].prob_beats_choice,
+    );
+    assert!(p_one < p_many && p_many < 0.5, "{p_one} {p_many}");
+    // Position 1, 400 of 800 pooled: Beta(401, 401), half-width
+    // t(0.95, 1) sqrt(dispersion) sd, t = tan(0.45 pi) = 6.313752.
+    let sd = (401.0f64 * 401.0 / (802.0 * 802.0 * 803.0)).sqrt();
+    let half = 6.313_751_514_675_043 * many.dispersion.sqrt() * sd;
+    let p1 = many.positions[0].interval;
+    assert!(
+        (p1[1] - p1[0] - 2.0 * half).abs() < 1e-8 || p1 == [0.0, 1.0],
+        "{p1:?} {half}"
+    );
+    assert!(p1[1] - p1[0] < 1.0, "clipped: {p1:?}");
 }
 
 /// The dispersion is measured up to the longest length every window with

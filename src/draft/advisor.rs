@@ -356,7 +356,8 @@ impl Advisor {
     ) -> Result<Recommendation, CostError> {
         let cost = cost.bind(continuation.max_draft_len())?;
         let chain = Chain::from_counts(continuation.counts(), self.prior);
-        let z = spread.quantile(0.5 + self.credible_level / 2.0);
+        let p = 0.5 + self.credible_level / 2.0;
+        let z = spread.quantile(p);
         let best = best_by_mean(&chain, &cost);
         let mut candidates = self.candidates(&chain, &cost, continuation, best, spread, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
@@ -368,10 +369,8 @@ impl Advisor {
             credible_level: self.credible_level,
             positions: self.positions(
                 continuation,
-                z * spread
-                    .interval_scale(0.5 + self.credible_level / 2.0)
-                    .sqrt(),
-                normal_quantile(0.5 + self.credible_level / 2.0),
+                z * spread.interval_scale(p).sqrt(),
+                normal_quantile(p),
             ),
             candidates,
             row_distance_bound,
