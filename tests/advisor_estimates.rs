@@ -621,3 +621,253 @@ fn the_advice_does_not_depend_on_the_cost_unit() {
         }
     }
 }
+
+/// The normal quantile at 0.95 (the crate's quantiles are accurate to
+/// about 1e-9: compared within 1e-8).
+const Z95: f64 = 1.644_853_626_951_472_2;
+
+fn steps_k1(accepted: usize, rejected: usize) -> AcceptanceHistogram {
+    let steps: Vec<(usize, usize)> = [(1, 1)]
+        .repeat(accepted)
+        .into_iter()
+        .chain([(1, 0)].repeat(rejected))
+        .collect();
+    histogram(1, &steps)
+}
+
+/// Two windows at K = 1: 3 of 4 accepted and 1 of 4. Their posteriors
+/// Beta(4, 2) and Beta(2, 4) have means 2/3 and 1/3 and the same variance
+/// 4 * 2 / (36 * 7) = 2/63, so the pooled figure is 1/2 and the Pearson
+/// sum 2 (1/6)^2 / (2/63) = 7/4 on one degree of freedom: the dispersion
+/// is 7/4. The pooled window, 4 of 8, is Beta(5, 5) with variance 1/44:
+/// the sd of E[a | 1] is sqrt(7/4 / 44), the intervals take t with 1
+/// degree of freedom.
+#[test]
+fn dispersion_between_windows_by_hand() {
+    let cost = StepCost::linear(1.0, 0.1).unwrap();
+    let windows = [steps_k1(3, 1), steps_k1(1, 3)];
+    let r = Advisor::default()
+        .recommend_windows(&windows, &cost)
+        .unwrap();
+    assert_close!(r.dispersion, 7.0 / 4.0);
+    assert_eq!(
+        (r.windows, r.intervals_assume_independent_steps),
+        (2, false)
+    );
+    let sd = (7.0f64 / 4.0 / 44.0).sqrt();
+    assert_close!(r.candidates[1].accepted_sd, sd);
+    assert_close!(r.candidates[1].expected_accepted, 0.5);
+    // Three windows: 2 degrees of freedom. Beta(4, 2), Beta(2, 4) and
+    // Beta(3, 3) (mean 1/2, variance 9 / (36 * 7) = 1/28): weights 63/2,
+    // 63/2 and 28, pooled 1/2, Pearson 7/4 + 0: dispersion 7/8. Below 1,
+    // but above (z / t)^2 = (1.645 / 2.920)^2 = 0.317: the variance is
+    // scaled by it (the t quantile keeps the interval wider than binomial).
+    let three = [steps_k1(3, 1), steps_k1(1, 3), steps_k1(2, 2)];
+    let r = Advisor::default().recommend_windows(&three, &cost).unwrap();
+    assert_close!(r.dispersion, 7.0 / 8.0);
+    // Pooled 6 of 12: Beta(7, 7), variance 49 / (196 * 15) = 1/60.
+    assert_close!(r.candidates[1].accepted_sd, (7.0f64 / 8.0 / 60.0).sqrt());
+    // Position 1's interval: t with 2 degrees of freedom, 2.919986, times
+    // the scaled sd: [1/2 - half, 1/2 + half].
+    let half = 2.919_985_580_353_725 * (7.0f64 / 8.0 / 60.0).sqrt();
+    let p1 = r.positions[0].interval;
+    assert!(
+        (p1[0] - (0.5 - half)).abs() < 1e-8 && (p1[1] - (0.5 + half)).abs() < 1e-8,
+        "{p1:?}"
+    );
+}
+
+/// Windows that differ more than binomial noise make every chance of
+/// beating the choice less certain than the pooled histogram alone says,
+/// and two windows take t with 1 degree of freedom.
+#[test]
+fn dispersion_widens_probabilities_and_two_windows_take_t_with_one_df() {
+    let cost = StepCost::linear(1.0, 0.4).unwrap();
+    let windows = [steps_k1(220, 180), steps_k1(180, 220)];
+    let mut pooled = windows[0].clone();
+    pooled.merge(&windows[1]).unwrap();
+    let many = Advisor::default()
+        .recommend_windows(&windows, &cost)
+        .unwrap();
+    let one = Advisor::default().recommend(&pooled, &cost).unwrap();
+    assert!(many.dispersion > 4.0, "{}", many.dispersion);
+    let loser = 1 - many.draft_len;
+    let (p_many, p_one) = (
+        many.candidates[loser].prob_beats_choice,
+        one.candidates[loser].prob_beats_choice,
+    );
+    assert!(p_one < p_many && p_many < 0.5, "{p_one} {p_many}");
+    // Position 1, 400 of 800 pooled: Beta(401, 401), half-width
+    // t(0.95, 1) sqrt(dispersion) sd, t = tan(0.45 pi) = 6.313752.
+    let sd = (401.0f64 * 401.0 / (802.0 * 802.0 * 803.0)).sqrt();
+    let half = 6.313_751_514_675_043 * many.dispersion.sqrt() * sd;
+    let p1 = many.positions[0].interval;
+    assert!(
+        (p1[1] - p1[0] - 2.0 * half).abs() < 1e-8 || p1 == [0.0, 1.0],
+        "{p1:?} {half}"
+    );
+    assert!(p1[1] - p1[0] < 1.0, "clipped: {p1:?}");
+}
+
+/// The dispersion is measured up to the longest length every window with
+/// data has trials at; a window without any step is left out.
+#[test]
+fn dispersion_uses_the_positions_every_window_reached() {
+    let cost = StepCost::linear(1.0, 0.1).unwrap();
+    // K = 2. Window a: (2, 2) x 3, (2, 0); window b: (1, 1), (1, 0) x 3:
+    // b has no trial at position 2, so only position 1 is compared: 3 of
+    // 4 against 1 of 4, the dispersion of the test above, 7/4.
+    let a = histogram(2, &[(2, 2), (2, 2), (2, 2), (2, 0)]);
+    let b = histogram(2, &[(1, 1), (1, 0), (1, 0), (1, 0)]);
+    let empty = AcceptanceHistogram::new(2).unwrap();
+    for windows in [
+        vec![a.clone(), b.clone()],
+        vec![a.clone(), empty.clone(), b.clone()],
+    ] {
+        let r = Advisor::default()
+            .recommend_windows(&windows, &cost)
+            .unwrap();
+        assert_close!(r.dispersion, 7.0 / 4.0);
+    }
+    // One window with data: nothing to compare, 1.
+    let r = Advisor::default()
+        .recommend_windows(&[a, empty], &cost)
+        .unwrap();
+    assert_eq!(r.dispersion, 1.0);
+}
+
+/// One window given twice agrees perfectly (dispersion 0): the intervals
+/// are those of the pooled window on its own (the binomial width, not
+/// none), a position without trials keeps the prior's interval, and the
+/// chances of beating the choice are the pooled window's.
+#[test]
+fn identical_windows_never_narrow_the_intervals() {
+    let cost = StepCost::linear(1.0, 0.1).unwrap();
+    // K = 2, nothing drafted 2: position 2 has no trial.
+    let steps: Vec<(usize, usize)> = [(1, 1)]
+        .repeat(60)
+        .into_iter()
+        .chain([(1, 0)].repeat(40))
+        .collect();
+    let h = histogram(2, &steps);
+    let mut pooled = h.clone();
+    pooled.merge(&h).unwrap();
+    let alone = Advisor::default().recommend(&pooled, &cost).unwrap();
+    let twice = Advisor::default()
+        .recommend_windows(&[h.clone(), h.clone()], &cost)
+        .unwrap();
+    assert!(twice.dispersion < 1e-12, "{}", twice.dispersion);
+    for (a, b) in alone.candidates.iter().zip(&twice.candidates) {
+        for i in 0..2 {
+            assert!(
+                (a.accepted_interval[i] - b.accepted_interval[i]).abs() < 1e-8,
+                "k = {}: {:?} against {:?} alone",
+                a.draft_len,
+                b.accepted_interval,
+                a.accepted_interval
+            );
+        }
+        assert!(
+            (a.prob_beats_choice - b.prob_beats_choice).abs() < 1e-12,
+            "{b:?}"
+        );
+    }
+    // Position 1 (120 of 200 pooled): Beta(121, 81), z wide.
+    let p1 = &twice.positions[0];
+    let (m, v) = (121.0 / 202.0, 121.0 * 81.0 / (202.0f64.powi(2) * 203.0));
+    assert!(
+        (p1.interval[1] - p1.interval[0] - 2.0 * Z95 * v.sqrt()).abs() < 1e-8,
+        "{:?}",
+        p1.interval
+    );
+    assert_close!(p1.posterior_mean, m);
+    // Position 2: no trial, the prior Beta(1, 1) with the normal quantile,
+    // as with one window: [0.5 - z sd, 0.5 + z sd], sd = sqrt(1/12).
+    let p2 = &twice.positions[1];
+    assert!(p2.from_prior);
+    assert_eq!(p2.interval, alone.positions[1].interval);
+    let half = Z95 * (1.0f64 / 12.0).sqrt();
+    assert!(
+        (p2.interval[0] - (0.5 - half)).abs() < 1e-8,
+        "{:?}",
+        p2.interval
+    );
+    assert!(
+        (p2.interval[1] - (0.5 + half)).abs() < 1e-8,
+        "{:?}",
+        p2.interval
+    );
+}
+
+/// `compare` against its closed form on the histogram of
+/// `recommendation_by_hand`: g(1) = 25/18, g(2) = 10/7 at cost 1 + 0.2 k.
+/// Var E[a | 1] = 2/63, Var E[a | 2] = 2/21, their covariance 1/21.
+#[test]
+fn compare_by_hand() {
+    let h = histogram(2, &[(1, 0), (1, 1), (2, 2), (2, 1)]);
+    let c = Continuation::new(&h);
+    let cost = StepCost::linear(1.0, 0.2).unwrap();
+    let advisor = Advisor::default();
+    let r = advisor.compare(&c, &cost, 2, 1).unwrap();
+    let (g2, g1) = (10.0 / 7.0, 25.0 / 18.0);
+    let ratio = g2 / g1;
+    assert_close!(r.ratio, ratio);
+    // Delta method: Var(g2 / g1) = (V2 + ratio^2 V1 - 2 ratio C) / g1^2
+    // with V2 = (2/21) / 1.4^2, V1 = (2/63) / 1.2^2, C = (1/21) / (1.2 * 1.4).
+    let (v2, v1, cv) = (
+        2.0 / 21.0 / 1.96,
+        2.0 / 63.0 / 1.44,
+        1.0 / 21.0 / (1.2 * 1.4),
+    );
+    let sd = ((v2 + ratio * ratio * v1 - 2.0 * ratio * cv) / (g1 * g1)).sqrt();
+    assert!(
+        (r.interval[0] - (ratio - Z95 * sd)).abs() < 1e-8,
+        "{:?}",
+        r.interval
+    );
+    assert!(
+        (r.interval[1] - (ratio + Z95 * sd)).abs() < 1e-8,
+        "{:?}",
+        r.interval
+    );
+    // P(g2 > g1): D = 5/126, Var D = V2 + V1 - 2 C = 0.0139475...:
+    // Phi(0.33602) = 0.63157.
+    let var_d: f64 = v2 + v1 - 2.0 * cv;
+    assert!((var_d - 0.013_947_5).abs() < 1e-6, "{var_d}");
+    assert!((r.prob_better - 0.631_57).abs() < 1e-4, "{}", r.prob_better);
+    // The other way round: the reciprocal ratio, the complement.
+    let back = advisor.compare(&c, &cost, 1, 2).unwrap();
+    assert_close!(back.ratio, 1.0 / ratio);
+    assert_close!(back.prob_better, 1.0 - r.prob_better);
+    // Against not speculating: g(0) = 1 exactly, no variance.
+    let vs0 = advisor.compare(&c, &cost, 2, 0).unwrap();
+    assert_close!(vs0.ratio, g2);
+    let sd0 = v2.sqrt();
+    assert!((vs0.interval[0] - (g2 - Z95 * sd0)).abs() < 1e-8);
+    assert!((vs0.interval[1] - (g2 + Z95 * sd0)).abs() < 1e-8);
+    // Phi((10/7 - 1) / sqrt(V2)) = Phi(1.94422) = 0.97407.
+    assert!(
+        (vs0.prob_better - 0.974_07).abs() < 1e-4,
+        "{}",
+        vs0.prob_better
+    );
+    // A length against itself: ratio 1, no width, even odds.
+    let same = advisor.compare(&c, &cost, 2, 2).unwrap();
+    assert_eq!((same.ratio, same.prob_better), (1.0, 0.5));
+    assert!((same.interval[1] - same.interval[0]).abs() < 1e-8);
+    // The level sets the width: at 50%, z = 0.67449.
+    let half = advisor
+        .with_credible_level(0.5)
+        .unwrap()
+        .compare(&c, &cost, 2, 1)
+        .unwrap();
+    let z50 = 0.674_489_750_196_081_7;
+    assert!((half.interval[1] - (ratio + z50 * sd)).abs() < 1e-9);
+    // A ratio whose interval would reach below 0 is clipped at 0: one
+    // step, an expensive draft.
+    let tiny = Continuation::new(&histogram(1, &[(1, 0)]));
+    let wide = advisor
+        .compare(&tiny, &StepCost::linear(1.0, 0.01).unwrap(), 0, 1)
+        .unwrap();
+    assert!(wide.interval[0] >= 0.0);
+}

@@ -320,3 +320,32 @@ fn advice_from_real_profiles_matches_the_formula() {
         }
     }
 }
+
+/// The accepted total counts each accepted token once, as the positions
+/// do: a total other than their sum (a partial or torn scrape) is an error
+/// naming the total, with the sum.
+#[test]
+fn an_accepted_total_other_than_the_positions_sum_is_an_error() {
+    for (total, per_pos) in [
+        (5, vec![10, 10, 10]),
+        (28, vec![9, 9, 9]),
+        (29, vec![10, 10, 8]),
+    ] {
+        let err = EngineCounters::new(3, 10, 30, total, per_pos.clone()).unwrap_err();
+        assert_eq!(err.series(), CounterSeries::AcceptedTokens);
+        assert_eq!(err.value(), total);
+        let sum: u64 = per_pos.iter().sum();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "num_accepted_tokens is {total} but the accepted counts per position, \
+                 num_accepted_tokens_per_pos{{position=\"0\"}} to \
+                 num_accepted_tokens_per_pos{{position=\"2\"}}, add up to {sum}: every \
+                 accepted draft token is counted once, at its position"
+            )
+        );
+    }
+    // Lazily created positions (a shorter list) are zeros in the sum too.
+    assert!(EngineCounters::new(3, 10, 30, 10, vec![10]).is_ok());
+    assert!(EngineCounters::new(3, 10, 30, 11, vec![10]).is_err());
+}

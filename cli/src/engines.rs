@@ -178,6 +178,7 @@ impl Families {
 pub fn detect<'a>(
     names: impl IntoIterator<Item = &'a str>,
     forced: Option<Engine>,
+    prefix: Option<&str>,
     source: &str,
 ) -> Result<Families, CliError> {
     let names: BTreeSet<&str> = names.into_iter().collect();
@@ -218,13 +219,20 @@ pub fn detect<'a>(
             });
         }
     }
-    let wanted = |f: &Families| match forced {
-        None => true,
-        Some(Engine::Vllm) => f.engine == Engine::Vllm,
-        Some(Engine::Specdec) => f.engine == Engine::Specdec,
-        Some(e) => f.engine == e,
-    };
+    let wanted =
+        |f: &Families| forced.is_none_or(|e| f.engine == e) && prefix.is_none_or(|p| f.prefix == p);
     let matching: Vec<Families> = found.iter().filter(|f| wanted(f)).cloned().collect();
+    if let (Some(p), true) = (prefix, matching.is_empty() && !found.is_empty()) {
+        return Err(CliError::new(format!(
+            "{source}: --prefix {}: no such prefix; the counters found are under {}",
+            excerpt(p),
+            found
+                .iter()
+                .map(|f| format!("{} ({})", excerpt(&f.prefix), f.engine.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     match (matching.len(), forced) {
         (1, _) => Ok(matching.into_iter().next().expect("one")),
         (0, Some(Engine::Specdec)) if found.iter().any(|f| f.engine == Engine::Vllm) => {
@@ -255,14 +263,27 @@ pub fn detect<'a>(
             }
             Err(CliError::new(msg))
         }
-        (_, _) => Err(CliError::new(format!(
-            "{source}: several sets of speculative-decoding counters: {}; give --engine, or a --selector that keeps one",
-            matching
-                .iter()
-                .map(|f| format!("{} ({})", f.drafts(), f.engine.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        (_, _) => {
+            let engines: BTreeSet<&str> = matching.iter().map(|f| f.engine.name()).collect();
+            Err(CliError::new(format!(
+                "{source}: several sets of speculative-decoding counters: {}; pick one with --prefix PREFIX (the part before _num_drafts_total: {}){}",
+                matching
+                    .iter()
+                    .map(|f| format!("{} ({})", f.drafts(), f.engine.name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                matching
+                    .iter()
+                    .map(|f| excerpt(&f.prefix))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if engines.len() > 1 {
+                    " or --engine ENGINE"
+                } else {
+                    ""
+                }
+            )))
+        }
     }
 }
 
@@ -281,16 +302,17 @@ pub enum Values {
 pub fn count(sample: &Sample, values: Values) -> Result<u64, CliError> {
     let v = sample.value;
     let series = || series_name(&sample.name, &sample.labels);
+    let shown = value_text(v);
     if !v.is_finite() || v < 0.0 {
         return Err(CliError::new(format!(
-            "{} is {v}: a counter is a finite number >= 0",
+            "{} is {shown}: a counter is a finite number >= 0",
             series()
         )));
     }
     let v = match values {
         Values::Exact if v.fract() != 0.0 => {
             return Err(CliError::new(format!(
-                "{} is {v}: a count is a whole number",
+                "{} is {shown}: a count is a whole number",
                 series()
             )));
         }
@@ -299,11 +321,21 @@ pub fn count(sample: &Sample, values: Values) -> Result<u64, CliError> {
     };
     if v >= 18_446_744_073_709_551_616.0 {
         return Err(CliError::new(format!(
-            "{} is {v}: above the largest count, 18446744073709551615",
+            "{} is {shown}: above the largest count, 18446744073709551615 (2^64 - 1); an exposition's values are 64-bit floats, in which that count itself reads as 2^64 = 1.8446744073709552e19, one past it (and a count above 2^53 is no longer exact)",
             series()
         )));
     }
     Ok(v as u64)
+}
+
+/// A sample value for a message: as written for ordinary numbers, in
+/// scientific notation from 1e16 on (never 309 digits for `1e308`).
+pub fn value_text(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e16 {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
 }
 
 /// A series set: a family's name and its labels but the index labels.
@@ -322,6 +354,9 @@ pub struct GroupCounts {
     /// The positions of each label set of the per-position families (for
     /// the gap check).
     position_sets: BTreeMap<SeriesSet, BTreeSet<usize>>,
+    /// The drafts of each label set of the drafts family (for the check
+    /// that each has its per-position series).
+    draft_sets: BTreeMap<Vec<(String, String)>, u64>,
     bucket_sets: BTreeMap<Vec<(String, String)>, usize>,
 }
 
@@ -371,6 +406,8 @@ pub fn group(
         };
         if *name == drafts {
             add(&mut g.drafts, n, s)?;
+            let slot = g.draft_sets.entry(rest(&[])).or_insert(0);
+            *slot = checked_sum(*slot, n, s)?;
         } else if *name == tokens {
             add(&mut g.draft_tokens, n, s)?;
         } else if *name == accepted {
@@ -399,6 +436,50 @@ pub fn group(
         }
     }
     Ok(groups)
+}
+
+/// Where every position is exported from start-up (vLLM, this crate), a
+/// label set of the drafts family with drafts but no per-position series,
+/// or per-position series without drafts, is a cut or partial scrape
+/// (HTTP/1.0 close-delimited bodies, partial copies): reading it would
+/// count one engine's drafts as trials without their acceptances.
+fn check_every_label_set_has_positions(
+    families: &Families,
+    g: &GroupCounts,
+) -> Result<(), CliError> {
+    let per_pos = families.accepted_per_pos();
+    let positioned = |labels: &Vec<(String, String)>| {
+        g.position_sets
+            .contains_key(&(per_pos.clone(), labels.clone()))
+    };
+    let cut = "the scrape is cut or partial (an HTTP/1.0 body closed early, a partial copy)";
+    if let Some((labels, n)) = g
+        .draft_sets
+        .iter()
+        .find(|(labels, n)| **n > 0 && !positioned(labels))
+    {
+        let mut at0 = labels.clone();
+        at0.push(("position".into(), "0".into()));
+        return Err(CliError::new(format!(
+            "{} is missing, though {} is {n}: {} exports every position from start-up, so {cut}",
+            series_name(&per_pos, &at0),
+            series_name(&families.drafts(), labels),
+            families.engine.name()
+        )));
+    }
+    if let Some(((_, labels), _)) = g
+        .position_sets
+        .iter()
+        .find(|((name, labels), _)| *name == per_pos && !g.draft_sets.contains_key(labels))
+    {
+        return Err(CliError::new(format!(
+            "{} is missing, though {} is there: {} exports both, so {cut}",
+            series_name(&families.drafts(), labels),
+            series_name(&per_pos, labels),
+            families.engine.name()
+        )));
+    }
+    Ok(())
 }
 
 fn checked_sum(a: u64, b: u64, s: &Sample) -> Result<u64, CliError> {
@@ -519,6 +600,7 @@ pub fn build(
         }
         k
     } else if families.positions_always_exported() {
+        check_every_label_set_has_positions(families, g)?;
         let sets: Vec<(&SeriesSet, &BTreeSet<usize>)> = g.position_sets.iter().collect();
         let mut k = None;
         for ((name, labels), positions) in &sets {
@@ -668,6 +750,13 @@ pub fn build(
             }
             bound = *v;
         }
+        let sum = per_pos.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        if accepted != sum && accepted.abs_diff(sum) <= slack(sum) {
+            notes.push(format!(
+                "accepted tokens {accepted} taken as the sum of the accepted counts per position, {sum} (within the extrapolation slack of increase())"
+            ));
+            accepted = sum;
+        }
         accepted = accepted.min(draft_tokens);
     }
     let name_series = |s: CounterSeries| -> String {
@@ -719,28 +808,40 @@ mod tests {
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
             "vllm:spec_decode_num_drafts_created",
         ]);
-        let f = detect(vllm.iter().map(String::as_str), None, "x").unwrap();
+        let f = detect(vllm.iter().map(String::as_str), None, None, "x").unwrap();
         assert_eq!(
             (f.engine, f.prefix.as_str()),
             (Engine::Vllm, "vllm:spec_decode")
         );
         let mut ours = vllm.clone();
         ours.push("vllm:spec_decode_acceptance_by_draft_length_total".into());
-        let f = detect(ours.iter().map(String::as_str), None, "x").unwrap();
+        let f = detect(ours.iter().map(String::as_str), None, None, "x").unwrap();
         assert_eq!(f.engine, Engine::Specdec);
         assert_eq!(
             f.by_draft_length().as_deref(),
             Some("vllm:spec_decode_acceptance_by_draft_length_total")
         );
-        let f = detect(ours.iter().map(String::as_str), Some(Engine::Vllm), "x").unwrap();
+        let f = detect(
+            ours.iter().map(String::as_str),
+            Some(Engine::Vllm),
+            None,
+            "x",
+        )
+        .unwrap();
         assert_eq!(f.engine, Engine::Vllm);
-        let err = detect(vllm.iter().map(String::as_str), Some(Engine::Specdec), "x").unwrap_err();
+        let err = detect(
+            vllm.iter().map(String::as_str),
+            Some(Engine::Specdec),
+            None,
+            "x",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("use --engine vllm"), "{err}");
         let mistral = names(&[
             "mistralrs_speculative_drafts_total",
             "mistralrs_speculative_draft_tokens_proposed_total",
         ]);
-        let f = detect(mistral.iter().map(String::as_str), None, "x").unwrap();
+        let f = detect(mistral.iter().map(String::as_str), None, None, "x").unwrap();
         assert_eq!(
             (f.engine, f.prefix.as_str()),
             (Engine::Mistralrs, "mistralrs_speculative")
@@ -750,15 +851,21 @@ mod tests {
             "mistralrs_speculative_draft_tokens_accepted_per_pos_total"
         );
         let llama = names(&["llamacpp:n_decode_total", "llamacpp:tokens_predicted_total"]);
-        let err = detect(llama.iter().map(String::as_str), None, "x").unwrap_err();
+        let err = detect(llama.iter().map(String::as_str), None, None, "x").unwrap_err();
         assert!(err.to_string().contains("looks like llama.cpp"), "{err}");
-        let err = detect(vllm.iter().map(String::as_str), Some(Engine::Llamacpp), "x").unwrap_err();
+        let err = detect(
+            vllm.iter().map(String::as_str),
+            Some(Engine::Llamacpp),
+            None,
+            "x",
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("exports no speculative-decoding counters")
         );
         let both: Vec<String> = vllm.iter().chain(&mistral).cloned().collect();
-        let err = detect(both.iter().map(String::as_str), None, "x").unwrap_err();
+        let err = detect(both.iter().map(String::as_str), None, None, "x").unwrap_err();
         assert!(err.to_string().contains("several sets"), "{err}");
     }
 

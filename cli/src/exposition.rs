@@ -156,12 +156,52 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
             }
             break;
         }
-        reader.line(line).map_err(at)?;
+        reader
+            .line(line)
+            .map_err(|m| match why_not_openmetrics(format, &lines) {
+                Some(why) => at(format!(
+                    "{m} (read as the classic text format, not OpenMetrics: {why})"
+                )),
+                None => at(m),
+            })?;
     }
     Ok(Exposition {
         format,
         samples: reader.samples,
         types: reader.types,
+    })
+}
+
+/// Why text that looks like OpenMetrics (a `# EOF` line, `# UNIT`, an
+/// exemplar) was read as the classic format: OpenMetrics text ends with
+/// `# EOF` and its lines end in LF, nothing after it. `None` when it does
+/// not look like OpenMetrics, or was read as OpenMetrics.
+fn why_not_openmetrics(format: Format, lines: &[&str]) -> Option<String> {
+    if format == Format::OpenMetrics {
+        return None;
+    }
+    let bare = |l: &str| l.strip_suffix('\r').unwrap_or(l).to_owned();
+    if let Some(i) = lines.iter().position(|l| bare(l) == "# EOF") {
+        if lines[i].ends_with('\r') {
+            return Some(format!(
+                "its lines end in CRLF (\\r\\n, line {} for one), and OpenMetrics lines end in LF alone",
+                i + 1
+            ));
+        }
+        let after = lines.len() - i - 1;
+        let blank = lines[i + 1..].iter().all(|l| bare(l).trim().is_empty());
+        return Some(format!(
+            "its # EOF on line {} is followed by {after} more line{}{}, and OpenMetrics ends at # EOF with nothing after it",
+            i + 1,
+            if after == 1 { "" } else { "s" },
+            if blank { " (blank)" } else { "" }
+        ));
+    }
+    let looks = lines
+        .iter()
+        .any(|l| l.starts_with("# UNIT ") || l.contains(" # {"));
+    looks.then(|| {
+        "it has no # EOF line, which ends every OpenMetrics text (a cut body, or an exporter that leaves it out), and the classic format has no exemplars or # UNIT".to_owned()
     })
 }
 
@@ -340,11 +380,19 @@ pub fn series_name(name: &str, labels: &[(String, String)]) -> String {
     let inner: Vec<String> = labels
         .iter()
         .map(|(n, v)| {
-            let v = v
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"")
-                .replace('\n', "\\n");
-            format!("{n}=\"{v}\"")
+            // As the exposition escapes it, and what would act on a
+            // terminal (control, bidi and invisible characters) as \u
+            // escapes: the name is shown in tables, warnings and errors.
+            let mut escaped = String::with_capacity(v.len());
+            for c in v.chars() {
+                match c {
+                    '\\' => escaped.push_str("\\\\"),
+                    '"' => escaped.push_str("\\\""),
+                    '\n' => escaped.push_str("\\n"),
+                    c => crate::format::push_hidden_escaped(&mut escaped, c),
+                }
+            }
+            format!("{n}=\"{escaped}\"")
         })
         .collect();
     format!("{name}{{{}}}", inner.join(","))

@@ -97,6 +97,46 @@ pub fn display_path(path: &Path) -> String {
     sanitize(&path.display().to_string())
 }
 
+/// A URL as every message, table and JSON `source` shows it: its userinfo
+/// (`user:password@`) replaced by `***@`, so that a password in the URL is
+/// never printed, then [sanitized](sanitize).
+pub fn display_url(url: &str) -> String {
+    sanitize(&redact_userinfo(url))
+}
+
+/// `url` without its userinfo: `http://user:pw@host/x` as
+/// `http://***@host/x`. Only the authority (after `scheme://`, up to the
+/// first `/`, `?` or `#`) is looked at, so an `@` in a path or query stays.
+pub fn redact_userinfo(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..start], &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Text for the terminal (a table, a JSON line, warnings) with every
+/// [hidden](is_hidden) character but the line feed as a JSON `\u` escape:
+/// whatever an endpoint put in a label value (`\x1b]0;...\x07`, U+202E)
+/// cannot act on the terminal or reorder what it shows. In a JSON line
+/// the escapes are the same string (serde writes control characters
+/// escaped already, and no hidden character occurs outside a string).
+pub fn escape_hidden(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\n' {
+            out.push(c);
+        } else {
+            push_hidden_escaped(&mut out, c);
+        }
+    }
+    out
+}
+
 /// Pushes `c`, escaped when it must not reach a terminal as it is.
 fn push_escaped(out: &mut String, c: char) {
     match c {
@@ -110,7 +150,7 @@ fn push_escaped(out: &mut String, c: char) {
 }
 
 /// Pushes `c`, as a JSON `\u` escape if it is [hidden](is_hidden).
-fn push_hidden_escaped(out: &mut String, c: char) {
+pub fn push_hidden_escaped(out: &mut String, c: char) {
     if is_hidden(c) {
         let mut units = [0u16; 2];
         for unit in c.encode_utf16(&mut units) {

@@ -35,7 +35,7 @@ impl Response {
         let head: String = text.trim().chars().take(200).collect();
         Err(CliError::new(format!(
             "{}: HTTP status {}{}",
-            crate::format::sanitize(url),
+            crate::format::display_url(url),
             self.status,
             if head.is_empty() {
                 String::new()
@@ -73,14 +73,14 @@ pub fn get(
         .user_agent(concat!("specdec-metrics/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let shown = crate::format::sanitize(url);
+    let shown = crate::format::display_url(url);
     let mut request = agent.get(url).header("Accept", accept);
     for (k, v) in query {
         request = request.query(*k, *v);
     }
     let mut response = request
         .call()
-        .map_err(|e| network_error(&shown, &e, limits))?;
+        .map_err(|e| network_error(url, &shown, &e, limits))?;
     let status = response.status().as_u16();
     let mime_type = response.body().mime_type().map(str::to_owned);
     let body = response
@@ -88,7 +88,7 @@ pub fn get(
         .with_config()
         .limit(limits.max_bytes)
         .read_to_vec()
-        .map_err(|e| network_error(&shown, &e, limits))?;
+        .map_err(|e| network_error(url, &shown, &e, limits))?;
     Ok(Response {
         status,
         mime_type,
@@ -96,7 +96,9 @@ pub fn get(
     })
 }
 
-fn network_error(url: &str, e: &ureq::Error, limits: Limits) -> CliError {
+/// The error of a request to `raw` (shown as `url`); the library's own
+/// text is cleared of the URL's userinfo too, should it quote the URL.
+fn network_error(raw: &str, url: &str, e: &ureq::Error, limits: Limits) -> CliError {
     match e {
         ureq::Error::BodyExceedsLimit(_) => CliError::new(format!(
             "{url}: the response is larger than --max-bytes {}; raise the limit if that much is expected",
@@ -106,6 +108,24 @@ fn network_error(url: &str, e: &ureq::Error, limits: Limits) -> CliError {
             "{url}: no complete response within --timeout {} s",
             limits.timeout.as_secs_f64()
         )),
-        other => CliError::new(format!("{url}: {other}")),
+        other => {
+            let mut text = other.to_string();
+            let redacted = crate::format::redact_userinfo(raw);
+            if redacted != raw {
+                text = text.replace(raw, &redacted);
+                if let Some(userinfo) = userinfo(raw) {
+                    text = text.replace(userinfo, "***");
+                }
+            }
+            CliError::new(format!("{url}: {text}"))
+        }
     }
+}
+
+/// The userinfo of `url` (`user:password`), if it has one.
+fn userinfo(url: &str) -> Option<&str> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    rest[..end].rfind('@').map(|at| &rest[..at])
 }

@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
 use std::path::Path;
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::engines::{self, Built, Engine, Families, GroupCounts, Values};
 use crate::error::CliError;
 use crate::exposition::{self, Sample, series_name};
-use crate::format::{excerpt, format_bytes, sanitize};
+use crate::format::{display_url, excerpt, format_bytes, group_digits};
 use crate::http::{self, Limits};
 use crate::io::{input_name, note_reading_stdin};
 
@@ -60,7 +62,7 @@ const SCRAPE_ACCEPT: &str =
 /// messages and the text.
 pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliError> {
     let (name, bytes) = if http::is_url(source) {
-        let name = sanitize(source);
+        let name = display_url(source);
         let response = http::get(source, &[], SCRAPE_ACCEPT, limits)?.success(source)?;
         if response
             .mime_type
@@ -95,6 +97,11 @@ pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliEr
         }
         (name, bytes)
     };
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(CliError::new(format!(
+            "{name}: the body is gzip-compressed (Content-Encoding gzip, or a .gz file), which advise does not read: ask the endpoint for identity encoding, or decompress the file first (gunzip, zcat)"
+        )));
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         CliError::new(format!(
             "{name}: not UTF-8 text (byte {}): not a Prometheus exposition",
@@ -104,20 +111,22 @@ pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliEr
     Ok((name, text))
 }
 
-/// A scrape read and checked: every sample of `families`, typed counter.
+/// A scrape read (`name`, `text`) checked: every sample of `families`,
+/// typed counter.
 fn scrape(
-    source: &str,
-    limits: Limits,
+    name: String,
+    text: &str,
     forced: Option<Engine>,
+    prefix: Option<&str>,
     families: Option<&Families>,
 ) -> Result<(String, Families, Vec<Sample>), CliError> {
-    let (name, text) = read_text(source, limits)?;
-    let exposition = exposition::parse(&text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
+    let exposition = exposition::parse(text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
     let families = match families {
         Some(f) => f.clone(),
         None => engines::detect(
             exposition.samples.iter().map(|s| s.name.as_str()),
             forced,
+            prefix,
             &name,
         )?,
     };
@@ -150,10 +159,27 @@ pub fn from_metrics(
     since: Option<&str>,
     settings: &Settings,
 ) -> Result<Counted, CliError> {
-    let (name, families, mut samples) = scrape(source, settings.limits, settings.engine, None)?;
+    if source == "-" && since == Some("-") {
+        return Err(CliError::new(
+            "--metrics - and --since - both read standard input, which holds one scrape; give the earlier scrape as a file or URL",
+        ));
+    }
+    // The earlier scrape is fetched first: with both on one live URL, the
+    // other order would take the later scrape first and read the counts
+    // between them as a reset.
+    let earlier = since.map(|e| read_text(e, settings.limits)).transpose()?;
+    let (name, text) = read_text(source, settings.limits)?;
+    let (name, families, mut samples) = scrape(
+        name,
+        &text,
+        settings.engine,
+        settings.prefix.as_deref(),
+        None,
+    )?;
     let mut source_name = name.clone();
-    if let Some(earlier) = since {
-        let (earlier_name, _, before) = scrape(earlier, settings.limits, None, Some(&families))?;
+    if let Some((earlier_name, earlier_text)) = earlier {
+        let (earlier_name, _, before) =
+            scrape(earlier_name, &earlier_text, None, None, Some(&families))?;
         if before.is_empty() {
             return Err(CliError::new(format!(
                 "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",
@@ -163,7 +189,8 @@ pub fn from_metrics(
         samples = subtract(samples, &before, &name, &earlier_name)?;
         source_name = format!("{name} since {earlier_name}");
     }
-    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)?;
+    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)
+        .map_err(|e| CliError::new(format!("{source_name}: {e}")))?;
     finish(source_name, families, groups, settings, Values::Exact)
 }
 
@@ -187,8 +214,10 @@ fn subtract(
             // Values are checked as counts first, so that a NaN is named
             // as such rather than as a reset.
             let (a, b_count) = (
-                engines::count(&s, Values::Exact)?,
-                engines::count(b, Values::Exact)?,
+                engines::count(&s, Values::Exact)
+                    .map_err(|e| CliError::new(format!("{now_name}: {e}")))?,
+                engines::count(b, Values::Exact)
+                    .map_err(|e| CliError::new(format!("--since {before_name}: {e}")))?,
             );
             if a < b_count {
                 return Err(CliError::new(format!(
@@ -216,7 +245,13 @@ pub struct Settings {
     pub engine: Option<Engine>,
     pub by: String,
     pub max_draft_len: Option<usize>,
+    /// `--prefix`: the families under this prefix only.
+    pub prefix: Option<String>,
 }
+
+/// The most groups one run advises (each is a recommendation, a table):
+/// a bound on the time and output an endpoint can cause.
+pub const MAX_GROUPS: usize = 1000;
 
 fn finish(
     source: String,
@@ -229,6 +264,14 @@ fn finish(
         return Err(CliError::new(format!(
             "{source}: no series of {}",
             families.drafts()
+        )));
+    }
+    if groups.len() > MAX_GROUPS {
+        return Err(CliError::new(format!(
+            "{source}: {} groups (values of --by {}), more than the {} one run advises: narrow the input (--selector, --prefix) or give --by a label with fewer values",
+            group_digits(groups.len() as u64),
+            settings.by,
+            group_digits(MAX_GROUPS as u64)
         )));
     }
     let mut out = Vec::new();
@@ -258,22 +301,11 @@ pub fn from_prometheus(
     settings: &Settings,
 ) -> Result<Counted, CliError> {
     let base = url.trim_end_matches('/');
-    let shown = sanitize(base);
+    let shown = display_url(base);
     let inner = match selector {
         None => String::new(),
-        Some(s) => {
-            let t = s.trim();
-            let inner = t
-                .strip_prefix('{')
-                .and_then(|t| t.strip_suffix('}'))
-                .ok_or_else(|| {
-                    CliError::new(format!(
-                        "--selector {}: write label matchers in braces, e.g. '{{job=\"vllm\"}}'",
-                        excerpt(s)
-                    ))
-                })?;
-            inner.trim().to_owned()
-        }
+        Some(s) => parse_selector(s)
+            .map_err(|e| CliError::new(format!("--selector {}: {e}", excerpt(s))))?,
     };
     let seconds = parse_duration(window).map_err(|e| CliError::new(format!("--window: {e}")))?;
     let end: f64 = match at {
@@ -281,10 +313,10 @@ pub fn from_prometheus(
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|t| t.is_finite() && *t >= 0.0)
+            .filter(|t| t.is_finite() && (0.0..=MAX_UNIX_SECONDS).contains(t))
             .ok_or_else(|| {
                 CliError::new(format!(
-                    "--at {}: give the end of the window as Unix seconds (e.g. 1700000000)",
+                    "--at {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
                     excerpt(t)
                 ))
             })?,
@@ -302,7 +334,8 @@ pub fn from_prometheus(
     } else {
         format!("{{__name__=~\"{pattern}\",{inner}}}")
     };
-    let series = api(
+    let mut warnings = Vec::new();
+    let series: Capped<SeriesName> = api(
         base,
         "series",
         &[
@@ -311,18 +344,13 @@ pub fn from_prometheus(
             ("end", &end_text),
         ],
         settings.limits,
+        &mut warnings,
     )?;
-    let names: Vec<String> = series
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.get("__name__").and_then(Value::as_str).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let names: Vec<String> = series.0.into_iter().filter_map(|s| s.name).collect();
     let families = engines::detect(
         names.iter().map(String::as_str),
         settings.engine,
+        settings.prefix.as_deref(),
         &format!("{shown} (window {window})"),
     )?;
 
@@ -365,35 +393,22 @@ pub fn from_prometheus(
     }
     let mut samples = Vec::new();
     for (family, query) in &queries {
-        let data = api(
+        let data: QueryData = api(
             base,
             "query",
             &[("query", query), ("time", &end_text)],
             settings.limits,
+            &mut warnings,
         )?;
-        let result = data
-            .get("result")
-            .and_then(Value::as_array)
-            .ok_or_else(|| {
-                CliError::new(format!(
-                    "{shown}: the answer to {query} has no result vector"
-                ))
-            })?;
-        for r in result {
-            let labels: Vec<(String, String)> = r
-                .get("metric")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                        .collect()
-                })
-                .unwrap_or_default();
+        let result = data.result.ok_or_else(|| {
+            CliError::new(format!(
+                "{shown}: the answer to {query} has no result vector"
+            ))
+        })?;
+        for r in result.0 {
             let value = r
-                .get("value")
-                .and_then(|v| v.get(1))
-                .and_then(Value::as_str)
-                .and_then(|v| match v {
+                .value
+                .and_then(|(_, v)| match v.as_str() {
                     "NaN" => Some(f64::NAN),
                     "+Inf" => Some(f64::INFINITY),
                     "-Inf" => Some(f64::NEG_INFINITY),
@@ -404,35 +419,64 @@ pub fn from_prometheus(
                 })?;
             samples.push(Sample {
                 name: family.clone(),
-                labels,
+                labels: r.metric.into_iter().collect(),
                 value,
             });
         }
     }
-    let groups = engines::group(&samples, &families, by, Values::Extrapolated)?;
-    finish(
+    let groups = engines::group(&samples, &families, by, Values::Extrapolated)
+        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    let mut counted = finish(
         format!("{shown}, increase() over {window} ending at {end_text}"),
         families,
         groups,
         settings,
         Values::Extrapolated,
-    )
+    )?;
+    // A partial response (a store or querier that did not answer) is
+    // data that may be missing: every group's advice says so.
+    if !warnings.is_empty() {
+        for g in &mut counted.groups {
+            g.built.notes.push(format!(
+                "PARTIAL DATA? Prometheus (or Thanos, Mimir) sent {} warning{} with its answers, as it does with a partial response: the counts, and so this advice, may miss series",
+                warnings.len(),
+                if warnings.len() == 1 { "" } else { "s" }
+            ));
+            g.built.notes.extend(warnings.iter().cloned());
+        }
+    }
+    Ok(counted)
 }
 
 /// One call of the Prometheus HTTP API (`/api/v1/<endpoint>`): its `data`,
-/// or an error with Prometheus' own message.
-fn api(
+/// or an error with Prometheus' own message. The answer's `warnings` (and
+/// `infos`), which Thanos and Mimir send with a partial response, are
+/// added to `warnings`, each with the call it came from.
+fn api<T: DeserializeOwned>(
     base: &str,
     endpoint: &str,
     params: &[(&str, &str)],
     limits: Limits,
-) -> Result<Value, CliError> {
+    warnings: &mut Vec<String>,
+) -> Result<T, CliError> {
     let url = format!("{base}/api/v1/{endpoint}");
-    let shown = sanitize(&url);
+    let shown = display_url(&url);
     let response = http::get(&url, params, "application/json", limits)?;
-    let parsed: Result<Value, _> = serde_json::from_slice(&response.body);
+    // Read into the types needed, never into a whole `Value` tree (which
+    // takes tens of times the body), and at most MAX_SERIES entries.
+    let parsed: Result<Envelope<T>, _> = serde_json::from_slice(&response.body);
     let json = match parsed {
-        Ok(v) if v.get("status").is_some() => v,
+        Ok(v) if v.status.is_some() => v,
+        Err(e) if e.to_string().contains(TOO_MANY) => {
+            let what = params
+                .iter()
+                .find(|(k, _)| *k == "query" || *k == "match[]")
+                .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
+            return Err(CliError::new(format!(
+                "{shown}: the answer{what} has more than {} series, more than advice needs or this command holds: narrow it with --selector, or give --by a label with fewer values",
+                group_digits(MAX_SERIES as u64)
+            )));
+        }
         _ => {
             // Not the API's JSON: say the status, or what came instead.
             let response = response.success(&url)?;
@@ -447,60 +491,262 @@ fn api(
             )));
         }
     };
-    match json.get("status").and_then(Value::as_str) {
+    for (kind, list) in [("a warning", &json.warnings), ("an info", &json.infos)] {
+        let what = params
+            .iter()
+            .find(|(k, _)| *k == "query" || *k == "match[]")
+            .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
+        for w in list.iter().flatten() {
+            let text = w.as_str().map_or_else(|| w.to_string(), str::to_owned);
+            warnings.push(format!(
+                "the answer{what} carried {kind}: {}",
+                excerpt(&text)
+            ));
+        }
+    }
+    match json.status.as_ref().and_then(Value::as_str) {
         Some("success") => json
-            .get("data")
-            .cloned()
+            .data
             .ok_or_else(|| CliError::new(format!("{shown}: a success without data"))),
         _ => Err(CliError::new(format!(
             "{shown}: Prometheus answered an error (HTTP status {}): {}: {}",
             response.status,
-            json.get("errorType").and_then(Value::as_str).unwrap_or("?"),
-            excerpt(json.get("error").and_then(Value::as_str).unwrap_or("?")),
+            json.error_type
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or("?"),
+            excerpt(json.error.as_ref().and_then(Value::as_str).unwrap_or("?")),
         ))),
     }
 }
 
-/// A Prometheus duration (`90s`, `5m`, `1h30m`, `2d`, `500ms`) in seconds.
+/// The most entries (series, samples) one answer of the Prometheus API
+/// may hold: far more than any fleet's speculative-decoding series per
+/// `--by` value (`K` positions times the groups), and few enough that
+/// reading them takes tens of megabytes, not gigabytes.
+pub const MAX_SERIES: usize = 100_000;
+
+/// The message a [`Capped`] list stops the reading with.
+const TOO_MANY: &str = "more entries than MAX_SERIES";
+
+/// The envelope of every answer of the Prometheus HTTP API. Fields that
+/// may hold anything are read as `Value` (small: never the data).
+#[derive(Deserialize)]
+struct Envelope<T> {
+    status: Option<Value>,
+    data: Option<T>,
+    #[serde(rename = "errorType")]
+    error_type: Option<Value>,
+    error: Option<Value>,
+    warnings: Option<Vec<Value>>,
+    infos: Option<Vec<Value>>,
+}
+
+/// A list of at most [`MAX_SERIES`] entries: reading stops at the next.
+struct Capped<T>(Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Capped<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Capped<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Capped<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = seq.next_element()? {
+                    if out.len() == MAX_SERIES {
+                        return Err(serde::de::Error::custom(TOO_MANY));
+                    }
+                    out.push(x);
+                }
+                Ok(Capped(out))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
+/// One entry of `/api/v1/series`: only its name is read.
+#[derive(Deserialize)]
+struct SeriesName {
+    #[serde(rename = "__name__")]
+    name: Option<String>,
+}
+
+/// The `data` of `/api/v1/query`.
+#[derive(Deserialize)]
+struct QueryData {
+    result: Option<Capped<QuerySample>>,
+}
+
+/// One sample of an instant vector: its labels and `[time, "value"]`.
+#[derive(Deserialize)]
+struct QuerySample {
+    #[serde(default)]
+    metric: BTreeMap<String, String>,
+    value: Option<(serde::de::IgnoredAny, String)>,
+}
+
+/// The latest `--at` (and longest window) Prometheus can represent: its
+/// durations and times are nanoseconds in an `i64` (about the year 2262).
+const MAX_UNIX_SECONDS: f64 = 9_223_372_036.0;
+
+/// A Prometheus duration (`90s`, `5m`, `1h30m`, `2d`, `500ms`) in seconds,
+/// by Prometheus' grammar (`model.ParseDuration`): units from `y` down to
+/// `ms`, each at most once and in that order, and the whole within an
+/// `i64` of nanoseconds; a duration it would reject (`30m1h`, `1h1h`,
+/// `99999999999999999999y`) is an error here, never sent.
 pub fn parse_duration(s: &str) -> Result<f64, String> {
-    let bad = || {
+    let bad = |why: &str| {
         format!(
-            "{} is not a duration: write it as Prometheus does, e.g. 90s, 5m, 1h30m",
+            "{} is not a duration{why}: write it as Prometheus does, e.g. 90s, 5m, 1h30m (units y, w, d, h, m, s, ms, largest first, each once)",
             excerpt(s)
         )
     };
-    let mut total = 0.0;
+    // Largest first, as the grammar orders them.
+    const UNITS: [(&str, u64); 7] = [
+        ("y", 31_536_000_000),
+        ("w", 604_800_000),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ];
+    let mut total_ms: u64 = 0;
     let mut rest = s;
+    let mut next_unit = 0;
     if rest.is_empty() {
-        return Err(bad());
+        return Err(bad(""));
     }
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| bad(" (a number without its unit)"))?;
         if digits == 0 {
-            return Err(bad());
+            return Err(bad(""));
         }
-        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| bad(" Prometheus can hold (out of range)"))?;
         rest = &rest[digits..];
-        let units = [
-            ("ms", 0.001),
-            ("s", 1.0),
-            ("m", 60.0),
-            ("h", 3600.0),
-            ("d", 86400.0),
-            ("w", 604_800.0),
-            ("y", 31_536_000.0),
-        ];
-        let (unit, scale) = units
+        let (i, (unit, scale)) = UNITS
             .iter()
-            .find(|(u, _)| rest.starts_with(u) && !(*u == "m" && rest.starts_with("ms")))
-            .ok_or_else(bad)?;
-        total += n * scale;
+            .enumerate()
+            .find(|(_, (u, _))| rest.starts_with(u) && !(*u == "m" && rest.starts_with("ms")))
+            .ok_or_else(|| bad(""))?;
+        if i < next_unit {
+            return Err(bad(" (its units must come largest first, each once)"));
+        }
+        next_unit = i + 1;
+        total_ms = n
+            .checked_mul(*scale)
+            .and_then(|ms| total_ms.checked_add(ms))
+            .filter(|&ms| ms as f64 / 1000.0 <= MAX_UNIX_SECONDS)
+            .ok_or_else(|| bad(" Prometheus can hold (out of range)"))?;
         rest = &rest[unit.len()..];
     }
-    if total <= 0.0 {
-        return Err(bad());
+    if total_ms == 0 {
+        return Err(bad(""));
     }
-    Ok(total)
+    Ok(total_ms as f64 / 1000.0)
+}
+
+/// `--selector '{MATCHERS}'`: PromQL label matchers (`name op "value"`,
+/// `op` one of `=`, `!=`, `=~`, `!~`, the value a double-, single- or
+/// back-quoted string, matchers separated by commas), checked and
+/// rewritten as the matchers alone with double-quoted values, so that
+/// nothing but matchers reaches the query (`{job="a"}) or vector(1)` is an
+/// error, not a query).
+pub fn parse_selector(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let body = t
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(|| "write label matchers in braces, e.g. '{job=\"vllm\"}'".to_owned())?;
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = body.trim_start();
+    while !rest.is_empty() {
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_len];
+        if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!(
+                "expected a label name at {}: write matchers as name=\"value\"",
+                excerpt(rest)
+            ));
+        }
+        rest = rest[name_len..].trim_start();
+        let op = ["=~", "!~", "!=", "="]
+            .into_iter()
+            .find(|op| rest.starts_with(op))
+            .ok_or_else(|| format!("expected =, !=, =~ or !~ after {name} at {}", excerpt(rest)))?;
+        rest = rest[op.len()..].trim_start();
+        let (value, after) = quoted(rest)?;
+        out.push(format!(
+            "{name}{op}{}",
+            serde_json::to_string(&value).expect("a string serializes")
+        ));
+        rest = after.trim_start();
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r.trim_start(),
+            None if rest.is_empty() => {}
+            None => {
+                return Err(format!(
+                    "expected , or the closing brace after {name}{op}... at {}",
+                    excerpt(rest)
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no label matcher in the braces".into());
+    }
+    Ok(out.join(","))
+}
+
+/// A PromQL string at the start of `s`: its value and what follows.
+fn quoted(s: &str) -> Result<(String, &str), String> {
+    let mut chars = s.char_indices();
+    let quote = match chars.next() {
+        Some((_, q @ ('"' | '\'' | '`'))) => q,
+        _ => {
+            return Err(format!("expected a quoted value at {}", excerpt(s)));
+        }
+    };
+    let mut value = String::new();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            c if c == quote => return Ok((value, &s[i + 1..])),
+            '\\' if quote != '`' => {
+                let (_, e) = chars
+                    .next()
+                    .ok_or_else(|| format!("an unterminated string: {}", excerpt(s)))?;
+                value.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    '\\' | '"' | '\'' => e,
+                    other => {
+                        return Err(format!(
+                            "an escape PromQL strings here do not take: \\{other}"
+                        ));
+                    }
+                });
+            }
+            '\n' if quote != '`' => {
+                return Err(format!("a line break in a string: {}", excerpt(s)));
+            }
+            c => value.push(c),
+        }
+    }
+    Err(format!("an unterminated string: {}", excerpt(s)))
 }
 
 #[cfg(test)]
@@ -513,8 +759,56 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(5400.0));
         assert_eq!(parse_duration("500ms"), Ok(0.5));
         assert_eq!(parse_duration("2d"), Ok(172_800.0));
-        for bad in ["", "5", "m", "1.5m", "5x", "0s", "-1m"] {
+        assert_eq!(parse_duration("1y2w3d4h5m6s7ms"), Ok(33_019_506.007));
+        for bad in [
+            "",
+            "5",
+            "m",
+            "1.5m",
+            "5x",
+            "0s",
+            "-1m",
+            "30m1h",
+            "1h1h",
+            "1ms1s",
+            "99999999999999999999y",
+            "300y",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_duration("30m1h")
+                .unwrap_err()
+                .contains("largest first")
+        );
+        assert!(parse_duration("292y").is_ok());
+    }
+
+    #[test]
+    fn selectors_are_matchers_and_nothing_else() {
+        assert_eq!(
+            parse_selector(" { job = \"a\" , cluster=~'eu.*', x!=`b\\c`,} ").unwrap(),
+            r#"job="a",cluster=~"eu.*",x!="b\\c""#
+        );
+        assert_eq!(
+            parse_selector(r#"{a="q\"uote"}"#).unwrap(),
+            r#"a="q\"uote""#
+        );
+        for (bad, says) in [
+            (
+                r#"{job="a"}) or vector(1) or (x{y="z"}"#,
+                "expected , or the closing brace",
+            ),
+            (r#"{job="a"} or vector(1)"#, "braces"),
+            (r#"{job}"#, "expected =, !=, =~ or !~"),
+            (r#"{job=a}"#, "expected a quoted value"),
+            (r#"{job="a}"#, "unterminated"),
+            (r#"{1job="a"}"#, "expected a label name"),
+            (r#"{}"#, "no label matcher"),
+            (r#"{job="a",,}"#, "expected a label name"),
+        ] {
+            let e = parse_selector(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

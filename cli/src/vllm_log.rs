@@ -36,7 +36,7 @@ use specdec_metrics::{CounterSeries, EngineCounters, VLLM_METRIC_PREFIX};
 use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
-use crate::io::input_name;
+use crate::io::{input_name, is_stdin, note_reading_stdin};
 use crate::sources::{Counted, Group};
 
 /// The marker of the line.
@@ -54,6 +54,10 @@ pub struct Reconstruction {
     pub max_count_error: u64,
     /// The same, over all drafts: the precision of each `P_i`.
     pub max_rate_error: f64,
+    /// Always true: the advice's intervals are the posterior's given the
+    /// reconstructed counts, and leave `max_rate_error` out (the table
+    /// says so, with how it compares with them).
+    pub intervals_exclude_reconstruction_error: bool,
 }
 
 /// One line's figures.
@@ -71,9 +75,16 @@ pub fn read(
     max_draft_len: Option<usize>,
 ) -> Result<(Counted, Reconstruction), CliError> {
     let name = input_name(path);
-    let file =
-        std::fs::File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
-    let mut reader = BufReader::new(file);
+    let input: Box<dyn Read> = if is_stdin(path) {
+        note_reading_stdin("vLLM's log");
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
+        )
+    };
+    let mut reader = BufReader::new(input);
     let (mut k, mut drafts, mut drafted, mut accepted) = (None::<usize>, 0u64, 0u64, 0u64);
     let mut per_pos: Vec<u64> = Vec::new();
     let mut rec = Reconstruction {
@@ -81,6 +92,7 @@ pub fn read(
         lines_without_drafts: 0,
         max_count_error: 0,
         max_rate_error: 0.0,
+        intervals_exclude_reconstruction_error: true,
     };
     let mut buf = Vec::new();
     let mut number = 0u64;
@@ -95,7 +107,7 @@ pub fn read(
             break;
         }
         number += 1;
-        let text = String::from_utf8_lossy(&buf);
+        let text = strip_sgr(&String::from_utf8_lossy(&buf));
         let Some(at) = text.find(MARKER) else {
             continue;
         };
@@ -176,6 +188,29 @@ pub fn read(
         },
         rec,
     ))
+}
+
+/// `text` without its SGR sequences (`ESC [ params m`: the colours a
+/// logger or `--color` wraps a line in), which vLLM's figures never hold.
+fn strip_sgr(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\u{1b}[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let params = after
+            .find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            .unwrap_or(after.len());
+        if after[params..].starts_with('m') {
+            rest = &after[params + 1..];
+        } else {
+            // Not SGR: kept, to be reported as it is.
+            out.push_str("\u{1b}[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The figures of the text after the marker, strictly in vLLM's order.

@@ -1098,3 +1098,47 @@ fn several_reports_are_windows() {
             "num_spec_tokens (K) is 3 but the first report's is 2",
         ));
 }
+
+/// One report given twice is refused (it would fake a perfect agreement
+/// and collapse the intervals); windows that agree more closely than
+/// binomial noise keep the binomial width, and the table says so rather
+/// than "widened".
+#[test]
+fn the_same_report_twice_is_refused_and_close_windows_are_not_narrowed() {
+    let dir = TempDir::new().unwrap();
+    let (steps, _) = trace(2, &[(2, 2, 400), (2, 1, 100)]);
+    let a = replayed(&dir, "a", 2, &steps);
+    let copy = dir.path().join("copy.json");
+    fs::copy(&a, &copy).unwrap();
+    for second in [&a, &copy] {
+        bin()
+            .args(["advise", "--cost-linear", "1,0.1"])
+            .arg(&a)
+            .arg(second)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(
+                predicate::str::contains("(window 2) holds exactly the counts of")
+                    .and(predicate::str::contains("the same report given twice?")),
+            );
+    }
+    // Two windows a step apart: far less varied than binomial noise.
+    let (near, _) = trace(2, &[(2, 2, 401), (2, 1, 99)]);
+    let b = replayed(&dir, "b", 2, &near);
+    let out = bin()
+        .args(["advise", "--cost-linear", "1,0.1", "--format", "table"])
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("the intervals are still at least the binomial width (never narrowed)")
+            && !out.contains("widened"),
+        "{out}"
+    );
+}

@@ -666,3 +666,570 @@ fn prometheus_answers_become_fleet_advice() {
             .contains("increase() over 1h ending at 1700000000.000")
     );
 }
+
+/// Two vLLM engines of one model, as one scrape gives them.
+fn two_engines(cut_engine_1_positions: bool, accepted_0: &str) -> String {
+    let mut s = String::new();
+    for (e, drafts, acc, per_pos) in [
+        ("0", 100, accepted_0, [40, 20, 10]),
+        ("1", 100, "70", [40, 20, 10]),
+    ] {
+        let l = format!("engine=\"{e}\",model_name=\"m\"");
+        s += &format!("vllm:spec_decode_num_drafts_total{{{l}}} {drafts}\n");
+        s += &format!("vllm:spec_decode_num_draft_tokens_total{{{l}}} 300\n");
+        s += &format!("vllm:spec_decode_num_accepted_tokens_total{{{l}}} {acc}\n");
+        if e == "1" && cut_engine_1_positions {
+            continue;
+        }
+        for (p, v) in per_pos.iter().enumerate() {
+            s += &format!(
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total{{{l},position=\"{p}\"}} {v}\n"
+            );
+        }
+    }
+    s
+}
+
+/// A scrape cut before one engine's per-position series (an HTTP/1.0
+/// close-delimited body, a partial copy) is not read as exact counts with
+/// that engine's drafts as trials without acceptances; an accepted total
+/// other than the positions' sum is an error naming it.
+#[test]
+fn a_scrape_missing_an_engines_positions_or_disagreeing_totals_is_an_error() {
+    let (out, err, code) = advise_text(&two_engines(false, "70"), &[]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "exact");
+    let (out, err, code) = advise_text(&two_engines(true, "70"), &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"1\",model_name=\"m\",position=\"0\"} is missing, though vllm:spec_decode_num_drafts_total{engine=\"1\",model_name=\"m\"} is 100"
+        ),
+        "{err}"
+    );
+    let (out, err, code) = advise_text(&two_engines(false, "80"), &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(err.contains("add up to 140"), "{err}");
+    // One engine, accepted total 2,900 against positions 1,500.
+    let text = vllm(
+        "1000",
+        "3000",
+        "2900",
+        &[("0", "700"), ("1", "500"), ("2", "300")],
+    );
+    let (_, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} is 2900 but the accepted counts per position")
+            && err.contains("add up to 1500"),
+        "{err}"
+    );
+}
+
+const VLLM_OK: &str = "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 100\n\
+vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 200\n\
+vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 90\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"0\"} 60\n\
+vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"} 30\n";
+
+/// A password in a URL's userinfo is never printed: not in the JSON
+/// `source`, the table, nor any error (an HTTP error status, a refused
+/// connection, a Prometheus that answers garbage).
+#[test]
+fn a_password_in_the_url_is_never_printed() {
+    let with_password = |url: &str| url.replacen("http://", "http://user:s3cr3t@", 1);
+    let mut outputs = Vec::new();
+    for format in ["json", "table"] {
+        let url = serve(1, answer("200 OK", "text/plain", VLLM_OK));
+        let (out, err, code) = advise(&[
+            "--metrics",
+            &with_password(&format!("{url}/metrics")),
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            format,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("http://***@127.0.0.1"), "{out}");
+        outputs.push(out + &err);
+    }
+    let url = serve(1, answer("500 Internal Server Error", "text/plain", "boom"));
+    outputs.push(advise(&["--metrics", &with_password(&url), "--cost-linear", "1,0.1"]).1);
+    let url = serve(1, answer("200 OK", "application/json", "not json"));
+    outputs.push(
+        advise(&[
+            "--prometheus",
+            &with_password(&url),
+            "--window",
+            "1h",
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .1,
+    );
+    // Nothing listens there: the connection is refused.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    outputs.push(
+        advise(&[
+            "--metrics",
+            &format!("http://user:s3cr3t@{closed}/metrics"),
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .1,
+    );
+    for o in &outputs {
+        assert!(!o.contains("s3cr3t") && !o.contains("user:"), "{o}");
+    }
+    assert!(
+        outputs[2].contains("http://***@127.0.0.1") && outputs[2].contains("HTTP status 500"),
+        "{}",
+        outputs[2]
+    );
+}
+
+/// Label values holding terminal controls or bidi overrides reach the
+/// terminal escaped: in the table's group header, in the JSON and in the
+/// warnings (here: too few drafts), as in errors.
+#[test]
+fn control_and_bidi_characters_in_labels_never_reach_the_terminal() {
+    for model in ["\u{1b}]0;pwn\u{7}", "abc\u{202e}fed", "x\u{9b}31m"] {
+        let text = VLLM_OK.replace("model_name=\"m\"", &format!("model_name=\"{model}\""));
+        for format in ["table", "json"] {
+            let (out, err, code) = advise_text(&text, &["--format", format]);
+            assert_eq!(code, 0, "{err}");
+            for o in [&out, &err] {
+                assert!(
+                    !o.chars()
+                        .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+                    "{o:?}"
+                );
+            }
+            assert!(err.contains("warning: model_name="), "{err}");
+            if format == "json" {
+                // The same string, escaped: the JSON still holds the value.
+                let v: Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(v["groups"][0]["labels"]["model_name"], model);
+            } else {
+                assert!(out.contains("== model_name=\""), "{out}");
+            }
+        }
+    }
+}
+
+/// `--since` on the same live URL as `--metrics` is the earlier scrape: it
+/// is fetched first, so the counts between the two are the growth, not a
+/// reset. `--metrics - --since -` is refused before anything is read.
+#[test]
+fn since_on_the_same_live_url_is_fetched_first_and_stdin_is_read_once() {
+    let scrapes = std::sync::atomic::AtomicU64::new(0);
+    let url = serve(2, move |s| {
+        // Relaxed: one server thread; the count only orders its answers.
+        let n = scrapes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let body = vllm(
+            &(1000 * n).to_string(),
+            &(3000 * n).to_string(),
+            &(1500 * n).to_string(),
+            &[
+                ("0", &(700 * n).to_string()),
+                ("1", &(500 * n).to_string()),
+                ("2", &(300 * n).to_string()),
+            ],
+        );
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    });
+    let url = format!("{url}/metrics");
+    let (out, err, code) = advise(&["--metrics", &url, "--since", &url, "--cost-linear", "1,0.1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["drafts"], 1000);
+    assert_eq!(
+        v["groups"][0]["recommendation"]["positions"][0]["successes"],
+        700
+    );
+
+    let out = bin()
+        .args([
+            "advise",
+            "--metrics",
+            "-",
+            "--since",
+            "-",
+            "--cost-linear",
+            "1,0.1",
+        ])
+        .write_stdin(vllm("1", "3", "0", &[("0", "0"), ("1", "0"), ("2", "0")]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--metrics - and --since - both read standard input")
+            && !err.contains("reading"),
+        "{err}"
+    );
+}
+
+/// `advise ARGS` with `stdin` on standard input.
+fn advise_stdin(args: &[&str], stdin: Vec<u8>) -> (String, String, i32) {
+    let out = bin()
+        .arg("advise")
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// The messages say what is wrong and where: which source holds a NaN,
+/// a huge value in scientific notation, why 2^64 - 1 cannot be read, why
+/// text that looks like OpenMetrics was not read as such, that a body is
+/// gzip; a way to pick one of two prefixes; that `position` is an index
+/// label. `--vllm-log -` reads standard input, colour codes and all.
+#[test]
+fn messages_name_the_source_the_reason_and_the_way_out() {
+    let cost = ["--cost-linear", "1,0.1"];
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = |name: &str, body: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    // A NaN in the --since scrape: named as there.
+    let now = file("now.prom", VLLM_OK.as_bytes());
+    let then = file("then.prom", VLLM_OK.replace("} 60\n", "} NaN\n").as_bytes());
+    let (_, err, code) = advise(&[&["--metrics", &now, "--since", &then], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("--since {then}: ")) && err.contains("is NaN"),
+        "{err}"
+    );
+    // 1e308 and u64::MAX.
+    let huge = file(
+        "huge.prom",
+        VLLM_OK.replace("} 100\n", "} 1e308\n").as_bytes(),
+    );
+    let (_, err, _) = advise(&[&["--metrics", &huge], &cost[..]].concat());
+    assert!(
+        err.contains("is 1e308: a count") || err.contains("is 1e308:"),
+        "{err}"
+    );
+    assert!(!err.contains("00000000000000000000"), "{err}");
+    let max = file(
+        "max.prom",
+        VLLM_OK
+            .replace("} 100\n", "} 18446744073709551615\n")
+            .as_bytes(),
+    );
+    let (_, err, _) = advise(&[&["--metrics", &max], &cost[..]].concat());
+    assert!(err.contains("values are 64-bit floats"), "{err}");
+    // OpenMetrics that is not quite: a blank line after # EOF, CRLF, no
+    // # EOF (each with an exemplar, which the classic format lacks).
+    let om = VLLM_OK.replace("} 60\n", "} 60 # {trace_id=\"a\"} 1\n") + "# EOF\n";
+    for (body, says) in [
+        (om.clone() + "\n", "is followed by 1 more line (blank)"),
+        (om.replace('\n', "\r\n"), "its lines end in CRLF"),
+        (om.replace("# EOF\n", ""), "it has no # EOF line"),
+    ] {
+        let (_, err, code) =
+            advise(&[&["--metrics", &file("om.prom", body.as_bytes())], &cost[..]].concat());
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("not OpenMetrics: ") && err.contains(says),
+            "{err}"
+        );
+    }
+    // A gzip body.
+    let gz = file(
+        "m.prom.gz",
+        &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xfe],
+    );
+    let (_, err, _) = advise(&[&["--metrics", &gz], &cost[..]].concat());
+    assert!(
+        err.contains("gzip-compressed") && !err.contains("not UTF-8"),
+        "{err}"
+    );
+    // Two prefixes: --prefix picks one.
+    let two = file(
+        "two.prom",
+        (VLLM_OK.to_owned() + &VLLM_OK.replace("vllm:spec_decode", "other:spec_decode")).as_bytes(),
+    );
+    let (_, err, code) = advise(&[&["--metrics", &two], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("pick one with --prefix PREFIX") && err.contains("\"other:spec_decode\""),
+        "{err}"
+    );
+    let (out, err, code) = advise(
+        &[
+            &["--metrics", &two, "--prefix", "other:spec_decode"],
+            &cost[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"prefix\":\"other:spec_decode\""), "{out}");
+    let (_, err, code) = advise(&[&["--metrics", &two, "--prefix", "nope"], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("--prefix \"nope\": no such prefix"), "{err}");
+    // --by position.
+    let (_, err, code) = advise(&[&["--metrics", &now, "--by", "position"], &cost[..]].concat());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--by position: position is an index label"),
+        "{err}"
+    );
+    // vLLM's log on standard input, plain and in colour: the same advice.
+    let log = std::fs::read_to_string(fixture("vllm_llama31_8b_mtbench_k3.log")).unwrap();
+    let coloured: String = log
+        .lines()
+        .map(|l| format!("\u{1b}[32mINFO\u{1b}[0m \u{1b}[1;36m{l}\u{1b}[0m\n"))
+        .collect();
+    let (plain, err, code) = advise_stdin(
+        &[&["--vllm-log", "-"], &cost[..]].concat(),
+        log.into_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (colour, err, code) = advise_stdin(
+        &[&["--vllm-log", "-"], &cost[..]].concat(),
+        coloured.into_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(plain, colour);
+    assert!(plain.contains("\"source\":\"<stdin>\""), "{plain}");
+}
+
+/// `--selector` is label matchers and nothing else, `--window` a duration
+/// Prometheus accepts, `--at` a time it can hold: anything else is refused
+/// before a request is sent (nothing listens at the URL).
+#[test]
+fn selectors_windows_and_times_prometheus_would_reject_are_never_sent() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}");
+    for (flags, says) in [
+        (
+            vec![
+                "--window",
+                "1h",
+                "--selector",
+                r#"{job="a"}) or vector(1) or (x{y="z"}"#,
+            ],
+            "--selector",
+        ),
+        (vec!["--window", "30m1h"], "largest first"),
+        (vec!["--window", "99999999999999999999y"], "out of range"),
+        (vec!["--window", "1h", "--at", "1e300"], "--at \"1e300\""),
+    ] {
+        let (out, err, code) = advise(
+            &[
+                &["--prometheus", &url, "--cost-linear", "1,0.1"],
+                &flags[..],
+            ]
+            .concat(),
+        );
+        assert_eq!((out.as_str(), code), ("", 2), "{flags:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("onnect"),
+            "{flags:?}: {err}"
+        );
+    }
+}
+
+/// A fake Prometheus answering `answers` in turn, one per connection.
+fn fake_prometheus(answers: Vec<String>) -> String {
+    let n = answers.len();
+    let answers = std::sync::Mutex::new(answers.into_iter());
+    serve(n, move |s| {
+        let body = answers.lock().unwrap().next().unwrap_or_default();
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    })
+}
+
+/// The answers of a Prometheus for one model: drafts 1000, tokens 2000,
+/// accepted 900 (600 and 300); `warning` in the per-position answer.
+fn prometheus_answers(warning: Option<&str>) -> Vec<String> {
+    let vector = |result: &str, extra: &str| {
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{result}]}}{extra}}}"#
+        )
+    };
+    let one = |v: &str| {
+        vector(
+            &format!(r#"{{"metric":{{"model_name":"a"}},"value":[1,"{v}"]}}"#),
+            "",
+        )
+    };
+    let extra = warning.map_or(String::new(), |w| format!(r#","warnings":["{w}"]"#));
+    vec![
+        r#"{"status":"success","data":[{"__name__":"vllm:spec_decode_num_drafts_total"},{"__name__":"vllm:spec_decode_num_accepted_tokens_per_pos_total"}]}"#.to_owned(),
+        one("1000"),
+        one("2000"),
+        one("900"),
+        vector(
+            r#"{"metric":{"model_name":"a","position":"0"},"value":[1,"600"]},{"metric":{"model_name":"a","position":"1"},"value":[1,"300"]}"#,
+            &extra,
+        ),
+    ]
+}
+
+/// Thanos and Mimir send `warnings` with a partial response: the advice
+/// says its data may be partial, in the JSON and the table, quoting them.
+#[test]
+fn prometheus_warnings_of_a_partial_response_reach_the_advice() {
+    let args = |url: &str, format: &str| {
+        advise(&[
+            "--prometheus",
+            url,
+            "--window",
+            "1h",
+            "--at",
+            "1700000000",
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            format,
+        ])
+    };
+    let (out, err, code) = args(&fake_prometheus(prometheus_answers(None)), "json");
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("PARTIAL"), "{out}");
+    let w = "partial response: store eu-1 unavailable";
+    let (out, err, code) = args(&fake_prometheus(prometheus_answers(Some(w))), "json");
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let notes = v["groups"][0]["notes"].as_array().unwrap();
+    assert!(
+        notes[0].as_str().unwrap().starts_with("PARTIAL DATA?"),
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains(w)),
+        "{notes:?}"
+    );
+    let (out, _, code) = args(&fake_prometheus(prometheus_answers(Some(w))), "table");
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("note: PARTIAL DATA?") && out.contains(w),
+        "{out}"
+    );
+}
+
+/// Counts reconstructed from vLLM's log are known only to the rounding of
+/// its rates (±0.001 of each P_i), however many drafts: with 10^8 drafts
+/// the intervals are far narrower than that, and the table says they
+/// exclude it, by how much; the JSON says so too.
+#[test]
+fn reconstructed_intervals_say_they_exclude_the_reconstruction_error() {
+    let line = "INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: 150000000 tokens, Drafted: 300000000 tokens, Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%\n";
+    let args = |format: &str| {
+        advise_stdin(
+            &[
+                "--vllm-log",
+                "-",
+                "--cost-linear",
+                "1,0.1",
+                "--format",
+                format,
+            ],
+            line.as_bytes().to_vec(),
+        )
+    };
+    let (out, err, code) = args("table");
+    assert_eq!(code, 0, "{err}");
+    let at = out
+        .find("The intervals EXCLUDE the reconstruction error")
+        .unwrap_or_else(|| panic!("{out}"));
+    let said = &out[at..];
+    assert!(said.contains("known only to ±0.00100"), "{said}");
+    // 1.645 sqrt(0.7 * 0.3 / 1e8) = 0.0000754 at position 1, narrower
+    // still further on: the error is more than 10 times the half-width.
+    let times: f64 = said
+        .split("±0.00100, ")
+        .nth(1)
+        .and_then(|s| s.split(" times").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(times > 10.0, "{said}");
+    let (out, err, code) = args("json");
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["reconstruction"]["intervals_exclude_reconstruction_error"],
+        true
+    );
+}
+
+/// An answer of `n` samples, each its own `model_name`.
+fn many_samples(n: usize, position: bool) -> String {
+    let mut s = String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        let pos = if position { r#","position":"0""# } else { "" };
+        s.push_str(&format!(
+            r#"{{"metric":{{"model_name":"m{i}"{pos}}},"value":[1,"10"]}}"#
+        ));
+    }
+    s + "]}}"
+}
+
+/// A Prometheus answer of more series than advice needs is refused while
+/// it is read (its memory bounded), and more groups than one run advises
+/// are refused before advising any, each with a way to narrow the query.
+#[test]
+fn huge_prometheus_answers_are_refused_with_a_way_to_narrow_them() {
+    let series = r#"{"status":"success","data":[{"__name__":"vllm:spec_decode_num_drafts_total"},{"__name__":"vllm:spec_decode_num_accepted_tokens_per_pos_total"}]}"#.to_owned();
+    let args = |url: &str| {
+        advise(&[
+            "--prometheus",
+            url,
+            "--window",
+            "1h",
+            "--at",
+            "1700000000",
+            "--cost-linear",
+            "1,0.1",
+        ])
+    };
+    let url = fake_prometheus(vec![series.clone(), many_samples(100_001, false)]);
+    let (out, err, code) = args(&url);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains("has more than 100,000 series") && err.contains("--selector"),
+        "{err}"
+    );
+    // 1,001 models: within the series cap, above the groups one run advises.
+    let url = fake_prometheus(vec![
+        series,
+        many_samples(1001, false),
+        many_samples(1001, false),
+        many_samples(1001, false),
+        many_samples(1001, true),
+    ]);
+    let (out, err, code) = args(&url);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        err.contains("1,001 groups (values of --by model_name), more than the 1,000"),
+        "{err}"
+    );
+}

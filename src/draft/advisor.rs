@@ -235,10 +235,15 @@ impl Advisor {
     /// (`dispersion`: the squared differences of each window's `E[a | k]`
     /// from the pooled one over their binomial variances, summed over `W -
     /// 1` degrees of freedom), scales every variance by it
-    /// (quasi-likelihood) and takes the quantiles of Student's t with `W - 1`
-    /// degrees of freedom, since the dispersion is itself estimated. With
-    /// steps independent the dispersion scatters around 1 and the
-    /// intervals keep their nominal level.
+    /// (quasi-likelihood) and takes the quantiles of Student's t with `W -
+    /// 1` degrees of freedom, since the dispersion is itself estimated.
+    /// With steps independent the dispersion scatters around 1 and the
+    /// intervals keep their nominal level. No interval is made narrower
+    /// than the pooled window's binomial one (the dispersion is floored at
+    /// `(z / t)^2` for them, at 1 for the probabilities of beating the
+    /// choice), so windows that agree too well (one window given twice)
+    /// cannot collapse them, and a position without trials keeps the
+    /// prior's interval.
     ///
     /// # Errors
     ///
@@ -304,10 +309,13 @@ impl Advisor {
         let weight: f64 = figures.iter().map(|&(_, v)| 1.0 / v).sum();
         let pooled = figures.iter().map(|&(x, v)| x / v).sum::<f64>() / weight;
         let pearson: f64 = figures.iter().map(|&(x, v)| (x - pooled).powi(2) / v).sum();
-        // Not floored at 1: with independent steps the estimate scatters
-        // around 1, and with the t quantile that scatter is what keeps the
-        // intervals at their nominal level; a floor would widen them.
-        (pearson / (figures.len() - 1) as f64).max(f64::MIN_POSITIVE)
+        // The estimate itself, which may be below 1 (windows that agree
+        // more closely than binomial noise, or the same window twice):
+        // with independent steps it scatters around 1, and with the t
+        // quantile that scatter keeps the intervals at their nominal level;
+        // only where it would make them narrower than binomial is it
+        // floored (`Spread::interval_scale`).
+        pearson / (figures.len() - 1) as f64
     }
 
     /// The recommendation from continuation counts alone, such as those
@@ -348,7 +356,8 @@ impl Advisor {
     ) -> Result<Recommendation, CostError> {
         let cost = cost.bind(continuation.max_draft_len())?;
         let chain = Chain::from_counts(continuation.counts(), self.prior);
-        let z = spread.quantile(0.5 + self.credible_level / 2.0);
+        let p = 0.5 + self.credible_level / 2.0;
+        let z = spread.quantile(p);
         let best = best_by_mean(&chain, &cost);
         let mut candidates = self.candidates(&chain, &cost, continuation, best, spread, h);
         let row_distance_bound = flag_disagreeing_rows(&mut candidates);
@@ -358,7 +367,11 @@ impl Advisor {
             num_spec_steps: h.map_or(continuation.at(1).1, AcceptanceHistogram::num_spec_steps),
             prior: self.prior,
             credible_level: self.credible_level,
-            positions: self.positions(continuation, z * spread.dispersion.sqrt()),
+            positions: self.positions(
+                continuation,
+                z * spread.interval_scale(p).sqrt(),
+                normal_quantile(p),
+            ),
             candidates,
             row_distance_bound,
             windows: spread.windows,
@@ -501,8 +514,15 @@ impl Advisor {
         }))
     }
 
-    /// Positions `1..=K`: counts and the posterior of each rate.
-    fn positions(&self, continuation: &Continuation, z: f64) -> Vec<PositionEstimate> {
+    /// Positions `1..=K`: counts and the posterior of each rate; `z` for
+    /// positions with trials, `z_prior` for those without (the prior's own
+    /// interval, which no dispersion between windows widens or narrows).
+    fn positions(
+        &self,
+        continuation: &Continuation,
+        z: f64,
+        z_prior: f64,
+    ) -> Vec<PositionEstimate> {
         continuation
             .counts()
             .iter()
@@ -515,7 +535,7 @@ impl Advisor {
                     trials: n,
                     rate: (n != 0).then(|| s as f64 / n as f64),
                     posterior_mean: posterior.mean(),
-                    interval: posterior.interval(z),
+                    interval: posterior.interval(if n == 0 { z_prior } else { z }),
                     from_prior: n == 0,
                 }
             })
@@ -533,9 +553,11 @@ impl Advisor {
         spread: Spread,
         h: Option<&AcceptanceHistogram>,
     ) -> Vec<Candidate> {
-        let (z, dispersion) = (
-            spread.quantile(0.5 + self.credible_level / 2.0),
-            spread.dispersion,
+        let p = 0.5 + self.credible_level / 2.0;
+        let (z, dispersion, prob_dispersion) = (
+            spread.quantile(p),
+            spread.interval_scale(p),
+            spread.probability_scale(),
         );
         let mut cov = Vec::new();
         chain.covariances_with(best, &mut cov);
@@ -552,7 +574,9 @@ impl Advisor {
                     0.5
                 } else {
                     let d = GoodputDifference::new(chain, cost, k, best, cov[k]);
-                    normal_cdf(d.mean / (d.variance * dispersion).max(f64::MIN_POSITIVE).sqrt())
+                    normal_cdf(
+                        d.mean / (d.variance * prob_dispersion).max(f64::MIN_POSITIVE).sqrt(),
+                    )
                 };
                 let row = h.map_or(RowCheck::NONE, |h| RowCheck::new(h, k, mean, sd));
                 Candidate {
@@ -717,8 +741,11 @@ pub struct Recommendation {
     /// The windows the estimates pool: 1 for [`Advisor::recommend`].
     pub windows: usize,
     /// How much more the windows vary than binomial noise explains (about 1
-    /// when steps are independent; 1 for one window); every variance is
-    /// scaled by it.
+    /// when steps are independent; 1 for one window). Every variance of a
+    /// position with trials is scaled by it, but no interval is made
+    /// narrower than the pooled window's binomial one (see
+    /// [`Advisor::recommend_windows`]): windows closer than binomial noise,
+    /// such as one window given twice, give the binomial width.
     pub dispersion: f64,
     /// The intervals assume the steps are independent: one window, which
     /// cannot show that acceptance persists within requests. Where it does,
@@ -740,6 +767,24 @@ impl Spread {
         dispersion: 1.0,
         windows: 1,
     };
+
+    /// What the variances of the intervals at level `p` are multiplied by:
+    /// the dispersion, but at least `(z / t)^2` (the normal over the t
+    /// quantile), so that with the t quantile no interval is narrower than
+    /// the binomial one of the pooled window. Windows that agree more
+    /// closely than binomial noise (one window given twice: a dispersion
+    /// of 0) then give the binomial width, not none.
+    fn interval_scale(self, p: f64) -> f64 {
+        let floor = (normal_quantile(p) / self.quantile(p)).powi(2);
+        self.dispersion.max(floor)
+    }
+
+    /// What the variance of a difference of goodputs is multiplied by (the
+    /// probabilities take the normal distribution): the dispersion, but at
+    /// least 1, for the same reason.
+    fn probability_scale(self) -> f64 {
+        self.dispersion.max(1.0)
+    }
 
     /// The quantile at `p` for the intervals: the normal one for one
     /// window, Student's t with `windows - 1` degrees of freedom otherwise.

@@ -224,6 +224,9 @@ enum Problem {
     OutsideTriangle { accepted: usize },
     /// Buckets that add up past `u64::MAX`.
     Overflow,
+    /// The accepted total is not the sum of the accepted counts per
+    /// position (the sum, which may pass `u64::MAX`).
+    NotTheSum { sum: u128, positions: usize },
 }
 
 impl EngineCountersError {
@@ -306,6 +309,14 @@ impl EngineCountersError {
                 "{series} has a bucket draft_length={value}, accepted={accepted}: a bucket needs accepted <= draft_length <= K"
             ),
             Problem::Overflow => write!(f, "{series} adds up past 18446744073709551615"),
+            Problem::NotTheSum { sum, positions } => write!(
+                f,
+                "{series} is {value} but the accepted counts per position, {} to {}, add up to {sum}: every accepted draft token is counted once, at its position",
+                name(CounterSeries::AcceptedPerPos { position: 0 }),
+                name(CounterSeries::AcceptedPerPos {
+                    position: positions.saturating_sub(1)
+                }),
+            ),
         }
     }
 }
@@ -331,7 +342,16 @@ impl EngineCounters {
     /// [`EngineCountersError`] naming the series when the counters are
     /// inconsistent: `K` outside `1..=64`, more than `K` positions, accepted
     /// counts that grow with the position or exceed the drafts, accepted
-    /// tokens above the draft tokens, draft tokens above drafts × `K`.
+    /// tokens above the draft tokens or other than the sum of the accepted
+    /// counts per position, draft tokens above drafts × `K`.
+    ///
+    /// ```
+    /// use specdec_metrics::{CounterSeries, EngineCounters};
+    /// // 5 accepted in all, but the positions count 10 + 10 + 10 = 30.
+    /// let err = EngineCounters::new(3, 10, 30, 5, vec![10, 10, 10]).unwrap_err();
+    /// assert_eq!(err.series(), CounterSeries::AcceptedTokens);
+    /// assert!(err.to_string().starts_with("num_accepted_tokens is 5 but the accepted counts per position"));
+    /// ```
     pub fn new(
         max_draft_len: usize,
         drafts: u64,
@@ -587,6 +607,20 @@ impl EngineCounters {
                     ));
                 }
             }
+        }
+        // Each accepted token is counted once in the total and once at its
+        // position (vLLM, mistral.rs and this crate increment both by the
+        // same amounts): a total that differs is a partial or torn scrape.
+        let sum: u128 = self.accepted_per_pos.iter().map(|&n| u128::from(n)).sum();
+        if sum != u128::from(self.accepted_tokens) {
+            return Err(EngineCountersError {
+                series: S::AcceptedTokens,
+                value: self.accepted_tokens,
+                problem: Problem::NotTheSum {
+                    sum,
+                    positions: self.max_draft_len,
+                },
+            });
         }
         Ok(())
     }

@@ -34,9 +34,14 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             "the intervals assume independent steps (one window; give several reports of successive intervals to account for acceptance that persists within requests)"
         );
     } else {
+        let effect = if rec.dispersion > 1.0 {
+            "the intervals are widened by that"
+        } else {
+            "less than binomial noise: the intervals are still at least the binomial width (never narrowed)"
+        };
         let _ = writeln!(
             out,
-            "{} windows pooled; they vary {:.2} times as much as binomial noise, and the intervals are widened by that",
+            "{} windows pooled; they vary {:.2} times as much as binomial noise; {effect}",
             rec.windows, rec.dispersion
         );
     }

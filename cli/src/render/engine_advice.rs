@@ -19,8 +19,9 @@ pub struct View<'a> {
     pub source: &'a str,
     pub engine: Engine,
     pub families: Vec<String>,
-    /// Log lines the counts were reconstructed from.
-    pub reconstruction: Option<u64>,
+    /// Log lines the counts were reconstructed from, and the most each
+    /// `P_i` may be off by.
+    pub reconstruction: Option<(u64, f64)>,
     pub credible_level: f64,
     pub groups: Vec<GroupView<'a>>,
 }
@@ -80,6 +81,9 @@ pub fn render(view: &View<'_>, cost: &StepCost) -> String {
             out.push('\n');
             out.push_str(&super::advice::render(rec, cost));
             out.push('\n');
+            if let Some((_, error)) = view.reconstruction {
+                let _ = writeln!(out, "{}\n", reconstruction_caveat(rec, error));
+            }
             if let Some((current, ratio, interval, prob)) = g.versus {
                 if rec.draft_len == current {
                     let _ = writeln!(
@@ -148,4 +152,27 @@ pub fn render(view: &View<'_>, cost: &StepCost) -> String {
         }
     }
     out
+}
+
+/// What the intervals of counts reconstructed from vLLM's log leave out:
+/// the rounding of its printed rates, which no interval here includes.
+pub fn reconstruction_caveat(rec: &Recommendation, error: f64) -> String {
+    let narrowest = rec
+        .positions
+        .iter()
+        .filter(|p| !p.from_prior)
+        .map(|p| (p.interval[1] - p.interval[0]) / 2.0)
+        .fold(f64::INFINITY, f64::min);
+    let mut text = format!(
+        "The intervals EXCLUDE the reconstruction error: the log prints rates to 3 decimals, so every P_i (the share of drafts accepting positions 1 to i) is known only to ±{error:.5}"
+    );
+    if narrowest.is_finite() && narrowest > 0.0 {
+        let _ = write!(
+            text,
+            ", {} times the half-width of the narrowest position interval (±{narrowest:.5}); differences smaller than ±{error:.5} are not measured",
+            super::super::format::significant(error / narrowest, 2)
+        );
+    }
+    text.push('.');
+    text
 }

@@ -34,12 +34,16 @@ use specdec_metrics::{
 use crate::engines::{Engine, Families};
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
-use crate::format::excerpt;
+use crate::format::{escape_hidden, excerpt};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::render::{self, json_line};
 use crate::sources::{self, Counted, Settings};
 use crate::vllm_log::{self, Reconstruction};
+
+/// The labels that index the series of one family (positions, buckets):
+/// never a grouping.
+const INDEX_LABELS: [&str; 3] = ["position", "draft_length", "accepted"];
 
 /// Exit status when some group's counters give bounds, not advice.
 pub const NOT_IDENTIFIED: u8 = 3;
@@ -90,6 +94,11 @@ pub struct SourceArgs {
     /// from the names].
     #[arg(long, value_name = "ENGINE")]
     pub engine: Option<Engine>,
+    /// Read the families under this prefix only (the part of their names
+    /// before _num_drafts_total, e.g. vllm:spec_decode), where a scrape or
+    /// Prometheus holds several.
+    #[arg(long, value_name = "PREFIX", conflicts_with = "vllm_log")]
+    pub prefix: Option<String>,
     /// The largest exposition, file or HTTP answer read (K, M, G suffixes
     /// as powers of 1024).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
@@ -205,7 +214,13 @@ pub fn run(
         engine: src.engine,
         by: src.by.clone(),
         max_draft_len,
+        prefix: src.prefix.clone(),
     };
+    if let Some(index) = INDEX_LABELS.iter().find(|l| **l == src.by) {
+        return Err(CliError::new(format!(
+            "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
+        )));
+    }
     let (counted, reconstruction, by): (Counted, Option<Reconstruction>, Option<&str>) =
         if let Some(metrics) = &src.metrics {
             (
@@ -351,10 +366,13 @@ pub fn run(
         Format::Json => json_line(&out, "advice")?,
         _ => render_table(&out, &counted.families, cost, advisor),
     };
+    // Label values come from the endpoint: nothing in them may act on
+    // the terminal, in the table, the JSON or a warning.
+    let text = escape_hidden(&text);
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
     for w in warnings {
-        let _ = writeln!(err, "warning: {w}");
+        let _ = writeln!(err, "warning: {}", escape_hidden(&w));
     }
     if not_identified {
         let _ = writeln!(
@@ -380,7 +398,7 @@ fn render_table(
         source: out.source,
         engine: out.engine,
         families: families.all(),
-        reconstruction: out.reconstruction.map(|r| r.lines),
+        reconstruction: out.reconstruction.map(|r| (r.lines, r.max_rate_error)),
         credible_level: advisor.credible_level(),
         groups: out
             .groups

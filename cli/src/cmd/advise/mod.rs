@@ -227,6 +227,18 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             Some(_) => {}
             None => check_cost(&cost, max, Some(&name))?,
         }
+        // The same window twice agrees perfectly with itself: a dispersion
+        // near 0 that would say the steps vary less than binomial noise.
+        if hist.num_spec_steps() > 0 {
+            if let Some(i) = windows.iter().position(|w| *w == hist) {
+                return Err(CliError::new(format!(
+                    "{name} (window {}) holds exactly the counts of {} (window {}): the same report given twice? Several reports are successive intervals of one engine, each given once; identical windows would fake an agreement between them",
+                    windows.len() + 1,
+                    input_name(&paths[i]),
+                    i + 1
+                )));
+            }
+        }
         windows.push(hist);
     }
     let rec = recommend(&advisor, &windows, &cost)?;
