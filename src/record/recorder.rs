@@ -82,6 +82,7 @@ use crossbeam_utils::CachePadded;
 
 use super::histogram::AcceptanceHistogram;
 use super::shard::{CounterBlock, MAX_STRIPES, Shard, Shards, Slots, Stripes};
+use super::sum::{Dest, sum_blocks};
 
 /// The most request states a [`Recorder`] keeps histograms for.
 pub const MAX_STATES: usize = 16;
@@ -473,25 +474,23 @@ impl Recorder {
     /// ```
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let slots = self.slots;
-        let mut totals = self.read_counters();
-        let scheduled = totals.split_off(slots.scheduled);
-        let rejected = totals[slots.rejected];
-        let undrafted = totals[slots.undrafted];
-        // The states' triangles summed into the first.
-        let (first, others) = totals.split_at_mut(slots.triangle);
-        for state in others[..slots.undrafted - slots.triangle].chunks_exact(slots.triangle) {
-            for (total, &count) in first.iter_mut().zip(state) {
-                *total = total.saturating_add(count);
-            }
-        }
-        totals.truncate(slots.triangle);
-        AcceptanceHistogram::from_parts(
-            slots.max_draft_len,
-            totals.into_boxed_slice(),
-            undrafted,
-            rejected,
-            scheduled.into_boxed_slice(),
-        )
+        let mut counts = vec![0u64; slots.triangle].into_boxed_slice();
+        let mut sides = [0u64; 2];
+        let mut scheduled = vec![0u64; slots.max_draft_len + 1].into_boxed_slice();
+        self.read_counters(&mut [
+            // The states' triangles folded into one.
+            Dest {
+                offset: 0,
+                reps: slots.states,
+                stride: slots.triangle,
+                totals: &mut counts,
+            },
+            Dest::new(slots.undrafted, &mut sides),
+            Dest::new(slots.scheduled, &mut scheduled),
+        ]);
+        debug_assert_eq!(slots.rejected, slots.undrafted + 1);
+        let [undrafted, rejected] = sides;
+        AcceptanceHistogram::from_parts(slots.max_draft_len, counts, undrafted, rejected, scheduled)
     }
 
     /// One histogram per request state, `0..states()`, from one reading of
@@ -512,13 +511,22 @@ impl Recorder {
     /// ```
     pub fn snapshot_by_state(&self) -> Vec<AcceptanceHistogram> {
         let slots = self.slots;
-        let totals = self.read_counters();
-        totals[..slots.undrafted]
-            .chunks_exact(slots.triangle)
-            .map(|state| {
+        let mut states: Vec<Box<[u64]>> = (0..slots.states)
+            .map(|_| vec![0u64; slots.triangle].into_boxed_slice())
+            .collect();
+        let mut dests: Vec<Dest<'_>> = states
+            .iter_mut()
+            .enumerate()
+            .map(|(state, counts)| Dest::new(state * slots.triangle, counts))
+            .collect();
+        self.read_counters(&mut dests);
+        drop(dests);
+        states
+            .into_iter()
+            .map(|counts| {
                 AcceptanceHistogram::from_parts(
                     slots.max_draft_len,
-                    state.into(),
+                    counts,
                     0,
                     0,
                     vec![0; slots.max_draft_len + 1].into_boxed_slice(),
@@ -527,17 +535,17 @@ impl Recorder {
             .collect()
     }
 
-    /// Every counter of a block, summed over the shards and the stripes
-    /// that were used: each counter is read once.
-    fn read_counters(&self) -> Vec<u64> {
-        let inner = &*self.inner;
-        let mut totals = vec![0u64; inner.slots.len()];
+    /// Adds every counter `dests` name, summed over the shards and the
+    /// stripes that were used, to its total: each counter is read once.
+    fn read_counters(&self, dests: &mut [Dest<'_>]) {
+        let len = self.slots.len();
         // Acquire (inside `iter`): pairs with the publication of each shard.
-        for shard in inner.shards.iter() {
-            shard.counters().add_to(&mut totals);
-        }
-        self.stripes.add_to(&mut totals);
-        totals
+        let shards = self
+            .inner
+            .shards
+            .iter()
+            .map(|shard| shard.counters().live());
+        sum_blocks(shards.chain(self.stripes.used(len)), dests);
     }
 
     /// Shards created so far. Never more than the peak number of workers
