@@ -38,14 +38,15 @@ instructions() {
 
 echo "callgrind: $bin"
 echo "K = 8, N1 = $N1, N2 = $N2 snapshots"
-printf '%-8s %16s %16s %8s\n' workers "snapshot Ir" "relaxed_sum Ir" ratio
+printf '%-8s %12s %16s %8s %20s %8s\n' workers "snapshot Ir" "relaxed_sum Ir" ratio "relaxed_sum_wrapping" ratio
 for w in "${SIZES[@]}"; do
     per=()
-    for v in snapshot relaxed_sum; do
+    for v in snapshot relaxed_sum relaxed_sum_wrapping; do
         i1=$(instructions "$v" "$N1" "$w")
         i2=$(instructions "$v" "$N2" "$w")
         per+=("$(awk -v a="$i1" -v b="$i2" -v n1="$N1" -v n2="$N2" 'BEGIN { printf "%.1f", (b - a) / (n2 - n1) }')")
     done
     ratio=$(awk -v s="${per[0]}" -v r="${per[1]}" 'BEGIN { printf "%.3fx", s / r }')
-    printf '%-8s %16s %16s %8s\n' "$w" "${per[0]}" "${per[1]}" "$ratio"
+    wrapping=$(awk -v s="${per[0]}" -v r="${per[2]}" 'BEGIN { printf "%.3fx", s / r }')
+    printf '%-8s %12s %16s %8s %20s %8s\n' "$w" "${per[0]}" "${per[1]}" "$ratio" "${per[2]}" "$wrapping"
 done
