@@ -789,6 +789,114 @@ impl fmt::Debug for Worker {
 mod tests {
     use super::*;
 
+    #[test]
+    fn recorder_and_worker_report_their_configuration() {
+        let recorder = Recorder::with_states(3, 2).unwrap();
+        assert_eq!((recorder.max_draft_len(), recorder.states()), (3, 2));
+        let (a, b) = (recorder.worker(), recorder.worker());
+        assert_eq!((a.max_draft_len(), a.states()), (3, 2));
+        assert_eq!((a.shard_index(), b.shard_index()), (0, 1));
+        assert_eq!((recorder.shard_count(), recorder.live_workers()), (2, 2));
+        let debug = format!("{recorder:?} {b:?}");
+        assert!(debug.contains("max_draft_len: 3"), "{debug}");
+        assert!(debug.contains("shard: 1"), "{debug}");
+        drop(a);
+        assert_eq!(recorder.live_workers(), 1);
+        // The dropped worker's shard, counts and all, goes to the next one.
+        assert_eq!(recorder.worker().shard_index(), 0);
+    }
+
+    /// Every recording path of both handles: a valid call lands in its
+    /// bucket, an invalid one is returned as an error and counted as
+    /// rejected, exactly one counter either way.
+    #[test]
+    fn every_path_records_valid_input_and_counts_invalid_input() {
+        let recorder = Recorder::with_states(2, 2).unwrap();
+        let worker = recorder.worker();
+        for handle_is_worker in [false, true] {
+            let observe = |k, a| {
+                if handle_is_worker {
+                    worker.observe(k, a)
+                } else {
+                    recorder.observe(k, a)
+                }
+            };
+            let observe_in = |s, k, a| {
+                if handle_is_worker {
+                    worker.observe_in(s, k, a)
+                } else {
+                    recorder.observe_in(s, k, a)
+                }
+            };
+            let scheduled = |b| {
+                if handle_is_worker {
+                    worker.observe_scheduled(b)
+                } else {
+                    recorder.observe_scheduled(b)
+                }
+            };
+            observe(2, 1).unwrap();
+            assert!(observe(1, 2).is_err());
+            assert!(observe(3, 0).is_err());
+            observe_in(1, 2, 2).unwrap();
+            assert!(observe_in(2, 1, 0).is_err());
+            assert!(observe_in(0, 1, 2).is_err());
+            scheduled(2).unwrap();
+            assert!(scheduled(3).is_err());
+            if handle_is_worker {
+                worker.observe_undrafted();
+            } else {
+                recorder.observe_undrafted();
+            }
+        }
+        let s = recorder.snapshot();
+        assert_eq!(
+            (s.count(2, 1), s.count(2, 2), s.num_spec_steps()),
+            (2, 2, 4)
+        );
+        assert_eq!(s.num_rejected_observations(), 10);
+        assert_eq!(s.num_undrafted_steps(), 2);
+        assert_eq!(s.scheduled_steps_by_budget(), &[0, 0, 2]);
+        let states = recorder.snapshot_by_state();
+        assert_eq!(states.len(), 2);
+        assert_eq!((states[0].count(2, 1), states[0].num_spec_steps()), (2, 2));
+        assert_eq!((states[1].count(2, 2), states[1].num_spec_steps()), (2, 2));
+        assert_eq!(states[1].num_rejected_observations(), 0);
+    }
+
+    /// The snapshot sums every shard once and every used stripe once, the
+    /// states of each folded into one histogram, over more shards than a
+    /// gathering and lanes take at once (37: one gathering of 32 and 5
+    /// more, lanes of four and a remainder).
+    #[test]
+    fn snapshots_sum_every_shard_and_stripe_once_whatever_their_number() {
+        let recorder = Recorder::with_states(2, 3).unwrap();
+        let workers: Vec<_> = (0..37).map(|_| recorder.worker()).collect();
+        for (i, worker) in workers.iter().enumerate() {
+            for _ in 0..=i {
+                worker.observe_in(i % 3, 2, i % 3).unwrap();
+            }
+        }
+        recorder.observe_in(2, 1, 1).unwrap();
+        let steps = |state: usize| {
+            (0..37)
+                .filter(|i| i % 3 == state)
+                .map(|i| i as u64 + 1)
+                .sum::<u64>()
+        };
+        let s = recorder.snapshot();
+        assert_eq!(
+            (s.count(2, 0), s.count(2, 1), s.count(2, 2)),
+            (steps(0), steps(1), steps(2))
+        );
+        assert_eq!((s.count(1, 1), s.num_spec_steps()), (1, 37 * 38 / 2 + 1));
+        let states = recorder.snapshot_by_state();
+        for (state, h) in states.iter().enumerate() {
+            assert_eq!(h.count(2, state), steps(state), "state {state}");
+        }
+        assert_eq!(states[2].count(1, 1), 1);
+    }
+
     /// A claim can miss a release it does not see yet. `register` must then
     /// leave shard creation to the count: a new shard only when more
     /// workers are counted than there are shards. Driven by hand (no
