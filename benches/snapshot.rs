@@ -3,10 +3,13 @@
 //! - `snapshot`: `Recorder::snapshot()` against the number of live workers
 //!   (1, 8, 64, 256) and K (4, 8, 16, 64). Every bucket of every shard has
 //!   been written, so all the memory read is real, touched memory.
-//! - `snapshot_vs_sum`: at 8 workers, K = 8, a snapshot against the
-//!   plainest read of the same data: summing, without atomics, one array per
-//!   worker of the counters it wrote into one array of totals. With one
-//!   state and with four (`snapshot_by_state`), every counter written.
+//! - `snapshot_vs_sum/N_workers`, N = 8, 64, 256, K = 8: a snapshot against
+//!   the plain relaxed sum of the same counters, held in separately
+//!   allocated padded arrays, one per worker (`common::relaxed_sum`,
+//!   saturating as the snapshot is, and `relaxed_sum_wrapping`, a plain
+//!   `+`). Every
+//!   counter written. `snapshot_vs_sum/8_workers_4_states`: the same with
+//!   four request states, for `snapshot` and `snapshot_by_state`.
 //! - `reader_under_load`: `Worker::observe` throughput of one writer thread
 //!   alone, with a metrics thread calling `snapshot()` in a tight loop (the
 //!   worst case), with one snapshotting every millisecond (still far
@@ -24,9 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{BATCH, Pool, inputs, run_batch};
+use common::{BATCH, PaddedCounters, Pool, inputs, relaxed_sum, relaxed_sum_wrapping, run_batch};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use specdec_metrics::Recorder;
+use specdec_metrics::{Recorder, Worker};
 
 fn snapshot(c: &mut Criterion) {
     let mut group = c.benchmark_group("snapshot");
@@ -62,54 +65,75 @@ fn counters_written(states: usize) -> usize {
     states * 45 + 2 + 9
 }
 
+/// A recorder at K = 8 with `workers` live workers, each of which wrote
+/// every counter of its shard (every bucket of every state, both side
+/// counters, every scheduled budget), and the workers.
+fn filled_recorder(workers: usize, states: usize) -> (Recorder, Vec<Worker>) {
+    let recorder = Recorder::with_states(8, states).unwrap();
+    let handles: Vec<_> = (0..workers).map(|_| recorder.worker()).collect();
+    for worker in &handles {
+        for state in 0..states {
+            for k in 0..=8 {
+                for a in 0..=k {
+                    worker.observe_in(state, k, a).unwrap();
+                }
+            }
+        }
+        worker.observe_undrafted();
+        assert!(worker.observe(9, 0).is_err());
+        for budget in 0..=8 {
+            worker.observe_scheduled(budget).unwrap();
+        }
+    }
+    assert_eq!(recorder.shard_count(), workers);
+    (recorder, handles)
+}
+
+/// One group per number of live workers: `Recorder::snapshot()` and, as
+/// its baseline, the plain relaxed sum of the same number of counters held
+/// in separately allocated padded arrays, one per worker
+/// (`common::relaxed_sum`). Compare the two within a group (ratios: the
+/// machine is shared and noisy).
 fn snapshot_vs_sum(c: &mut Criterion) {
-    const WORKERS: usize = 8;
-    let mut group = c.benchmark_group("snapshot_vs_sum");
+    for workers in [8, 64, 256] {
+        let mut group = c.benchmark_group(format!("snapshot_vs_sum/{workers}_workers"));
+        group
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3))
+            .sample_size(50);
+        let (recorder, handles) = filled_recorder(workers, 1);
+        let n = counters_written(1);
+        let arrays: Vec<PaddedCounters> = (0..workers)
+            .map(|w| PaddedCounters::new(n, w as u64))
+            .collect();
+        group.bench_function("snapshot", |b| b.iter(|| recorder.snapshot()));
+        group.bench_function("relaxed_sum", |b| {
+            b.iter(|| relaxed_sum(black_box(&arrays), n))
+        });
+        group.bench_function("relaxed_sum_wrapping", |b| {
+            b.iter(|| relaxed_sum_wrapping(black_box(&arrays), n))
+        });
+        drop(handles);
+        group.finish();
+    }
+    // Four states at 8 workers: `snapshot_by_state()` and `snapshot()` (the
+    // states folded into one triangle) against the sum of four triangles.
+    let mut group = c.benchmark_group("snapshot_vs_sum/8_workers_4_states");
     group
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(50);
-    for states in [1, 4] {
-        let recorder = Recorder::with_states(8, states).unwrap();
-        let handles: Vec<_> = (0..WORKERS).map(|_| recorder.worker()).collect();
-        for worker in &handles {
-            for state in 0..states {
-                for k in 0..=8 {
-                    for a in 0..=k {
-                        worker.observe_in(state, k, a).unwrap();
-                    }
-                }
-            }
-            worker.observe_undrafted();
-            worker.observe_scheduled(8).unwrap();
-        }
-        let name = format!("states={states}");
-        if states == 1 {
-            group.bench_function(BenchmarkId::new("snapshot", &name), |b| {
-                b.iter(|| recorder.snapshot());
-            });
-        } else {
-            group.bench_function(BenchmarkId::new("snapshot_by_state", &name), |b| {
-                b.iter(|| recorder.snapshot_by_state());
-            });
-        }
-        let n = counters_written(states);
-        let arrays: Vec<Vec<u64>> = (0..WORKERS)
-            .map(|w| (0..n as u64).map(|i| i + w as u64).collect())
-            .collect();
-        group.bench_function(BenchmarkId::new("plain_sum", &name), |b| {
-            b.iter(|| {
-                let mut totals = vec![0u64; n];
-                for array in black_box(&arrays) {
-                    for (t, &c) in totals.iter_mut().zip(array) {
-                        *t = t.saturating_add(c);
-                    }
-                }
-                totals
-            });
-        });
-        drop(handles);
-    }
+    let (recorder, handles) = filled_recorder(8, 4);
+    let n = counters_written(4);
+    let arrays: Vec<PaddedCounters> = (0..8).map(|w| PaddedCounters::new(n, w)).collect();
+    group.bench_function("snapshot", |b| b.iter(|| recorder.snapshot()));
+    group.bench_function("snapshot_by_state", |b| {
+        b.iter(|| recorder.snapshot_by_state())
+    });
+    group.bench_function("relaxed_sum", |b| {
+        b.iter(|| relaxed_sum(black_box(&arrays), n))
+    });
+    drop(handles);
     group.finish();
 }
 

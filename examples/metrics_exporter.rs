@@ -55,17 +55,30 @@ struct Args {
     /// `--model-name`, `--engine`: the constant labels.
     model_name: String,
     engine: String,
-    /// `--max-draft-len`: K.
+    /// `--max-draft-len`: K (checked by `Recorder::new`: 1..=64).
     max_draft_len: usize,
-    /// `--workers`: engine threads (each a `Worker`).
+    /// `--workers`: engine threads (each a `Worker`), 1..=256.
     workers: usize,
-    /// `--seconds`: how long the workload runs.
+    /// `--seconds`: how long the workload runs, 1..=31536000 (a year).
     seconds: u64,
-    /// `--linger-seconds`: how long the final counters are served after it.
+    /// `--linger-seconds`: how long the final counters are served after
+    /// it, 0..=31536000.
     linger_seconds: u64,
-    /// `--interval-ms`: the metrics interval (controller updates, publishes).
+    /// `--interval-ms`: the metrics interval (controller updates,
+    /// publishes), 1..=3600000 (an hour).
     interval_ms: u64,
 }
+
+/// The accepted range of each number flag: what was asked for is always
+/// what runs (no zero-thread engine, no interval that outlasts the run
+/// unnoticed, no overflowing duration).
+const RANGES: [(&str, u64, u64); 5] = [
+    ("--max-draft-len", 1, 64),
+    ("--workers", 1, 256),
+    ("--seconds", 1, 365 * 24 * 3600),
+    ("--linger-seconds", 0, 365 * 24 * 3600),
+    ("--interval-ms", 1, 3_600_000),
+];
 
 impl Args {
     fn parse() -> Result<Self, Box<dyn std::error::Error>> {
@@ -89,7 +102,13 @@ impl Args {
             }
             let value = flags.next().ok_or(format!("{flag} needs a value"))?;
             let bad = |e: &dyn std::fmt::Display| format!("{flag} {value:?}: {e}");
-            let number = || value.parse::<u64>().map_err(|e| bad(&e));
+            let number = || {
+                let (_, low, high) = RANGES.iter().find(|r| r.0 == flag).expect("a number flag");
+                match value.parse::<u64>() {
+                    Ok(n) if (*low..=*high).contains(&n) => Ok(n),
+                    _ => Err(bad(&format_args!("not a whole number in {low}..={high}"))),
+                }
+            };
             match flag.as_str() {
                 "--addr" => args.addr = value.parse().map_err(|e| bad(&e))?,
                 "--prefix" => args.prefix = value,
@@ -178,14 +197,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         }),
     );
+    // The address actually bound (port 0 picks a free one).
+    let addr = listener.local_addr()?;
     runtime.spawn(async move { axum::serve(listener, app).await });
     // Progress is best effort: a closed standard error (`2>&1 | head`)
     // does not stop the engine.
-    let _ = writeln!(
-        std::io::stderr(),
-        "serving /metrics on http://{}",
-        args.addr
-    );
+    let _ = writeln!(std::io::stderr(), "serving /metrics on http://{addr}");
 
     // ---- the engine: workers record, the metrics loop steers -----------------
     let start = Instant::now();
@@ -230,8 +247,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
         let mut previous = recorder.snapshot();
+        let mut next = interval;
         while start.elapsed() < run {
-            std::thread::sleep(interval);
+            // Up to the next interval or the end of the run, whichever
+            // comes first: an interval longer than the run does not make
+            // it outlast --seconds.
+            std::thread::sleep(next.min(run).saturating_sub(start.elapsed()));
+            next += interval;
             let now = recorder.snapshot();
             controller.update(&now.delta_since(&previous).expect("a later snapshot"));
             plan.publish(controller.plan());

@@ -574,3 +574,81 @@ fn dropping_the_handle_does_not_wait_for_the_interval() {
     assert_eq!(drafts(&snapshotter), Some(1.0));
     assert_eq!(Arc::strong_count(&recorder), 1);
 }
+
+/// A `metrics` recorder that counts the `Counter::absolute` calls of every
+/// counter it registered: a publish makes one per series.
+struct CountingRecorder(Arc<std::sync::atomic::AtomicU64>);
+
+struct AbsoluteCalls(Arc<std::sync::atomic::AtomicU64>);
+
+impl metrics::CounterFn for AbsoluteCalls {
+    fn increment(&self, _: u64) {}
+    fn absolute(&self, _: u64) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl metrics::Recorder for CountingRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(Arc::new(AbsoluteCalls(Arc::clone(&self.0))))
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+#[test]
+fn a_zero_interval_is_raised_to_the_minimum_and_does_not_spin() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    let recorder = Arc::new(Recorder::new(1).unwrap());
+    let publisher = MetricsPublisher::new(Arc::clone(&recorder), "x").unwrap();
+    let calls = Arc::new(AtomicU64::new(0));
+    let counting = CountingRecorder(Arc::clone(&calls));
+    metrics::with_local_recorder(&counting, || publisher.publish());
+    let per_publish = calls.load(Ordering::Relaxed);
+    assert!(per_publish > 0, "the first publish made no call");
+
+    let started = Instant::now();
+    let handle = publisher.spawn(Duration::ZERO);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(handle);
+    let elapsed = started.elapsed();
+    let publishes = calls.load(Ordering::Relaxed) / per_publish - 1;
+    // At least the first and the last; at most one per elapsed millisecond
+    // (MIN_INTERVAL) and those two. Publishing back to back makes
+    // thousands.
+    let most = elapsed.as_millis() as u64 / MetricsPublisher::MIN_INTERVAL.as_millis() as u64 + 2;
+    assert!(
+        (2..=most).contains(&publishes),
+        "{publishes} publishes in {elapsed:?} (at most {most})"
+    );
+}

@@ -364,3 +364,63 @@ impl Drop for Pool {
         }
     }
 }
+
+/// Spare counters at each end of a [`PaddedCounters`]: 16 × 8 bytes, the
+/// 128-byte pair of lines x86-64 and aarch64 prefetch together (the
+/// library's shards pad the same way).
+const COUNTER_PAD: usize = 16;
+
+/// One worker's counters as a hand-written recorder would keep them, the
+/// baseline of a snapshot: an array of atomics of its own allocation, with
+/// 128 bytes of spare counters at each end.
+pub struct PaddedCounters {
+    counters: Box<[AtomicU64]>,
+}
+
+impl PaddedCounters {
+    /// `len` counters, counter `i` holding `i + seed`.
+    pub fn new(len: usize, seed: u64) -> Self {
+        let counters = (0..COUNTER_PAD + len + COUNTER_PAD)
+            .map(|i| {
+                let live = (COUNTER_PAD..COUNTER_PAD + len).contains(&i);
+                AtomicU64::new(if live {
+                    (i - COUNTER_PAD) as u64 + seed
+                } else {
+                    0
+                })
+            })
+            .collect();
+        Self { counters }
+    }
+
+    fn live(&self) -> &[AtomicU64] {
+        &self.counters[COUNTER_PAD..self.counters.len() - COUNTER_PAD]
+    }
+}
+
+/// The plain relaxed sum a snapshot is measured against: every counter of
+/// every array, one relaxed load each, added (saturating, as the library
+/// does) into a fresh array of totals.
+#[inline(never)]
+pub fn relaxed_sum(arrays: &[PaddedCounters], len: usize) -> Vec<u64> {
+    let mut totals = vec![0u64; len];
+    for array in arrays {
+        for (total, counter) in totals.iter_mut().zip(array.live()) {
+            *total = total.saturating_add(counter.load(Ordering::Relaxed));
+        }
+    }
+    totals
+}
+
+/// [`relaxed_sum`] with a plain (wrapping) `+`: the cheapest sum of the
+/// counters, one add per counter, no saturation.
+#[inline(never)]
+pub fn relaxed_sum_wrapping(arrays: &[PaddedCounters], len: usize) -> Vec<u64> {
+    let mut totals = vec![0u64; len];
+    for array in arrays {
+        for (total, counter) in totals.iter_mut().zip(array.live()) {
+            *total = total.wrapping_add(counter.load(Ordering::Relaxed));
+        }
+    }
+    totals
+}

@@ -260,7 +260,9 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 24] = [
+    let huge = u64::MAX.to_string();
+    let huge = huge.as_str();
+    let cases: [(&[&str], &str); 37] = [
         (&["--max-draft-len", "0"], "1..=64"),
         (&["--max-draft-len", "65"], "1..=64"),
         (&["--max-draft-len", "x"], "not a whole number"),
@@ -294,10 +296,60 @@ fn invalid_values_exit_2_with_a_message() {
             "--update-ms 2000 is longer than --interval-ms 1000",
         ),
         (&["--update-ms", "0"], "--update-ms"),
+        // Flags bounded so that nothing panics, aborts or hangs: each
+        // message names the flag and its accepted range.
+        (
+            &["--max-batch", huge],
+            "'--max-batch <N>': \"18446744073709551615\" is not a whole number in 1..=4096",
+        ),
+        (&["--max-batch", "100000000000"], "'--max-batch <N>'"),
+        (&["--max-batch", "4097"], "in 1..=4096"),
+        (
+            &["--workers", "257"],
+            "'--workers <N>': \"257\" is not a whole number in 1..=256",
+        ),
+        (
+            &["--workers", "32", "--max-batch", "4096"],
+            "--workers 32 with --max-batch 4096 is 131072 requests in flight (at most 65536)",
+        ),
+        (
+            &["--step-us", huge],
+            "'--step-us <N>': 18446744073709551615 is not in 0..=1000000",
+        ),
+        (
+            &["--step-us", "1000000"],
+            "--step-us 1000000 with --cost-linear 1,0.1: a step of budget 5 would sleep 1.500 s (at most 1 s",
+        ),
+        (
+            &["--seconds", "31536001"],
+            "'--seconds <N>': 31536001 is not in 0..=31536000",
+        ),
+        (&["--linger-seconds", huge], "'--linger-seconds <N>'"),
+        (&["--delay-seconds", huge], "'--delay-seconds <N>'"),
+        (
+            &["--interval-ms", huge],
+            "'--interval-ms <N>': 18446744073709551615 is not in 1..=3600000",
+        ),
+        (
+            &["--header-read-timeout-ms", huge],
+            "'--header-read-timeout-ms <N>'",
+        ),
+        (&["--max-connections", huge], "'--max-connections <N>'"),
     ];
     for (args, message) in cases {
+        // Defaults first, so that a case may set them again.
+        let defaults = [
+            ["--seconds", "1"],
+            ["--workers", "1"],
+            ["--metrics-addr", "127.0.0.1:0"],
+        ];
         let out = Command::new(demo_binary())
-            .args(["--seconds", "1", "--workers", "1"])
+            .args(
+                defaults
+                    .iter()
+                    .filter(|[flag, _]| !args.contains(flag))
+                    .flatten(),
+            )
             .args(args)
             .output()
             .unwrap();
@@ -916,6 +968,37 @@ fn sigterm_and_sigint_stop_a_virtual_run_in_the_middle_of_a_tick() {
                 .sum::<u64>()
         );
     }
+}
+
+/// The longest step allowed in real time (1 s: `--step-us 1000000` with
+/// a cost of one unit) is one sleep; a SIGTERM in the middle of it ends
+/// the run after that step, within about a second (a longer step is
+/// refused at the flag: see `invalid_values_exit_2_with_a_message`).
+#[cfg(unix)]
+#[test]
+fn sigterm_during_the_longest_step_stops_the_run_within_seconds() {
+    let mut demo = spawn(&[
+        "--seconds",
+        "0",
+        "--step-us",
+        "1000000",
+        "--cost-linear",
+        "1,0",
+        "--max-batch",
+        "1",
+    ]);
+    let mut stderr = BufReader::new(demo.0.stderr.take().unwrap());
+    first_line(&mut stderr);
+    let log = drain(stderr);
+    drop(demo.0.stdout.take());
+    thread::sleep(Duration::from_millis(300));
+    send_signal(&demo, "TERM");
+    let status = demo
+        .wait_at_most(Duration::from_secs(5))
+        .expect("still running 5 s after SIGTERM");
+    let log = log.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("stopped (SIGTERM)"), "{log}");
 }
 
 /// Runs the demo with `args` (ephemeral port, one engine thread) for at

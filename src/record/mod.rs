@@ -6,6 +6,8 @@
 //!   threads, snapshots for a metrics thread.
 //! - `shard.rs`: the padded counter blocks, the append-only list of shards
 //!   and the free list that hands a dropped worker's shard to the next one.
+//! - `sum.rs`: the inner loop of a snapshot (summing many blocks of
+//!   counters into owned totals).
 //! - `layout.rs`: where each `(k, a)` lives in a flat array of counters.
 //! - `sync.rs`: the only file that names atomics and locks (`std` or
 //!   `loom`).
@@ -14,6 +16,7 @@ mod histogram;
 pub(crate) mod layout;
 mod recorder;
 mod shard;
+mod sum;
 pub(crate) mod sync;
 
 pub use histogram::AcceptanceHistogram;

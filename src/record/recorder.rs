@@ -82,6 +82,7 @@ use crossbeam_utils::CachePadded;
 
 use super::histogram::AcceptanceHistogram;
 use super::shard::{CounterBlock, MAX_STRIPES, Shard, Shards, Slots, Stripes};
+use super::sum::{Dest, sum_blocks};
 
 /// The most request states a [`Recorder`] keeps histograms for (and a
 /// `StateController`, a `StateSpace` or a `SharedStateTable` has): 128,
@@ -478,25 +479,23 @@ impl Recorder {
     /// ```
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let slots = self.slots;
-        let mut totals = self.read_counters();
-        let scheduled = totals.split_off(slots.scheduled);
-        let rejected = totals[slots.rejected];
-        let undrafted = totals[slots.undrafted];
-        // The states' triangles summed into the first.
-        let (first, others) = totals.split_at_mut(slots.triangle);
-        for state in others[..slots.undrafted - slots.triangle].chunks_exact(slots.triangle) {
-            for (total, &count) in first.iter_mut().zip(state) {
-                *total = total.saturating_add(count);
-            }
-        }
-        totals.truncate(slots.triangle);
-        AcceptanceHistogram::from_parts(
-            slots.max_draft_len,
-            totals.into_boxed_slice(),
-            undrafted,
-            rejected,
-            scheduled.into_boxed_slice(),
-        )
+        let mut counts = vec![0u64; slots.triangle].into_boxed_slice();
+        let mut sides = [0u64; 2];
+        let mut scheduled = vec![0u64; slots.max_draft_len + 1].into_boxed_slice();
+        self.read_counters(&mut [
+            // The states' triangles folded into one.
+            Dest {
+                offset: 0,
+                reps: slots.states,
+                stride: slots.triangle,
+                totals: &mut counts,
+            },
+            Dest::new(slots.undrafted, &mut sides),
+            Dest::new(slots.scheduled, &mut scheduled),
+        ]);
+        debug_assert_eq!(slots.rejected, slots.undrafted + 1);
+        let [undrafted, rejected] = sides;
+        AcceptanceHistogram::from_parts(slots.max_draft_len, counts, undrafted, rejected, scheduled)
     }
 
     /// One histogram per request state, `0..states()`, from one reading of
@@ -517,13 +516,22 @@ impl Recorder {
     /// ```
     pub fn snapshot_by_state(&self) -> Vec<AcceptanceHistogram> {
         let slots = self.slots;
-        let totals = self.read_counters();
-        totals[..slots.undrafted]
-            .chunks_exact(slots.triangle)
-            .map(|state| {
+        let mut states: Vec<Box<[u64]>> = (0..slots.states)
+            .map(|_| vec![0u64; slots.triangle].into_boxed_slice())
+            .collect();
+        let mut dests: Vec<Dest<'_>> = states
+            .iter_mut()
+            .enumerate()
+            .map(|(state, counts)| Dest::new(state * slots.triangle, counts))
+            .collect();
+        self.read_counters(&mut dests);
+        drop(dests);
+        states
+            .into_iter()
+            .map(|counts| {
                 AcceptanceHistogram::from_parts(
                     slots.max_draft_len,
-                    state.into(),
+                    counts,
                     0,
                     0,
                     vec![0; slots.max_draft_len + 1].into_boxed_slice(),
@@ -532,17 +540,17 @@ impl Recorder {
             .collect()
     }
 
-    /// Every counter of a block, summed over the shards and the stripes
-    /// that were used: each counter is read once.
-    fn read_counters(&self) -> Vec<u64> {
-        let inner = &*self.inner;
-        let mut totals = vec![0u64; inner.slots.len()];
+    /// Adds every counter `dests` name, summed over the shards and the
+    /// stripes that were used, to its total: each counter is read once.
+    fn read_counters(&self, dests: &mut [Dest<'_>]) {
+        let len = self.slots.len();
         // Acquire (inside `iter`): pairs with the publication of each shard.
-        for shard in inner.shards.iter() {
-            shard.counters().add_to(&mut totals);
-        }
-        self.stripes.add_to(&mut totals);
-        totals
+        let shards = self
+            .inner
+            .shards
+            .iter()
+            .map(|shard| shard.counters().live());
+        sum_blocks(shards.chain(self.stripes.used(len)), dests);
     }
 
     /// Shards created so far. Never more than the peak number of workers
@@ -785,6 +793,114 @@ impl fmt::Debug for Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorder_and_worker_report_their_configuration() {
+        let recorder = Recorder::with_states(3, 2).unwrap();
+        assert_eq!((recorder.max_draft_len(), recorder.states()), (3, 2));
+        let (a, b) = (recorder.worker(), recorder.worker());
+        assert_eq!((a.max_draft_len(), a.states()), (3, 2));
+        assert_eq!((a.shard_index(), b.shard_index()), (0, 1));
+        assert_eq!((recorder.shard_count(), recorder.live_workers()), (2, 2));
+        let debug = format!("{recorder:?} {b:?}");
+        assert!(debug.contains("max_draft_len: 3"), "{debug}");
+        assert!(debug.contains("shard: 1"), "{debug}");
+        drop(a);
+        assert_eq!(recorder.live_workers(), 1);
+        // The dropped worker's shard, counts and all, goes to the next one.
+        assert_eq!(recorder.worker().shard_index(), 0);
+    }
+
+    /// Every recording path of both handles: a valid call lands in its
+    /// bucket, an invalid one is returned as an error and counted as
+    /// rejected, exactly one counter either way.
+    #[test]
+    fn every_path_records_valid_input_and_counts_invalid_input() {
+        let recorder = Recorder::with_states(2, 2).unwrap();
+        let worker = recorder.worker();
+        for handle_is_worker in [false, true] {
+            let observe = |k, a| {
+                if handle_is_worker {
+                    worker.observe(k, a)
+                } else {
+                    recorder.observe(k, a)
+                }
+            };
+            let observe_in = |s, k, a| {
+                if handle_is_worker {
+                    worker.observe_in(s, k, a)
+                } else {
+                    recorder.observe_in(s, k, a)
+                }
+            };
+            let scheduled = |b| {
+                if handle_is_worker {
+                    worker.observe_scheduled(b)
+                } else {
+                    recorder.observe_scheduled(b)
+                }
+            };
+            observe(2, 1).unwrap();
+            assert!(observe(1, 2).is_err());
+            assert!(observe(3, 0).is_err());
+            observe_in(1, 2, 2).unwrap();
+            assert!(observe_in(2, 1, 0).is_err());
+            assert!(observe_in(0, 1, 2).is_err());
+            scheduled(2).unwrap();
+            assert!(scheduled(3).is_err());
+            if handle_is_worker {
+                worker.observe_undrafted();
+            } else {
+                recorder.observe_undrafted();
+            }
+        }
+        let s = recorder.snapshot();
+        assert_eq!(
+            (s.count(2, 1), s.count(2, 2), s.num_spec_steps()),
+            (2, 2, 4)
+        );
+        assert_eq!(s.num_rejected_observations(), 10);
+        assert_eq!(s.num_undrafted_steps(), 2);
+        assert_eq!(s.scheduled_steps_by_budget(), &[0, 0, 2]);
+        let states = recorder.snapshot_by_state();
+        assert_eq!(states.len(), 2);
+        assert_eq!((states[0].count(2, 1), states[0].num_spec_steps()), (2, 2));
+        assert_eq!((states[1].count(2, 2), states[1].num_spec_steps()), (2, 2));
+        assert_eq!(states[1].num_rejected_observations(), 0);
+    }
+
+    /// The snapshot sums every shard once and every used stripe once, the
+    /// states of each folded into one histogram, over more shards than a
+    /// gathering and lanes take at once (37: one gathering of 32 and 5
+    /// more, lanes of four and a remainder).
+    #[test]
+    fn snapshots_sum_every_shard_and_stripe_once_whatever_their_number() {
+        let recorder = Recorder::with_states(2, 3).unwrap();
+        let workers: Vec<_> = (0..37).map(|_| recorder.worker()).collect();
+        for (i, worker) in workers.iter().enumerate() {
+            for _ in 0..=i {
+                worker.observe_in(i % 3, 2, i % 3).unwrap();
+            }
+        }
+        recorder.observe_in(2, 1, 1).unwrap();
+        let steps = |state: usize| {
+            (0..37)
+                .filter(|i| i % 3 == state)
+                .map(|i| i as u64 + 1)
+                .sum::<u64>()
+        };
+        let s = recorder.snapshot();
+        assert_eq!(
+            (s.count(2, 0), s.count(2, 1), s.count(2, 2)),
+            (steps(0), steps(1), steps(2))
+        );
+        assert_eq!((s.count(1, 1), s.num_spec_steps()), (1, 37 * 38 / 2 + 1));
+        let states = recorder.snapshot_by_state();
+        for (state, h) in states.iter().enumerate() {
+            assert_eq!(h.count(2, state), steps(state), "state {state}");
+        }
+        assert_eq!(states[2].count(1, 1), 1);
+    }
 
     /// A claim can miss a release it does not see yet. `register` must then
     /// leave shard creation to the count: a new shard only when more

@@ -251,8 +251,8 @@ impl CounterBlock {
         &self.counters[PAD + index]
     }
 
-    /// The live counters, without the padding.
-    fn live(&self) -> &[AtomicU64] {
+    /// The live counters, without the padding: what a snapshot sums.
+    pub(crate) fn live(&self) -> &[AtomicU64] {
         &self.counters[PAD..self.counters.len() - PAD]
     }
 
@@ -271,16 +271,6 @@ impl CounterBlock {
         // Relaxed store: readers need atomicity and per-counter coherence
         // only; no other memory is published through a counter.
         counter.store(value.wrapping_add(1), Ordering::Relaxed);
-    }
-
-    /// Adds every counter's current value to `totals` (saturating).
-    pub(crate) fn add_to(&self, totals: &mut [u64]) {
-        debug_assert_eq!(totals.len(), self.live().len());
-        for (counter, total) in self.live().iter().zip(totals) {
-            // Relaxed: see the module docs; coherence alone makes sure no
-            // bucket is smaller than in a snapshot that happened-before.
-            *total = total.saturating_add(counter.load(Ordering::Relaxed));
-        }
     }
 }
 
@@ -350,25 +340,19 @@ impl Stripes {
         self.counters[at].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Adds the counters of every stripe that was used to `totals`
-    /// (saturating). A stripe whose flag reads unset holds no observation
-    /// that happened-before this call (see `increment`), so skipping it
-    /// keeps every guarantee of a snapshot: it is the sum of some set of
+    /// The live counters of every stripe that was used, for a snapshot to
+    /// sum. A stripe whose flag reads unset holds no observation that
+    /// happened-before this call (see `increment`), so skipping it keeps
+    /// every guarantee of a snapshot: it is the sum of some set of
     /// observations, and a later snapshot reads the flag set if this one
     /// did.
-    pub(crate) fn add_to(&self, totals: &mut [u64]) {
-        for stripe in 0..self.count() {
+    pub(crate) fn used(&self, len: usize) -> impl Iterator<Item = &[AtomicU64]> {
+        (0..self.count()).filter_map(move |stripe| {
             let start = PAD + stripe * self.stride;
             // Relaxed: see `increment`.
-            if self.counters[start - 1].load(Ordering::Relaxed) == 0 {
-                continue;
-            }
-            let live = &self.counters[start..start + totals.len()];
-            for (counter, total) in live.iter().zip(totals.iter_mut()) {
-                // Relaxed: as in `CounterBlock::add_to`.
-                *total = total.saturating_add(counter.load(Ordering::Relaxed));
-            }
-        }
+            let used = self.counters[start - 1].load(Ordering::Relaxed) != 0;
+            used.then(|| &self.counters[start..start + len])
+        })
     }
 }
 
@@ -577,7 +561,15 @@ impl Shards {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sum::{Dest, sum_blocks};
     use super::*;
+
+    /// What a snapshot reads of the stripes: the sum of the used ones.
+    fn stripe_totals(stripes: &Stripes, len: usize) -> Vec<u64> {
+        let mut totals = vec![0; len];
+        sum_blocks(stripes.used(len), &mut [Dest::new(0, &mut totals)]);
+        totals
+    }
 
     fn shards(n: usize) -> (Shards, Vec<Arc<Shard>>) {
         let shards = Shards::new(Slots::new(1));
@@ -662,8 +654,7 @@ mod tests {
                 assert_eq!(c.load(Ordering::Relaxed), expected, "spare counter {i}");
             }
         }
-        let mut totals = vec![0; slots.len()];
-        stripes.add_to(&mut totals);
+        let totals = stripe_totals(&stripes, slots.len());
         assert_eq!(totals, [0, 2, 4, 6, 8, 0, 0, 0, 0, 0, 0]);
     }
 
@@ -677,13 +668,11 @@ mod tests {
         // Stripe 2 was never used; a value planted in it is not read.
         let start = PAD + 2 * stripes.stride;
         stripes.counters[start].store(7, Ordering::Relaxed);
-        let mut totals = vec![0; slots.len()];
-        stripes.add_to(&mut totals);
+        let totals = stripe_totals(&stripes, slots.len());
         assert_eq!(totals[0], 1);
         // Once its flag is set (its first increment), it is read.
         stripes.increment(2, 1);
-        let mut totals = vec![0; slots.len()];
-        stripes.add_to(&mut totals);
+        let totals = stripe_totals(&stripes, slots.len());
         assert_eq!((totals[0], totals[1]), (8, 1));
     }
 

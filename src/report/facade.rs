@@ -146,6 +146,19 @@ struct Handles {
 }
 
 impl MetricsPublisher {
+    /// The shortest interval [`spawn`](Self::spawn) publishes at: a shorter
+    /// one, [`Duration::ZERO`] included, is raised to it. A publish is a
+    /// snapshot and one call per series; back to back, with no pause, the
+    /// thread would take a whole core for nothing (no scraper reads a
+    /// value a millisecond old, let alone newer).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use specdec_metrics::MetricsPublisher;
+    /// assert_eq!(MetricsPublisher::MIN_INTERVAL, Duration::from_millis(1));
+    /// ```
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
     /// A publisher of `recorder`'s families named `<prefix>_<family>`
     /// ([`DEFAULT_METRIC_PREFIX`](crate::DEFAULT_METRIC_PREFIX) gives
     /// `spec_decode_num_drafts_total`, [`VLLM_METRIC_PREFIX`](crate::VLLM_METRIC_PREFIX)
@@ -287,6 +300,10 @@ impl MetricsPublisher {
     /// The thread registers with the global `metrics` recorder, unless this
     /// publisher has published before (it then keeps the handles it has).
     ///
+    /// An `interval` shorter than [`MIN_INTERVAL`](Self::MIN_INTERVAL) (1
+    /// ms), [`Duration::ZERO`] included, is refused as a period and raised
+    /// to it: the thread never publishes back to back.
+    ///
     /// # Panics
     ///
     /// If the operating system cannot create the thread.
@@ -305,6 +322,7 @@ impl MetricsPublisher {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn spawn(self, interval: Duration) -> PublisherHandle {
+        let interval = interval.max(Self::MIN_INTERVAL);
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = thread::Builder::new()
             .name("specdec-metrics-publisher".to_owned())

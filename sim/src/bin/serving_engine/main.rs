@@ -109,44 +109,47 @@ use specdec_sim::workload::Workload;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "serving_engine")]
 struct Args {
-    /// Run for N seconds, then stop (0 = until Ctrl-C).
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// Run for N seconds, then stop (0 = until Ctrl-C; at most 31536000,
+    /// a year).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=MAX_SECONDS))]
     seconds: u64,
-    /// Engine threads (default: the machine's parallelism).
-    #[arg(long, value_name = "N", default_value_t = default_workers(), value_parser = at_least_one)]
+    /// Engine threads (default: the machine's parallelism, at most 256;
+    /// 1..=256).
+    #[arg(long, value_name = "N", default_value_t = default_workers(), value_parser = workers)]
     workers: usize,
     /// num_spec_tokens, the largest draft (1..=64).
     #[arg(long, value_name = "K", default_value_t = 5, value_parser = max_draft_len)]
     max_draft_len: usize,
-    /// Requests per engine thread at most.
-    #[arg(long, value_name = "N", default_value_t = 32, value_parser = at_least_one)]
+    /// Requests per engine thread at most (1..=4096; with --workers, at
+    /// most 65536 requests in all).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = max_batch)]
     max_batch: usize,
-    /// Metrics log interval, in milliseconds.
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Metrics log interval, in milliseconds (1..=3600000, an hour).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_MS))]
     interval_ms: u64,
     /// The drafting controller's update period, in milliseconds (at most
     /// --interval-ms): every N ms the metrics thread feeds the controller
     /// what was recorded since its last update and publishes its plan
     /// [default: 250, or --interval-ms if shorter].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_MS))]
     update_ms: Option<u64>,
     /// Where /metrics is served (port 0: any free port, printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: SocketAddr,
     /// Close an HTTP connection whose client has not sent a whole request
     /// head (request line and headers) within N milliseconds, idle
-    /// keep-alive connections included.
-    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// keep-alive connections included (1..=3600000).
+    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=MAX_MS))]
     header_read_timeout_ms: u64,
     /// Close an HTTP connection N milliseconds after it was accepted: it
     /// takes no new request then (a response being written may finish),
     /// and after N more it is closed whatever it is doing, a client that
-    /// never reads its response included.
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// never reads its response included (1..=3600000).
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=MAX_MS))]
     connection_timeout_ms: u64,
     /// Serve at most N HTTP connections at once; further clients wait
-    /// (in the listen backlog) until one ends.
-    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
+    /// (in the listen backlog) until one ends (1..=4096).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = max_connections)]
     max_connections: usize,
     /// Metric name prefix (vllm:spec_decode gives vLLM's names).
     #[arg(long, value_name = "P", default_value = DEFAULT_PREFIX)]
@@ -155,18 +158,21 @@ struct Args {
     #[arg(long, value_name = "NAME", default_value = "demo-model")]
     model_name: String,
     /// Simulated time of one cost unit (about one engine step), in
-    /// microseconds (0 = run hot, no sleep; not with --virtual-time).
-    #[arg(long, value_name = "N", default_value_t = 8000)]
+    /// microseconds (0 = run hot, no sleep; not with --virtual-time; at
+    /// most 1000000, and without --virtual-time a step of the largest
+    /// budget, BASE + PER_TOKEN * K units, lasts at most a second, so a
+    /// signal or the time limit is never more than a step away).
+    #[arg(long, value_name = "N", default_value_t = 8000, value_parser = clap::value_parser!(u64).range(..=MAX_STEP_US))]
     step_us: u64,
     /// After stopping, keep serving the final counters for N seconds so a
-    /// scraper can read them.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// scraper can read them (at most 31536000).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=MAX_SECONDS))]
     linger_seconds: u64,
     /// Before the engine starts, serve /metrics with every counter at zero
     /// for N seconds, so that a scraper's first sample is zero and it sees
     /// every step (Prometheus' increase() never counts what a series held
-    /// at its first sample).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// at its first sample; at most 31536000).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(..=MAX_SECONDS))]
     delay_seconds: u64,
     /// Print each finished request's report (standard error).
     #[arg(long)]
@@ -237,6 +243,33 @@ impl Args {
     fn linger(&self) -> Duration {
         Duration::from_secs(self.linger_seconds)
     }
+    /// The bounds that depend on two flags: requests in flight in all, and
+    /// in real time the longest step's sleep (one sleep per step, so a stop
+    /// waits for at most one step).
+    fn check_limits(&self) -> Result<(), String> {
+        let requests = self.workers * self.max_batch;
+        if requests > MAX_REQUESTS {
+            return Err(format!(
+                "--workers {} with --max-batch {} is {requests} requests in flight \
+                 (at most {MAX_REQUESTS}): take fewer threads or smaller batches",
+                self.workers, self.max_batch
+            ));
+        }
+        let CostLinear { base, per_token } = self.cost_linear;
+        let longest = (base + per_token * self.max_draft_len as f64) * self.step_us as f64;
+        if !self.virtual_time && longest > MAX_STEP_US as f64 {
+            return Err(format!(
+                "--step-us {} with --cost-linear {base},{per_token}: a step of budget {} \
+                 would sleep {:.3} s (at most 1 s, so a stop is never more than a second \
+                 away): lower --step-us or the costs, or use --virtual-time",
+                self.step_us,
+                self.max_draft_len,
+                longest * 1e-6
+            ));
+        }
+        Ok(())
+    }
+
     fn http_limits(&self) -> HttpLimits {
         HttpLimits {
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
@@ -246,8 +279,52 @@ impl Args {
     }
 }
 
+/// The most seconds of `--seconds`, `--linger-seconds` and
+/// `--delay-seconds`: a year.
+const MAX_SECONDS: u64 = 365 * 24 * 3600;
+
+/// The most milliseconds of the intervals and HTTP timeouts: an hour.
+const MAX_MS: u64 = 3_600_000;
+
+/// The most engine threads.
+const MAX_WORKERS: usize = 256;
+
+/// The most requests of one engine thread's batch.
+const MAX_BATCH: usize = 4096;
+
+/// The most requests in flight, over every engine thread (each keeps a
+/// histogram of its own: at K = 64, 17 KiB, so about 1.1 GiB in all).
+const MAX_REQUESTS: usize = 65_536;
+
+/// The most concurrent HTTP connections.
+const MAX_CONNECTIONS: usize = 4096;
+
+/// The most microseconds of `--step-us`; and, in real time, the longest a
+/// step may sleep, so the engine threads see a stop within a second.
+const MAX_STEP_US: u64 = 1_000_000;
+
 fn default_workers() -> usize {
-    thread::available_parallelism().map_or(2, |n| n.get())
+    thread::available_parallelism().map_or(2, |n| n.get().min(MAX_WORKERS))
+}
+
+/// A whole number in `1..=max`.
+fn whole_in(v: &str, max: usize) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{v:?} is not a whole number in 1..={max}")),
+    }
+}
+
+fn workers(v: &str) -> Result<usize, String> {
+    whole_in(v, MAX_WORKERS)
+}
+
+fn max_batch(v: &str) -> Result<usize, String> {
+    whole_in(v, MAX_BATCH)
+}
+
+fn max_connections(v: &str) -> Result<usize, String> {
+    whole_in(v, MAX_CONNECTIONS)
 }
 
 /// `--max-draft-len`: the library's own check and message.
@@ -304,13 +381,6 @@ fn cost_linear(v: &str) -> Result<CostLinear, String> {
     let (base, per_token) = (number(base)?, number(per_token)?);
     specdec_metrics::StepCost::linear(base, per_token).map_err(|e| e.to_string())?;
     Ok(CostLinear { base, per_token })
-}
-
-fn at_least_one(v: &str) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("{v:?} is not a whole number of at least 1")),
-    }
 }
 
 /// Writes one line on standard error through an [`Output`], like
@@ -496,6 +566,7 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     }
     // Settings that depend on each other (a static:K above K, a policy not
     // built, --virtual-time with --step-us 0) stop us before any work.
+    args.check_limits()?;
     let traces = match &args.traces {
         Some(path) => Some(Arc::new(
             TraceSet::open(path).map_err(|e| format!("--traces {e}"))?,
