@@ -59,14 +59,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, DraftPlan, Recorder, RequestState, SharedPlan,
-    SharedStatePlan, SharedStateTable, StateController, StateSpace, StepCost, Worker, DraftSignal,
+    AcceptanceHistogram, DraftController, DraftPlan, DraftSignal, Recorder, RequestState,
+    SharedPlan, SharedStatePlan, SharedStateTable, StateController, StateSpace, StepCost, Worker,
 };
 
 use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
 use crate::policy::{
-    Adaptive, Oracle, PerState, PerStateTable, Policy, PolicySpec, RequestMemory, RequestView, Static,
-    mean_draft_len, scheduled_budget,
+    Adaptive, Oracle, PerState, PerStateTable, Policy, PolicySpec, RequestMemory, RequestView,
+    Static, mean_draft_len, scheduled_budget,
 };
 use crate::rng::{self, Rng};
 use crate::state_rule::{RuleState, StateRule};
@@ -1207,9 +1207,14 @@ impl Coordinator<'_> {
         ) {
             (Some(controller), Some((previous, regime_change))) => {
                 let states = self.recorder.snapshot_by_state();
+                // The interval line shows the first four states (all of
+                // them without a state space).
                 let mut steps_by_state = [0; RequestState::COUNT];
-                for (s, (now, before)) in states.iter().zip(&self.previous_states).enumerate() {
-                    steps_by_state[s] = now.num_spec_steps() - before.num_spec_steps();
+                for (count, (now, before)) in steps_by_state
+                    .iter_mut()
+                    .zip(states.iter().zip(&self.previous_states))
+                {
+                    *count = now.num_spec_steps() - before.num_spec_steps();
                 }
                 self.previous_states = states;
                 Some(StateControllerStep {
@@ -1441,8 +1446,11 @@ impl<'a> Engine<'a> {
         let rule = self.config.state_rule;
         self.views.clear();
         let traces = self.config.traces.as_deref();
-        let (space, max_n, max_draft_len) =
-            (self.config.state_space, self.max_n, self.config.max_draft_len);
+        let (space, max_n, max_draft_len) = (
+            self.config.state_space,
+            self.max_n,
+            self.config.max_draft_len,
+        );
         self.views.extend(self.batch.iter().map(|r| {
             let state = match rule {
                 StateRule::Library => r.state,

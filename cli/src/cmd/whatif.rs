@@ -78,8 +78,8 @@ pub struct Args {
     policies: Option<Vec<PolicySpec>>,
     /// The request states of per-state: levels=N (recent acceptance in N
     /// levels) and any of match=N, short-match, short-proposal,
-    /// after-undrafted, comma-separated (default: the library's
-    /// RequestState, four levels).
+    /// after-undrafted, comma-separated (default:
+    /// levels=1,short-match,after-undrafted, measured on real code edits).
     #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
     states: Option<specdec_metrics::StateSpace>,
     /// Policies replayed at once (default: one per core).
@@ -154,7 +154,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
         batch: args.batch,
         interval: args.interval,
         seed: 1,
-        state_space: args.states,
+        state_space: Some(match args.states {
+            Some(space) => space,
+            None => whatif::parse_state_space(whatif::DEFAULT_STATES)
+                .expect("the default state definition is valid"),
+        }),
     };
     let policies = match args.policies {
         Some(list) => {

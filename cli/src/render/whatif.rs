@@ -118,10 +118,11 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
     }
 }
 
-fn best_k(w: &WhatIf) -> usize {
+/// The best static length, when static lengths were replayed.
+fn best_k(w: &WhatIf) -> Option<usize> {
     match best_static(&w.results).map(|r| r.policy) {
-        Some(PolicySpec::Static(k)) => k,
-        _ => 0,
+        Some(PolicySpec::Static(k)) => Some(k),
+        _ => None,
     }
 }
 
@@ -228,7 +229,12 @@ pub fn table(w: &WhatIf) -> String {
             }
         );
     }
-    let k = best_k(w);
+    let Some(k) = best_k(w) else {
+        out.push_str(
+            "\nno static draft length among the policies replayed: no ratio to the best\n",
+        );
+        return out;
+    };
     let _ = writeln!(
         out,
         "\nbest static draft length: {}; the per-step oracle is {} above it \
@@ -257,7 +263,7 @@ struct Json<'a> {
     interval_steps: u64,
     cost: Vec<f64>,
     cost_rule: &'static str,
-    best_static_draft_len: usize,
+    best_static_draft_len: Option<usize>,
     oracle_headroom: Option<f64>,
     policies: Vec<Row>,
     settings: Vec<Setting>,
@@ -281,6 +287,6 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
         best_static_draft_len: k,
         oracle_headroom: oracle_headroom(w),
         policies: rows(w),
-        settings: settings(w.traces.meta(), k),
+        settings: k.map_or_else(Vec::new, |k| settings(w.traces.meta(), k)),
     }
 }
