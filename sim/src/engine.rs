@@ -1288,6 +1288,45 @@ struct Request {
     trace: Option<usize>,
 }
 
+/// What an engine step does with each request's verify step: record it
+/// engine-wide (in the state the request drafted in, for per-state) and
+/// per request, move the request's states on, and tell the policy.
+struct Recording<'a> {
+    worker: &'a Worker,
+    record_states: bool,
+    policy: &'a mut dyn Policy,
+    outcomes: &'a mut Vec<(usize, usize)>,
+    rule: StateRule,
+}
+
+impl Recording<'_> {
+    /// Request `index` (in state `state_index`) drafted `drafted` and the
+    /// verifier accepted `accepted`; the engine reports `reported` (a
+    /// grammar may make it `drafted + 1`: rejected and counted, never in a
+    /// bucket, so an error is already counted and ignored here).
+    fn verify_step(
+        &mut self,
+        index: usize,
+        state_index: usize,
+        request: &mut Request,
+        drafted: usize,
+        reported: usize,
+        accepted: usize,
+    ) {
+        let _ = if self.record_states {
+            self.worker.observe_in(state_index, drafted, reported)
+        } else {
+            self.worker.observe(drafted, reported)
+        };
+        let _ = request.metrics.observe(drafted, reported);
+        request.state = request.state.after(drafted, accepted);
+        request.rule_state = self.rule.after(request.rule_state, drafted, accepted);
+        self.policy
+            .after_request(index, &mut request.memory, drafted, accepted);
+        self.outcomes.push((drafted, accepted));
+    }
+}
+
 /// One engine thread: a continuous batch of requests, one verify step per
 /// request per engine step.
 struct Engine<'a> {
@@ -1497,7 +1536,15 @@ impl<'a> Engine<'a> {
         let mut tokens = 0u64;
         let mut drafted_sum = 0u64;
         let rng = &mut self.rng;
+        let mut recording = Recording {
+            worker: &self.worker,
+            record_states: self.record_states,
+            policy: self.policy.as_mut(),
+            outcomes: &mut self.outcomes,
+            rule,
+        };
         for (index, request) in self.batch.iter_mut().enumerate() {
+            let state_index = self.views[index].state_index;
             if let Some(position) = self.views[index].position {
                 // A traced request: the trace says what the drafter
                 // proposes and the verifier accepts (no draw).
@@ -1505,7 +1552,7 @@ impl<'a> Engine<'a> {
                 let gain = if drafted == 0 {
                     // Nothing proposed (no match, or the policy drafted
                     // nothing): an undrafted step, not a k = 0 row.
-                    self.worker.observe_undrafted();
+                    recording.worker.observe_undrafted();
                     request.metrics.observe_undrafted();
                     if position.proposal == 0 && self.config.state_space.is_some() {
                         // The drafter found no match: its next step is
@@ -1517,18 +1564,7 @@ impl<'a> Engine<'a> {
                     let accepted = drafted.min(usize::from(position.matched));
                     // Never an error: drafted <= K (the lengths are clamped)
                     // and accepted <= drafted.
-                    let _ = if self.record_states {
-                        self.worker
-                            .observe_in(self.views[index].state_index, drafted, accepted)
-                    } else {
-                        self.worker.observe(drafted, accepted)
-                    };
-                    let _ = request.metrics.observe(drafted, accepted);
-                    request.state = request.state.after(drafted, accepted);
-                    request.rule_state = rule.after(request.rule_state, drafted, accepted);
-                    self.policy
-                        .after_request(index, &mut request.memory, drafted, accepted);
-                    self.outcomes.push((drafted, accepted));
+                    recording.verify_step(index, state_index, request, drafted, accepted, accepted);
                     drafted_sum += drafted as u64;
                     accepted + 1
                 };
@@ -1542,7 +1578,7 @@ impl<'a> Engine<'a> {
             self.phases.advance(rng, &mut request.traits);
             if rng.chance(UNDRAFTED_SHARE) {
                 // Nothing drafted: not a k = 0 row (an undrafted step).
-                self.worker.observe_undrafted();
+                recording.worker.observe_undrafted();
                 request.metrics.observe_undrafted();
                 request.generated += 1;
                 tokens += 1;
@@ -1572,20 +1608,7 @@ impl<'a> Engine<'a> {
             } else {
                 accepted
             };
-            // Engine-wide (in the state the request drafted in, for
-            // per-state) and per-request; an error is already counted.
-            let _ = if self.record_states {
-                self.worker
-                    .observe_in(self.views[index].state_index, drafted, reported)
-            } else {
-                self.worker.observe(drafted, reported)
-            };
-            let _ = request.metrics.observe(drafted, reported);
-            request.state = request.state.after(drafted, accepted);
-            request.rule_state = rule.after(request.rule_state, drafted, accepted);
-            self.policy
-                .after_request(index, &mut request.memory, drafted, accepted);
-            self.outcomes.push((drafted, accepted));
+            recording.verify_step(index, state_index, request, drafted, reported, accepted);
             drafted_sum += drafted as u64;
             request.generated += accepted + 1; // the bonus token
             tokens += accepted as u64 + 1;
