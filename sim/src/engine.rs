@@ -53,8 +53,10 @@
 //! verify step per engine step; see the workload module for what it
 //! drafts and what the verifier accepts.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+
+use crate::barrier::{Barrier, BreakOnPanic, panic_message};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -696,6 +698,9 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()?;
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
     let done = AtomicBool::new(false);
+    // Set by an engine thread that panics, so that a real-time coordinator
+    // stops (in virtual time the broken barrier stops it).
+    let failed = AtomicBool::new(false);
     let barrier = Barrier::new(config.workers + 1);
     let started = Instant::now();
     let mut coordinator = Coordinator {
@@ -726,13 +731,17 @@ pub fn run(
             .into_iter()
             .enumerate()
             .map(|(index, policy)| {
-                let (live, done, barrier) = (&live[index], &done, &barrier);
+                let (live, done, barrier, failed) = (&live[index], &done, &barrier, &failed);
                 let mut engine =
                     Engine::new(index, config, recorder.worker(), policy, live, events);
                 engine.record_states = state_plan.is_some() || state_table.is_some();
                 thread::Builder::new()
                     .name(format!("engine-{index}"))
                     .spawn_scoped(scope, move || {
+                        // Relaxed: the coordinator polls it; the join orders
+                        // the rest.
+                        let _guard =
+                            BreakOnPanic::new(barrier, || failed.store(true, Ordering::Relaxed));
                         if config.virtual_time {
                             engine.run_virtual(barrier, done, stop);
                         } else {
@@ -743,17 +752,26 @@ pub fn run(
             })
             .collect::<Result<_, _>>()
             .map_err(|e| format!("cannot start an engine thread: {e}"))?;
+        // A panic of the coordinator (this thread) must not leave the
+        // engine threads waiting at the barrier or polling `done`, or the
+        // scope's joins would hang instead of the panic going on.
+        // Relaxed: as `done` below.
+        let guard = BreakOnPanic::new(&barrier, || done.store(true, Ordering::Relaxed));
         let (run_secs, ran_to_the_end) = if config.virtual_time {
             coordinator.run_virtual(&barrier, &done, stop)
         } else {
-            coordinator.run_real(started, &done, stop)
+            coordinator.run_real(started, &failed, stop)
         };
+        drop(guard);
         // Relaxed: real-time engine threads poll it; the joins below order
         // everything they did before our reads.
         done.store(true, Ordering::Relaxed);
         let stats = handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "an engine thread panicked".to_owned()))
+            .map(|h| {
+                h.join()
+                    .map_err(|p| format!("an engine thread panicked: {}", panic_message(&*p)))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if !config.virtual_time {
             // Every step is recorded now: the last, partial interval.
@@ -1042,7 +1060,10 @@ impl Coordinator<'_> {
     ) -> (f64, bool) {
         loop {
             let mut end = self.config.tick_end(self.tick);
-            barrier.wait();
+            if barrier.wait().is_err() {
+                // An engine thread panicked: the join reports it.
+                return (end, false);
+            }
             if self.config.ticks_by_steps() {
                 // The tick ended after a number of steps: at the furthest
                 // clock.
@@ -1070,8 +1091,7 @@ impl Coordinator<'_> {
             // Relaxed: the barrier below orders it before the engine
             // threads read it.
             done.store(last, Ordering::Relaxed);
-            barrier.wait();
-            if last {
+            if barrier.wait().is_err() || last {
                 return (end, to_the_end);
             }
         }
@@ -1081,7 +1101,12 @@ impl Coordinator<'_> {
     /// returns the run's length and whether it ran to its end. The last,
     /// partial interval is left to the caller (once the engine threads
     /// have stopped).
-    fn run_real(&mut self, started: Instant, _done: &AtomicBool, stop: &AtomicBool) -> (f64, bool) {
+    fn run_real(
+        &mut self,
+        started: Instant,
+        failed: &AtomicBool,
+        stop: &AtomicBool,
+    ) -> (f64, bool) {
         let interval = self.config.update.as_secs_f64();
         let end_of_run = if self.config.seconds == 0 {
             f64::INFINITY
@@ -1093,8 +1118,9 @@ impl Coordinator<'_> {
             let target = deadline.min(end_of_run);
             loop {
                 let now = started.elapsed().as_secs_f64();
-                // Relaxed: a flag from the main thread, polled.
-                if stop.load(Ordering::Relaxed) {
+                // Relaxed: flags from the main thread and from a panicking
+                // engine thread, polled; the joins order the rest.
+                if stop.load(Ordering::Relaxed) || failed.load(Ordering::Relaxed) {
                     return (now, false);
                 }
                 if now >= end_of_run {
@@ -1441,8 +1467,10 @@ impl<'a> Engine<'a> {
                 }
             }
             self.live.publish_clock(clock);
-            barrier.wait();
-            barrier.wait();
+            // A broken barrier: another thread panicked; stop.
+            if barrier.wait().is_err() || barrier.wait().is_err() {
+                return;
+            }
             // Relaxed: stored before the barrier that just let us through.
             if done.load(Ordering::Relaxed) {
                 return;
@@ -1761,6 +1789,82 @@ mod tests {
     fn run_virtual(config: &Config, plan: Option<&Arc<SharedPlan>>) -> Outcome {
         let recorder = Recorder::new(config.max_draft_len).unwrap();
         run(config, &recorder, plan, &AtomicBool::new(false), &NoEvents).unwrap()
+    }
+
+    /// Panics in engine 1's 20th step, or in the coordinator's first
+    /// interval line.
+    struct Panics {
+        in_engine: bool,
+        steps: std::sync::atomic::AtomicUsize,
+    }
+    impl Events for Panics {
+        fn engine_step(&self, step: &EngineStep) {
+            // Relaxed: a counter of this test's own.
+            if self.in_engine
+                && step.engine == 1
+                && self.steps.fetch_add(1, Ordering::Relaxed) == 20
+            {
+                panic!("engine 1 broke");
+            }
+        }
+        fn interval(&self, _interval: &Interval<'_>) {
+            if !self.in_engine {
+                panic!("the metrics thread broke");
+            }
+        }
+    }
+
+    /// Runs `config` with a panicking `Events` on its own thread; what the
+    /// run returned (or its panic), or a failure if it hangs.
+    fn run_panicking(
+        config: Config,
+        in_engine: bool,
+    ) -> std::thread::Result<Result<Outcome, String>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome = std::panic::catch_unwind(|| {
+                let recorder = Recorder::new(config.max_draft_len).unwrap();
+                let events = Panics {
+                    in_engine,
+                    steps: Default::default(),
+                };
+                run(&config, &recorder, None, &AtomicBool::new(false), &events)
+            });
+            let _ = tx.send(outcome);
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the run hung after a thread of it panicked")
+    }
+
+    #[test]
+    fn a_panicking_engine_thread_fails_the_run_instead_of_hanging_it() {
+        for virtual_time in [true, false] {
+            let mut config = config(PolicySpec::Static(3));
+            config.virtual_time = virtual_time;
+            config.step_us = if virtual_time { 8000 } else { 100 };
+            config.seconds = if virtual_time { 8 } else { 0 };
+            let error = run_panicking(config, true)
+                .expect("an engine's panic is an error, not a panic of the run")
+                .expect_err("a run whose engine panicked cannot succeed");
+            assert!(error.contains("engine 1 broke"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_panicking_coordinator_ends_the_engine_threads() {
+        for virtual_time in [true, false] {
+            let mut config = config(PolicySpec::Static(3));
+            config.virtual_time = virtual_time;
+            config.step_us = 100;
+            config.seconds = if virtual_time { 8 } else { 0 };
+            config.interval = Duration::from_millis(50);
+            config.update = Duration::from_millis(50);
+            let panic = run_panicking(config, false).expect_err("the coordinator's panic goes on");
+            assert_eq!(
+                crate::barrier::panic_message(&*panic),
+                "the metrics thread broke"
+            );
+        }
     }
 
     #[test]

@@ -41,6 +41,8 @@
 //!   tokens, inter-token latency) exported next to the
 //!   speculative-decoding families, so vLLM's dashboards work against the
 //!   demo.
+//! - [`barrier`]: the barrier of a virtual-time run, which a panicking
+//!   thread breaks so the run fails instead of hanging.
 //! - [`rng`]: the seeded random numbers every part draws from.
 //! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
 //!   propose at each output position and how much of it the output
@@ -51,6 +53,7 @@
 //! A virtual-time run is a function of its [`engine::Config`]: the same
 //! settings and seed give the same summary, whatever the machine.
 
+pub mod barrier;
 pub mod engine;
 #[cfg(feature = "demo")]
 pub mod engine_metrics;
