@@ -505,17 +505,18 @@ pub struct ControllerStep {
 
 /// What the state controller did during one interval (one update or
 /// more).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StateControllerStep {
-    /// The draft length of each state, in `RequestState::index` order.
-    pub draft_lens: [usize; RequestState::COUNT],
+    /// The draft length of each state, in state order (`RequestState::index`
+    /// order without a state space): every state, however many.
+    pub draft_lens: Vec<usize>,
     /// The same before the interval's first update.
-    pub previous: [usize; RequestState::COUNT],
+    pub previous: Vec<usize>,
     /// An update of the interval found a state's data incompatible with
     /// its memory.
     pub regime_change: bool,
     /// Verify steps recorded in each state during the interval.
-    pub steps_by_state: [u64; RequestState::COUNT],
+    pub steps_by_state: Vec<u64>,
 }
 
 /// A request that finished.
@@ -1045,7 +1046,7 @@ struct Coordinator<'a> {
     /// of regime.
     interval_controller: Option<(usize, bool)>,
     /// The same for the state controller: every state's length.
-    interval_state_controller: Option<([usize; RequestState::COUNT], bool)>,
+    interval_state_controller: Option<(Vec<usize>, bool)>,
 }
 
 impl Coordinator<'_> {
@@ -1233,15 +1234,11 @@ impl Coordinator<'_> {
         ) {
             (Some(controller), Some((previous, regime_change))) => {
                 let states = self.recorder.snapshot_by_state();
-                // The interval line shows the first four states (all of
-                // them without a state space).
-                let mut steps_by_state = [0; RequestState::COUNT];
-                for (count, (now, before)) in steps_by_state
-                    .iter_mut()
-                    .zip(states.iter().zip(&self.previous_states))
-                {
-                    *count = now.num_spec_steps() - before.num_spec_steps();
-                }
+                let steps_by_state = states
+                    .iter()
+                    .zip(&self.previous_states)
+                    .map(|(now, before)| now.num_spec_steps() - before.num_spec_steps())
+                    .collect();
                 self.previous_states = states;
                 Some(StateControllerStep {
                     draft_lens: state_draft_lens(controller),
@@ -1274,9 +1271,16 @@ impl Coordinator<'_> {
     }
 }
 
-/// Every state's draft length, in `RequestState::index` order.
-fn state_draft_lens(controller: &StateController) -> [usize; RequestState::COUNT] {
-    core::array::from_fn(|s| controller.draft_len(state_of(s)))
+/// Every state's draft length, in state order (`RequestState::index`
+/// order without a state space).
+fn state_draft_lens(controller: &StateController) -> Vec<usize> {
+    (0..controller.states())
+        .map(|s| {
+            controller
+                .controller_at(s)
+                .map_or(0, DraftController::draft_len)
+        })
+        .collect()
 }
 
 /// Changes of regime any state's controller has seen.

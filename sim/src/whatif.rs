@@ -375,6 +375,38 @@ mod tests {
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
+    /// Every state reaches the interval events, not only the first four.
+    #[test]
+    fn interval_events_carry_every_state() {
+        struct Lens(Mutex<Vec<(usize, usize, usize, u64)>>);
+        impl engine::Events for Lens {
+            fn interval(&self, interval: &engine::Interval<'_>) {
+                let c = interval.state_controller.as_ref().unwrap();
+                self.0.lock().unwrap().push((
+                    c.draft_lens.len(),
+                    c.previous.len(),
+                    c.steps_by_state.len(),
+                    c.steps_by_state.iter().sum(),
+                ));
+            }
+        }
+        let mut s = settings();
+        s.state_space = Some(parse_state_space("levels=2,short-match,after-undrafted").unwrap());
+        let config = s.config(PolicySpec::PerState).unwrap();
+        let recorder = engine::recorder(&config).unwrap();
+        let lens = Lens(Mutex::new(Vec::new()));
+        engine::run(&config, &recorder, None, &AtomicBool::new(false), &lens).unwrap();
+        let lens = lens.0.into_inner().unwrap();
+        assert!(!lens.is_empty());
+        assert!(lens.iter().all(|&(a, b, c, _)| (a, b, c) == (8, 8, 8)));
+        // The states' steps add up to every drafted step of the run.
+        let snapshot = recorder.snapshot();
+        assert_eq!(
+            lens.iter().map(|l| l.3).sum::<u64>(),
+            snapshot.num_spec_steps()
+        );
+    }
+
     #[test]
     fn a_k_above_the_cap_or_a_short_cost_table_is_refused() {
         let mut s = settings();

@@ -92,7 +92,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::AcceptanceHistogram;
+use specdec_metrics::{AcceptanceHistogram, RequestState};
 use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
 use specdec_sim::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
@@ -968,9 +968,15 @@ fn log_draft_length(output: &Output, interval: &Interval<'_>, per_request: bool)
                 .iter()
                 .map(|&n| format!("{:.0}%", 100.0 * n as f64 / steps.max(1) as f64))
                 .collect();
+            // The library's four states have names; a state space's are
+            // numbered.
+            let states = if c.draft_lens.len() == RequestState::COUNT {
+                "request state (recent acceptance under 1/4, 1/2, 3/4, above)".to_owned()
+            } else {
+                format!("state (0 to {})", c.draft_lens.len().saturating_sub(1))
+            };
             format!(
-                "k by request state (recent acceptance under 1/4, 1/2, 3/4, above) = {}{}, \
-                 verify steps by state {}",
+                "k by {states} = {}{}, verify steps by state {}",
                 list(&c.draft_lens),
                 if what.is_empty() {
                     String::new()
