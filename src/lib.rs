@@ -170,7 +170,7 @@
 //! happens-before edge it provides — is documented at the top of
 //! `src/record/recorder.rs` and `src/record/shard.rs`; `src/record/sync.rs`
 //! is the only file that names atomics and locks, switching to `loom` under
-//! `cfg(loom)` so the models in `loom-tests/` check the shipped code. The
+//! `cfg(specdec_loom)` so the models in `loom-tests/` check the shipped code. The
 //! crate has no `unsafe` code.
 //!
 //! # Cargo features

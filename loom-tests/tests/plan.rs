@@ -4,7 +4,7 @@
 //! Run with the other models (see `recorder.rs`). As there, the reader runs
 //! in a spawned thread, the outcomes seen over all executions are collected,
 //! and the model asserts that every outcome it is about did occur.
-#![cfg(loom)]
+#![cfg(specdec_loom)]
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

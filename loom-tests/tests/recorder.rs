@@ -1,7 +1,7 @@
 //! Loom models of the interleavings `Recorder` and `Worker` rely on.
 //!
 //! Run with
-//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests`
+//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg specdec_loom" cargo test --release -p loom-tests`
 //! (`.ci/test-all` adds `CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true` so the
 //! library's debug assertions run too).
 //!
@@ -11,7 +11,7 @@
 //! and asserts at the end that each outcome the model is about did occur,
 //! so a model cannot pass while exploring nothing. Each also prints how many
 //! executions it explored.
-#![cfg(loom)]
+#![cfg(specdec_loom)]
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,7 @@
 //! in a spawned thread, the outcomes seen over all executions are
 //! collected, and the model asserts that every outcome it is about did
 //! occur.
-#![cfg(loom)]
+#![cfg(specdec_loom)]
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

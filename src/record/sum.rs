@@ -108,7 +108,7 @@ fn add_lanes<const N: usize>(blocks: [&[AtomicU64]; N], dests: &mut [Dest<'_>]) 
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(specdec_loom)))]
 mod tests {
     use super::*;
 

@@ -1,5 +1,5 @@
 //! The one place that names the concurrency primitives: `std` and
-//! `parking_lot` in a normal build, `loom` under `cfg(loom)`, so the loom
+//! `parking_lot` in a normal build, `loom` under `cfg(specdec_loom)`, so the loom
 //! models in `loom-tests/` check the code that ships.
 //!
 //! Stand-ins under loom:
@@ -23,35 +23,35 @@
 
 pub(crate) use std::sync::Arc;
 
-#[cfg(loom)]
+#[cfg(specdec_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(specdec_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A mutex whose `lock` returns the guard directly.
 pub(crate) struct Mutex<T> {
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     inner: parking_lot::Mutex<T>,
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     inner: loom::sync::Mutex<T>,
 }
 
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
         Self {
-            #[cfg(not(loom))]
+            #[cfg(not(specdec_loom))]
             inner: parking_lot::Mutex::new(value),
-            #[cfg(loom)]
+            #[cfg(specdec_loom)]
             inner: loom::sync::Mutex::new(value),
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
         self.inner.lock()
     }
 
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
         // A loom mutex is poisoned only if a model thread panicked, which
         // already fails the model.
@@ -64,24 +64,24 @@ impl<T> Mutex<T> {
 /// returns the value is Acquire, so whatever was written before the value
 /// was set is visible through it.
 pub(crate) struct SetOnce<T> {
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     inner: std::sync::OnceLock<T>,
     /// Under loom: whether the value is published, the flag loom tracks.
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     published: AtomicBool,
     /// Under loom: the storage, written before `published` is set.
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     value: std::sync::OnceLock<T>,
 }
 
 impl<T> SetOnce<T> {
     pub(crate) fn new() -> Self {
         Self {
-            #[cfg(not(loom))]
+            #[cfg(not(specdec_loom))]
             inner: std::sync::OnceLock::new(),
-            #[cfg(loom)]
+            #[cfg(specdec_loom)]
             published: AtomicBool::new(false),
-            #[cfg(loom)]
+            #[cfg(specdec_loom)]
             value: std::sync::OnceLock::new(),
         }
     }
@@ -89,11 +89,11 @@ impl<T> SetOnce<T> {
     /// The value, if set (Acquire).
     #[inline]
     pub(crate) fn get(&self) -> Option<&T> {
-        #[cfg(not(loom))]
+        #[cfg(not(specdec_loom))]
         {
             self.inner.get()
         }
-        #[cfg(loom)]
+        #[cfg(specdec_loom)]
         {
             // Acquire: pairs with the Release store in `set`/`get_or_init`.
             if self.published.load(Ordering::Acquire) {
@@ -108,11 +108,11 @@ impl<T> SetOnce<T> {
     /// must not race two `set`s of one cell (the recorder sets cells under
     /// its registry mutex only).
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
-        #[cfg(not(loom))]
+        #[cfg(not(specdec_loom))]
         {
             self.inner.set(value)
         }
-        #[cfg(loom)]
+        #[cfg(specdec_loom)]
         {
             self.value.set(value)?;
             // Release: pairs with the Acquire load in `get`.
@@ -124,11 +124,11 @@ impl<T> SetOnce<T> {
     /// The value, set by `init` first if there is none yet. Same caveat as
     /// [`set`](Self::set) under loom.
     pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
-        #[cfg(not(loom))]
+        #[cfg(not(specdec_loom))]
         {
             self.inner.get_or_init(init)
         }
-        #[cfg(loom)]
+        #[cfg(specdec_loom)]
         {
             if let Some(value) = self.get() {
                 return value;
@@ -143,9 +143,9 @@ impl<T> SetOnce<T> {
 
 /// Lets another thread run while this one waits for a state change.
 pub(crate) fn yield_now() {
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     std::thread::yield_now();
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     loom::thread::yield_now();
 }
 
@@ -155,7 +155,7 @@ pub(crate) fn yield_now() {
 /// threads on one stripe: the contended case.
 #[inline]
 pub(crate) fn thread_hint() -> usize {
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     {
         use std::cell::Cell;
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -173,7 +173,7 @@ pub(crate) fn thread_hint() -> usize {
             v
         })
     }
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     {
         0
     }
@@ -181,17 +181,17 @@ pub(crate) fn thread_hint() -> usize {
 
 /// The machine's parallelism (1 if unknown); 1 under loom.
 pub(crate) fn parallelism() -> usize {
-    #[cfg(not(loom))]
+    #[cfg(not(specdec_loom))]
     {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
-    #[cfg(loom)]
+    #[cfg(specdec_loom)]
     {
         1
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(specdec_loom)))]
 mod tests {
     use super::thread_hint;
 
