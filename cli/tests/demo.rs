@@ -1,4 +1,4 @@
-//! Issue 16's "done when": `advise --metrics http://127.0.0.1:PORT/metrics
+//! `advise` against the live demo: `advise --metrics http://127.0.0.1:PORT/metrics
 //! --cost-linear 1,0.1` against the running demo (`serving_engine --prefix
 //! vllm:spec_decode`) recommends what `advise` on the demo's own final
 //! report does; and `--engine vllm`, which reads only vLLM's four families,

@@ -114,7 +114,8 @@ const SETTLED_SHARE: f64 = 0.95;
 /// `bursty` and `classes` existed).
 const ADAPTIVE_TARGET_WORKLOADS: [Workload; 3] =
     [Workload::Transition, Workload::Steady, Workload::Mixed];
-/// Issue 18's targets for `per-state` against `adaptive`, on goodput over
+/// The targets of `per-state` (per-request-state drafting) against
+/// `adaptive`, stated before its first runs, on goodput over
 /// the run: at least this ratio on `bursty`...
 const PER_STATE_BURSTY: f64 = 1.08;
 /// ... at most this loss on independent acceptance (`steady`)...
@@ -669,7 +670,7 @@ impl<'a> Table<'a> {
             .and_then(|(_, r)| r.as_ref().ok())
     }
 
-    /// `per-state` against `adaptive` (issue 18): at least 1.08 times its
+    /// `per-state` against `adaptive` (its stated targets): at least 1.08 times its
     /// goodput on `bursty`, at most 0.2% below it on `steady`, at most 0.5%
     /// below it anywhere; and on `mixed`, at least the best static `k`
     /// (where `adaptive` settles on a longer draft than the run-wide best).
