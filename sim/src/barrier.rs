@@ -121,93 +121,128 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 
 #[cfg(test)]
 mod tests {
+    //! The threads are detached (`thread::spawn`, not a scope), and every
+    //! wait for them has a timeout: a broken implementation fails a test
+    //! instead of hanging it.
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::mpsc;
+    use std::sync::{Arc, mpsc};
     use std::time::Duration;
+
+    const LONG: Duration = Duration::from_secs(10);
 
     #[test]
     fn meets_repeatedly() {
-        let barrier = Barrier::new(3);
-        let passed = AtomicUsize::new(0);
-        thread::scope(|s| {
-            for _ in 0..3 {
-                s.spawn(|| {
-                    for round in 0..50 {
-                        barrier.wait().unwrap();
-                        // Relaxed: counted, then checked after the next
-                        // meeting, which orders it.
-                        passed.fetch_add(1, Ordering::Relaxed);
-                        barrier.wait().unwrap();
-                        assert_eq!(passed.load(Ordering::Relaxed), 3 * (round + 1));
-                        barrier.wait().unwrap();
+        let barrier = Arc::new(Barrier::new(3));
+        let passed = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            let (barrier, passed, tx) = (barrier.clone(), passed.clone(), tx.clone());
+            thread::spawn(move || {
+                for round in 0..50 {
+                    barrier.wait().unwrap();
+                    // Relaxed: counted, then checked after the next
+                    // meeting, which orders it.
+                    passed.fetch_add(1, Ordering::Relaxed);
+                    barrier.wait().unwrap();
+                    if passed.load(Ordering::Relaxed) != 3 * (round + 1) {
+                        tx.send(Err(round)).unwrap();
+                        return;
                     }
-                });
-            }
-        });
-        assert_eq!(passed.into_inner(), 150);
+                    barrier.wait().unwrap();
+                }
+                tx.send(Ok(())).unwrap();
+            });
+        }
+        for _ in 0..3 {
+            assert_eq!(rx.recv_timeout(LONG).expect("hung"), Ok(()));
+        }
+        assert_eq!(passed.load(Ordering::Relaxed), 150);
     }
 
     #[test]
     fn nobody_leaves_before_everyone_arrives() {
-        let barrier = Barrier::new(2);
+        let barrier = Arc::new(Barrier::new(2));
         let (tx, rx) = mpsc::channel();
-        thread::scope(|s| {
-            s.spawn(|| {
-                barrier.wait().unwrap();
-                tx.send(()).unwrap();
-            });
-            assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-            barrier.wait().unwrap();
-            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let other = barrier.clone();
+        thread::spawn(move || {
+            tx.send(other.wait()).unwrap();
         });
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        let (tx2, rx2) = mpsc::channel();
+        thread::spawn(move || tx2.send(barrier.wait()).unwrap());
+        assert_eq!(rx.recv_timeout(LONG).expect("hung"), Ok(()));
+        assert_eq!(rx2.recv_timeout(LONG).expect("hung"), Ok(()));
     }
 
     /// A thread that panics instead of arriving releases the waiters with
-    /// `Broken` (with `std::sync::Barrier` this test never ends), and runs
-    /// the extra action.
+    /// `Broken` (with `std::sync::Barrier` they would wait forever), and
+    /// runs the extra action.
     #[test]
     fn a_panicking_thread_breaks_it() {
-        let barrier = Barrier::new(3);
-        let flagged = AtomicBool::new(false);
+        let barrier = Arc::new(Barrier::new(3));
+        let flagged = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        let panicked = thread::scope(|s| {
-            for _ in 0..2 {
-                let tx = tx.clone();
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait().unwrap();
-                    tx.send(barrier.wait()).unwrap();
-                });
-            }
-            let bad = s.spawn(|| {
+        for _ in 0..2 {
+            let (barrier, tx) = (barrier.clone(), tx.clone());
+            thread::spawn(move || {
+                barrier.wait().unwrap();
+                tx.send(barrier.wait()).unwrap();
+            });
+        }
+        let bad = {
+            let (barrier, flagged) = (barrier.clone(), flagged.clone());
+            thread::spawn(move || {
                 let _guard = BreakOnPanic::new(&barrier, || {
                     // Relaxed: read after the join.
                     flagged.store(true, Ordering::Relaxed)
                 });
                 barrier.wait().unwrap();
                 panic!("a bug in a policy");
-            });
-            let results: Vec<_> = (0..2)
-                .map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("hung"))
-                .collect();
-            assert_eq!(results, [Err(Broken), Err(Broken)]);
-            bad.join().unwrap_err()
-        });
+            })
+        };
+        for _ in 0..2 {
+            assert_eq!(rx.recv_timeout(LONG).expect("hung"), Err(Broken));
+        }
+        let panicked = bad.join().unwrap_err();
         assert_eq!(panic_message(&*panicked), "a bug in a policy");
-        assert!(flagged.into_inner());
+        assert!(flagged.load(Ordering::Relaxed));
         assert_eq!(barrier.wait(), Err(Broken));
     }
 
     #[test]
+    fn a_barrier_of_zero_or_one_never_waits() {
+        for n in [0, 1] {
+            let (tx, rx) = mpsc::channel();
+            thread::spawn(move || {
+                let barrier = Barrier::new(n);
+                tx.send((barrier.wait(), barrier.wait())).unwrap();
+            });
+            assert_eq!(rx.recv_timeout(LONG).expect("hung"), (Ok(()), Ok(())));
+        }
+    }
+
+    #[test]
     fn a_guard_without_panic_does_nothing() {
-        let barrier = Barrier::new(1);
+        let barrier = Barrier::new(2);
         let called = AtomicBool::new(false);
         // Relaxed: single thread.
         drop(BreakOnPanic::new(&barrier, || {
             called.store(true, Ordering::Relaxed)
         }));
         assert!(!called.into_inner());
-        assert_eq!(barrier.wait(), Ok(()));
+        assert!(!barrier.lock().broken);
+    }
+
+    #[test]
+    fn panic_messages_of_both_payload_kinds() {
+        let text = thread::spawn(|| panic!("{}", String::from("owned")))
+            .join()
+            .unwrap_err();
+        assert_eq!(panic_message(&*text), "owned");
+        let other = thread::spawn(|| std::panic::panic_any(7))
+            .join()
+            .unwrap_err();
+        assert_eq!(panic_message(&*other), "(a panic without a message)");
     }
 }

@@ -1836,7 +1836,7 @@ mod tests {
             });
             let _ = tx.send(outcome);
         });
-        rx.recv_timeout(Duration::from_secs(60))
+        rx.recv_timeout(Duration::from_secs(20))
             .expect("the run hung after a thread of it panicked")
     }
 
