@@ -349,3 +349,38 @@ fn an_accepted_total_other_than_the_positions_sum_is_an_error() {
     assert!(EngineCounters::new(3, 10, 30, 10, vec![10]).is_ok());
     assert!(EngineCounters::new(3, 10, 30, 11, vec![10]).is_err());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// TensorRT-LLM's view of a histogram: drafted and accepted per
+    /// position, no drafts counter (the drafts are those that reached
+    /// position 0, so steps that drafted nothing are not seen). Whatever
+    /// the lengths, the bounds hold the true continuation counts, and
+    /// drafts all of one length are exact.
+    #[test]
+    fn drafted_and_accepted_per_position_bound_the_truth(max in 1usize..=6, steps in steps(6, 80)) {
+        let steps: Vec<(usize, usize)> = steps.into_iter().map(|(k, a)| (k.min(max), a.min(k.min(max)))).collect();
+        let h = histogram(max, &steps);
+        let drafted: Vec<u64> = (0..max).map(|j| steps.iter().filter(|s| s.0 > j).count() as u64).collect();
+        let accepted: Vec<u64> = (0..max).map(|j| steps.iter().filter(|s| s.1 > j).count() as u64).collect();
+        let c = EngineCounters::new(max, drafted[0], drafted.iter().sum(), accepted.iter().sum(), accepted.clone())
+            .unwrap()
+            .with_draft_tokens_per_pos(drafted.clone())
+            .unwrap();
+        let truth = Continuation::new(&h);
+        match c.identify().unwrap() {
+            Identified::Exact { continuation, .. } => prop_assert_eq!(continuation.counts(), truth.counts()),
+            Identified::Bounds(b) => {
+                prop_assert!(drafted.iter().any(|&d| d != drafted[0]), "bounds with every draft of one length");
+                for i in 1..=max {
+                    let (s, lo, hi) = b.at(i).unwrap();
+                    let (ts, tn) = truth.at(i);
+                    prop_assert_eq!(s, ts);
+                    prop_assert!(lo <= tn && tn <= hi, "position {}: {} not in [{}, {}]", i, tn, lo, hi);
+                }
+            }
+            other => prop_assert!(false, "{:?}", other),
+        }
+    }
+}
