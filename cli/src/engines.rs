@@ -34,15 +34,46 @@
 //!   was accepted there (`if *count > 0`): a missing position is zero, and
 //!   `K` is the drafted tokens over the drafts. No labels (one process per
 //!   model).
-//! - **llama.cpp**'s server, `tools/server/server-context.cpp` (the
-//!   `/metrics` handler, read at ggml-org/llama.cpp
-//!   fb4026604c67c682f552337ec9b91eced0abd35a): `llamacpp:prompt_tokens_total`,
-//!   `llamacpp:tokens_predicted_total`, `llamacpp:n_decode_total`,
-//!   throughput gauges and request gauges; **no speculative-decoding
-//!   counter at all**. Draft counts exist only per request
-//!   (`timings.draft_n`, `timings.draft_n_accepted`) and in the slot log
-//!   line `draft acceptance rate = ...`: totals, never per position. So
-//!   `--engine llamacpp` is an error that says so.
+//! - **llama.cpp**'s server: up to ggml-org/llama.cpp
+//!   fb4026604c67c682f552337ec9b91eced0abd35a (`tools/server/server-context.cpp`,
+//!   the `/metrics` handler) no speculative-decoding counter at all; since
+//!   ggml-org/llama.cpp PR #26389 (merged 2026-08) vLLM's schema under the
+//!   prefix `llamacpp:`: `llamacpp:spec_decode_num_drafts_total`,
+//!   `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
+//!   `..._num_accepted_tokens_per_pos_total{position}`, `position` from 0,
+//!   no model or engine label (one model per server; router mode takes
+//!   `?model=`). Read from the pull request's description and its README
+//!   table, not from its code: the snapshot of llama.cpp this project can
+//!   read predates it. The per-position series appear with the first
+//!   completed speculative request, so a position that is missing reads
+//!   0 (the accepted total must still be their sum), and `K` is the
+//!   highest position exported plus one unless `--max-draft-len` gives it
+//!   (`--spec-draft-n-max`). llama.cpp's drafts vary in length (`p-min`
+//!   stops a draft early, n-gram drafts end with the match): bounds unless
+//!   every draft had `K` tokens. An older server without these counters
+//!   is an error that says which version added them.
+//! - **TensorRT-LLM**, `tensorrt_llm/metrics/collector.py`
+//!   (`MetricsCollector`, read at brb-nv/TensorRT-LLM
+//!   4ceca4550f00f667d57d3a731d9f994842abc8de, NVIDIA/TensorRT-LLM PR
+//!   #12636): `trtllm_spec_decode_drafted_tokens_total{token_position}` and
+//!   `trtllm_spec_decode_accepted_tokens_total{token_position}`, per
+//!   finished request (`return_perf_metrics`), `token_position` from 0,
+//!   a position's series incremented only when its count is positive (a
+//!   missing position is 0); beside them the iteration totals
+//!   `trtllm_spec_decode_num_draft_tokens_total` and
+//!   `..._num_accepted_tokens_total` (`enable_iter_perf_stats`), which count
+//!   every iteration, finished or not, so they need not equal the
+//!   per-position sums (a note says so when they differ). No drafts
+//!   counter: the drafts are those that reached position 0. With drafted
+//!   *and* accepted per position, the trials at position `i` are known up
+//!   to the drafts that ended at `i - 1` fully accepted: exact where no
+//!   draft ended there (every draft `K` long), bounds otherwise
+//!   ([`EngineCounters::with_draft_tokens_per_pos`]).
+//! - **SGLang**: its Prometheus gauges `sglang:spec_accept_length` and
+//!   `sglang:spec_accept_rate` are means over the latest interval only
+//!   (and a gauge cannot be summed over time with `rate()`): nothing per
+//!   position, so advice cannot be made from them; an error says so and
+//!   what to read instead.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -61,14 +92,20 @@ pub enum Engine {
     /// vLLM's four vllm:spec_decode_* counters (a by-draft-length family
     /// beside them is ignored).
     Vllm,
-    /// llama.cpp's server (exports no speculative-decoding counters: an
-    /// error that says so).
+    /// llama.cpp's server: vLLM's four counters under `llamacpp:` (since
+    /// llama.cpp PR #26389), positions exported as they are reached.
     Llamacpp,
     /// mistral.rs's mistralrs_speculative_* counters.
     Mistralrs,
     /// This crate's families, under any prefix (the by-draft-length family
     /// required).
     Specdec,
+    /// TensorRT-LLM's drafted and accepted counts per position
+    /// (trtllm_spec_decode_{drafted,accepted}_tokens_total{token_position}).
+    Trtllm,
+    /// SGLang's gauges (sglang:spec_accept_length, sglang:spec_accept_rate):
+    /// means only, an error that says what to read instead.
+    Sglang,
 }
 
 impl Engine {
@@ -79,6 +116,8 @@ impl Engine {
             Self::Llamacpp => "llama.cpp",
             Self::Mistralrs => "mistral.rs",
             Self::Specdec => "specdec-metrics",
+            Self::Trtllm => "TensorRT-LLM",
+            Self::Sglang => "SGLang",
         }
     }
 
@@ -93,8 +132,19 @@ impl Engine {
             (Self::Mistralrs, k) => format!(
                 "mistral.rs: --mtp-n-predict {k} (TOML: mtp_n_predict = {k}; it also turns adaptive draft depth off)"
             ),
-            (Self::Llamacpp, 0) => "llama.cpp: start llama-server without --model-draft (do not speculate)".into(),
-            (Self::Llamacpp, k) => format!("llama.cpp: llama-server --draft-max {k}"),
+            (Self::Llamacpp, 0) => "llama.cpp: start llama-server without --model-draft / --spec-type (do not speculate)".into(),
+            (Self::Llamacpp, k) => format!(
+                "llama.cpp: llama-server --spec-draft-n-max {k} (builds before the --spec-* flags: --draft-max {k})"
+            ),
+            (Self::Trtllm, 0) => "TensorRT-LLM: leave speculative_config out of the LLM API options (do not speculate)".into(),
+            (Self::Trtllm, k) => format!(
+                "TensorRT-LLM: speculative_config: {{max_draft_len: {k}, ...}} in the --extra_llm_api_options YAML (keep decoding_type and the draft model; Python: speculative_config=...(max_draft_len={k}))"
+            ),
+            (Self::Sglang, 0) => "SGLang: start it without --speculative-algorithm (do not speculate)".into(),
+            (Self::Sglang, k) => format!(
+                "SGLang: --speculative-num-steps {k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {}",
+                k + 1
+            ),
             (Self::Specdec, 0) => "specdec-metrics: draft 0 tokens (do not speculate); the Recorder keeps its max_draft_len".into(),
             (Self::Specdec, k) => format!(
                 "specdec-metrics: max_draft_len = {k} (Recorder::new({k}), DraftController::new({k}, cost)), or draft {k} from a larger K"
@@ -103,12 +153,17 @@ impl Engine {
     }
 }
 
-/// Why `--engine llamacpp` cannot be advised, and what would be needed.
-pub const LLAMACPP_EXPORTS_NOTHING: &str = "llama.cpp's server exports no speculative-decoding counters on /metrics (tools/server/server-context.cpp: prompt and predicted tokens, llama_decode calls, throughput and request gauges only); its draft counts exist only per request (timings.draft_n, timings.draft_n_accepted) and in its log, as totals without positions, and advice needs the accepted count per draft position (num_accepted_tokens_per_pos, as vLLM exports it). Record llama.cpp's drafts with this crate (or a patch that exports per-position counters) to advise it";
+/// Why SGLang's Prometheus gauges cannot be advised, and what to read.
+pub const SGLANG_MEANS_ONLY: &str = "SGLang's sglang:spec_accept_length and sglang:spec_accept_rate are gauges of the latest interval's means (never rate() a gauge): nothing per position, so a draft length cannot be advised from them. SGLang's per-request meta_info (spec_verify_ct, spec_num_proposed_drafts, spec_num_correct_drafts, spec_correct_drafts_histogram) holds the accepted counts per verify step, which identify the counts exactly; this version does not read them yet";
+
+/// Why an older llama.cpp cannot be advised.
+const LLAMACPP_BEFORE_COUNTERS: &str = "llama.cpp's server exports speculative-decoding counters on /metrics (llamacpp:spec_decode_num_drafts_total, ..._num_accepted_tokens_per_pos_total) only since llama.cpp PR #26389 (August 2026); before it, draft counts exist only per request and in the log, as totals without positions. Update llama-server and start it with --metrics";
 
 /// The suffixes that name the families of each schema.
 const VLLM_PER_POS: &str = "_num_accepted_tokens_per_pos_total";
 const MISTRAL_PROPOSED: &str = "_draft_tokens_proposed_total";
+const TRTLLM_DRAFTED_PER_POS: &str = "_drafted_tokens_total";
+const SGLANG_GAUGES: [&str; 2] = ["sglang:spec_accept_length", "sglang:spec_accept_rate"];
 
 /// The families of one engine under one prefix: the names `advise` reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,33 +173,65 @@ pub struct Families {
 }
 
 impl Families {
-    fn name(&self, vllm: &str, mistral: &str) -> String {
+    fn name(&self, vllm: &str, mistral: &str, trtllm: &str) -> String {
         match self.engine {
             Engine::Mistralrs => format!("{}_{mistral}", self.prefix),
+            Engine::Trtllm => format!("{}_{trtllm}", self.prefix),
             _ => format!("{}_{vllm}", self.prefix),
         }
     }
 
-    /// Drafts (verify steps that drafted).
+    /// Drafts (verify steps that drafted). TensorRT-LLM has no such
+    /// counter: its drafts are the drafted count at position 0.
     pub fn drafts(&self) -> String {
-        self.name(METRIC_FAMILIES[0], "drafts_total")
+        self.name(METRIC_FAMILIES[0], "drafts_total", "drafted_tokens_total")
     }
 
     pub fn draft_tokens(&self) -> String {
-        self.name(METRIC_FAMILIES[1], "draft_tokens_proposed_total")
+        self.name(
+            METRIC_FAMILIES[1],
+            "draft_tokens_proposed_total",
+            "num_draft_tokens_total",
+        )
     }
 
     pub fn accepted_tokens(&self) -> String {
-        self.name(METRIC_FAMILIES[2], "draft_tokens_accepted_total")
+        self.name(
+            METRIC_FAMILIES[2],
+            "draft_tokens_accepted_total",
+            "num_accepted_tokens_total",
+        )
     }
 
     pub fn accepted_per_pos(&self) -> String {
-        self.name(METRIC_FAMILIES[3], "draft_tokens_accepted_per_pos_total")
+        self.name(
+            METRIC_FAMILIES[3],
+            "draft_tokens_accepted_per_pos_total",
+            "accepted_tokens_total",
+        )
     }
 
-    /// This crate's drafted-per-position family (`Specdec` only).
+    /// The drafted-per-position family: this crate's, or TensorRT-LLM's.
     pub fn draft_tokens_per_pos(&self) -> Option<String> {
-        (self.engine == Engine::Specdec).then(|| format!("{}_{}", self.prefix, METRIC_FAMILIES[4]))
+        match self.engine {
+            Engine::Specdec => Some(format!("{}_{}", self.prefix, METRIC_FAMILIES[4])),
+            Engine::Trtllm => Some(format!("{}{TRTLLM_DRAFTED_PER_POS}", self.prefix)),
+            _ => None,
+        }
+    }
+
+    /// The label that holds a position.
+    pub fn position_label(&self) -> &'static str {
+        match self.engine {
+            Engine::Trtllm => "token_position",
+            _ => "position",
+        }
+    }
+
+    /// Whether the drafts counter is a family of its own (TensorRT-LLM's
+    /// drafts are its drafted count at position 0).
+    fn has_drafts_family(&self) -> bool {
+        self.engine != Engine::Trtllm
     }
 
     /// This crate's by-draft-length family (`Specdec` only).
@@ -162,13 +249,22 @@ impl Families {
         ];
         v.extend(self.draft_tokens_per_pos());
         v.extend(self.by_draft_length());
+        // TensorRT-LLM's drafts are its drafted family: once each.
+        let mut seen = BTreeSet::new();
+        v.retain(|name| seen.insert(name.clone()));
         v
     }
 
     /// Whether the engine creates every position's series from the start
     /// (so that a missing position is an error, not a zero).
     fn positions_always_exported(&self) -> bool {
-        self.engine != Engine::Mistralrs
+        matches!(self.engine, Engine::Vllm | Engine::Specdec)
+    }
+
+    /// Whether drafts vary in length by design and `K` is not exported:
+    /// `K` is the highest position exported plus one unless given.
+    fn lengths_vary(&self) -> bool {
+        matches!(self.engine, Engine::Llamacpp | Engine::Trtllm)
     }
 }
 
@@ -182,9 +278,9 @@ pub fn detect<'a>(
     source: &str,
 ) -> Result<Families, CliError> {
     let names: BTreeSet<&str> = names.into_iter().collect();
-    if forced == Some(Engine::Llamacpp) {
+    if forced == Some(Engine::Sglang) {
         return Err(CliError::new(format!(
-            "--engine llamacpp: {LLAMACPP_EXPORTS_NOTHING}"
+            "--engine sglang: {SGLANG_MEANS_ONLY}"
         )));
     }
     let mut found: Vec<Families> = Vec::new();
@@ -202,6 +298,8 @@ pub fn detect<'a>(
             let engine = match forced {
                 Some(Engine::Vllm) => Engine::Vllm,
                 _ if names.contains(by_length.as_str()) => Engine::Specdec,
+                _ if prefix.starts_with("llamacpp:") => Engine::Llamacpp,
+                Some(Engine::Llamacpp) => Engine::Llamacpp,
                 _ => Engine::Vllm,
             };
             add(Families {
@@ -215,6 +313,15 @@ pub fn detect<'a>(
         {
             add(Families {
                 engine: Engine::Mistralrs,
+                prefix: prefix.to_owned(),
+            });
+        }
+        if let Some(prefix) = name
+            .strip_suffix(TRTLLM_DRAFTED_PER_POS)
+            .filter(|p| p.ends_with("_spec_decode"))
+        {
+            add(Families {
+                engine: Engine::Trtllm,
                 prefix: prefix.to_owned(),
             });
         }
@@ -252,13 +359,18 @@ pub fn detect<'a>(
                 Some(e) => e.name().to_owned(),
                 None => "speculative-decoding".to_owned(),
             };
+            if names.iter().any(|n| SGLANG_GAUGES.contains(n)) {
+                return Err(CliError::new(format!(
+                    "{source}: these are SGLang's gauges: {SGLANG_MEANS_ONLY}"
+                )));
+            }
             let mut msg = format!(
-                "{source}: no {what} counters found (looked for vLLM's {VLLM_METRIC_PREFIX}_num_drafts_total and {VLLM_METRIC_PREFIX}_num_accepted_tokens_per_pos_total, this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, under any prefix)"
+                "{source}: no {what} counters found (looked for vLLM's and llama.cpp's <prefix>_num_drafts_total and <prefix>_num_accepted_tokens_per_pos_total ({VLLM_METRIC_PREFIX}, llamacpp:spec_decode), this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, TensorRT-LLM's trtllm_spec_decode_drafted_tokens_total, under any prefix)"
             );
             if names.iter().any(|n| n.starts_with("llamacpp:")) {
                 let _ = write!(
                     msg,
-                    "; this looks like llama.cpp: {LLAMACPP_EXPORTS_NOTHING}"
+                    "; this looks like an older llama.cpp: {LLAMACPP_BEFORE_COUNTERS}"
                 );
             }
             Err(CliError::new(msg))
@@ -404,16 +516,9 @@ pub fn group(
             v.sort();
             v
         };
-        if *name == drafts {
-            add(&mut g.drafts, n, s)?;
-            let slot = g.draft_sets.entry(rest(&[])).or_insert(0);
-            *slot = checked_sum(*slot, n, s)?;
-        } else if *name == tokens {
-            add(&mut g.draft_tokens, n, s)?;
-        } else if *name == accepted {
-            add(&mut g.accepted_tokens, n, s)?;
-        } else if *name == per_pos || drafted_per_pos.as_deref() == Some(name) {
-            let position = index_label(s, "position")?;
+        if *name == per_pos || drafted_per_pos.as_deref() == Some(name) {
+            let label = families.position_label();
+            let position = index_label(s, label)?;
             let map = if *name == per_pos {
                 &mut g.accepted_per_pos
             } else {
@@ -422,9 +527,17 @@ pub fn group(
             let slot = map.entry(position).or_insert(0);
             *slot = checked_sum(*slot, n, s)?;
             g.position_sets
-                .entry((s.name.clone(), rest(&["position"])))
+                .entry((s.name.clone(), rest(&[label])))
                 .or_default()
                 .insert(position);
+        } else if *name == drafts {
+            add(&mut g.drafts, n, s)?;
+            let slot = g.draft_sets.entry(rest(&[])).or_insert(0);
+            *slot = checked_sum(*slot, n, s)?;
+        } else if *name == tokens {
+            add(&mut g.draft_tokens, n, s)?;
+        } else if *name == accepted {
+            add(&mut g.accepted_tokens, n, s)?;
         } else {
             let k = index_label(s, "draft_length")?;
             let a = index_label(s, "accepted")?;
@@ -571,8 +684,29 @@ pub fn build(
     };
     let mut notes = Vec::new();
     let by_length_source = values == Values::Extrapolated && families.by_draft_length().is_some();
+    let sum = |m: &BTreeMap<usize, u64>| m.values().fold(0u64, |a, &n| a.saturating_add(n));
     let (mut drafts, mut draft_tokens, mut accepted) = if by_length_source {
         (0, 0, 0)
+    } else if !families.has_drafts_family() {
+        // TensorRT-LLM: every figure from the per-position counters (the
+        // iteration totals beside them count unfinished requests too).
+        let drafted = families.draft_tokens_per_pos().unwrap_or_default();
+        if g.draft_tokens_per_pos.is_empty() {
+            return Err(missing(drafted));
+        }
+        let (d, a) = (sum(&g.draft_tokens_per_pos), sum(&g.accepted_per_pos));
+        for (total, per_pos, name) in [
+            (g.draft_tokens, d, families.draft_tokens()),
+            (g.accepted_tokens, a, families.accepted_tokens()),
+        ] {
+            if let Some(total) = total.filter(|&t| t != per_pos) {
+                notes.push(format!(
+                    "{} is {total}, the per-position counters add up to {per_pos}: the total counts every iteration (enable_iter_perf_stats), the per-position counters the requests that finished with return_perf_metrics; the per-position counters are used",
+                    in_group(&name, "")
+                ));
+            }
+        }
+        (g.draft_tokens_per_pos.get(&0).copied().unwrap_or(0), d, a)
     } else {
         (
             g.drafts.ok_or_else(|| missing(families.drafts()))?,
@@ -644,6 +778,48 @@ pub fn build(
             )));
         }
         k
+    } else if families.lengths_vary() {
+        let highest = g
+            .accepted_per_pos
+            .keys()
+            .chain(g.draft_tokens_per_pos.keys())
+            .max()
+            .map(|&p| p + 1);
+        match (max_draft_len, highest) {
+            (Some(given), Some(h)) if h > given => {
+                return Err(CliError::new(format!(
+                    "{} exists but --max-draft-len is {given}",
+                    in_group(
+                        &families.accepted_per_pos(),
+                        &format!("{}=\"{}\"", families.position_label(), h - 1)
+                    )
+                )));
+            }
+            (Some(given), _) => given,
+            (None, Some(h)) => {
+                notes.push(format!(
+                    "K = {h}: the highest position exported is {}; {} creates a position's series only once it is reached, so the configured maximum may be higher (give it with --max-draft-len)",
+                    h - 1,
+                    families.engine.name()
+                ));
+                h
+            }
+            (None, None) => {
+                return Err(CliError::new(format!(
+                    "{} has no series: {} creates them with the first finished speculative request{}",
+                    in_group(&families.accepted_per_pos(), ""),
+                    families.engine.name(),
+                    if drafts > 0 {
+                        format!(
+                            ", yet {} is {drafts}: the scrape is cut or partial",
+                            in_group(&families.drafts(), "")
+                        )
+                    } else {
+                        " (nothing drafted yet)".to_owned()
+                    }
+                )));
+            }
+        }
     } else if let Some(given) = max_draft_len {
         given
     } else if drafts == 0 {
@@ -766,11 +942,11 @@ pub fn build(
             CounterSeries::AcceptedTokens => in_group(&families.accepted_tokens(), ""),
             CounterSeries::AcceptedPerPos { position } => in_group(
                 &families.accepted_per_pos(),
-                &format!("position=\"{position}\""),
+                &format!("{}=\"{position}\"", families.position_label()),
             ),
             CounterSeries::DraftTokensPerPos { position } => in_group(
                 &families.draft_tokens_per_pos().unwrap_or_default(),
-                &format!("position=\"{position}\""),
+                &format!("{}=\"{position}\"", families.position_label()),
             ),
             _ => in_group(&families.by_draft_length().unwrap_or_default(), ""),
         }
@@ -779,13 +955,27 @@ pub fn build(
         |e: specdec_metrics::EngineCountersError| CliError::new(e.to_string_with(name_series));
     let mut counters =
         EngineCounters::new(k, drafts, draft_tokens, accepted, per_pos).map_err(fail)?;
-    if let Some(buckets) = buckets {
-        if !by_length_source && !g.draft_tokens_per_pos.is_empty() {
-            let drafted: Vec<u64> = (0..k)
-                .map(|p| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0))
-                .collect();
-            counters = counters.with_draft_tokens_per_pos(drafted).map_err(fail)?;
+    if !by_length_source && !g.draft_tokens_per_pos.is_empty() {
+        if let Some((&p, _)) = g
+            .draft_tokens_per_pos
+            .iter()
+            .next_back()
+            .filter(|(p, _)| **p >= k)
+        {
+            return Err(CliError::new(format!(
+                "{} exists but K is {k}",
+                in_group(
+                    &families.draft_tokens_per_pos().unwrap_or_default(),
+                    &format!("{}=\"{p}\"", families.position_label())
+                )
+            )));
         }
+        let drafted: Vec<u64> = (0..k)
+            .map(|p| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0))
+            .collect();
+        counters = counters.with_draft_tokens_per_pos(drafted).map_err(fail)?;
+    }
+    if let Some(buckets) = buckets {
         counters = counters
             .with_by_draft_length_buckets(buckets)
             .map_err(fail)?;
@@ -852,18 +1042,39 @@ mod tests {
         );
         let llama = names(&["llamacpp:n_decode_total", "llamacpp:tokens_predicted_total"]);
         let err = detect(llama.iter().map(String::as_str), None, None, "x").unwrap_err();
-        assert!(err.to_string().contains("looks like llama.cpp"), "{err}");
+        assert!(err.to_string().contains("older llama.cpp"), "{err}");
+        let llama = names(&[
+            "llamacpp:spec_decode_num_drafts_total",
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+        ]);
+        let f = detect(llama.iter().map(String::as_str), None, None, "x").unwrap();
+        assert_eq!(
+            (f.engine, f.prefix.as_str()),
+            (Engine::Llamacpp, "llamacpp:spec_decode")
+        );
+        let trt = names(&[
+            "trtllm_spec_decode_drafted_tokens_total",
+            "trtllm_spec_decode_accepted_tokens_total",
+            "trtllm_spec_decode_num_draft_tokens_total",
+        ]);
+        let f = detect(trt.iter().map(String::as_str), None, None, "x").unwrap();
+        assert_eq!(
+            (f.engine, f.prefix.as_str(), f.position_label()),
+            (Engine::Trtllm, "trtllm_spec_decode", "token_position")
+        );
+        assert_eq!(f.drafts(), "trtllm_spec_decode_drafted_tokens_total");
+        assert_eq!(
+            f.accepted_per_pos(),
+            "trtllm_spec_decode_accepted_tokens_total"
+        );
         let err = detect(
             vllm.iter().map(String::as_str),
-            Some(Engine::Llamacpp),
+            Some(Engine::Sglang),
             None,
             "x",
         )
         .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("exports no speculative-decoding counters")
-        );
+        assert!(err.to_string().contains("gauges"), "{err}");
         let both: Vec<String> = vllm.iter().chain(&mistral).cloned().collect();
         let err = detect(both.iter().map(String::as_str), None, None, "x").unwrap_err();
         assert!(err.to_string().contains("several sets"), "{err}");

@@ -229,21 +229,6 @@ fn engines_groups_and_settings() {
         .as_u64()
         .unwrap();
     assert!(s1.abs_diff(72_960) <= 100, "{s1}");
-    // llama.cpp: a clear error, no invented data.
-    let path = fixture("vllm_llama31_8b_mtbench_k3.prom");
-    let (out, err, code) = advise(&[
-        "--metrics",
-        path.to_str().unwrap(),
-        "--engine",
-        "llamacpp",
-        "--cost-linear",
-        "1,0.1",
-    ]);
-    assert_eq!((out.as_str(), code), ("", 2));
-    assert!(
-        err.contains("llama.cpp's server exports no speculative-decoding counters"),
-        "{err}"
-    );
 }
 
 /// Writes `text` to a temporary file and advises on it.
@@ -1232,4 +1217,165 @@ fn huge_prometheus_answers_are_refused_with_a_way_to_narrow_them() {
         err.contains("1,001 groups (values of --by model_name), more than the 1,000"),
         "{err}"
     );
+}
+
+/// llama.cpp's server (llama.cpp PR #26389) as its `/metrics` handler
+/// writes it: vLLM's four counters under `llamacpp:`, no labels, the
+/// per-position series only once reached.
+fn llamacpp(drafts: u64, tokens: u64, accepted: u64, per_pos: &[(usize, u64)]) -> String {
+    let mut t = String::new();
+    for (name, help, v) in [
+        (
+            "spec_decode_num_drafts_total",
+            "Number of draft verification steps.",
+            drafts,
+        ),
+        (
+            "spec_decode_num_draft_tokens_total",
+            "Total draft tokens generated.",
+            tokens,
+        ),
+        (
+            "spec_decode_num_accepted_tokens_total",
+            "Total draft tokens accepted.",
+            accepted,
+        ),
+    ] {
+        t += &format!(
+            "# HELP llamacpp:{name} {help}\n# TYPE llamacpp:{name} counter\nllamacpp:{name} {v}\n"
+        );
+    }
+    t += "# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted draft tokens per position.\n";
+    t += "# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+    for (p, v) in per_pos {
+        t += &format!(
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{p}\"}} {v}\n"
+        );
+    }
+    t += "# HELP llamacpp:n_decode_total Total number of llama_decode() calls\n# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 4242\n";
+    t
+}
+
+#[test]
+fn llamacpp_counters_are_advised_with_its_own_flag() {
+    // Every draft had 3 tokens: exact.
+    let text = llamacpp(1000, 3000, 1500, &[(0, 700), (1, 500), (2, 300)]);
+    let (out, err, code) = advise_text(&text, &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("llama.cpp"), "{out}");
+    assert!(out.contains("--spec-draft-n-max"), "{out}");
+    assert!(out.contains("counts exact"), "{out}");
+    // K from the highest position exported, said in a note.
+    let (out, _, _) = advise_text(&text, &[]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["max_draft_len"], 3, "{out}");
+    assert!(out.contains("the highest position exported is 2"), "{out}");
+    // Drafts shorter than K (p-min, n-gram matches): bounds.
+    let text = llamacpp(1000, 2500, 1500, &[(0, 700), (1, 500), (2, 300)]);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "bounds");
+    // A position not reached yet reads 0; given K, it is there as 0.
+    let text = llamacpp(1000, 3000, 1200, &[(0, 700), (1, 500)]);
+    let (out, err, code) = advise_text(&text, &["--max-draft-len", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["groups"][0]["recommendation"]["positions"][2]["successes"],
+        0
+    );
+    // The accepted total is still the positions' sum.
+    let text = llamacpp(1000, 3000, 1600, &[(0, 700), (1, 500), (2, 300)]);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2));
+    assert!(
+        err.contains("llamacpp:spec_decode_num_accepted_tokens_total"),
+        "{err}"
+    );
+    // Drafts but no per-position series: cut.
+    let text = llamacpp(1000, 3000, 0, &[]);
+    let (_, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cut or partial"), "{err}");
+}
+
+#[test]
+fn an_older_llamacpp_and_sglang_gauges_are_refused_with_what_to_do() {
+    let text = "# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 10\n# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 99\n";
+    let (out, err, code) = advise_text(text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2));
+    assert!(
+        err.contains("older llama.cpp") && err.contains("#26389"),
+        "{err}"
+    );
+    let text = "# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name=\"m\"} 3.1\n# TYPE sglang:spec_accept_rate gauge\nsglang:spec_accept_rate{model_name=\"m\"} 0.7\n";
+    let (out, err, code) = advise_text(text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2));
+    assert!(err.contains("means") && err.contains("meta_info"), "{err}");
+    let (_, err, code) = advise_text(text, &["--engine", "sglang"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--engine sglang"), "{err}");
+}
+
+/// TensorRT-LLM's `MetricsCollector` as prometheus_client writes it: the
+/// per-position drafted and accepted counters (`token_position` from 0,
+/// a series only once positive) and the iteration totals.
+fn trtllm(drafted: &[u64], accepted: &[u64], totals: Option<(u64, u64)>) -> String {
+    let labels = "engine_type=\"trtllm\",model_name=\"m\"";
+    let mut t = String::new();
+    for (family, counts) in [("drafted", drafted), ("accepted", accepted)] {
+        t += &format!(
+            "# HELP trtllm_spec_decode_{family}_tokens_total Total {family} tokens per speculative decoding position.\n# TYPE trtllm_spec_decode_{family}_tokens counter\n"
+        );
+        for (p, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            t += &format!(
+                "trtllm_spec_decode_{family}_tokens_total{{{labels},token_position=\"{p}\"}} {n}.0\n"
+            );
+            t += &format!(
+                "trtllm_spec_decode_{family}_tokens_created{{{labels},token_position=\"{p}\"}} 1.7e9\n"
+            );
+        }
+    }
+    if let Some((d, a)) = totals {
+        t += &format!(
+            "# TYPE trtllm_spec_decode_num_draft_tokens counter\ntrtllm_spec_decode_num_draft_tokens_total{{{labels}}} {d}.0\n"
+        );
+        t += &format!(
+            "# TYPE trtllm_spec_decode_num_accepted_tokens counter\ntrtllm_spec_decode_num_accepted_tokens_total{{{labels}}} {a}.0\n"
+        );
+    }
+    t
+}
+
+#[test]
+fn trtllm_per_position_drafted_and_accepted_identify_what_they_can() {
+    // Every draft 3 long: exact, drafts = drafted at position 0.
+    let text = trtllm(&[1000, 1000, 1000], &[700, 500, 300], Some((3000, 1500)));
+    let (out, err, code) = advise_text(&text, &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("TensorRT-LLM") && out.contains("max_draft_len: 3"),
+        "{out}"
+    );
+    assert!(out.contains("1,000 drafts"), "{out}");
+    // Drafts of varying length (1000 reached position 0, 600 position 2):
+    // bounds, and the trials at position 3 are at most the drafts there.
+    let text = trtllm(&[1000, 800, 600], &[700, 500, 300], None);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "bounds");
+    assert_eq!(v["groups"][0]["bounds"][2]["trials_max"], 500);
+    assert_eq!(v["groups"][0]["bounds"][0]["trials_max"], 1000);
+    // Iteration totals that differ from the per-position sums: a note.
+    let text = trtllm(&[1000, 1000, 1000], &[700, 500, 300], Some((3300, 1650)));
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("the per-position counters are used"), "{out}");
+    // A position whose accepted count passes its drafted count: refused.
+    let text = trtllm(&[1000, 400, 300], &[700, 500, 300], None);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2));
+    assert!(err.contains("token_position"), "{err}");
 }

@@ -43,7 +43,7 @@ use crate::vllm_log::{self, Reconstruction};
 
 /// The labels that index the series of one family (positions, buckets):
 /// never a grouping.
-const INDEX_LABELS: [&str; 3] = ["position", "draft_length", "accepted"];
+const INDEX_LABELS: [&str; 4] = ["position", "token_position", "draft_length", "accepted"];
 
 /// Exit status when some group's counters give bounds, not advice.
 pub const NOT_IDENTIFIED: u8 = 3;
