@@ -691,7 +691,15 @@ for model in ["fleet-a", "fleet-b"]:
     print(f"      {model}: k = {rec['draft_len']} (merged reports: {own['draft_len']}), speedup {rec['expected_speedup']:.4f} vs {own['expected_speedup']:.4f} "
           f"(rel {speed:.2e}), largest rate difference {rate_err:.2e} ({len(rates)} positions of 500+ trials), drafts {g['drafts']} vs {report['num_spec_steps']} ({drafts:+.2%}), "
           f"exact because {g['exact_because']}")
-    ok &= (rec["draft_len"] == own["draft_len"] and speed <= tol and rates_ok
+    # The same k, or a near-tie: the merged reports' own goodput at the k
+    # Prometheus chose is within tol of their best (two lengths 1e-4
+    # apart in goodput are told apart by noise in the counts, not by the
+    # data; seen once: k = 5 against 4 at 1.8401 vs 1.8400).
+    own_goodput = {c["draft_len"]: c["goodput"] for c in own["candidates"]}
+    tie = abs(own_goodput[rec["draft_len"]] / own_goodput[own["draft_len"]] - 1) <= tol
+    if rec["draft_len"] != own["draft_len"]:
+        print(f"      {model}: a near-tie by the merged reports' goodputs: {tie}")
+    ok &= ((rec["draft_len"] == own["draft_len"] or tie) and speed <= tol and rates_ok
            and abs(drafts) <= count_tol and g["exact_because"] == "by_draft_length")
 sys.exit(0 if ok else 1)
 PY
