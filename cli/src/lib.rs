@@ -9,8 +9,11 @@
 //! is printed), [`flags`] (flag values more than one subcommand takes),
 //! [`format`](mod@format) (numbers and quoted input in messages),
 //! [`io`] (reading a report back, writing standard output and files) and
-//! [`render`] (the text printed: tables, JSON, the plot). No module
-//! imports from another subcommand. The parsers live here, not in the
+//! [`render`] (the text printed: tables, JSON, the plot), and
+//! [`advice`](mod@advice) (what `advise` decided on engine counters: the
+//! one output model its JSON and its table are made from). No module
+//! imports from another subcommand, and nothing in [`render`] from
+//! [`cmd`]. The parsers live here, not in the
 //! binary, so that benches and fuzz targets can link against them.
 //!
 //! Exit status: 0 on success, 3 when `advise` on engine counters gives
@@ -22,6 +25,7 @@
 // (.ci/run): a public item may point at the private one it is built on.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod advice;
 pub mod cmd;
 pub mod engines;
 pub mod error;

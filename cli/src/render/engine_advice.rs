@@ -7,43 +7,14 @@
 
 use std::fmt::Write as _;
 
-use specdec_metrics::{Extrapolation, Recommendation, StepCost};
+use specdec_metrics::{Recommendation, StepCost};
 
 use super::table::{Column, Table};
-use crate::cmd::advise::engines::PositionBounds;
-use crate::engines::Engine;
+use crate::advice::{EngineAdvice, ExactBecause, Verdict};
 use crate::format::{group_digits, level_percent, percent};
 
-/// What the table shows.
-pub struct View<'a> {
-    pub source: &'a str,
-    pub engine: Engine,
-    pub families: Vec<String>,
-    /// Log lines the counts were reconstructed from, and the most each
-    /// `P_i` may be off by.
-    pub reconstruction: Option<(u64, f64)>,
-    pub credible_level: f64,
-    pub groups: Vec<GroupView<'a>>,
-}
-
-/// One group's part.
-pub struct GroupView<'a> {
-    /// `model_name="m"`, or "" for one group without the label.
-    pub name: String,
-    pub max_draft_len: usize,
-    pub drafts: u64,
-    pub exact_because: Option<&'static str>,
-    pub notes: &'a [String],
-    pub recommendation: Option<&'a Recommendation>,
-    /// `(K, ratio, interval, probability better)`.
-    pub versus: Option<(usize, f64, [f64; 2], f64)>,
-    pub setting: Option<&'a str>,
-    pub extrapolation: Option<&'a Extrapolation>,
-    pub bounds: Option<&'a [PositionBounds]>,
-}
-
 /// The text, ending in a newline.
-pub fn render(view: &View<'_>, cost: &StepCost) -> String {
+pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -56,35 +27,38 @@ pub fn render(view: &View<'_>, cost: &StepCost) -> String {
     for g in &view.groups {
         out.push('\n');
         let k = g.max_draft_len;
-        let known = match g.exact_because {
-            Some("by_draft_length") => "counts exact (the by-draft-length family)".to_owned(),
-            Some(_) if view.reconstruction.is_some() => {
-                "counts reconstructed from the log, every draft of K tokens".to_owned()
+        let known = match (g.identified, g.exact_because) {
+            (Verdict::Bounds, _) => "NOT ADVISED: the counters give bounds only",
+            (_, Some(ExactBecause::ByDraftLength)) => "counts exact (the by-draft-length family)",
+            _ if view.reconstruction.is_some() => {
+                "counts reconstructed from the log, every draft of K tokens"
             }
-            Some(_) => "counts exact (every draft had K tokens)".to_owned(),
-            None => "NOT ADVISED: the counters give bounds only".to_owned(),
+            _ => "counts exact (every draft had K tokens)",
         };
+        let name = g.name();
         let _ = writeln!(
             out,
             "== {}K = {k}, {} drafts; {known} ==",
-            if g.name.is_empty() {
+            if name.is_empty() {
                 String::new()
             } else {
-                format!("{}: ", g.name)
+                format!("{name}: ")
             },
             group_digits(g.drafts)
         );
-        for note in g.notes {
+        for note in &g.notes {
             let _ = writeln!(out, "note: {note}");
         }
-        if let Some(rec) = g.recommendation {
+        if let Some(rec) = &g.recommendation {
             out.push('\n');
             out.push_str(&super::advice::render(rec, cost));
             out.push('\n');
-            if let Some((_, error)) = view.reconstruction {
-                let _ = writeln!(out, "{}\n", reconstruction_caveat(rec, error));
+            if let Some(r) = &view.reconstruction {
+                let _ = writeln!(out, "{}\n", reconstruction_caveat(rec, r.max_rate_error));
             }
-            if let Some((current, ratio, interval, prob)) = g.versus {
+            if let Some(v) = &g.versus_current {
+                let (current, ratio, interval, prob) =
+                    (v.draft_len, v.ratio, v.interval, v.prob_better);
                 if rec.draft_len == current {
                     let _ = writeln!(
                         out,
@@ -101,14 +75,14 @@ pub fn render(view: &View<'_>, cost: &StepCost) -> String {
                     );
                 }
             }
-            if let Some(setting) = g.setting {
+            if let Some(setting) = &g.setting {
                 let _ = writeln!(out, "Set: {setting}");
             }
             let _ = writeln!(
                 out,
                 "Positions above K = {k} were never drafted: nothing measured says how drafts longer than {k} would do."
             );
-            if let Some(x) = g.extrapolation {
+            if let Some(x) = &g.extrapolation {
                 let _ = writeln!(
                     out,
                     "Extrapolation (a guess, not a measurement): if every position above {} continued at the rate measured there ({}), drafting {} would be best (speedup {:.2}x over not speculating). Raise K to {} and measure before trusting it.",
@@ -120,7 +94,7 @@ pub fn render(view: &View<'_>, cost: &StepCost) -> String {
                 );
             }
         }
-        if let Some(bounds) = g.bounds {
+        if let Some(bounds) = &g.bounds {
             let _ = writeln!(
                 out,
                 "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",

@@ -1,7 +1,8 @@
 //! What the subcommands print, as text, and nothing else: no module here
 //! reads or writes ([`crate::io`] does). The report as a table
 //! ([`report`]) or a heatmap ([`plot`]), the advice's tables ([`advice`],
-//! and per engine group [`engine_advice`]), the batch-size table
+//! and per engine group [`engine_advice`], from
+//! [`crate::advice`]'s model), the batch-size table
 //! ([`batch_table`]), the what-if's table and plot ([`whatif`],
 //! [`whatif_plot`]), all laid out by the one table renderer ([`table`]);
 //! and any serializable value as one line of JSON ([`json_line`]).

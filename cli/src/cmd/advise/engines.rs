@@ -26,12 +26,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde::Serialize;
-use specdec_metrics::{
-    Advisor, Exactness, Extrapolation, Identified, MAX_MAX_DRAFT_LEN, Recommendation, StepCost,
-};
+use specdec_metrics::{Advisor, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost};
 
-use crate::engines::{Engine, Families};
+use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Verdict, Versus};
+use crate::engines::Engine;
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
 use crate::format::{escape_hidden, excerpt};
@@ -140,64 +138,6 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{} is not a number of seconds in (0, 86400]", excerpt(s)))
 }
 
-/// What `advise` prints for engine counters (`--format json`).
-#[derive(Serialize)]
-struct EngineAdvice<'a> {
-    source: &'a str,
-    engine: Engine,
-    /// The sample names read start with this.
-    prefix: &'a str,
-    /// The label the groups are by (`null` for a log).
-    by: Option<&'a str>,
-    /// How precise counts reconstructed from a log are.
-    reconstruction: Option<&'a Reconstruction>,
-    groups: Vec<GroupAdvice>,
-}
-
-/// One group's advice, or its bounds.
-#[derive(Serialize)]
-struct GroupAdvice {
-    labels: BTreeMap<String, String>,
-    max_draft_len: usize,
-    drafts: u64,
-    /// `exact` or `bounds`.
-    identified: &'static str,
-    /// Why exact: `by_draft_length` or `same_length`.
-    exact_because: Option<&'static str>,
-    notes: Vec<String>,
-    recommendation: Option<Recommendation>,
-    versus_current: Option<Versus>,
-    setting: Option<String>,
-    /// Positions above this (`K`) were never drafted.
-    never_drafted_above: usize,
-    extrapolation: Option<Extrapolation>,
-    bounds: Option<Vec<PositionBounds>>,
-}
-
-/// The recommendation against drafting the current `K`.
-#[derive(Serialize)]
-struct Versus {
-    /// The current `K`.
-    draft_len: usize,
-    /// Goodput of the recommendation over goodput at `K`.
-    ratio: f64,
-    interval: [f64; 2],
-    /// Posterior probability that the recommendation has the higher
-    /// goodput (0.5 when it is `K`).
-    prob_better: f64,
-}
-
-/// Bounds on one position's continuation (positions from 1).
-#[derive(Serialize)]
-pub struct PositionBounds {
-    pub position: usize,
-    pub successes: u64,
-    pub trials_min: u64,
-    pub trials_max: u64,
-    pub rate_min: Option<f64>,
-    pub rate_max: Option<f64>,
-}
-
 /// Reads the counters the flags name and advises on them.
 pub fn run(
     src: &SourceArgs,
@@ -279,7 +219,7 @@ pub fn run(
             labels,
             max_draft_len: k,
             drafts: counters.drafts(),
-            identified: "exact",
+            identified: Verdict::Exact,
             exact_because: None,
             notes: group.built.notes.clone(),
             recommendation: None,
@@ -295,8 +235,8 @@ pub fn run(
                 because,
             } => {
                 advice.exact_because = Some(match because {
-                    Exactness::ByDraftLength => "by_draft_length",
-                    _ => "same_length",
+                    Exactness::ByDraftLength => ExactBecause::ByDraftLength,
+                    _ => ExactBecause::SameLength,
                 });
                 let rec = advisor
                     .recommend_continuation(&continuation, cost)
@@ -328,7 +268,7 @@ pub fn run(
             }
             Identified::Bounds(b) => {
                 not_identified = true;
-                advice.identified = "bounds";
+                advice.identified = Verdict::Bounds;
                 advice.bounds = Some(
                     (1..=k)
                         .filter_map(|i| {
@@ -355,16 +295,18 @@ pub fn run(
         groups.push(advice);
     }
     let out = EngineAdvice {
-        source: &counted.source,
+        source: counted.source.clone(),
         engine: counted.families.engine,
-        prefix: &counted.families.prefix,
-        by,
-        reconstruction: reconstruction.as_ref(),
+        prefix: counted.families.prefix.clone(),
+        families: counted.families.all(),
+        by: by.map(str::to_owned),
+        reconstruction,
+        credible_level: advisor.credible_level(),
         groups,
     };
     let text = match format {
         Format::Json => json_line(&out, "advice")?,
-        _ => render_table(&out, &counted.families, cost, advisor),
+        _ => render::engine_advice::render(&out, cost),
     };
     // Label values come from the endpoint: nothing in them may act on
     // the terminal, in the table, the JSON or a warning.
@@ -386,44 +328,4 @@ pub fn run(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn render_table(
-    out: &EngineAdvice<'_>,
-    families: &Families,
-    cost: &StepCost,
-    advisor: &Advisor,
-) -> String {
-    let view = render::engine_advice::View {
-        source: out.source,
-        engine: out.engine,
-        families: families.all(),
-        reconstruction: out.reconstruction.map(|r| (r.lines, r.max_rate_error)),
-        credible_level: advisor.credible_level(),
-        groups: out
-            .groups
-            .iter()
-            .map(|g| render::engine_advice::GroupView {
-                name: g
-                    .labels
-                    .iter()
-                    .map(|(l, v)| sources::selector_of(Some(&(l.clone(), v.clone()))))
-                    .next()
-                    .unwrap_or_default(),
-                max_draft_len: g.max_draft_len,
-                drafts: g.drafts,
-                exact_because: g.exact_because,
-                notes: &g.notes,
-                recommendation: g.recommendation.as_ref(),
-                versus: g
-                    .versus_current
-                    .as_ref()
-                    .map(|v| (v.draft_len, v.ratio, v.interval, v.prob_better)),
-                setting: g.setting.as_deref(),
-                extrapolation: g.extrapolation.as_ref(),
-                bounds: g.bounds.as_deref(),
-            })
-            .collect(),
-    };
-    render::engine_advice::render(&view, cost)
 }
