@@ -36,8 +36,8 @@ use crate::format::{escape_hidden, excerpt};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::render::{self, json_line};
-use crate::sources::{self, Counted, Settings};
-use crate::vllm_log::{self, Reconstruction};
+use crate::source::{PrometheusQuery, Read, Scrape, Source, VllmLog};
+use crate::sources::Settings;
 
 /// The labels that index the series of one family (positions, buckets):
 /// never a grouping.
@@ -111,6 +111,27 @@ impl SourceArgs {
     pub fn given(&self) -> bool {
         self.metrics.is_some() || self.prometheus.is_some() || self.vllm_log.is_some()
     }
+
+    /// The source the flags name.
+    fn source(&self) -> Result<Box<dyn Source>, CliError> {
+        if let Some(metrics) = &self.metrics {
+            Ok(Box::new(Scrape {
+                source: metrics.clone(),
+                since: self.since.clone(),
+            }))
+        } else if let Some(url) = &self.prometheus {
+            Ok(Box::new(PrometheusQuery {
+                url: url.clone(),
+                window: self.window.clone().unwrap_or_default(),
+                selector: self.selector.clone(),
+                at: self.at.clone(),
+            }))
+        } else if let Some(path) = &self.vllm_log {
+            Ok(Box::new(VllmLog { path: path.clone() }))
+        } else {
+            Err(CliError::new("give --metrics, --prometheus or --vllm-log"))
+        }
+    }
 }
 
 fn parse_label(s: &str) -> Result<String, String> {
@@ -161,38 +182,12 @@ pub fn run(
             "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
         )));
     }
-    let (counted, reconstruction, by): (Counted, Option<Reconstruction>, Option<&str>) =
-        if let Some(metrics) = &src.metrics {
-            (
-                sources::from_metrics(metrics, src.since.as_deref(), &settings)?,
-                None,
-                Some(&src.by),
-            )
-        } else if let Some(url) = &src.prometheus {
-            let window = src.window.as_deref().unwrap_or_default();
-            (
-                sources::from_prometheus(
-                    url,
-                    window,
-                    src.selector.as_deref(),
-                    src.at.as_deref(),
-                    &settings,
-                )?,
-                None,
-                Some(&src.by),
-            )
-        } else if let Some(path) = &src.vllm_log {
-            if let Some(e) = src.engine.filter(|&e| e != Engine::Vllm) {
-                return Err(CliError::new(format!(
-                    "--vllm-log reads vLLM's log; --engine {} does not apply",
-                    e.name()
-                )));
-            }
-            let (counted, rec) = vllm_log::read(path, max_draft_len)?;
-            (counted, Some(rec), None)
-        } else {
-            return Err(CliError::new("give --metrics, --prometheus or --vllm-log"));
-        };
+    let source = src.source()?;
+    let Read {
+        counted,
+        reconstruction,
+        by,
+    } = source.read(&settings)?;
 
     let mut groups = Vec::new();
     let mut warnings = Vec::new();
@@ -299,7 +294,7 @@ pub fn run(
         engine: counted.families.engine,
         prefix: counted.families.prefix.clone(),
         families: counted.families.all(),
-        by: by.map(str::to_owned),
+        by,
         reconstruction,
         credible_level: advisor.credible_level(),
         groups,

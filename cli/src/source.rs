@@ -1,0 +1,103 @@
+//! `advise` on engine counters is one pipeline: a [`Source`] reads its
+//! input into continuation counts per group with what they identify, the
+//! advisor advises (`cmd::advise::engines`), a renderer prints
+//! (`render::engine_advice`, from the [`advice`](crate::advice) model).
+//! Each source is one type behind this one small trait, so the next
+//! engine's format is one more implementation; today's:
+//!
+//! - [`Scrape`]: one Prometheus exposition, or the counts between two
+//!   (`--metrics [--since]`; [`crate::sources::from_metrics`]);
+//! - [`PrometheusQuery`]: `increase()` over a window of a Prometheus HTTP
+//!   API (`--prometheus`; [`crate::sources::from_prometheus`]);
+//! - [`VllmLog`]: vLLM's periodic log lines (`--vllm-log`;
+//!   [`crate::vllm_log::read`]).
+
+use std::path::PathBuf;
+
+use crate::engines::Engine;
+use crate::error::CliError;
+use crate::sources::{self, Counted, Settings};
+use crate::vllm_log::{self, Reconstruction};
+
+/// What a source read: the groups' counters, and what the reading assumed.
+#[derive(Debug)]
+pub struct Read {
+    pub counted: Counted,
+    /// For counts reconstructed from rounded figures (a log): how precise
+    /// they are.
+    pub reconstruction: Option<Reconstruction>,
+    /// The label the groups are by, `None` where the input has no labels.
+    pub by: Option<String>,
+}
+
+/// One input `advise` reads engine counters from.
+pub trait Source {
+    /// Reads the input into continuation counts per group, refusing what
+    /// it cannot read with the place and the reason.
+    fn read(&self, settings: &Settings) -> Result<Read, CliError>;
+}
+
+/// `--metrics SOURCE [--since EARLIER]`.
+#[derive(Debug)]
+pub struct Scrape {
+    pub source: String,
+    pub since: Option<String>,
+}
+
+impl Source for Scrape {
+    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+        Ok(Read {
+            counted: sources::from_metrics(&self.source, self.since.as_deref(), settings)?,
+            reconstruction: None,
+            by: Some(settings.by.clone()),
+        })
+    }
+}
+
+/// `--prometheus URL --window D [--selector S] [--at T]`.
+#[derive(Debug)]
+pub struct PrometheusQuery {
+    pub url: String,
+    pub window: String,
+    pub selector: Option<String>,
+    pub at: Option<String>,
+}
+
+impl Source for PrometheusQuery {
+    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+        Ok(Read {
+            counted: sources::from_prometheus(
+                &self.url,
+                &self.window,
+                self.selector.as_deref(),
+                self.at.as_deref(),
+                settings,
+            )?,
+            reconstruction: None,
+            by: Some(settings.by.clone()),
+        })
+    }
+}
+
+/// `--vllm-log FILE|-`.
+#[derive(Debug)]
+pub struct VllmLog {
+    pub path: PathBuf,
+}
+
+impl Source for VllmLog {
+    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+        if let Some(e) = settings.engine.filter(|&e| e != Engine::Vllm) {
+            return Err(CliError::new(format!(
+                "--vllm-log reads vLLM's log; --engine {} does not apply",
+                e.name()
+            )));
+        }
+        let (counted, rec) = vllm_log::read(&self.path, settings.max_draft_len)?;
+        Ok(Read {
+            counted,
+            reconstruction: Some(rec),
+            by: None,
+        })
+    }
+}
