@@ -9,6 +9,7 @@ use serde::Serialize;
 use specdec_metrics::{Extrapolation, Recommendation};
 
 use crate::engines::Engine;
+use crate::responses::RequestFigures;
 use crate::vllm_log::Reconstruction;
 
 /// What `advise` prints for engine counters (`--format json`).
@@ -18,9 +19,9 @@ pub struct EngineAdvice {
     pub engine: Engine,
     /// The sample names read start with this.
     pub prefix: String,
-    /// The families read (not serialized: the table's source line).
-    #[serde(skip)]
-    pub families: Vec<String>,
+    /// What the input was read as: the engine's counters and the families
+    /// read, or its responses.
+    pub read_as: String,
     /// The label the groups are by (`null` for a log).
     pub by: Option<String>,
     /// How precise counts reconstructed from a log are.
@@ -30,6 +31,9 @@ pub struct EngineAdvice {
     #[serde(skip)]
     pub credible_level: f64,
     pub groups: Vec<GroupAdvice>,
+    /// Each request's figures (`--responses --by-request`), in input order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<RequestFigures>>,
 }
 
 /// What the counters of a group identify.

@@ -36,6 +36,7 @@ pub mod http;
 pub mod io;
 pub mod ngram;
 pub mod render;
+pub mod responses;
 pub mod source;
 pub mod sources;
 pub mod vllm_log;

@@ -10,12 +10,15 @@
 //! - [`PrometheusQuery`]: `increase()` over a window of a Prometheus HTTP
 //!   API (`--prometheus`; [`crate::sources::from_prometheus`]);
 //! - [`VllmLog`]: vLLM's periodic log lines (`--vllm-log`;
-//!   [`crate::vllm_log::read`]).
+//!   [`crate::vllm_log::read`]);
+//! - [`Responses`](crate::responses::Responses): per-request figures in
+//!   engines' responses (`--responses`, `--by-request`).
 
 use std::path::PathBuf;
 
 use crate::engines::Engine;
 use crate::error::CliError;
+use crate::responses::RequestFigures;
 use crate::sources::{self, Counted, Settings};
 use crate::vllm_log::{self, Reconstruction};
 
@@ -28,6 +31,11 @@ pub struct Read {
     pub reconstruction: Option<Reconstruction>,
     /// The label the groups are by, `None` where the input has no labels.
     pub by: Option<String>,
+    /// What the input was read as, for the output's source line (`None`:
+    /// the engine's counters, with the families read).
+    pub read_as: Option<String>,
+    /// Each request's figures (`--by-request`).
+    pub requests: Option<Vec<RequestFigures>>,
 }
 
 /// One input `advise` reads engine counters from.
@@ -50,6 +58,8 @@ impl Source for Scrape {
             counted: sources::from_metrics(&self.source, self.since.as_deref(), settings)?,
             reconstruction: None,
             by: Some(settings.by.clone()),
+            read_as: None,
+            requests: None,
         })
     }
 }
@@ -75,6 +85,8 @@ impl Source for PrometheusQuery {
             )?,
             reconstruction: None,
             by: Some(settings.by.clone()),
+            read_as: None,
+            requests: None,
         })
     }
 }
@@ -98,6 +110,8 @@ impl Source for VllmLog {
             counted,
             reconstruction: Some(rec),
             by: None,
+            read_as: None,
+            requests: None,
         })
     }
 }

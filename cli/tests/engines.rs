@@ -1379,3 +1379,162 @@ fn trtllm_per_position_drafted_and_accepted_identify_what_they_can() {
     assert_eq!((out.as_str(), code), ("", 2));
     assert!(err.contains("token_position"), "{err}");
 }
+
+/// A vLLM response (`--per-request-spec-decode-metrics summary`) with its
+/// derived figures computed as vLLM computes them.
+fn vllm_response(id: &str, k: usize, by_accepted: &[u64], drafted: u64) -> String {
+    let steps: u64 = by_accepted.iter().sum();
+    let accepted: u64 = by_accepted
+        .iter()
+        .enumerate()
+        .map(|(j, &n)| j as u64 * n)
+        .sum();
+    let spec = serde_json::json!({
+        "mean_acceptance_length": 1.0 + accepted as f64 / steps as f64,
+        "draft_acceptance_rate": accepted as f64 / drafted as f64,
+        "acceptance_histogram": by_accepted,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": k,
+    });
+    serde_json::json!({"id": id, "model": "m", "choices": [], "metrics": {"speculative_decoding": spec}})
+        .to_string()
+}
+
+fn advise_responses(text: &str, extra: &[&str]) -> (String, String, i32) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join("responses.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let mut args = vec![
+        "--responses",
+        path.to_str().unwrap(),
+        "--cost-linear",
+        "1,0.1",
+    ];
+    args.extend_from_slice(extra);
+    advise(&args)
+}
+
+#[test]
+fn vllm_responses_pool_into_exact_counts_and_spread_by_request() {
+    // Two requests of K = 3, every draft 3 long; one streamed (chunks
+    // before the last carry no figures).
+    let text = format!(
+        "{}\ndata: {{\"id\":\"r2\",\"choices\":[{{\"delta\":{{}}}}]}}\ndata: {}\ndata: [DONE]\n\n",
+        vllm_response("r1", 3, &[39, 1, 0, 3], 129),
+        vllm_response("r2", 3, &[1, 2, 3, 14], 60)
+    );
+    let (out, err, code) = advise_responses(&text, &["--by-request"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let g = &v["groups"][0];
+    assert_eq!(g["labels"]["model"], "m");
+    assert_eq!(g["drafts"], 63);
+    assert_eq!(g["identified"], "exact");
+    // Position 1: 63 trials, 23 accepted (1 + 3 + 2 + 3 + 14); position 2:
+    // 23 trials, 20 accepted.
+    let p = &g["recommendation"]["positions"];
+    assert_eq!(
+        (p[0]["trials"].as_u64(), p[0]["successes"].as_u64()),
+        (Some(63), Some(23))
+    );
+    assert_eq!(
+        (p[1]["trials"].as_u64(), p[1]["successes"].as_u64()),
+        (Some(23), Some(20))
+    );
+    assert!(
+        out.contains("1 line without per-request figures skipped"),
+        "{out}"
+    );
+    let requests = v["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1]["id"], "r2");
+    assert_eq!(requests[1]["mean_acceptance_length"], 3.5);
+    let (out, _, _) = advise_responses(&text, &["--by-request", "--format", "table"]);
+    assert!(
+        out.contains("median 1.23") && out.contains("max 3.50"),
+        "{out}"
+    );
+    // Without --by-request, no per-request list.
+    let (out, _, _) = advise_responses(&text, &[]);
+    assert!(!out.contains("\"requests\""), "{out}");
+}
+
+#[test]
+fn responses_of_varying_length_give_bounds_and_this_crates_rows_are_exact() {
+    // 10 steps, 25 drafted tokens of at most 3: lengths varied.
+    let text = vllm_response("r1", 3, &[2, 3, 3, 2], 25);
+    let (out, err, code) = advise_responses(&text, &[]);
+    assert_eq!(code, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "bounds");
+    // This crate's per-request object carries the rows: exact.
+    let mut h = AcceptanceHistogram::new(3).unwrap();
+    for (k, a) in [(1, 1), (3, 0), (3, 3), (2, 1), (2, 2)] {
+        h.observe(k, a).unwrap();
+    }
+    let line = serde_json::json!({"id": "x", "metrics": {"speculative_decoding": h}}).to_string();
+    let (out, err, code) = advise_responses(&line, &[]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["exact_because"], "by_draft_length");
+    // Position 2: reached by (3,3), (2,1), (2,2) and (3,0)? No: (3,0)
+    // stopped at 1. Trials 3, accepted 2.
+    let p = &v["groups"][0]["recommendation"]["positions"];
+    assert_eq!(
+        (p[1]["trials"].as_u64(), p[1]["successes"].as_u64()),
+        (Some(3), Some(2))
+    );
+}
+
+#[test]
+fn sglang_meta_info_is_read_per_choice() {
+    // SGLang's OpenAI endpoint: meta_info per choice; the histogram grows
+    // only to the largest count seen (here 2 of K = 3).
+    let meta = |id: &str, hist: &[u64], steps: u64| {
+        let accepted: u64 = hist.iter().enumerate().map(|(j, &n)| j as u64 * n).sum();
+        serde_json::json!({"id": id, "spec_verify_ct": steps, "spec_num_correct_drafts": accepted,
+            "spec_num_proposed_drafts": steps * 3, "spec_correct_drafts_histogram": hist})
+    };
+    let line = serde_json::json!({"id": "c", "model": "s", "choices": [
+        {"index": 0, "meta_info": meta("a", &[2, 3, 5], 10)},
+        {"index": 1, "meta_info": meta("b", &[1, 0, 0, 9], 10)},
+    ]})
+    .to_string();
+    let (out, err, code) = advise_responses(&line, &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("SGLang responses (meta_info)"), "{out}");
+    assert!(
+        out.contains("20 drafts") && out.contains("--speculative-num-steps"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_responses_are_refused_with_the_line_and_the_reason() {
+    let good = vllm_response("r1", 3, &[39, 1, 0, 3], 129);
+    for (text, wanted) in [
+        (format!("{good}\n{{not json\n"), "line 2: not JSON"),
+        (
+            good.replace("[39,1,0,3]", "[39,1,0,4]"),
+            "the histogram holds 44 steps",
+        ),
+        (
+            good.replace("\"num_spec_tokens\":3", "\"num_spec_tokens\":2"),
+            "acceptance_histogram has 4 counts",
+        ),
+        (
+            good.replace("1.2325581395348837", "1.5"),
+            "mean_acceptance_length is 1.5",
+        ),
+        (
+            "{\"id\":\"x\",\"choices\":[]}\n".to_owned(),
+            "no response holds per-request",
+        ),
+    ] {
+        let (out, err, code) = advise_responses(&text, &[]);
+        assert_eq!((out.as_str(), code), ("", 2), "{wanted}: {err}");
+        assert!(err.contains(wanted), "wanted {wanted:?}: {err}");
+    }
+}

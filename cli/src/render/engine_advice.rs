@@ -12,17 +12,12 @@ use specdec_metrics::{Recommendation, StepCost};
 use super::table::{Column, Table};
 use crate::advice::{EngineAdvice, ExactBecause, Verdict};
 use crate::format::{group_digits, level_percent, percent};
+use crate::responses::{RequestFigures, quantile};
 
 /// The text, ending in a newline.
 pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Source: {} ({} counters: {})",
-        view.source,
-        view.engine.name(),
-        view.families.join(", ")
-    );
+    let _ = writeln!(out, "Source: {} ({})", view.source, view.read_as);
     let level = level_percent(view.credible_level);
     for g in &view.groups {
         out.push('\n');
@@ -125,6 +120,61 @@ pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
             table.render(&mut out);
         }
     }
+    if let Some(requests) = &view.requests {
+        out.push('\n');
+        out.push_str(&request_spread(requests));
+    }
+    out
+}
+
+/// The spread of the requests' mean acceptance lengths, and the requests
+/// furthest below the rest.
+fn request_spread(requests: &[RequestFigures]) -> String {
+    let mut out = String::new();
+    let drafted: Vec<&RequestFigures> = requests.iter().filter(|r| r.steps > 0).collect();
+    let mut lengths: Vec<f64> = drafted.iter().map(|r| r.mean_acceptance_length).collect();
+    lengths.sort_by(f64::total_cmp);
+    let q = |p: f64| quantile(&lengths, p).map_or("-".to_owned(), |v| format!("{v:.2}"));
+    let _ = writeln!(
+        out,
+        "Across {} requests that drafted ({} in all), mean acceptance length per request: min {}, 10% {}, median {}, 90% {}, max {}",
+        group_digits(drafted.len() as u64),
+        group_digits(requests.len() as u64),
+        q(0.0),
+        q(0.1),
+        q(0.5),
+        q(0.9),
+        q(1.0)
+    );
+    let mut lowest = drafted.clone();
+    lowest.sort_by(|a, b| {
+        a.mean_acceptance_length
+            .total_cmp(&b.mean_acceptance_length)
+    });
+    let mut table = Table::new(vec![
+        Column::left("request"),
+        Column::right("steps"),
+        Column::right("drafted"),
+        Column::right("accepted"),
+        Column::right("mean acceptance length"),
+        Column::right("acceptance rate"),
+    ]);
+    for r in lowest.iter().take(10) {
+        table.row(vec![
+            r.id.clone(),
+            group_digits(r.steps),
+            group_digits(r.draft_tokens),
+            group_digits(r.accepted),
+            format!("{:.2}", r.mean_acceptance_length),
+            r.draft_acceptance_rate.map_or("-".into(), percent),
+        ]);
+    }
+    let _ = writeln!(
+        out,
+        "The {} lowest (every request's figures are in --format json):",
+        lowest.len().min(10)
+    );
+    table.render(&mut out);
     out
 }
 

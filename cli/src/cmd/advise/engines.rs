@@ -36,6 +36,7 @@ use crate::format::{escape_hidden, excerpt};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::render::{self, json_line};
+use crate::responses::Responses;
 use crate::source::{PrometheusQuery, Read, Scrape, Source, VllmLog};
 use crate::sources::Settings;
 
@@ -88,6 +89,14 @@ pub struct SourceArgs {
     /// reconstructed into counts (see the manual for their precision).
     #[arg(long, value_name = "FILE", conflicts_with = "report")]
     pub vllm_log: Option<PathBuf>,
+    /// Engines' responses, one per line (JSON or server-sent events):
+    /// vLLM's metrics.speculative_decoding (--per-request-spec-decode-metrics
+    /// summary), SGLang's meta_info, pooled over the requests of each model.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log"])]
+    pub responses: Option<PathBuf>,
+    /// With --responses: each request's figures and their spread too.
+    #[arg(long, requires = "responses")]
+    pub by_request: bool,
     /// Read the counters of this engine and no other [default: detected
     /// from the names].
     #[arg(long, value_name = "ENGINE")]
@@ -109,7 +118,10 @@ pub struct SourceArgs {
 impl SourceArgs {
     /// Whether a source flag was given (advise then reads no report).
     pub fn given(&self) -> bool {
-        self.metrics.is_some() || self.prometheus.is_some() || self.vllm_log.is_some()
+        self.metrics.is_some()
+            || self.prometheus.is_some()
+            || self.vllm_log.is_some()
+            || self.responses.is_some()
     }
 
     /// The source the flags name.
@@ -128,8 +140,15 @@ impl SourceArgs {
             }))
         } else if let Some(path) = &self.vllm_log {
             Ok(Box::new(VllmLog { path: path.clone() }))
+        } else if let Some(path) = &self.responses {
+            Ok(Box::new(Responses {
+                path: path.clone(),
+                by_request: self.by_request,
+            }))
         } else {
-            Err(CliError::new("give --metrics, --prometheus or --vllm-log"))
+            Err(CliError::new(
+                "give --metrics, --prometheus, --vllm-log or --responses",
+            ))
         }
     }
 }
@@ -187,7 +206,16 @@ pub fn run(
         counted,
         reconstruction,
         by,
+        read_as,
+        requests,
     } = source.read(&settings)?;
+    let read_as = read_as.unwrap_or_else(|| {
+        format!(
+            "{} counters: {}",
+            counted.families.engine.name(),
+            counted.families.all().join(", ")
+        )
+    });
 
     let mut groups = Vec::new();
     let mut warnings = Vec::new();
@@ -293,11 +321,12 @@ pub fn run(
         source: counted.source.clone(),
         engine: counted.families.engine,
         prefix: counted.families.prefix.clone(),
-        families: counted.families.all(),
+        read_as,
         by,
         reconstruction,
         credible_level: advisor.credible_level(),
         groups,
+        requests,
     };
     let text = match format {
         Format::Json => json_line(&out, "advice")?,
