@@ -34,6 +34,7 @@ pub mod flags;
 pub mod format;
 pub mod http;
 pub mod io;
+pub mod llamacpp_log;
 pub mod ngram;
 pub mod render;
 pub mod responses;

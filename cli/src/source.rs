@@ -11,6 +11,8 @@
 //!   API (`--prometheus`; [`crate::sources::from_prometheus`]);
 //! - [`VllmLog`]: vLLM's periodic log lines (`--vllm-log`;
 //!   [`crate::vllm_log::read`]);
+//! - [`LlamacppLog`](crate::llamacpp_log::LlamacppLog): llama.cpp's
+//!   statistics and per-request log lines (`--llamacpp-log`);
 //! - [`Responses`](crate::responses::Responses): per-request figures in
 //!   engines' responses (`--responses`, `--by-request`).
 

@@ -192,7 +192,7 @@ pub fn read(
 
 /// `text` without its SGR sequences (`ESC [ params m`: the colours a
 /// logger or `--color` wraps a line in), which vLLM's figures never hold.
-fn strip_sgr(text: &str) -> String {
+pub(crate) fn strip_sgr(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("\u{1b}[") {

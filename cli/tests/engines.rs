@@ -1538,3 +1538,61 @@ fn bad_responses_are_refused_with_the_line_and_the_reason() {
         assert!(err.contains(wanted), "wanted {wanted:?}: {err}");
     }
 }
+
+/// llama.cpp's statistics line (llama.cpp PR #24536) for the counts given.
+fn llamacpp_statistics(drafter: &str, drafts: u64, drafted: u64, per_pos: &[u64]) -> String {
+    let accepted: u64 = per_pos.iter().sum();
+    let rates: Vec<String> = per_pos
+        .iter()
+        .map(|&c| format!("{:.3}", c as f64 / drafts as f64))
+        .collect();
+    format!(
+        "0.06.896.057 I statistics {drafter:>16}: #calls(b,g,a) =    1 {drafts:6} {drafts:6}, #gen drafts = {drafts:6}, #acc drafts = {:5}, #gen tokens = {drafted:6}, #acc tokens = {accepted:5}, #mean acc len = {:.2}, #acc rate/pos = ({}), dur(b,g,a) = 0.005, 325.555, 0.114 ms\n",
+        per_pos[0],
+        1.0 + accepted as f64 / drafts as f64,
+        rates.join(", ")
+    )
+}
+
+fn advise_llamacpp_log(text: &str, extra: &[&str]) -> (String, String, i32) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join("llama.log");
+    std::fs::write(&path, text).unwrap();
+    let mut args = vec!["--llamacpp-log", path.to_str().unwrap(), "--cost-linear", "1,0.1"];
+    args.extend_from_slice(extra);
+    advise(&args)
+}
+
+#[test]
+fn llamacpp_log_statistics_accumulate_per_drafter_across_restarts() {
+    // Cumulative lines: the latest counts; after a restart (counts fall)
+    // the life before it counts too. Every draft 3 long: exact.
+    let text = [
+        "0.01.000.000 I srv  update_slots: all slots are idle\n".to_owned(),
+        llamacpp_statistics("draft-eagle3", 100, 300, &[80, 60, 40]),
+        format!("\x1b[32m{}\x1b[0m", llamacpp_statistics("draft-eagle3", 1000, 3000, &[800, 600, 400])),
+        llamacpp_statistics("draft-eagle3", 500, 1500, &[400, 300, 200]),
+    ]
+    .concat();
+    let (out, err, code) = advise_llamacpp_log(&text, &[]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let g = &v["groups"][0];
+    assert_eq!(g["labels"]["drafter"], "draft-eagle3");
+    assert_eq!(g["drafts"], 1500);
+    let p = &g["recommendation"]["positions"];
+    assert_eq!((p[0]["trials"].as_u64(), p[0]["successes"].as_u64()), (Some(1500), Some(1200)));
+    assert_eq!((p[2]["trials"].as_u64(), p[2]["successes"].as_u64()), (Some(900), Some(600)));
+    assert!(g["setting"].as_str().unwrap().contains("--spec-draft-n-max"), "{out}");
+    // Drafts of varying length (p-min): bounds.
+    let (_, err, code) = advise_llamacpp_log(&llamacpp_statistics("draft-simple", 87, 259, &[70, 55, 42]), &[]);
+    assert_eq!(code, 3, "{err}");
+    // An older llama.cpp: totals only, refused with what to update.
+    let old = "I statistics ngram_simple: #calls = 1, #gen drafts = 87, #acc drafts = 70, #gen tokens = 259, #acc tokens = 167, dur = 1 ms\n";
+    let (out, err, code) = advise_llamacpp_log(old, &[]);
+    assert_eq!((out.as_str(), code), ("", 2));
+    assert!(err.contains("line 1") && err.contains("update llama.cpp"), "{err}");
+    let (_, err, code) = advise_llamacpp_log("nothing here\n", &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no llama.cpp speculative-decoding line"), "{err}");
+}

@@ -35,6 +35,7 @@ use crate::flags::{Format, parse_size};
 use crate::format::{escape_hidden, excerpt};
 use crate::http::Limits;
 use crate::io::write_stdout;
+use crate::llamacpp_log::LlamacppLog;
 use crate::render::{self, json_line};
 use crate::responses::Responses;
 use crate::source::{PrometheusQuery, Read, Scrape, Source, VllmLog};
@@ -89,6 +90,11 @@ pub struct SourceArgs {
     /// reconstructed into counts (see the manual for their precision).
     #[arg(long, value_name = "FILE", conflicts_with = "report")]
     pub vllm_log: Option<PathBuf>,
+    /// llama.cpp's log: its "statistics <drafter>: ..." lines (or, without
+    /// them, its per-request "print_timing ... draft acceptance" lines),
+    /// reconstructed into counts.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log", "responses"])]
+    pub llamacpp_log: Option<PathBuf>,
     /// Engines' responses, one per line (JSON or server-sent events):
     /// vLLM's metrics.speculative_decoding (--per-request-spec-decode-metrics
     /// summary), SGLang's meta_info, pooled over the requests of each model.
@@ -122,6 +128,7 @@ impl SourceArgs {
             || self.prometheus.is_some()
             || self.vllm_log.is_some()
             || self.responses.is_some()
+            || self.llamacpp_log.is_some()
     }
 
     /// The source the flags name.
@@ -140,6 +147,8 @@ impl SourceArgs {
             }))
         } else if let Some(path) = &self.vllm_log {
             Ok(Box::new(VllmLog { path: path.clone() }))
+        } else if let Some(path) = &self.llamacpp_log {
+            Ok(Box::new(LlamacppLog { path: path.clone() }))
         } else if let Some(path) = &self.responses {
             Ok(Box::new(Responses {
                 path: path.clone(),
@@ -147,7 +156,7 @@ impl SourceArgs {
             }))
         } else {
             Err(CliError::new(
-                "give --metrics, --prometheus, --vllm-log or --responses",
+                "give --metrics, --prometheus, --vllm-log, --llamacpp-log or --responses",
             ))
         }
     }
