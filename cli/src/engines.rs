@@ -667,77 +667,159 @@ pub fn build(
     max_draft_len: Option<usize>,
     values: Values,
 ) -> Result<Built, CliError> {
-    let in_group = |name: &str, extra: &str| -> String {
+    let mut b = Builder {
+        families,
+        group_label,
+        g,
+        max_draft_len,
+        values,
+        by_length_source: values == Values::Extrapolated && families.by_draft_length().is_some(),
+        notes: Vec::new(),
+    };
+    let (drafts, mut draft_tokens, accepted) = b.totals()?;
+    let k = b.max_draft_len(drafts, &mut draft_tokens)?;
+    if !(1..=specdec_metrics::MAX_MAX_DRAFT_LEN).contains(&k) {
+        return Err(CliError::new(format!(
+            "K = {k} ({}): advice takes K in 1..=64",
+            b.in_group(&families.accepted_per_pos(), "")
+        )));
+    }
+    let mut figures = Figures {
+        k,
+        drafts,
+        draft_tokens,
+        accepted,
+        per_pos: b.accepted_per_pos(k)?,
+    };
+    let buckets = b.buckets(&mut figures)?;
+    if values == Values::Extrapolated && buckets.is_none() {
+        b.within_slack(&mut figures);
+    }
+    b.counters(figures, buckets)
+}
+
+/// A by-draft-length bucket: `(draft_length, accepted, count)`.
+type Bucket = (usize, usize, u64);
+
+/// The figures [`EngineCounters::new`] takes, as [`build`] gathers them.
+struct Figures {
+    k: usize,
+    drafts: u64,
+    draft_tokens: u64,
+    accepted: u64,
+    per_pos: Vec<u64>,
+}
+
+/// One group's build: what it reads, and the notes of what it assumed.
+struct Builder<'a> {
+    families: &'a Families,
+    group_label: &'a str,
+    g: &'a GroupCounts,
+    max_draft_len: Option<usize>,
+    values: Values,
+    /// Every figure from the by-draft-length buckets (`increase()` of this
+    /// crate's families: one extrapolation, consistent).
+    by_length_source: bool,
+    notes: Vec<String>,
+}
+
+impl Builder<'_> {
+    /// `name{group_label,extra}` as the series is named.
+    fn in_group(&self, name: &str, extra: &str) -> String {
+        let group_label = self.group_label;
         match (group_label.is_empty(), extra.is_empty()) {
             (true, true) => name.to_owned(),
             (true, false) => format!("{name}{{{extra}}}"),
             (false, true) => format!("{name}{{{group_label}}}"),
             (false, false) => format!("{name}{{{group_label},{extra}}}"),
         }
-    };
-    let missing = |name: String| {
+    }
+
+    fn missing(&self, name: String) -> CliError {
         CliError::new(format!(
             "{} is missing: {} exports it, and advice needs it",
-            in_group(&name, ""),
-            families.engine.name()
+            self.in_group(&name, ""),
+            self.families.engine.name()
         ))
-    };
-    let mut notes = Vec::new();
-    let by_length_source = values == Values::Extrapolated && families.by_draft_length().is_some();
-    let sum = |m: &BTreeMap<usize, u64>| m.values().fold(0u64, |a, &n| a.saturating_add(n));
-    let (mut drafts, mut draft_tokens, mut accepted) = if by_length_source {
-        (0, 0, 0)
-    } else if !families.has_drafts_family() {
+    }
+
+    /// Drafts, drafted and accepted tokens.
+    fn totals(&mut self) -> Result<(u64, u64, u64), CliError> {
+        let (families, g) = (self.families, self.g);
+        if self.by_length_source {
+            return Ok((0, 0, 0));
+        }
+        if families.has_drafts_family() {
+            return Ok((
+                g.drafts.ok_or_else(|| self.missing(families.drafts()))?,
+                g.draft_tokens
+                    .ok_or_else(|| self.missing(families.draft_tokens()))?,
+                g.accepted_tokens
+                    .ok_or_else(|| self.missing(families.accepted_tokens()))?,
+            ));
+        }
         // TensorRT-LLM: every figure from the per-position counters (the
         // iteration totals beside them count unfinished requests too).
-        let drafted = families.draft_tokens_per_pos().unwrap_or_default();
         if g.draft_tokens_per_pos.is_empty() {
-            return Err(missing(drafted));
+            return Err(self.missing(families.draft_tokens_per_pos().unwrap_or_default()));
         }
+        let sum = |m: &BTreeMap<usize, u64>| m.values().fold(0u64, |a, &n| a.saturating_add(n));
         let (d, a) = (sum(&g.draft_tokens_per_pos), sum(&g.accepted_per_pos));
         for (total, per_pos, name) in [
             (g.draft_tokens, d, families.draft_tokens()),
             (g.accepted_tokens, a, families.accepted_tokens()),
         ] {
             if let Some(total) = total.filter(|&t| t != per_pos) {
-                notes.push(format!(
+                let note = format!(
                     "{} is {total}, the per-position counters add up to {per_pos}: the total counts every iteration (enable_iter_perf_stats), the per-position counters the requests that finished with return_perf_metrics; the per-position counters are used",
-                    in_group(&name, "")
-                ));
+                    self.in_group(&name, "")
+                );
+                self.notes.push(note);
             }
         }
-        (g.draft_tokens_per_pos.get(&0).copied().unwrap_or(0), d, a)
-    } else {
-        (
-            g.drafts.ok_or_else(|| missing(families.drafts()))?,
-            g.draft_tokens
-                .ok_or_else(|| missing(families.draft_tokens()))?,
-            g.accepted_tokens
-                .ok_or_else(|| missing(families.accepted_tokens()))?,
-        )
-    };
+        Ok((g.draft_tokens_per_pos.get(&0).copied().unwrap_or(0), d, a))
+    }
 
-    // K, and the gap check where every position is always exported.
-    let k = if by_length_source {
-        // From the buckets alone: the largest draft length.
-        let k = g
+    /// `K`, as the engine's families tell it (see [`build`]).
+    fn max_draft_len(&mut self, drafts: u64, draft_tokens: &mut u64) -> Result<usize, CliError> {
+        if self.by_length_source {
+            self.k_from_buckets()
+        } else if self.families.positions_always_exported() {
+            self.k_from_positions()
+        } else if self.families.lengths_vary() {
+            self.k_from_highest_position(drafts)
+        } else if let Some(given) = self.max_draft_len {
+            Ok(given)
+        } else {
+            self.k_from_drafts(drafts, draft_tokens)
+        }
+    }
+
+    /// From the buckets alone: the largest draft length.
+    fn k_from_buckets(&self) -> Result<usize, CliError> {
+        let name = self.families.by_draft_length().unwrap_or_default();
+        let k = self
+            .g
             .buckets
             .keys()
             .map(|&(k, _)| k)
             .max()
-            .ok_or_else(|| missing(families.by_draft_length().unwrap_or_default()))?;
-        if let Some(given) = max_draft_len.filter(|&m| m != k) {
+            .ok_or_else(|| self.missing(name.clone()))?;
+        if let Some(given) = self.max_draft_len.filter(|&m| m != k) {
             return Err(CliError::new(format!(
                 "{} has draft lengths 0..={k} (K = {k}) but --max-draft-len is {given}",
-                in_group(&families.by_draft_length().unwrap_or_default(), "")
+                self.in_group(&name, "")
             )));
         }
-        k
-    } else if families.positions_always_exported() {
-        check_every_label_set_has_positions(families, g)?;
-        let sets: Vec<(&SeriesSet, &BTreeSet<usize>)> = g.position_sets.iter().collect();
+        Ok(k)
+    }
+
+    /// The number of positions, every one there in every label set.
+    fn k_from_positions(&self) -> Result<usize, CliError> {
+        let families = self.families;
+        check_every_label_set_has_positions(families, self.g)?;
         let mut k = None;
-        for ((name, labels), positions) in &sets {
+        for ((name, labels), positions) in &self.g.position_sets {
             let n = positions.last().map_or(0, |&p| p + 1);
             if let Some(gap) = (0..n).find(|p| !positions.contains(p)) {
                 let mut labels = labels.clone();
@@ -754,13 +836,13 @@ pub fn build(
                 Some(k) if k != n => {
                     return Err(CliError::new(format!(
                         "{} has positions 0..{} in one series set and 0..{} in another: engines of one {} have different K; advise them apart (--by, --selector)",
-                        in_group(name, ""),
+                        self.in_group(name, ""),
                         k.min(n),
                         k.max(n),
-                        if group_label.is_empty() {
+                        if self.group_label.is_empty() {
                             "group"
                         } else {
-                            group_label
+                            self.group_label
                         },
                     )));
                 }
@@ -769,85 +851,93 @@ pub fn build(
         }
         let k = k
             .filter(|&k| k > 0)
-            .ok_or_else(|| missing(families.accepted_per_pos()))?;
-        if let Some(given) = max_draft_len.filter(|&m| m != k) {
+            .ok_or_else(|| self.missing(families.accepted_per_pos()))?;
+        if let Some(given) = self.max_draft_len.filter(|&m| m != k) {
             return Err(CliError::new(format!(
                 "{} has positions 0..{} (K = {k}) but --max-draft-len is {given}",
-                in_group(&families.accepted_per_pos(), ""),
+                self.in_group(&families.accepted_per_pos(), ""),
                 k - 1
             )));
         }
-        k
-    } else if families.lengths_vary() {
+        Ok(k)
+    }
+
+    /// Engines whose drafts vary and whose positions appear as reached
+    /// (llama.cpp, TensorRT-LLM): `--max-draft-len`, else the highest
+    /// position exported plus one, with a note.
+    fn k_from_highest_position(&mut self, drafts: u64) -> Result<usize, CliError> {
+        let (families, g) = (self.families, self.g);
         let highest = g
             .accepted_per_pos
             .keys()
             .chain(g.draft_tokens_per_pos.keys())
             .max()
             .map(|&p| p + 1);
-        match (max_draft_len, highest) {
-            (Some(given), Some(h)) if h > given => {
-                return Err(CliError::new(format!(
-                    "{} exists but --max-draft-len is {given}",
-                    in_group(
-                        &families.accepted_per_pos(),
-                        &format!("{}=\"{}\"", families.position_label(), h - 1)
-                    )
-                )));
-            }
-            (Some(given), _) => given,
+        match (self.max_draft_len, highest) {
+            (Some(given), Some(h)) if h > given => Err(CliError::new(format!(
+                "{} exists but --max-draft-len is {given}",
+                self.in_group(
+                    &families.accepted_per_pos(),
+                    &format!("{}=\"{}\"", families.position_label(), h - 1)
+                )
+            ))),
+            (Some(given), _) => Ok(given),
             (None, Some(h)) => {
-                notes.push(format!(
+                self.notes.push(format!(
                     "K = {h}: the highest position exported is {}; {} creates a position's series only once it is reached, so the configured maximum may be higher (give it with --max-draft-len)",
                     h - 1,
                     families.engine.name()
                 ));
-                h
+                Ok(h)
             }
-            (None, None) => {
-                return Err(CliError::new(format!(
-                    "{} has no series: {} creates them with the first finished speculative request{}",
-                    in_group(&families.accepted_per_pos(), ""),
-                    families.engine.name(),
-                    if drafts > 0 {
-                        format!(
-                            ", yet {} is {drafts}: the scrape is cut or partial",
-                            in_group(&families.drafts(), "")
-                        )
-                    } else {
-                        " (nothing drafted yet)".to_owned()
-                    }
-                )));
-            }
+            (None, None) => Err(CliError::new(format!(
+                "{} has no series: {} creates them with the first finished speculative request{}",
+                self.in_group(&families.accepted_per_pos(), ""),
+                families.engine.name(),
+                if drafts > 0 {
+                    format!(
+                        ", yet {} is {drafts}: the scrape is cut or partial",
+                        self.in_group(&families.drafts(), "")
+                    )
+                } else {
+                    " (nothing drafted yet)".to_owned()
+                }
+            ))),
         }
-    } else if let Some(given) = max_draft_len {
-        given
-    } else if drafts == 0 {
-        return Err(CliError::new(format!(
-            "{} is 0: {} does not export K, which only drafts show (drafted tokens / drafts); give --max-draft-len K",
-            in_group(&families.drafts(), ""),
-            families.engine.name()
-        )));
-    } else {
-        let k = (draft_tokens as f64 / drafts as f64).round() as u64;
-        let exact = draft_tokens == drafts.saturating_mul(k);
-        let close = values == Values::Extrapolated
-            && draft_tokens.abs_diff(drafts.saturating_mul(k)) <= slack(draft_tokens);
+    }
+
+    /// mistral.rs: the drafted tokens over the drafts, which must be whole
+    /// (within the extrapolation slack under `increase()`, then set so).
+    fn k_from_drafts(&mut self, drafts: u64, draft_tokens: &mut u64) -> Result<usize, CliError> {
+        let families = self.families;
+        if drafts == 0 {
+            return Err(CliError::new(format!(
+                "{} is 0: {} does not export K, which only drafts show (drafted tokens / drafts); give --max-draft-len K",
+                self.in_group(&families.drafts(), ""),
+                families.engine.name()
+            )));
+        }
+        let tokens = *draft_tokens;
+        let k = (tokens as f64 / drafts as f64).round() as u64;
+        let exact = tokens == drafts.saturating_mul(k);
+        let close = self.values == Values::Extrapolated
+            && tokens.abs_diff(drafts.saturating_mul(k)) <= slack(tokens);
         if k == 0 || !(exact || close) {
             return Err(CliError::new(format!(
-                "{} ({draft_tokens}) over {} ({drafts}) is not a whole number: drafts had different lengths (mistral.rs adapts its draft depth unless --mtp-n-predict is set), and mistral.rs does not export K; give --max-draft-len K (its --mtp-n-predict, or the largest depth)",
-                in_group(&families.draft_tokens(), ""),
-                in_group(&families.drafts(), ""),
+                "{} ({tokens}) over {} ({drafts}) is not a whole number: drafts had different lengths (mistral.rs adapts its draft depth unless --mtp-n-predict is set), and mistral.rs does not export K; give --max-draft-len K (its --mtp-n-predict, or the largest depth)",
+                self.in_group(&families.draft_tokens(), ""),
+                self.in_group(&families.drafts(), ""),
             )));
         }
         if !exact {
-            notes.push(format!(
-                "K = {k} taken from drafted tokens {draft_tokens} / drafts {drafts} within the extrapolation slack of increase()"
+            self.notes.push(format!(
+                "K = {k} taken from drafted tokens {tokens} / drafts {drafts} within the extrapolation slack of increase()"
             ));
-            draft_tokens = drafts * k;
+            *draft_tokens = drafts * k;
         }
         let k = usize::try_from(k).unwrap_or(usize::MAX);
-        if let Some((&p, _)) = g
+        if let Some((&p, _)) = self
+            .g
             .accepted_per_pos
             .iter()
             .next_back()
@@ -855,132 +945,162 @@ pub fn build(
         {
             return Err(CliError::new(format!(
                 "{} exists but K (drafted tokens / drafts) is {k}: drafts had different lengths; give --max-draft-len K",
-                in_group(&families.accepted_per_pos(), &format!("position=\"{p}\""))
+                self.in_group(&families.accepted_per_pos(), &format!("position=\"{p}\""))
             )));
         }
-        k
-    };
-    if !(1..=specdec_metrics::MAX_MAX_DRAFT_LEN).contains(&k) {
-        return Err(CliError::new(format!(
-            "K = {k} ({}): advice takes K in 1..=64",
-            in_group(&families.accepted_per_pos(), "")
-        )));
+        Ok(k)
     }
 
-    let mut per_pos: Vec<u64> = (0..k)
-        .map(|p| g.accepted_per_pos.get(&p).copied().unwrap_or(0))
-        .collect();
-    if let Some((&p, _)) = g
-        .accepted_per_pos
-        .iter()
-        .next_back()
-        .filter(|(p, _)| **p >= k)
-    {
-        return Err(CliError::new(format!(
-            "{} exists but K is {k}",
-            in_group(&families.accepted_per_pos(), &format!("position=\"{p}\""))
-        )));
-    }
-    let buckets: Option<Vec<(usize, usize, u64)>> = families
-        .by_draft_length()
-        .map(|_| g.buckets.iter().map(|(&(k, a), &n)| (k, a, n)).collect());
-    if let (Some(name), Some(buckets)) = (families.by_draft_length(), &buckets) {
-        if buckets.is_empty() {
-            return Err(missing(name));
-        }
-        let triangle = (k + 1) * (k + 2) / 2;
-        if let Some((labels, &n)) = g.bucket_sets.iter().find(|(_, n)| **n != triangle) {
-            return Err(CliError::new(format!(
-                "{} has {n} buckets but K = {k} has {triangle} (every accepted <= draft_length <= K): this crate exports every bucket",
-                series_name(&name, labels)
-            )));
-        }
-        if by_length_source {
-            // Every figure from the buckets: one extrapolation, consistent.
-            per_pos = vec![0; k];
-            for &(kk, a, n) in buckets {
-                drafts = drafts.saturating_add(n);
-                draft_tokens = draft_tokens.saturating_add(n.saturating_mul(kk as u64));
-                accepted = accepted.saturating_add(n.saturating_mul(a as u64));
-                for p in per_pos.iter_mut().take(a) {
-                    *p = p.saturating_add(n);
-                }
-            }
-        }
-    }
-    if values == Values::Extrapolated && buckets.is_none() {
-        let full = drafts.saturating_mul(k as u64);
-        if draft_tokens != full && draft_tokens.abs_diff(full) <= slack(full) {
-            notes.push(format!(
-                "drafted tokens {draft_tokens} are within the extrapolation slack of increase() (1%) of drafts × K = {full}: every draft is taken to have had K = {k} tokens"
-            ));
-            draft_tokens = full;
-        }
-        let mut bound = drafts;
-        for (p, v) in per_pos.iter_mut().enumerate() {
-            if *v > bound && *v - bound <= slack(bound) {
-                notes.push(format!(
-                    "accepted at position {p} ({v}) clipped to {bound} (within the extrapolation slack of increase())"
-                ));
-                *v = bound;
-            }
-            bound = *v;
-        }
-        let sum = per_pos.iter().fold(0u64, |a, &n| a.saturating_add(n));
-        if accepted != sum && accepted.abs_diff(sum) <= slack(sum) {
-            notes.push(format!(
-                "accepted tokens {accepted} taken as the sum of the accepted counts per position, {sum} (within the extrapolation slack of increase())"
-            ));
-            accepted = sum;
-        }
-        accepted = accepted.min(draft_tokens);
-    }
-    let name_series = |s: CounterSeries| -> String {
-        match s {
-            CounterSeries::Drafts => in_group(&families.drafts(), ""),
-            CounterSeries::DraftTokens => in_group(&families.draft_tokens(), ""),
-            CounterSeries::AcceptedTokens => in_group(&families.accepted_tokens(), ""),
-            CounterSeries::AcceptedPerPos { position } => in_group(
-                &families.accepted_per_pos(),
-                &format!("{}=\"{position}\"", families.position_label()),
-            ),
-            CounterSeries::DraftTokensPerPos { position } => in_group(
-                &families.draft_tokens_per_pos().unwrap_or_default(),
-                &format!("{}=\"{position}\"", families.position_label()),
-            ),
-            _ => in_group(&families.by_draft_length().unwrap_or_default(), ""),
-        }
-    };
-    let fail =
-        |e: specdec_metrics::EngineCountersError| CliError::new(e.to_string_with(name_series));
-    let mut counters =
-        EngineCounters::new(k, drafts, draft_tokens, accepted, per_pos).map_err(fail)?;
-    if !by_length_source && !g.draft_tokens_per_pos.is_empty() {
+    /// The accepted count at each position `0..k` (a missing one is 0).
+    fn accepted_per_pos(&self, k: usize) -> Result<Vec<u64>, CliError> {
+        let g = self.g;
         if let Some((&p, _)) = g
-            .draft_tokens_per_pos
+            .accepted_per_pos
             .iter()
             .next_back()
             .filter(|(p, _)| **p >= k)
         {
             return Err(CliError::new(format!(
                 "{} exists but K is {k}",
-                in_group(
-                    &families.draft_tokens_per_pos().unwrap_or_default(),
-                    &format!("{}=\"{p}\"", families.position_label())
+                self.in_group(
+                    &self.families.accepted_per_pos(),
+                    &format!("position=\"{p}\"")
                 )
             )));
         }
-        let drafted: Vec<u64> = (0..k)
-            .map(|p| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0))
+        Ok((0..k)
+            .map(|p| g.accepted_per_pos.get(&p).copied().unwrap_or(0))
+            .collect())
+    }
+
+    /// This crate's by-draft-length buckets, checked whole; the figures
+    /// from them alone when they are the source.
+    fn buckets(&self, f: &mut Figures) -> Result<Option<Vec<Bucket>>, CliError> {
+        let Some(name) = self.families.by_draft_length() else {
+            return Ok(None);
+        };
+        let buckets: Vec<(usize, usize, u64)> = self
+            .g
+            .buckets
+            .iter()
+            .map(|(&(k, a), &n)| (k, a, n))
             .collect();
-        counters = counters.with_draft_tokens_per_pos(drafted).map_err(fail)?;
+        if buckets.is_empty() {
+            return Err(self.missing(name));
+        }
+        let k = f.k;
+        let triangle = (k + 1) * (k + 2) / 2;
+        if let Some((labels, &n)) = self.g.bucket_sets.iter().find(|(_, n)| **n != triangle) {
+            return Err(CliError::new(format!(
+                "{} has {n} buckets but K = {k} has {triangle} (every accepted <= draft_length <= K): this crate exports every bucket",
+                series_name(&name, labels)
+            )));
+        }
+        if self.by_length_source {
+            f.per_pos = vec![0; k];
+            for &(kk, a, n) in &buckets {
+                f.drafts = f.drafts.saturating_add(n);
+                f.draft_tokens = f.draft_tokens.saturating_add(n.saturating_mul(kk as u64));
+                f.accepted = f.accepted.saturating_add(n.saturating_mul(a as u64));
+                for p in f.per_pos.iter_mut().take(a) {
+                    *p = p.saturating_add(n);
+                }
+            }
+        }
+        Ok(Some(buckets))
     }
-    if let Some(buckets) = buckets {
-        counters = counters
-            .with_by_draft_length_buckets(buckets)
+
+    /// Under `increase()` without buckets: figures within the
+    /// extrapolation slack of agreeing are made to agree, each with a note.
+    fn within_slack(&mut self, f: &mut Figures) {
+        let full = f.drafts.saturating_mul(f.k as u64);
+        if f.draft_tokens != full && f.draft_tokens.abs_diff(full) <= slack(full) {
+            self.notes.push(format!(
+                "drafted tokens {} are within the extrapolation slack of increase() (1%) of drafts × K = {full}: every draft is taken to have had K = {} tokens",
+                f.draft_tokens, f.k
+            ));
+            f.draft_tokens = full;
+        }
+        let mut bound = f.drafts;
+        for (p, v) in f.per_pos.iter_mut().enumerate() {
+            if *v > bound && *v - bound <= slack(bound) {
+                self.notes.push(format!(
+                    "accepted at position {p} ({v}) clipped to {bound} (within the extrapolation slack of increase())"
+                ));
+                *v = bound;
+            }
+            bound = *v;
+        }
+        let sum = f.per_pos.iter().fold(0u64, |a, &n| a.saturating_add(n));
+        if f.accepted != sum && f.accepted.abs_diff(sum) <= slack(sum) {
+            self.notes.push(format!(
+                "accepted tokens {} taken as the sum of the accepted counts per position, {sum} (within the extrapolation slack of increase())",
+                f.accepted
+            ));
+            f.accepted = sum;
+        }
+        f.accepted = f.accepted.min(f.draft_tokens);
+    }
+
+    /// The series an error of the library's names, as the engine names it.
+    fn name_series(&self, s: CounterSeries) -> String {
+        let families = self.families;
+        let at = |position: usize| format!("{}=\"{position}\"", families.position_label());
+        match s {
+            CounterSeries::Drafts => self.in_group(&families.drafts(), ""),
+            CounterSeries::DraftTokens => self.in_group(&families.draft_tokens(), ""),
+            CounterSeries::AcceptedTokens => self.in_group(&families.accepted_tokens(), ""),
+            CounterSeries::AcceptedPerPos { position } => {
+                self.in_group(&families.accepted_per_pos(), &at(position))
+            }
+            CounterSeries::DraftTokensPerPos { position } => self.in_group(
+                &families.draft_tokens_per_pos().unwrap_or_default(),
+                &at(position),
+            ),
+            _ => self.in_group(&families.by_draft_length().unwrap_or_default(), ""),
+        }
+    }
+
+    /// The library's counters from the figures, the drafted counts per
+    /// position and the buckets where the engine exports them.
+    fn counters(self, f: Figures, buckets: Option<Vec<Bucket>>) -> Result<Built, CliError> {
+        let g = self.g;
+        let k = f.k;
+        let fail = |e: specdec_metrics::EngineCountersError| {
+            CliError::new(e.to_string_with(|s| self.name_series(s)))
+        };
+        let mut counters = EngineCounters::new(k, f.drafts, f.draft_tokens, f.accepted, f.per_pos)
             .map_err(fail)?;
+        if !self.by_length_source && !g.draft_tokens_per_pos.is_empty() {
+            if let Some((&p, _)) = g
+                .draft_tokens_per_pos
+                .iter()
+                .next_back()
+                .filter(|(p, _)| **p >= k)
+            {
+                return Err(CliError::new(format!(
+                    "{} exists but K is {k}",
+                    self.in_group(
+                        &self.families.draft_tokens_per_pos().unwrap_or_default(),
+                        &format!("{}=\"{p}\"", self.families.position_label())
+                    )
+                )));
+            }
+            let drafted: Vec<u64> = (0..k)
+                .map(|p| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0))
+                .collect();
+            counters = counters.with_draft_tokens_per_pos(drafted).map_err(fail)?;
+        }
+        if let Some(buckets) = buckets {
+            counters = counters
+                .with_by_draft_length_buckets(buckets)
+                .map_err(fail)?;
+        }
+        Ok(Built {
+            counters,
+            notes: self.notes,
+        })
     }
-    Ok(Built { counters, notes })
 }
 
 #[cfg(test)]
