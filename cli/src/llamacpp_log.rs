@@ -71,56 +71,7 @@ impl Source for LlamacppLog {
             )));
         }
         let name = input_name(&self.path);
-        let input: Box<dyn std::io::Read> = if is_stdin(&self.path) {
-            note_reading_stdin("llama.cpp's log");
-            Box::new(std::io::stdin().lock())
-        } else {
-            Box::new(
-                std::fs::File::open(&self.path)
-                    .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
-            )
-        };
-        let mut reader = BufReader::new(input);
-        // Per drafter: the figures of the finished lives, the latest line.
-        let mut drafters: BTreeMap<String, (Vec<Figures>, Option<Figures>)> = BTreeMap::new();
-        let mut requests: Vec<Figures> = Vec::new();
-        let (mut buf, mut number) = (Vec::new(), 0u64);
-        loop {
-            buf.clear();
-            let n = (&mut reader)
-                .take(1 << 20)
-                .read_until(b'\n', &mut buf)
-                .map_err(|e| {
-                    CliError::new(format!("{name}: read error after line {number}: {e}"))
-                })?;
-            if n == 0 {
-                break;
-            }
-            number += 1;
-            let text = strip_sgr(&String::from_utf8_lossy(&buf));
-            let at_line = |msg: String| CliError::new(format!("{name}: line {number}: {msg}"));
-            if let Some(at) = text.find("statistics ") {
-                let rest = &text[at + "statistics ".len()..];
-                let Some((drafter, body)) = rest.split_once(':') else {
-                    continue;
-                };
-                if !body.contains("#gen drafts") {
-                    continue;
-                }
-                let f = parse_statistics(body).map_err(at_line)?;
-                let (lives, last) = drafters.entry(drafter.trim().to_owned()).or_default();
-                if let Some(prev) = last.take() {
-                    if f.drafts < prev.drafts || f.accepted < prev.accepted {
-                        lives.push(prev);
-                    }
-                }
-                *last = Some(f);
-            } else if let Some(at) = text.find("draft acceptance") {
-                if text.contains("print_timing") {
-                    requests.push(parse_timing(&text[at..]).map_err(at_line)?);
-                }
-            }
-        }
+        let (drafters, requests, number) = read_lines(&self.path, &name)?;
         let mut groups = Vec::new();
         let mut read_as = "llama.cpp log: statistics lines";
         if !drafters.is_empty() {
@@ -159,6 +110,67 @@ impl Source for LlamacppLog {
             requests: None,
         })
     }
+}
+
+/// Per drafter, the figures of each of its finished lives and its latest
+/// `statistics` line.
+type Drafters = BTreeMap<String, (Vec<Figures>, Option<Figures>)>;
+
+/// The log's `statistics` lines per drafter, its `print_timing` lines, and
+/// the number of lines read.
+fn read_lines(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<(Drafters, Vec<Figures>, u64), CliError> {
+    let input: Box<dyn std::io::Read> = if is_stdin(path) {
+        note_reading_stdin("llama.cpp's log");
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
+        )
+    };
+    let mut reader = BufReader::new(input);
+    // Per drafter: the figures of the finished lives, the latest line.
+    let mut drafters: Drafters = BTreeMap::new();
+    let mut requests: Vec<Figures> = Vec::new();
+    let (mut buf, mut number) = (Vec::new(), 0u64);
+    loop {
+        buf.clear();
+        let n = (&mut reader)
+            .take(1 << 20)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CliError::new(format!("{name}: read error after line {number}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        let text = strip_sgr(&String::from_utf8_lossy(&buf));
+        let at_line = |msg: String| CliError::new(format!("{name}: line {number}: {msg}"));
+        if let Some(at) = text.find("statistics ") {
+            let rest = &text[at + "statistics ".len()..];
+            let Some((drafter, body)) = rest.split_once(':') else {
+                continue;
+            };
+            if !body.contains("#gen drafts") {
+                continue;
+            }
+            let f = parse_statistics(body).map_err(at_line)?;
+            let (lives, last) = drafters.entry(drafter.trim().to_owned()).or_default();
+            if let Some(prev) = last.take() {
+                if f.drafts < prev.drafts || f.accepted < prev.accepted {
+                    lives.push(prev);
+                }
+            }
+            *last = Some(f);
+        } else if let Some(at) = text.find("draft acceptance") {
+            if text.contains("print_timing") {
+                requests.push(parse_timing(&text[at..]).map_err(at_line)?);
+            }
+        }
+    }
+    Ok((drafters, requests, number))
 }
 
 /// The number after `key =` in `body`.

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use specdec_metrics::{Recommendation, StepCost};
 
 use super::table::{Column, Table};
-use crate::advice::{EngineAdvice, ExactBecause, Verdict};
+use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Verdict};
 use crate::format::{group_digits, level_percent, percent};
 use crate::responses::{RequestFigures, quantile};
 
@@ -18,106 +18,14 @@ use crate::responses::{RequestFigures, quantile};
 pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Source: {} ({})", view.source, view.read_as);
-    let level = level_percent(view.credible_level);
     for g in &view.groups {
         out.push('\n');
-        let k = g.max_draft_len;
-        let known = match (g.identified, g.exact_because) {
-            (Verdict::Bounds, _) => "NOT ADVISED: the counters give bounds only",
-            (_, Some(ExactBecause::ByDraftLength)) => "counts exact (the by-draft-length family)",
-            _ if view.reconstruction.is_some() => {
-                "counts reconstructed from the log, every draft of K tokens"
-            }
-            _ => "counts exact (every draft had K tokens)",
-        };
-        let name = g.name();
-        let _ = writeln!(
-            out,
-            "== {}K = {k}, {} drafts; {known} ==",
-            if name.is_empty() {
-                String::new()
-            } else {
-                format!("{name}: ")
-            },
-            group_digits(g.drafts)
-        );
-        for note in &g.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
+        group_header(view, g, &mut out);
         if let Some(rec) = &g.recommendation {
-            out.push('\n');
-            out.push_str(&super::advice::render(rec, cost));
-            out.push('\n');
-            if let Some(r) = &view.reconstruction {
-                let _ = writeln!(out, "{}\n", reconstruction_caveat(rec, r.max_rate_error));
-            }
-            if let Some(v) = &g.versus_current {
-                let (current, ratio, interval, prob) =
-                    (v.draft_len, v.ratio, v.interval, v.prob_better);
-                if rec.draft_len == current {
-                    let _ = writeln!(
-                        out,
-                        "Versus the current K = {current}: keep it; no shorter draft is expected to do better."
-                    );
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "Versus the current K = {current}: drafting {} is expected to give {ratio:.3}x the goodput of drafting {current} ({level} interval {:.3}x to {:.3}x; probability it is better {}).",
-                        rec.draft_len,
-                        interval[0],
-                        interval[1],
-                        percent(prob)
-                    );
-                }
-            }
-            if let Some(setting) = &g.setting {
-                let _ = writeln!(out, "Set: {setting}");
-            }
-            let _ = writeln!(
-                out,
-                "Positions above K = {k} were never drafted: nothing measured says how drafts longer than {k} would do."
-            );
-            if let Some(x) = &g.extrapolation {
-                let _ = writeln!(
-                    out,
-                    "Extrapolation (a guess, not a measurement): if every position above {} continued at the rate measured there ({}), drafting {} would be best (speedup {:.2}x over not speculating). Raise K to {} and measure before trusting it.",
-                    x.from_position,
-                    percent(x.rate),
-                    x.draft_len,
-                    x.expected_speedup,
-                    x.draft_len
-                );
-            }
+            recommendation(view, g, rec, cost, &mut out);
         }
         if let Some(bounds) = &g.bounds {
-            let _ = writeln!(
-                out,
-                "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",
-                view.engine.name()
-            );
-            out.push('\n');
-            out.push_str("Continuation bounds by position i (bounds, not estimates)\n");
-            let mut table = Table::new(vec![
-                Column::right(""),
-                Column::right("i"),
-                Column::right("accepted"),
-                Column::right("trials min"),
-                Column::right("trials max"),
-                Column::right("rate min"),
-                Column::right("rate max"),
-            ]);
-            for b in bounds {
-                table.row(vec![
-                    String::new(),
-                    b.position.to_string(),
-                    group_digits(b.successes),
-                    group_digits(b.trials_min),
-                    group_digits(b.trials_max),
-                    b.rate_min.map_or("-".into(), percent),
-                    b.rate_max.map_or("-".into(), percent),
-                ]);
-            }
-            table.render(&mut out);
+            bounds_table(view, bounds, &mut out);
         }
     }
     if let Some(requests) = &view.requests {
@@ -125,6 +33,119 @@ pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
         out.push_str(&request_spread(requests));
     }
     out
+}
+
+/// The group's heading line and its notes.
+fn group_header(view: &EngineAdvice, g: &GroupAdvice, out: &mut String) {
+    let k = g.max_draft_len;
+    let known = match (g.identified, g.exact_because) {
+        (Verdict::Bounds, _) => "NOT ADVISED: the counters give bounds only",
+        (_, Some(ExactBecause::ByDraftLength)) => "counts exact (the by-draft-length family)",
+        _ if view.reconstruction.is_some() => {
+            "counts reconstructed from the log, every draft of K tokens"
+        }
+        _ => "counts exact (every draft had K tokens)",
+    };
+    let name = g.name();
+    let _ = writeln!(
+        out,
+        "== {}K = {k}, {} drafts; {known} ==",
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!("{name}: ")
+        },
+        group_digits(g.drafts)
+    );
+    for note in &g.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+}
+
+/// The advice of a group whose counts are identified.
+fn recommendation(
+    view: &EngineAdvice,
+    g: &GroupAdvice,
+    rec: &Recommendation,
+    cost: &StepCost,
+    out: &mut String,
+) {
+    let k = g.max_draft_len;
+    let level = level_percent(view.credible_level);
+    out.push('\n');
+    out.push_str(&super::advice::render(rec, cost));
+    out.push('\n');
+    if let Some(r) = &view.reconstruction {
+        let _ = writeln!(out, "{}\n", reconstruction_caveat(rec, r.max_rate_error));
+    }
+    if let Some(v) = &g.versus_current {
+        let (current, ratio, interval, prob) = (v.draft_len, v.ratio, v.interval, v.prob_better);
+        if rec.draft_len == current {
+            let _ = writeln!(
+                out,
+                "Versus the current K = {current}: keep it; no shorter draft is expected to do better."
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "Versus the current K = {current}: drafting {} is expected to give {ratio:.3}x the goodput of drafting {current} ({level} interval {:.3}x to {:.3}x; probability it is better {}).",
+                rec.draft_len,
+                interval[0],
+                interval[1],
+                percent(prob)
+            );
+        }
+    }
+    if let Some(setting) = &g.setting {
+        let _ = writeln!(out, "Set: {setting}");
+    }
+    let _ = writeln!(
+        out,
+        "Positions above K = {k} were never drafted: nothing measured says how drafts longer than {k} would do."
+    );
+    if let Some(x) = &g.extrapolation {
+        let _ = writeln!(
+            out,
+            "Extrapolation (a guess, not a measurement): if every position above {} continued at the rate measured there ({}), drafting {} would be best (speedup {:.2}x over not speculating). Raise K to {} and measure before trusting it.",
+            x.from_position,
+            percent(x.rate),
+            x.draft_len,
+            x.expected_speedup,
+            x.draft_len
+        );
+    }
+}
+
+/// The bounds of a group whose counts are not identified.
+fn bounds_table(view: &EngineAdvice, bounds: &[PositionBounds], out: &mut String) {
+    let _ = writeln!(
+        out,
+        "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",
+        view.engine.name()
+    );
+    out.push('\n');
+    out.push_str("Continuation bounds by position i (bounds, not estimates)\n");
+    let mut table = Table::new(vec![
+        Column::right(""),
+        Column::right("i"),
+        Column::right("accepted"),
+        Column::right("trials min"),
+        Column::right("trials max"),
+        Column::right("rate min"),
+        Column::right("rate max"),
+    ]);
+    for b in bounds {
+        table.row(vec![
+            String::new(),
+            b.position.to_string(),
+            group_digits(b.successes),
+            group_digits(b.trials_min),
+            group_digits(b.trials_max),
+            b.rate_min.map_or("-".into(), percent),
+            b.rate_max.map_or("-".into(), percent),
+        ]);
+    }
+    table.render(out);
 }
 
 /// The spread of the requests' mean acceptance lengths, and the requests
