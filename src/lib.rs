@@ -190,7 +190,6 @@
 #![forbid(unsafe_code)]
 
 mod draft;
-mod error;
 mod record;
 mod report;
 
@@ -202,10 +201,16 @@ pub use draft::{
     SharedPlan, SharedStatePlan, SharedStateTable, StateController, StatePlan, StateSpace,
     StepCost, TrtllmSchedule, VllmSchedule,
 };
-pub use error::{
-    BatchTableError, BatchTableErrorKind, BucketSpan, ConfigError, CostError, CostTerm, Counter,
-    MergeError, NameError, ObserveError, ParameterError, ReportError,
+pub use draft::{
+    BatchTableError, BatchTableErrorKind, BucketSpan, CostError, CostTerm, ParameterError,
 };
+pub use record::{ConfigError, HistogramCounter, MergeError, ObserveError};
+pub use report::{NameError, ReportError};
+
+/// The former name of [`HistogramCounter`]; it clashed with the counter
+/// types of `metrics` and `prometheus-client`.
+#[deprecated(since = "0.2.0", note = "renamed HistogramCounter")]
+pub type Counter = HistogramCounter;
 pub use record::{
     AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, Recorder, Worker,
 };

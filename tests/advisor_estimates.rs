@@ -418,10 +418,10 @@ fn a_table_must_cover_every_draft_length() {
     let err = DraftController::new(3, short).unwrap_err();
     assert_eq!(
         err,
-        ConfigError::Cost(CostError::TableLength {
+        ConfigError::CostTable {
             max_draft_len: 3,
             found: 3
-        })
+        }
     );
     assert_eq!(
         err.to_string(),

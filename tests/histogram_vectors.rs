@@ -5,7 +5,9 @@
 //! it; none is produced by calling the code under test.
 
 use serde_json::json;
-use specdec_metrics::{AcceptanceHistogram, ConfigError, Counter, MergeError, ObserveError};
+use specdec_metrics::{
+    AcceptanceHistogram, ConfigError, HistogramCounter, MergeError, ObserveError,
+};
 
 /// A histogram of maximum draft length `max` holding `steps`, each observed
 /// once (all must be valid).
@@ -753,7 +755,7 @@ fn delta_since_a_later_histogram_is_not_earlier_and_changes_nothing() {
     assert_eq!(
         later.delta_since(&not_earlier),
         Err(MergeError::NotEarlier {
-            counter: Counter::Bucket {
+            counter: HistogramCounter::Bucket {
                 drafted: 2,
                 accepted: 1
             },
@@ -774,7 +776,7 @@ fn delta_since_detects_decreased_side_counters() {
     assert_eq!(
         later.delta_since(&undrafted),
         Err(MergeError::NotEarlier {
-            counter: Counter::UndraftedSteps,
+            counter: HistogramCounter::UndraftedSteps,
             earlier: 1,
             later: 0
         })
@@ -784,7 +786,7 @@ fn delta_since_detects_decreased_side_counters() {
     assert_eq!(
         later.delta_since(&rejected),
         Err(MergeError::NotEarlier {
-            counter: Counter::RejectedObservations,
+            counter: HistogramCounter::RejectedObservations,
             earlier: 1,
             later: 0
         })
@@ -833,7 +835,7 @@ fn merge_overflowing_a_bucket_fails_and_leaves_self_unchanged() {
     assert_eq!(
         big.merge(&other),
         Err(MergeError::Overflow {
-            counter: Counter::Bucket {
+            counter: HistogramCounter::Bucket {
                 drafted: 1,
                 accepted: 1
             }
@@ -852,7 +854,7 @@ fn merge_overflowing_side_counters_fails_and_leaves_self_unchanged() {
     assert_eq!(
         big.merge(&other),
         Err(MergeError::Overflow {
-            counter: Counter::UndraftedSteps
+            counter: HistogramCounter::UndraftedSteps
         })
     );
     assert_eq!(big, before);
@@ -865,7 +867,7 @@ fn merge_overflowing_side_counters_fails_and_leaves_self_unchanged() {
     assert_eq!(
         err,
         MergeError::Overflow {
-            counter: Counter::RejectedObservations
+            counter: HistogramCounter::RejectedObservations
         }
     );
     assert!(
@@ -950,4 +952,13 @@ fn merge_up_to_exactly_u64_max_succeeds() {
     let mut big = near_full(u64::MAX - 1, 0, 0);
     big.merge(&hist(1, &[(1, 1)])).unwrap();
     assert_eq!(big.count(1, 1), u64::MAX);
+}
+
+/// The former root name still resolves, to the same type, for one release.
+#[test]
+#[allow(deprecated)]
+fn the_former_counter_name_is_a_deprecated_alias() {
+    let old: specdec_metrics::Counter = HistogramCounter::UndraftedSteps;
+    assert_eq!(old, HistogramCounter::UndraftedSteps);
+    assert_eq!(old.to_string(), "num_undrafted_steps");
 }

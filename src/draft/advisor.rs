@@ -4,12 +4,13 @@ use serde::Serialize;
 
 use super::continuation::Continuation;
 use super::cost::{BoundCost, StepCost};
+use super::error::{CostError, ParameterError};
 use super::stats::{
     BetaPrior, Chain, GoodputDifference, best_by_mean, goodput, normal_cdf, normal_quantile,
     t_quantile,
 };
 use crate::AcceptanceHistogram;
-use crate::error::{CostError, MergeError, ParameterError};
+use crate::record::MergeError;
 
 /// The credible level of [`Advisor::default`]'s intervals.
 const DEFAULT_CREDIBLE_LEVEL: f64 = 0.9;

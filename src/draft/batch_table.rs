@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::advisor::{Advisor, Recommendation};
 use super::cost::StepCost;
+use super::error::{BatchTableError, BatchTableErrorKind as Kind, BucketSpan};
 use crate::AcceptanceHistogram;
-use crate::error::{BatchTableError, BatchTableErrorKind as Kind, BucketSpan};
 
 /// One batch-size bucket: the batch sizes `start_bs..=end_bs`, the histogram
 /// of the verify steps taken at those batch sizes, and the cost of a step

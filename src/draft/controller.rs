@@ -6,13 +6,14 @@ use std::collections::VecDeque;
 
 use super::continuation::Continuation;
 use super::cost::{BoundCost, StepCost};
+use super::error::ParameterError;
 use super::plan::DraftPlan;
 use super::stats::{
     BetaPrior, Chain, GoodputDifference, best_by_mean_from, chi_square_1_quantile, goodput,
     goodput_of, normal_cdf, normal_quantile,
 };
 use crate::AcceptanceHistogram;
-use crate::error::{ConfigError, ParameterError};
+use crate::record::ConfigError;
 
 /// Chooses the draft length interval by interval from the engine's own
 /// histogram.
@@ -333,24 +334,31 @@ impl DraftController {
     /// # Errors
     ///
     /// [`ConfigError::MaxDraftLen`] when `max_draft_len` is outside
-    /// `1..=64`; [`ConfigError::Cost`] when `cost` is a table without exactly
+    /// `1..=64`; [`ConfigError::CostTable`] when `cost` is a table without exactly
     /// `max_draft_len + 1` entries.
     ///
     /// ```
-    /// use specdec_metrics::{ConfigError, CostError, DraftController, StepCost};
+    /// use specdec_metrics::{ConfigError, DraftController, StepCost};
     /// let controller = DraftController::new(5, StepCost::linear(1.0, 0.1)?)?;
     /// assert_eq!(controller.draft_len(), 2); // prior mean 1/2 per position
     /// assert!(DraftController::new(0, StepCost::linear(1.0, 0.1)?).is_err());
     /// let table = StepCost::table(vec![1.0, 1.1, 1.2])?; // k = 0..=2
     /// assert_eq!(
     ///     DraftController::new(4, table).unwrap_err(),
-    ///     ConfigError::Cost(CostError::TableLength { max_draft_len: 4, found: 3 })
+    ///     ConfigError::CostTable { max_draft_len: 4, found: 3 }
     /// );
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(max_draft_len: usize, cost: StepCost) -> Result<Self, ConfigError> {
         ConfigError::check_max_draft_len(max_draft_len)?;
-        let cost = cost.bind(max_draft_len).map_err(ConfigError::Cost)?;
+        // `bind` fails only on a table of another length (a cost is
+        // checked when it is made).
+        let cost = cost
+            .bind(max_draft_len)
+            .map_err(|_| ConfigError::CostTable {
+                max_draft_len,
+                found: cost.table_len().unwrap_or(0),
+            })?;
         let mut controller = Self {
             max_draft_len,
             min_draft_len: 0,

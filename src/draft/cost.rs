@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use crate::error::{CostError, CostTerm};
+use super::error::{CostError, CostTerm};
 use crate::record::MAX_MAX_DRAFT_LEN;
 
 /// The smallest step cost (and smallest nonzero cost per draft token)
@@ -167,6 +167,14 @@ impl StepCost {
     /// ```
     pub fn check(&self, max_draft_len: usize) -> Result<(), CostError> {
         self.bind(max_draft_len).map(drop)
+    }
+
+    /// The number of costs of a table (`None` for a linear cost).
+    pub(crate) fn table_len(&self) -> Option<usize> {
+        match &self.model {
+            CostModel::Table(t) => Some(t.len()),
+            CostModel::Linear { .. } => None,
+        }
     }
 
     /// The cost bound to `max_draft_len` (`1..=64`, checked by the caller).

@@ -28,6 +28,7 @@ mod continuation;
 mod controller;
 mod cost;
 mod engine;
+mod error;
 mod plan;
 mod space;
 mod state;
@@ -44,6 +45,9 @@ pub use controller::DraftController;
 pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
 pub use engine::{
     ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
+};
+pub use error::{
+    BatchTableError, BatchTableErrorKind, BucketSpan, CostError, CostTerm, ParameterError,
 };
 pub use plan::{DraftPlan, EXPLORATION_PERIOD, SharedPlan};
 pub use space::{DraftSignal, StateSpace};

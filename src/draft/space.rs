@@ -7,7 +7,7 @@
 
 use super::state::{MAX_LEVELS, RequestState};
 use crate::MAX_STATES;
-use crate::error::ConfigError;
+use crate::record::ConfigError;
 
 /// Fixed-point one of a [`DraftSignal`]'s confidence.
 const CONFIDENCE_ONE: u32 = 1 << 16;

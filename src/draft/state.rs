@@ -4,11 +4,12 @@
 
 use super::controller::DraftController;
 use super::cost::StepCost;
+use super::error::ParameterError;
 use super::plan::{DraftPlan, EXPLORATION_PERIOD};
 #[cfg(doc)]
 use super::space::StateSpace;
 use super::table::SharedStateTable;
-use crate::error::{ConfigError, ParameterError};
+use crate::record::ConfigError;
 use crate::record::MAX_MAX_DRAFT_LEN;
 use crate::record::sync::{AtomicU64, Ordering};
 use crate::{AcceptanceHistogram, MAX_STATES};

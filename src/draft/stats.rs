@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::cost::BoundCost;
-use crate::error::ParameterError;
+use super::error::ParameterError;
 
 /// The Beta prior of every continuation rate `h_i`: `Beta(alpha, beta)`,
 /// worth `alpha + beta` pseudo-trials of which `alpha` succeeded.

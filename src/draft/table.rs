@@ -40,7 +40,7 @@
 
 use super::plan::DraftPlan;
 use crate::MAX_STATES;
-use crate::error::ConfigError;
+use crate::record::ConfigError;
 use crate::record::sync::{AtomicU64, Ordering};
 
 /// States per word.

@@ -9,8 +9,8 @@
 
 use core::fmt;
 
+use super::error::{ConfigError, HistogramCounter, MergeError, ObserveError};
 use super::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, row_start};
-use crate::error::{ConfigError, Counter, MergeError, ObserveError};
 
 /// Verify-step outcomes by draft length: for each draft length `k` in
 /// `0..=K`, `k + 1` counts, bucket `a` counting the steps that drafted `k`
@@ -621,13 +621,13 @@ impl AcceptanceHistogram {
     fn zip_counters(
         &self,
         other: &AcceptanceHistogram,
-        mut check: impl FnMut(Counter, u64, u64) -> Result<(), MergeError>,
+        mut check: impl FnMut(HistogramCounter, u64, u64) -> Result<(), MergeError>,
     ) -> Result<(), MergeError> {
         for k in 0..=self.max_draft_len {
             for a in 0..=k {
                 let i = row_start(k) + a;
                 check(
-                    Counter::Bucket {
+                    HistogramCounter::Bucket {
                         drafted: k,
                         accepted: a,
                     },
@@ -636,10 +636,18 @@ impl AcceptanceHistogram {
                 )?;
             }
         }
-        check(Counter::UndraftedSteps, self.undrafted, other.undrafted)?;
-        check(Counter::RejectedObservations, self.rejected, other.rejected)?;
+        check(
+            HistogramCounter::UndraftedSteps,
+            self.undrafted,
+            other.undrafted,
+        )?;
+        check(
+            HistogramCounter::RejectedObservations,
+            self.rejected,
+            other.rejected,
+        )?;
         for (budget, (&mine, &theirs)) in self.scheduled.iter().zip(&*other.scheduled).enumerate() {
-            check(Counter::ScheduledSteps { budget }, mine, theirs)?;
+            check(HistogramCounter::ScheduledSteps { budget }, mine, theirs)?;
         }
         Ok(())
     }

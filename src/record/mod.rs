@@ -12,6 +12,7 @@
 //! - `sync.rs`: the only file that names atomics and locks (`std` or
 //!   `loom`).
 
+mod error;
 mod histogram;
 pub(crate) mod layout;
 mod recorder;
@@ -19,6 +20,7 @@ mod shard;
 mod sum;
 pub(crate) mod sync;
 
+pub use error::{ConfigError, HistogramCounter, MergeError, ObserveError};
 pub use histogram::AcceptanceHistogram;
 pub use layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
 pub use recorder::{MAX_STATES, Recorder, Worker};

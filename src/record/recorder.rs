@@ -88,8 +88,8 @@ use super::sum::{Dest, sum_blocks};
 /// `StateController`, a `StateSpace` or a `SharedStateTable` has): 128,
 /// 32 words of a `SharedStateTable`.
 pub const MAX_STATES: usize = 128;
+use super::error::{ConfigError, ObserveError};
 use super::sync::{self, Arc, AtomicUsize, Ordering};
-use crate::error::{ConfigError, ObserveError};
 
 /// Records verify steps from every thread of an engine and produces
 /// snapshots of the engine-wide [`AcceptanceHistogram`].

@@ -96,7 +96,7 @@ use super::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
 /// 16 the memory (16 × ~17 KiB at K = 64) buys little for a path meant to
 /// be rare.
 pub(crate) const MAX_STRIPES: usize = 16;
-use crate::error::ObserveError;
+use super::error::ObserveError;
 
 /// Spare counters at each end of a block: 16 × 8 bytes = 128 bytes, the
 /// span of a prefetched pair of 64-byte cache lines.

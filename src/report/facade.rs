@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use metrics::{Counter, Gauge, Key, KeyName, Label, Level, Metadata, SharedString};
 
+use super::error::NameError;
 use super::names::{
     HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels, check_prefix,
 };
 use super::series::series;
-use crate::error::NameError;
 use crate::{AcceptanceHistogram, Recorder, SharedPlan};
 
 /// What the handles are registered with: the `metrics` macros of this

@@ -7,8 +7,9 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::ser::{self, SerializeMap, SerializeStruct};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::error::ReportError;
 use crate::AcceptanceHistogram;
-use crate::error::{ConfigError, ReportError};
+use crate::record::ConfigError;
 use crate::record::layout::{bucket_count, row_start};
 
 /// The keys of the report, in the order they are written.

@@ -4,6 +4,7 @@
 //! feature `metrics`), with the metric names (`names.rs`) and the series of
 //! a histogram (`series.rs`) both exporters share.
 
+mod error;
 #[cfg(feature = "metrics")]
 mod facade;
 mod json;
@@ -13,6 +14,7 @@ mod prometheus;
 #[cfg(any(feature = "prometheus", feature = "metrics", test))]
 mod series;
 
+pub use error::{NameError, ReportError};
 #[cfg(feature = "metrics")]
 pub use facade::{MetricsPublisher, PublisherHandle};
 pub use json::REPORT_KEYS;

@@ -11,7 +11,7 @@
     allow(dead_code)
 )]
 
-use crate::error::NameError;
+use super::error::NameError;
 
 /// The default name prefix: samples are named `spec_decode_num_drafts_total`
 /// and so on.

@@ -13,12 +13,12 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
 use super::series::{Own, series};
-use crate::error::NameError;
 use crate::{AcceptanceHistogram, Recorder, SharedPlan};
 
 /// The text exposition formats [`SpecDecodeCollector::encode_text`] writes.
