@@ -1558,7 +1558,12 @@ fn advise_llamacpp_log(text: &str, extra: &[&str]) -> (String, String, i32) {
     let dir = tempfile::TempDir::new().unwrap();
     let path = dir.path().join("llama.log");
     std::fs::write(&path, text).unwrap();
-    let mut args = vec!["--llamacpp-log", path.to_str().unwrap(), "--cost-linear", "1,0.1"];
+    let mut args = vec![
+        "--llamacpp-log",
+        path.to_str().unwrap(),
+        "--cost-linear",
+        "1,0.1",
+    ];
     args.extend_from_slice(extra);
     advise(&args)
 }
@@ -1570,7 +1575,10 @@ fn llamacpp_log_statistics_accumulate_per_drafter_across_restarts() {
     let text = [
         "0.01.000.000 I srv  update_slots: all slots are idle\n".to_owned(),
         llamacpp_statistics("draft-eagle3", 100, 300, &[80, 60, 40]),
-        format!("\x1b[32m{}\x1b[0m", llamacpp_statistics("draft-eagle3", 1000, 3000, &[800, 600, 400])),
+        format!(
+            "\x1b[32m{}\x1b[0m",
+            llamacpp_statistics("draft-eagle3", 1000, 3000, &[800, 600, 400])
+        ),
         llamacpp_statistics("draft-eagle3", 500, 1500, &[400, 300, 200]),
     ]
     .concat();
@@ -1581,18 +1589,39 @@ fn llamacpp_log_statistics_accumulate_per_drafter_across_restarts() {
     assert_eq!(g["labels"]["drafter"], "draft-eagle3");
     assert_eq!(g["drafts"], 1500);
     let p = &g["recommendation"]["positions"];
-    assert_eq!((p[0]["trials"].as_u64(), p[0]["successes"].as_u64()), (Some(1500), Some(1200)));
-    assert_eq!((p[2]["trials"].as_u64(), p[2]["successes"].as_u64()), (Some(900), Some(600)));
-    assert!(g["setting"].as_str().unwrap().contains("--spec-draft-n-max"), "{out}");
+    assert_eq!(
+        (p[0]["trials"].as_u64(), p[0]["successes"].as_u64()),
+        (Some(1500), Some(1200))
+    );
+    assert_eq!(
+        (p[2]["trials"].as_u64(), p[2]["successes"].as_u64()),
+        (Some(900), Some(600))
+    );
+    assert!(
+        g["setting"]
+            .as_str()
+            .unwrap()
+            .contains("--spec-draft-n-max"),
+        "{out}"
+    );
     // Drafts of varying length (p-min): bounds.
-    let (_, err, code) = advise_llamacpp_log(&llamacpp_statistics("draft-simple", 87, 259, &[70, 55, 42]), &[]);
+    let (_, err, code) = advise_llamacpp_log(
+        &llamacpp_statistics("draft-simple", 87, 259, &[70, 55, 42]),
+        &[],
+    );
     assert_eq!(code, 3, "{err}");
     // An older llama.cpp: totals only, refused with what to update.
     let old = "I statistics ngram_simple: #calls = 1, #gen drafts = 87, #acc drafts = 70, #gen tokens = 259, #acc tokens = 167, dur = 1 ms\n";
     let (out, err, code) = advise_llamacpp_log(old, &[]);
     assert_eq!((out.as_str(), code), ("", 2));
-    assert!(err.contains("line 1") && err.contains("update llama.cpp"), "{err}");
+    assert!(
+        err.contains("line 1") && err.contains("update llama.cpp"),
+        "{err}"
+    );
     let (_, err, code) = advise_llamacpp_log("nothing here\n", &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("no llama.cpp speculative-decoding line"), "{err}");
+    assert!(
+        err.contains("no llama.cpp speculative-decoding line"),
+        "{err}"
+    );
 }
