@@ -84,6 +84,16 @@ pub fn read(
                 .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
         )
     };
+    read_from(name, input, max_draft_len)
+}
+
+/// [`read`] of a log already open: `input`, which messages call `name`
+/// (the fuzz targets, `fuzz/`, read logs from memory through it).
+pub fn read_from(
+    name: String,
+    input: impl Read,
+    max_draft_len: Option<usize>,
+) -> Result<(Counted, Reconstruction), CliError> {
     let mut reader = BufReader::new(input);
     let (mut k, mut drafts, mut drafted, mut accepted) = (None::<usize>, 0u64, 0u64, 0u64);
     let mut per_pos: Vec<u64> = Vec::new();
