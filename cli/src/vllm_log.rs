@@ -414,12 +414,31 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
                 2,
             ));
         };
-        if up {
-            counts[i] += 1;
-            sum += 1;
+        // One token at a time to the largest gap, as long as the distance
+        // to `Accepted` is small (every log of real traffic); further away
+        // (counts in the billions, which only a damaged or forged line has)
+        // a share of the distance at a time, so that the work stays within
+        // O(K^2 log N) whatever the counts. Either way the count stays in
+        // its window and below the one before it.
+        let (lo, hi) = window(line.rates[i]);
+        let distance = target.abs_diff(sum);
+        let room = if up {
+            hi.min(if i == 0 { hi } else { counts[i - 1] }) - counts[i]
         } else {
-            counts[i] -= 1;
-            sum -= 1;
+            counts[i] - lo.max(counts.get(i + 1).copied().unwrap_or(lo))
+        };
+        let step = if distance <= 1 << 16 {
+            1
+        } else {
+            (distance / (2 * k)).max(1)
+        }
+        .min(room);
+        if up {
+            counts[i] += step;
+            sum += step;
+        } else {
+            counts[i] -= step;
+            sum -= step;
         }
     }
     Ok((n, counts))
@@ -460,6 +479,48 @@ mod tests {
             assert!(c.abs_diff(t) <= 12_345u64.div_ceil(1000), "{c} vs {t}");
         }
         assert!(counts.windows(2).all(|w| w[1] <= w[0]));
+    }
+
+    /// What [`reconstruct`] returns.
+    type Reconstructed = Result<(u64, Vec<u64>), (String, u8)>;
+
+    /// `reconstruct` of the line with these figures, on a thread: `None`
+    /// when it takes more than ten seconds.
+    fn reconstruct_within_10s(
+        mal: &str,
+        accepted: u64,
+        drafted: u64,
+        rates: &str,
+    ) -> Option<Reconstructed> {
+        let text = format!(
+            "Mean acceptance length: {mal}, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: 50.0%"
+        );
+        let line = parse_line(&text).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(reconstruct(&line)));
+        rx.recv_timeout(std::time::Duration::from_secs(10)).ok()
+    }
+
+    /// Counts far from `Accepted` were moved one token per step: 4 * 10^11
+    /// steps for the first line here, and more than any run can wait for
+    /// with larger counts (a hang, which the `vllm_log` fuzz target reports
+    /// as a timeout on such a line).
+    #[test]
+    fn enormous_counts_are_reconstructed_in_bounded_time() {
+        let n = 1_000_000_000_000_000u64;
+        // Feasible: the count is Accepted itself, 4 * 10^11 from r N.
+        let got = reconstruct_within_10s("1.5004", 500_400_000_000_000, n, "0.500");
+        assert_eq!(got, Some(Ok((n, vec![500_400_000_000_000]))));
+        // Infeasible: Accepted is twice the most the rate allows.
+        let got = reconstruct_within_10s("2.00", n, n, "0.500").expect("within 10 s");
+        assert!(got.unwrap_err().0.contains("cannot add up"));
+        // Many positions, each far from its share.
+        let accepted = 501_600_000_000_000;
+        let got = reconstruct_within_10s("1.5016", accepted, 4 * n, "0.200, 0.150, 0.100, 0.050")
+            .expect("within 10 s")
+            .unwrap();
+        assert_eq!(got.1.iter().sum::<u64>(), accepted);
+        assert!(got.1.windows(2).all(|w| w[1] <= w[0]));
     }
 
     #[test]
