@@ -44,10 +44,11 @@ fn write_classic(e: &Exposition) -> String {
     let mut text = String::new();
     let mut typed = std::collections::HashSet::new();
     for s in &e.samples {
-        if let Some(t) = e.type_of(&s.name) {
-            if CLASSIC_TYPES.contains(&t) && typed.insert(s.name.clone()) {
-                writeln!(text, "# TYPE {} {t}", s.name).unwrap();
-            }
+        if let Some(t) = e.type_of(&s.name)
+            && CLASSIC_TYPES.contains(&t)
+            && typed.insert(s.name.clone())
+        {
+            writeln!(text, "# TYPE {} {t}", s.name).unwrap();
         }
     }
     for s in &e.samples {
