@@ -31,7 +31,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Serialize;
-use specdec_metrics::{CounterSeries, EngineCounters, VLLM_METRIC_PREFIX};
+use specdec_metrics::{CounterSeries, EngineCounters, MAX_MAX_DRAFT_LEN, VLLM_METRIC_PREFIX};
 
 use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
@@ -125,6 +125,13 @@ pub fn read_from(
         let line = parse_line(text[at + MARKER.len()..].trim_end()).map_err(&at_line)?;
         rec.lines += 1;
         let kk = line.rates.len();
+        // Refused here, not only by the counters at the end: each step of
+        // the reconstruction takes time in proportion to K.
+        if kk > MAX_MAX_DRAFT_LEN {
+            return Err(at_line(format!(
+                "{kk} per-position rates: K = num_speculative_tokens is at most {MAX_MAX_DRAFT_LEN}"
+            )));
+        }
         match k {
             None => k = Some(kk),
             Some(k) if k != kk => {
@@ -521,6 +528,30 @@ mod tests {
             .unwrap();
         assert_eq!(got.1.iter().sum::<u64>(), accepted);
         assert!(got.1.windows(2).all(|w| w[1] <= w[0]));
+    }
+
+    /// A line of 100,000 rates took each step of the reconstruction over
+    /// every position, 65,536 steps of them (a hang: the `vllm_log` fuzz
+    /// target reports it as a timeout); such a K is refused at once.
+    #[test]
+    fn a_line_with_more_rates_than_any_k_is_refused_at_once() {
+        let (k, n) = (100_000u64, 2000u64);
+        let accepted = k * 1000 + 65_536;
+        let text = format!(
+            "SpecDecoding metrics: Mean acceptance length: {:.6}, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, Drafted: {} tokens, Per-position acceptance rate: {}, Avg Draft acceptance rate: 50.0%\n",
+            1.0 + accepted as f64 / n as f64,
+            k * n,
+            vec!["0.500"; k as usize].join(", ")
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_from("log".into(), text.as_bytes(), None).map(|_| ()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("within 10 s");
+        let e = got.unwrap_err().to_string();
+        assert!(e.contains("100000 per-position rates"), "{e}");
     }
 
     #[test]
