@@ -400,29 +400,7 @@ pub fn from_prometheus(
             settings.limits,
             &mut warnings,
         )?;
-        let result = data.result.ok_or_else(|| {
-            CliError::new(format!(
-                "{shown}: the answer to {query} has no result vector"
-            ))
-        })?;
-        for r in result.0 {
-            let value = r
-                .value
-                .and_then(|(_, v)| match v.as_str() {
-                    "NaN" => Some(f64::NAN),
-                    "+Inf" => Some(f64::INFINITY),
-                    "-Inf" => Some(f64::NEG_INFINITY),
-                    v => v.parse().ok(),
-                })
-                .ok_or_else(|| {
-                    CliError::new(format!("{shown}: a sample of {query} has no value"))
-                })?;
-            samples.push(Sample {
-                name: family.clone(),
-                labels: r.metric.into_iter().collect(),
-                value,
-            });
-        }
+        samples.extend(query_samples(data, family, query, &shown)?);
     }
     let groups = engines::group(&samples, &families, by, Values::Extrapolated)
         .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
@@ -448,6 +426,102 @@ pub fn from_prometheus(
     Ok(counted)
 }
 
+/// The samples of an instant vector (`data` of `/api/v1/query`), each
+/// named `family`; `query` and `shown` (the URL) are for messages.
+fn query_samples(
+    data: QueryData,
+    family: &str,
+    query: &str,
+    shown: &str,
+) -> Result<Vec<Sample>, CliError> {
+    let result = data.result.ok_or_else(|| {
+        CliError::new(format!(
+            "{shown}: the answer to {query} has no result vector"
+        ))
+    })?;
+    let mut samples = Vec::with_capacity(result.0.len());
+    for r in result.0 {
+        let value = r
+            .value
+            .and_then(|(_, v)| match v.as_str() {
+                "NaN" => Some(f64::NAN),
+                "+Inf" => Some(f64::INFINITY),
+                "-Inf" => Some(f64::NEG_INFINITY),
+                v => v.parse().ok(),
+            })
+            .ok_or_else(|| CliError::new(format!("{shown}: a sample of {query} has no value")))?;
+        samples.push(Sample {
+            name: family.to_owned(),
+            labels: r.metric.into_iter().collect(),
+            value,
+        });
+    }
+    Ok(samples)
+}
+
+/// An answer of `/api/v1/series` (HTTP `status`, `body`) as `--prometheus`
+/// reads it: the names of its series, and the warnings it carried. For the
+/// fuzz targets (`fuzz/`), which feed it answers without a server.
+///
+/// ```
+/// use specdec_metrics_cli::sources::read_series_answer;
+/// let body = br#"{"status":"success","data":[{"__name__":"a_total","job":"x"},{}]}"#;
+/// let (names, warnings) = read_series_answer(200, body.to_vec()).unwrap();
+/// assert_eq!((names, warnings.len()), (vec!["a_total".to_owned()], 0));
+/// assert!(read_series_answer(200, b"<html>".to_vec()).is_err());
+/// ```
+pub fn read_series_answer(
+    status: u16,
+    body: Vec<u8>,
+) -> Result<(Vec<String>, Vec<String>), CliError> {
+    let mut warnings = Vec::new();
+    let series: Capped<SeriesName> = decode(
+        "http://prometheus/api/v1/series",
+        &[("match[]", "{}")],
+        answer(status, body),
+        &mut warnings,
+    )?;
+    let names = series.0.into_iter().filter_map(|s| s.name).collect();
+    Ok((names, warnings))
+}
+
+/// An answer of `/api/v1/query` (HTTP `status`, `body`) as `--prometheus`
+/// reads it: its samples, each named `family`, and the warnings it
+/// carried. For the fuzz targets (`fuzz/`).
+///
+/// ```
+/// use specdec_metrics_cli::sources::read_query_answer;
+/// let body = br#"{"status":"success","data":{"result":[{"metric":{"m":"a"},"value":[1,"2.5"]}]}}"#;
+/// let (samples, _) = read_query_answer(200, body.to_vec(), "d_total").unwrap();
+/// assert_eq!((samples[0].value, samples[0].label("m")), (2.5, Some("a")));
+/// ```
+pub fn read_query_answer(
+    status: u16,
+    body: Vec<u8>,
+    family: &str,
+) -> Result<(Vec<Sample>, Vec<String>), CliError> {
+    let url = "http://prometheus/api/v1/query";
+    let query = format!("sum (increase({family}[1h]))");
+    let mut warnings = Vec::new();
+    let data: QueryData = decode(
+        url,
+        &[("query", &query)],
+        answer(status, body),
+        &mut warnings,
+    )?;
+    let samples = query_samples(data, family, &query, url)?;
+    Ok((samples, warnings))
+}
+
+/// A response as [`http::get`] would hand it back, JSON.
+fn answer(status: u16, body: Vec<u8>) -> http::Response {
+    http::Response {
+        status,
+        mime_type: Some("application/json".to_owned()),
+        body,
+    }
+}
+
 /// One call of the Prometheus HTTP API (`/api/v1/<endpoint>`): its `data`,
 /// or an error with Prometheus' own message. The answer's `warnings` (and
 /// `infos`), which Thanos and Mimir send with a partial response, are
@@ -460,8 +534,18 @@ fn api<T: DeserializeOwned>(
     warnings: &mut Vec<String>,
 ) -> Result<T, CliError> {
     let url = format!("{base}/api/v1/{endpoint}");
-    let shown = display_url(&url);
     let response = http::get(&url, params, "application/json", limits)?;
+    decode(&url, params, response, warnings)
+}
+
+/// The answer [`api`] got from `url` (asked with `params`), read.
+fn decode<T: DeserializeOwned>(
+    url: &str,
+    params: &[(&str, &str)],
+    response: http::Response,
+    warnings: &mut Vec<String>,
+) -> Result<T, CliError> {
+    let shown = display_url(url);
     // Read into the types needed, never into a whole `Value` tree (which
     // takes tens of times the body), and at most MAX_SERIES entries.
     let parsed: Result<Envelope<T>, _> = serde_json::from_slice(&response.body);
@@ -479,7 +563,7 @@ fn api<T: DeserializeOwned>(
         }
         _ => {
             // Not the API's JSON: say the status, or what came instead.
-            let response = response.success(&url)?;
+            let response = response.success(url)?;
             let head: String = String::from_utf8_lossy(&response.body)
                 .trim()
                 .chars()

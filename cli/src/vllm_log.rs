@@ -31,7 +31,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Serialize;
-use specdec_metrics::{CounterSeries, EngineCounters, VLLM_METRIC_PREFIX};
+use specdec_metrics::{CounterSeries, EngineCounters, MAX_MAX_DRAFT_LEN, VLLM_METRIC_PREFIX};
 
 use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
@@ -84,6 +84,16 @@ pub fn read(
                 .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
         )
     };
+    read_from(name, input, max_draft_len)
+}
+
+/// [`read`] of a log already open: `input`, which messages call `name`
+/// (the fuzz targets, `fuzz/`, read logs from memory through it).
+pub fn read_from(
+    name: String,
+    input: impl Read,
+    max_draft_len: Option<usize>,
+) -> Result<(Counted, Reconstruction), CliError> {
     let mut reader = BufReader::new(input);
     let (mut k, mut drafts, mut drafted, mut accepted) = (None::<usize>, 0u64, 0u64, 0u64);
     let mut per_pos: Vec<u64> = Vec::new();
@@ -115,6 +125,13 @@ pub fn read(
         let line = parse_line(text[at + MARKER.len()..].trim_end()).map_err(&at_line)?;
         rec.lines += 1;
         let kk = line.rates.len();
+        // Refused here, not only by the counters at the end: each step of
+        // the reconstruction takes time in proportion to K.
+        if kk > MAX_MAX_DRAFT_LEN {
+            return Err(at_line(format!(
+                "{kk} per-position rates: K = num_speculative_tokens is at most {MAX_MAX_DRAFT_LEN}"
+            )));
+        }
         match k {
             None => k = Some(kk),
             Some(k) if k != kk => {
@@ -404,12 +421,31 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
                 2,
             ));
         };
-        if up {
-            counts[i] += 1;
-            sum += 1;
+        // One token at a time to the largest gap, as long as the distance
+        // to `Accepted` is small (every log of real traffic); further away
+        // (counts in the billions, which only a damaged or forged line has)
+        // a share of the distance at a time, so that the work stays within
+        // O(K^2 log N) whatever the counts. Either way the count stays in
+        // its window and below the one before it.
+        let (lo, hi) = window(line.rates[i]);
+        let distance = target.abs_diff(sum);
+        let room = if up {
+            hi.min(if i == 0 { hi } else { counts[i - 1] }) - counts[i]
         } else {
-            counts[i] -= 1;
-            sum -= 1;
+            counts[i] - lo.max(counts.get(i + 1).copied().unwrap_or(lo))
+        };
+        let step = if distance <= 1 << 16 {
+            1
+        } else {
+            (distance / (2 * k)).max(1)
+        }
+        .min(room);
+        if up {
+            counts[i] += step;
+            sum += step;
+        } else {
+            counts[i] -= step;
+            sum -= step;
         }
     }
     Ok((n, counts))
@@ -450,6 +486,72 @@ mod tests {
             assert!(c.abs_diff(t) <= 12_345u64.div_ceil(1000), "{c} vs {t}");
         }
         assert!(counts.windows(2).all(|w| w[1] <= w[0]));
+    }
+
+    /// What [`reconstruct`] returns.
+    type Reconstructed = Result<(u64, Vec<u64>), (String, u8)>;
+
+    /// `reconstruct` of the line with these figures, on a thread: `None`
+    /// when it takes more than ten seconds.
+    fn reconstruct_within_10s(
+        mal: &str,
+        accepted: u64,
+        drafted: u64,
+        rates: &str,
+    ) -> Option<Reconstructed> {
+        let text = format!(
+            "Mean acceptance length: {mal}, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: 50.0%"
+        );
+        let line = parse_line(&text).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(reconstruct(&line)));
+        rx.recv_timeout(std::time::Duration::from_secs(10)).ok()
+    }
+
+    /// Counts far from `Accepted` were moved one token per step: 4 * 10^11
+    /// steps for the first line here, and more than any run can wait for
+    /// with larger counts (a hang, which the `vllm_log` fuzz target reports
+    /// as a timeout on such a line).
+    #[test]
+    fn enormous_counts_are_reconstructed_in_bounded_time() {
+        let n = 1_000_000_000_000_000u64;
+        // Feasible: the count is Accepted itself, 4 * 10^11 from r N.
+        let got = reconstruct_within_10s("1.5004", 500_400_000_000_000, n, "0.500");
+        assert_eq!(got, Some(Ok((n, vec![500_400_000_000_000]))));
+        // Infeasible: Accepted is twice the most the rate allows.
+        let got = reconstruct_within_10s("2.00", n, n, "0.500").expect("within 10 s");
+        assert!(got.unwrap_err().0.contains("cannot add up"));
+        // Many positions, each far from its share.
+        let accepted = 501_600_000_000_000;
+        let got = reconstruct_within_10s("1.5016", accepted, 4 * n, "0.200, 0.150, 0.100, 0.050")
+            .expect("within 10 s")
+            .unwrap();
+        assert_eq!(got.1.iter().sum::<u64>(), accepted);
+        assert!(got.1.windows(2).all(|w| w[1] <= w[0]));
+    }
+
+    /// A line of 100,000 rates took each step of the reconstruction over
+    /// every position, 65,536 steps of them (a hang: the `vllm_log` fuzz
+    /// target reports it as a timeout); such a K is refused at once.
+    #[test]
+    fn a_line_with_more_rates_than_any_k_is_refused_at_once() {
+        let (k, n) = (100_000u64, 2000u64);
+        let accepted = k * 1000 + 65_536;
+        let text = format!(
+            "SpecDecoding metrics: Mean acceptance length: {:.6}, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: {accepted} tokens, Drafted: {} tokens, Per-position acceptance rate: {}, Avg Draft acceptance rate: 50.0%\n",
+            1.0 + accepted as f64 / n as f64,
+            k * n,
+            vec!["0.500"; k as usize].join(", ")
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_from("log".into(), text.as_bytes(), None).map(|_| ()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("within 10 s");
+        let e = got.unwrap_err().to_string();
+        assert!(e.contains("100000 per-position rates"), "{e}");
     }
 
     #[test]

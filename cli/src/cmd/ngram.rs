@@ -440,6 +440,21 @@ fn read_requests(
     }
 }
 
+/// One input line (without its `\n`) as `ngram` reads it: the request's
+/// id, prompt and output, or the message that stops the run. `line` is its
+/// line number, the id when the line gives none. For the fuzz targets
+/// (`fuzz/`).
+///
+/// ```
+/// use specdec_metrics_cli::cmd::ngram::read_request;
+/// let (id, prompt, output) = read_request(br#"{"prompt": "a b", "output": "c"}"#, 7).unwrap();
+/// assert_eq!((id, prompt.as_str(), output.as_str()), (7.into(), "a b", "c"));
+/// assert!(read_request(br#"{"prompt": "a b"}"#, 7).is_err());
+/// ```
+pub fn read_request(buf: &[u8], line: u64) -> Result<(Value, String, String), String> {
+    parse_request(buf, line, 0).map(|job| (job.id, job.prompt, job.output))
+}
+
 /// One input line into a request: `{"prompt": TEXT, "output": TEXT}` with
 /// an optional `"id"` (a string or an integer; the line number when
 /// absent).

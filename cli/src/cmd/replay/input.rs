@@ -59,17 +59,28 @@ pub enum Record<'p> {
     /// An empty or whitespace-only line.
     Blank,
     /// One verify step: drafted `k`, accepted `a`.
-    Step { drafted: u64, accepted: u64 },
+    Step {
+        /// `k`, the tokens drafted.
+        drafted: u64,
+        /// `a`, the drafted tokens accepted.
+        accepted: u64,
+    },
     /// A step where the drafting policy proposed nothing.
     Undrafted,
     /// A scheduler step whose draft budget was `budget`.
-    Scheduled { budget: u64 },
+    Scheduled {
+        /// `b`, the draft budget.
+        budget: u64,
+    },
     /// A vLLM detailed report: step `i` drafted `drafted[i]` and accepted
     /// `accepted[i]`; `num_spec_tokens` is the report's own `K`, when it
     /// carries one as an integer.
     Detailed {
+        /// `per_step_drafted`.
         drafted: &'p [u64],
+        /// `per_step_accepted`.
         accepted: &'p [u64],
+        /// `num_spec_tokens`, when it is an integer.
         num_spec_tokens: Option<u64>,
     },
 }
@@ -100,6 +111,7 @@ pub struct LineParser {
 }
 
 impl LineParser {
+    /// A parser with empty buffers.
     pub fn new() -> Self {
         Self::default()
     }

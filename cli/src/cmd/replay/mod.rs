@@ -19,7 +19,9 @@
 //! thread records it, and counts add up in any order.
 
 mod diagnostics;
-mod input;
+// Public for the fuzz targets (`fuzz/`), which check that its fast path
+// agrees with its serde path.
+pub mod input;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};

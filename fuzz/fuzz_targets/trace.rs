@@ -1,0 +1,49 @@
+//! The n-gram what-if trace reader (`specdec_sim::trace::TraceReader`),
+//! what `whatif` reads.
+//!
+//! Properties: no panic, no hang, memory bounded by the line limit (4 KiB
+//! here, so that the fuzzer reaches it); every request read meets the
+//! format's rules (arrays of `max(M - 1, 0)` entries, `match <= proposal
+//! <= cap`); and the metadata and requests read, written back by the
+//! writer, read back the same.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use specdec_sim::trace::{TraceReader, write_meta, write_request};
+
+fuzz_target!(|data: &[u8]| {
+    let mut reader = TraceReader::new(data).with_max_line_bytes(4096);
+    let meta = match reader.meta() {
+        Ok(m) => m.cloned(),
+        Err(_) => return,
+    };
+    let cap = reader.cap().unwrap();
+    let mut requests = Vec::new();
+    for r in reader.by_ref() {
+        match r {
+            Ok(r) => requests.push(r),
+            Err(_) => break,
+        }
+    }
+    assert!(reader.next().is_none(), "yields after its end");
+    let mut written = Vec::new();
+    if let Some(m) = &meta {
+        write_meta(&mut written, m).unwrap();
+    }
+    for r in &requests {
+        let positions = usize::try_from(r.output_tokens.saturating_sub(1)).unwrap();
+        assert_eq!(r.proposal.len(), positions);
+        assert_eq!(r.matched.len(), positions);
+        assert_eq!(r.positions(), positions);
+        for (&l, &m) in r.proposal.iter().zip(&r.matched) {
+            assert!(m <= l && usize::from(l) <= cap);
+        }
+        write_request(&mut written, r).unwrap();
+    }
+    let mut back = TraceReader::new(written.as_slice());
+    assert_eq!(back.meta().unwrap().cloned(), meta);
+    let again: Vec<_> = back
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("written back, it does not read: {e}"));
+    assert_eq!(again, requests);
+});

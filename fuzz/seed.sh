@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Seeds the fuzz corpora (fuzz/corpus/<target>/, git-ignored) from this
+# repository's own fixtures and the text its tests write: every seed is a
+# file of the repository, or a line or literal taken from one. Run from
+# anywhere; idempotent (seeds are named by their content's hash).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+corpus="$root/fuzz/corpus"
+cd "$root"
+
+# seed TARGET: standard input becomes one seed of TARGET.
+seed() {
+    local dir="$corpus/$1" tmp
+    mkdir -p "$dir"
+    tmp="$(mktemp)"
+    cat >"$tmp"
+    if [ -s "$tmp" ]; then
+        mv "$tmp" "$dir/seed-$(sha1sum "$tmp" | cut -c1-16)"
+    else
+        rm -f "$tmp"
+    fi
+}
+
+# lines TARGET: every line of standard input becomes one seed of TARGET.
+lines() {
+    local line
+    while IFS= read -r line; do
+        printf '%s\n' "$line" | seed "$1"
+    done
+}
+
+# The JSON object literals of Rust raw strings (r#"{...}"#) in FILES that
+# contain PATTERN (format! placeholders and all: a seed need not be valid).
+raw_objects() {
+    local pattern="$1"
+    shift
+    grep -ohE 'r#"\{[^#]*\}"#' "$@" | sed -e 's/^r#"//' -e 's/"#$//' | grep -F -- "$pattern" || true
+}
+
+# report: the reports of examples/batch, and the report lines of the tests.
+for f in examples/batch/*.json; do seed report <"$f"; done
+raw_objects '"acceptance_histogram_by_draft_length"' tests/*.rs cli/tests/*.rs | lines report
+
+# replay_line: the step lines and detailed reports the CLI's tests replay.
+for key in '"drafted"' '"undrafted"' '"scheduled"' '"per_step_drafted"'; do
+    raw_objects "$key" cli/tests/*.rs cli/src/cmd/replay/*.rs | lines replay_line
+done
+
+# exposition: the scrapes of cli/tests/fixtures, whole and cut at every
+# family, and the inline expositions of the parser's tests.
+for f in cli/tests/fixtures/*.prom cli/tests/fixtures/*.om; do
+    seed exposition <"$f"
+    head -n 12 "$f" | seed exposition
+done
+grep -ohE '^ *(let text = )?"[^"]*(\\"[^"]*)*\\n' cli/src/exposition.rs \
+    | sed -e 's/^ *let text = //' -e 's/^ *"//' | while IFS= read -r line; do
+        printf '%b' "$line" | seed exposition
+    done
+
+# prometheus_api: the answers the advise tests' fake Prometheus gives. The
+# first byte picks the endpoint (even: series, odd: query) and the status.
+raw_objects '"status"' cli/tests/*.rs | while IFS= read -r line; do
+    case "$line" in
+        *'"data":['*) printf '\000%s' "$line" | seed prometheus_api ;;
+        *) printf '\001%s' "$line" | seed prometheus_api ;;
+    esac
+done
+
+# vllm_log: the vLLM log of cli/tests/fixtures, whole and its first lines.
+for f in cli/tests/fixtures/*.log; do
+    seed vllm_log <"$f"
+    head -n 4 "$f" | seed vllm_log
+done
+
+# trace: the traces of the simulator's and the CLI's tests and docs.
+raw_objects '"output_tokens"' sim/src/*.rs sim/tests/*.rs cli/tests/*.rs | lines trace
+grep -h '^//! {"' sim/src/trace.rs | sed 's#^//! ##' | seed trace
+
+# ngram_request: the request lines of the ngram tests.
+raw_objects '"prompt"' cli/tests/*.rs cli/src/ngram/*.rs cli/src/cmd/ngram.rs | lines ngram_request
+printf '%s\n' '{"prompt": "def f(x):\n    return x\n", "output": "def g(x):\n    return x\n", "id": "r1"}' \
+    '{"prompt": "a b a b", "output": "a b", "id": 7}' | seed ngram_request
+
+for d in "$corpus"/*/; do
+    printf '%s: %s seeds\n' "$(basename "$d")" "$(find "$d" -type f | wc -l)"
+done
