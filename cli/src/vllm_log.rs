@@ -210,10 +210,10 @@ impl Format {
     pub fn describe(self) -> &'static str {
         match self {
             Format::V1Current => {
-                "vLLM's current SpecDecoding metrics line (Mean acceptance length first; vllm/v1/spec_decode/metrics.py since PR #24127, September 2025; vllm-ascend prints vLLM's)"
+                "vLLM's current SpecDecoding metrics line (Mean acceptance length first, with the throughputs of PR #24127, September 2025; vllm/v1/spec_decode/metrics.py; vllm-ascend prints vLLM's)"
             }
             Format::V1RateFirst => {
-                "vLLM's rate-first SpecDecoding metrics line (Draft acceptance rate first; vllm/v1/spec_decode/metrics.py from PR #16665, April 2025, until the current order)"
+                "vLLM's rate-first SpecDecoding metrics line (Draft acceptance rate first; vllm/v1/spec_decode/metrics.py from PR #16665, April 2025, until the current order of late 2025)"
             }
             Format::V1Totals => {
                 "vLLM V1's totals line (SpecDecoding metrics: Draft acceptance rate, Accepted, Drafted; vllm/v1/spec_decode/metrics.py from PR #15902 to PR #16665, April 2025)"
@@ -696,7 +696,7 @@ fn means_only(format: Format, means: &[(u64, Means)]) -> String {
                 "none (no drafts)".to_owned()
             };
             format!(
-                "{head} ({} line{}, totals since start-up: the last of each of {} run{} counts): K = {k}, {} drafts (draft tokens / K), mean acceptance length {mal} (emitted tokens / drafts, exact), {} of {} draft tokens accepted anywhere in their draft (not only as a prefix); {advise}. Run the workload on vLLM V1, whose SpecDecoding metrics line prints per-position acceptance rates, or scrape its /metrics (vllm:spec_decode_num_accepted_tokens_per_pos) and use --metrics",
+                "{head}; {} line{}, totals since start-up (the last of each of {} run{} counts): K = {k}, {} drafts (draft tokens / K), mean acceptance length {mal} (emitted tokens / drafts, exact), {} of {} draft tokens accepted anywhere in their draft (not only as a prefix); {advise}. Run the workload on vLLM V1, whose SpecDecoding metrics line prints per-position acceptance rates, or scrape its /metrics (vllm:spec_decode_num_accepted_tokens_per_pos) and use --metrics",
                 group_digits(means.len() as u64),
                 if means.len() == 1 { "" } else { "s" },
                 runs.len(),
@@ -718,7 +718,7 @@ fn means_only(format: Format, means: &[(u64, Means)]) -> String {
                 }
             }
             format!(
-                "{head} ({} line{}): {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in this line: upgrade, or scrape /metrics and use --metrics",
+                "{head}; {} line{}: {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in this line: upgrade, or scrape /metrics and use --metrics",
                 group_digits(means.len() as u64),
                 if means.len() == 1 { "" } else { "s" },
                 group_digits(a),
@@ -747,7 +747,7 @@ fn means_only(format: Format, means: &[(u64, Means)]) -> String {
                 .take(3)
                 .collect();
             format!(
-                "{head} ({}: {}): per-position rates without the number of drafts carry no sample size, so no count and no draft length can be told. Print num_drafts, num_draft_tokens and num_accepted_tokens as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics",
+                "{head}; {}: {}: per-position rates without the number of drafts carry no sample size, so no count and no draft length can be told. Print num_drafts, num_draft_tokens and num_accepted_tokens as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics",
                 plural(means.len() as u64, "summary"),
                 shown.join("; ")
             )
@@ -777,7 +777,7 @@ fn means_only(format: Format, means: &[(u64, Means)]) -> String {
                 "Print acceptance at token i as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics"
             };
             format!(
-                "{head} ({}): {} drafts, {} draft tokens, {} accepted: mean acceptance length {mal} (exact); the per-position rates are missing, so {advise}. {fix}",
+                "{head}; {}: {} drafts, {} draft tokens, {} accepted: mean acceptance length {mal} (exact); the per-position rates are missing, so no draft length can be advised. {fix}",
                 plural(means.len() as u64, "summary"),
                 group_digits(n),
                 group_digits(d),

@@ -452,7 +452,7 @@ fn means_only_formats_say_what_they_identify_and_what_to_turn_on() {
         5,
         &[
             "vLLM V0's Speculative metrics line",
-            "the last of each of 1 run",
+            "(the last of each of 1 run counts)",
             "K = 3, 4,500 drafts",
             "mean acceptance length 2.3778",
             "8,600 of 13,500 draft tokens accepted anywhere",
@@ -489,7 +489,7 @@ fn means_only_formats_say_what_they_identify_and_what_to_turn_on() {
     let restart = f[5].1.clone() + &v0(V0, 3, 300, 600, 500);
     let (_, err, _) = advise(&restart, &[]);
     assert!(
-        err.contains("the last of each of 2 runs") && err.contains("K = 3, 4,700 drafts"),
+        err.contains("(the last of each of 2 runs counts)") && err.contains("K = 3, 4,700 drafts"),
         "{err}"
     );
 }
