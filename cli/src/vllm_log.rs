@@ -648,10 +648,9 @@ impl<'a> Accumulator<'a> {
 }
 
 fn plural(n: u64, what: &str) -> String {
-    let many = if what.ends_with('y') {
-        format!("{}ies", &what[..what.len() - 1])
-    } else {
-        format!("{what}s")
+    let many = match what.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{what}s"),
     };
     format!("{} {}", group_digits(n), if n == 1 { what } else { &many })
 }
@@ -1135,9 +1134,9 @@ impl Block {
         if format == Format::BenchServe {
             return Some(Ok(b));
         }
-        Some(b.feed(t).and_then(|taken| {
+        Some(b.feed(t).map(|taken| {
             debug_assert!(taken);
-            Ok(b)
+            b
         }))
     }
 
