@@ -938,13 +938,16 @@ fn parse_speculative(rest: &str) -> Result<Record, String> {
             ));
         }
         let drafts = drafted / k;
-        if accepted > drafted || emitted > drafts.saturating_mul(k + 1) || emitted < drafts {
+        if accepted > drafted
+            || emitted > drafts.saturating_mul(k.saturating_add(1))
+            || emitted < drafts
+        {
             return Err(format!(
                 "{accepted} accepted and {emitted} emitted tokens cannot come from {drafts} drafts of {k}"
             ));
         }
         if !efficiency.is_nan() && drafts > 0 {
-            let e = emitted as f64 / (drafts * (k + 1)) as f64;
+            let e = emitted as f64 / (drafts as f64 * (k as f64 + 1.0));
             if (e - efficiency).abs() > 0.0005 + 1e-9 {
                 return Err(format!(
                     "System efficiency {efficiency:.3} is not emitted / (drafts × (K + 1)) = {e:.4}: the line contradicts itself"
@@ -1065,7 +1068,8 @@ struct Block {
     /// Its first line's number and text, for messages.
     start: u64,
     first_line: String,
-    fields: Vec<(&'static str, f64)>,
+    /// `(key, value, the value as a count)`: counts are kept exact.
+    fields: Vec<(&'static str, f64, u64)>,
     rates: Vec<f64>,
     /// `vllm bench serve`: the `Per-position acceptance (%):` line was read.
     per_position: bool,
@@ -1168,15 +1172,16 @@ impl Block {
             if !self.rates.is_empty() || self.per_position {
                 return Ok(false);
             }
-            if self.fields.iter().any(|(f, _)| *f == k) {
+            if self.fields.iter().any(|(f, _, _)| *f == k) {
                 return Ok(false);
             }
-            let v = if COUNT_KEYS.contains(&k) {
-                count(value)? as f64
+            let (v, c) = if COUNT_KEYS.contains(&k) {
+                let c = count(value)?;
+                (c as f64, c)
             } else {
-                number(value)?
+                (number(value)?, 0)
             };
-            self.fields.push((k, v));
+            self.fields.push((k, v, c));
             return Ok(true);
         }
         if self.format == Format::BenchServe
@@ -1209,27 +1214,33 @@ impl Block {
     }
 
     fn field(&self, key: &str) -> Option<f64> {
-        self.fields.iter().find(|(k, _)| *k == key).map(|&(_, v)| v)
+        self.fields
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|&(_, v, _)| v)
+    }
+
+    fn count_field(&self, key: &str) -> Option<u64> {
+        self.fields
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|&(_, _, c)| c)
     }
 
     /// The record the summary makes, or why it makes none.
     fn finish(self) -> Result<Record, String> {
-        let need = |key: &str| {
-            self.field(key).ok_or_else(|| {
-                format!(
-                    "this {} has no {key:?} line",
-                    match self.format {
-                        Format::BenchServe => "vllm bench serve section",
-                        _ => "summary",
-                    }
-                )
-            })
+        let what = match self.format {
+            Format::BenchServe => "vllm bench serve section",
+            _ => "summary",
         };
+        let missing = |key: &str| format!("this {what} has no {key:?} line");
+        let need = |key: &str| self.field(key).ok_or_else(|| missing(key));
+        let need_count = |key: &str| self.count_field(key).ok_or_else(|| missing(key));
         match self.format {
             Format::OfflineExample => {
-                let drafts = need("num_drafts")? as u64;
-                let drafted = need("num_draft_tokens")? as u64;
-                let accepted = need("num_accepted_tokens")? as u64;
+                let drafts = need_count("num_drafts")?;
+                let drafted = need_count("num_draft_tokens")?;
+                let accepted = need_count("num_accepted_tokens")?;
                 let mal = need("mean acceptance length")?;
                 if self.rates.is_empty() {
                     return Ok(Record::Means(
@@ -1262,15 +1273,15 @@ impl Block {
             Format::OfflineStatsBlock => Ok(Record::Means(
                 Format::OfflineStatsBlock,
                 Means::Tokens {
-                    drafts: Some(need("Number of drafts")? as u64),
-                    drafted: need("Draft tokens generated")? as u64,
-                    accepted: need("Accepted tokens")? as u64,
+                    drafts: Some(need_count("Number of drafts")?),
+                    drafted: need_count("Draft tokens generated")?,
+                    accepted: need_count("Accepted tokens")?,
                 },
             )),
             _ => {
-                let drafts = need("Drafts")? as u64;
-                let drafted = need("Draft tokens")? as u64;
-                let accepted = need("Accepted tokens")? as u64;
+                let drafts = need_count("Drafts")?;
+                let drafted = need_count("Draft tokens")?;
+                let accepted = need_count("Accepted tokens")?;
                 let mal = need("Acceptance length")?;
                 if let Some(pct) = self.field("Acceptance rate (%)").filter(|_| drafted > 0) {
                     let p = accepted as f64 / drafted as f64 * 100.0;
@@ -1421,7 +1432,6 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
         .collect();
     let target = line.accepted;
     let mut sum: u64 = counts.iter().sum();
-    // At most one step per unit of the windows: bounded by K × the window.
     while sum != target {
         let up = sum < target;
         let pick = (0..counts.len())
@@ -1455,12 +1465,23 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
                 2,
             ));
         };
-        if up {
-            counts[i] += 1;
-            sum += 1;
+        // As far as the window, the order and what is left allow, and
+        // toward the rate first: a few steps however many drafts.
+        let (lo, hi) = window(line.rates[i]);
+        let room = if up {
+            hi.min(if i == 0 { u64::MAX } else { counts[i - 1] }) - counts[i]
         } else {
-            counts[i] -= 1;
-            sum -= 1;
+            counts[i] - lo.max(counts.get(i + 1).copied().unwrap_or(0))
+        };
+        let left = sum.abs_diff(target);
+        let gap = (line.rates[i] * nf - counts[i] as f64).abs().floor() as u64;
+        let step = room.min(left).min(gap.max(left.div_ceil(k)).max(1));
+        if up {
+            counts[i] += step;
+            sum += step;
+        } else {
+            counts[i] -= step;
+            sum -= step;
         }
     }
     Ok((n, counts))

@@ -590,3 +590,41 @@ fn the_output_names_the_format_it_took() {
     );
     assert!(out.contains("Recommendation: draft"), "{out}");
 }
+
+/// Huge counts are read as exactly as small ones, and quickly: the
+/// adjustment into the rounding windows moves counts in bulk (a window of
+/// 10^13 counts is not walked one by one), the counts stay exact u64s.
+#[test]
+fn huge_counts_are_reconstructed_without_walking_the_windows() {
+    let drafts = 1_000_000_000_000_000u64;
+    // 0.71, 0.50, 0.30 of 10^15 sum to 1.51e15; 1.4e13 more still fits
+    // the windows (±0.005 × 10^15 each).
+    let accepted = 1_510_000_000_000_000u64 + 14_000_000_000_000;
+    let text = format!(
+        "num_drafts: {drafts}\nnum_draft_tokens: {}\nnum_accepted_tokens: {accepted}\nmean acceptance length: 2.52\nacceptance at token 0: 0.71\nacceptance at token 1: 0.50\nacceptance at token 2: 0.30\n",
+        drafts * 3
+    );
+    let start = std::time::Instant::now();
+    let (counted, rec) = read(&text).unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let (n, c) = exact(&counted);
+    assert_eq!(n, drafts);
+    assert_eq!(c.iter().map(|x| x.0).sum::<u64>(), accepted);
+    for (got, r) in c.iter().zip([0.71, 0.50, 0.30]) {
+        let ideal = r * drafts as f64;
+        assert!(
+            (got.0 as f64 - ideal).abs() <= 0.005 * drafts as f64 + 1.0,
+            "{c:?}"
+        );
+    }
+    assert_eq!(rec.max_count_error, drafts / 100);
+    // An interval line of 10^18 drafts of 3, likewise.
+    let line = "SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: 1500400000000000000 tokens, Drafted: 3000000000000000000 tokens, Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%\n";
+    let (counted, _) = read(line).unwrap();
+    let (n, c) = exact(&counted);
+    assert_eq!(n, 1_000_000_000_000_000_000);
+    assert_eq!(
+        c.iter().map(|x| x.0).sum::<u64>(),
+        1_500_400_000_000_000_000
+    );
+}
