@@ -45,11 +45,19 @@
 //! In both, the per-position rates are `f"{p:.3f}"` joined by `", "`, each
 //! the accepted count at that position over the interval's drafts. Each
 //! line covers one logging interval of one engine (the logger resets after
-//! it), so the file's lines add up, whatever engines or API servers
-//! interleave them (`(APIServer pid=N)`, `(EngineCore_DP0 pid=N)`: a note
-//! counts them; a file must hold one `K`). Whatever precedes the marker on
-//! a line (time, level, logger, process) is ignored, and so are colour
-//! codes (SGR sequences).
+//! it), so the file's lines add up, whatever engines interleave them: a
+//! data-parallel server's `LoggingStatLogger` prints, per engine, its
+//! `Engine 001: Avg prompt throughput ...` line and then this one (or one
+//! line for all engines, `AggregatedLoggingStatLogger`), and the logs of
+//! several servers may be put together (`(APIServer pid=N)` tells them
+//! apart). A note counts the engines pooled, by process tag and the
+//! engine line before. vLLM itself prints none of these lines with
+//! `--api-server-count` above 1 (`StatLoggerManager` in
+//! `vllm/v1/metrics/loggers.py`: "disabling stats logging to avoid
+//! incomplete stats"), so no two API servers print the same engine's
+//! window. A file must hold one `K`. Whatever precedes the marker on a line
+//! (time, level, logger, process) is ignored, and so are colour codes (SGR
+//! sequences).
 //!
 //! The lines do not print the number of drafts. With `K` the number of
 //! rates, a line is reconstructed as if every draft had `K` tokens: drafts
@@ -389,6 +397,8 @@ pub fn read_from(
             acc.add(number, &text[at..], record)?;
         } else if let Some(b) = Block::start(number, text) {
             block = Some(b.map_err(|m| acc.refuse(number, text, m))?);
+        } else {
+            acc.note_engine_line(text);
         }
     }
     if let Some(b) = block.take() {
@@ -413,7 +423,10 @@ struct Accumulator<'a> {
     /// The coarsest rates read (the smallest scale).
     coarsest: u64,
     drafts_printed: bool,
-    processes: BTreeSet<String>,
+    /// `(process tag, engine)` of the interval lines.
+    processes: BTreeSet<(String, String)>,
+    /// The engine each process printed a line for last.
+    last_engine: std::collections::BTreeMap<String, String>,
     means: Vec<(u64, Means)>,
 }
 
@@ -441,6 +454,7 @@ impl<'a> Accumulator<'a> {
             coarsest: u64::MAX,
             drafts_printed: false,
             processes: BTreeSet::new(),
+            last_engine: std::collections::BTreeMap::new(),
             means: Vec::new(),
         }
     }
@@ -454,15 +468,33 @@ impl<'a> Accumulator<'a> {
         ))
     }
 
-    /// Remembers the process a line came from: `(APIServer pid=1)`,
-    /// `(EngineCore_DP1 pid=7)`, as vLLM's multiprocess logging tags it.
+    /// Remembers which engine a line came from: the process, as vLLM's
+    /// multiprocess logging tags it (`(APIServer pid=1)`), and the engine
+    /// of the `Engine 001: Avg prompt throughput` line its logger printed
+    /// last in that process (`LoggingStatLogger.log` prints that line, then
+    /// this one, for each engine of a data-parallel server).
     fn note_process(&mut self, before: &str) {
-        let t = before.trim_start();
-        if let Some(end) = t.strip_prefix('(').and_then(|r| r.find(')')) {
-            let tag = &t[1..=end];
-            if tag.contains(" pid=") && self.processes.len() < MAX_PROCESSES {
-                self.processes.insert(tag.to_owned());
-            }
+        let tag = process_tag(before);
+        let engine = self.last_engine.get(&tag).cloned().unwrap_or_default();
+        if self.processes.len() < MAX_PROCESSES {
+            self.processes.insert((tag, engine));
+        }
+    }
+
+    /// Remembers the engine of an `Engine NNN: Avg prompt throughput` line.
+    fn note_engine_line(&mut self, text: &str) {
+        let Some(at) = text.find("Engine ") else {
+            return;
+        };
+        let after = &text[at + "Engine ".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || !after[digits..].starts_with(": Avg prompt throughput") {
+            return;
+        }
+        let tag = process_tag(&text[..at]);
+        if self.last_engine.len() < MAX_PROCESSES || self.last_engine.contains_key(&tag) {
+            self.last_engine
+                .insert(tag, format!("Engine {}", &after[..digits]));
         }
     }
 
@@ -625,9 +657,19 @@ impl<'a> Accumulator<'a> {
             self.rec.max_rate_error,
         ));
         if self.processes.len() > 1 {
-            let shown: Vec<&str> = self.processes.iter().take(4).map(String::as_str).collect();
+            let shown: Vec<String> = self
+                .processes
+                .iter()
+                .take(4)
+                .map(|(tag, engine)| match (tag.is_empty(), engine.is_empty()) {
+                    (false, false) => format!("{tag} {engine}"),
+                    (false, true) => tag.clone(),
+                    (true, false) => engine.clone(),
+                    (true, true) => "untagged".to_owned(),
+                })
+                .collect();
             notes.push(format!(
-                "lines of {} processes pooled ({}{}): each line is one logging interval of one engine, so they add up",
+                "lines of {} engines pooled ({}{}): each line is one logging interval of one engine, so they add up",
                 self.processes.len(),
                 shown.join(", "),
                 if self.processes.len() > 4 { ", ..." } else { "" }
@@ -644,6 +686,16 @@ impl<'a> Accumulator<'a> {
             },
             self.rec,
         ))
+    }
+}
+
+/// The `(Name pid=N)` tag vLLM's multiprocess logging starts a line with,
+/// or "".
+fn process_tag(before: &str) -> String {
+    let t = before.trim_start();
+    match t.strip_prefix('(').and_then(|r| r.find(')')) {
+        Some(end) if t[..end + 2].contains(" pid=") => t[..end + 2].to_owned(),
+        _ => String::new(),
     }
 }
 

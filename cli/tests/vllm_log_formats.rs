@@ -200,9 +200,18 @@ fn bench(drafts: u64, drafted: u64, per_pos: &[u64], print_per_pos: bool) -> Str
     s + &"=".repeat(50) + "\n"
 }
 
-const API: &str = "(APIServer pid=2236552) INFO 09-09 11:51:35 [metrics.py:96] ";
-const DP0: &str = "(EngineCore_DP0 pid=311) INFO 10-01 08:00:10 [metrics.py:101] ";
-const DP1: &str = "(EngineCore_DP1 pid=312) INFO 10-01 08:00:11 [metrics.py:101] ";
+const API: &str = "(APIServer pid=1234) INFO 05-01 12:00:00 [metrics.py:96] ";
+/// A second server's log, put together with the first.
+const API2: &str = "(APIServer pid=77) INFO 09-09 11:51:36 [metrics.py:96] ";
+
+/// The line `LoggingStatLogger.log` prints for each engine before its
+/// SpecDecoding line (vllm/v1/metrics/loggers.py).
+fn engine_line(prefix: &str, engine: u32) -> String {
+    format!(
+        "{}Engine {engine:03}: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 310.2 tokens/s, Running: 4 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%, Prefix cache hit rate: 0.0%\n",
+        prefix.replace("metrics.py:96", "loggers.py:271")
+    )
+}
 const V0: &str = "INFO 10-16 19:05:47 metrics.py:367] ";
 
 /// The fixtures: each format's writer on counts chosen by hand.
@@ -211,11 +220,13 @@ fn fixtures() -> Vec<(&'static str, String)> {
         (
             "v1_current_dp2.log",
             format!(
-                "{}Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 310.2 tokens/s\n{}{}\u{1b}[32m{}\u{1b}[0m\n",
-                DP0.replace("metrics.py:101", "loggers.py:271"),
-                current(DP0, 1000, &[700, 500, 300]),
-                current(DP1, 800, &[600, 420, 251]),
-                current(DP0, 500, &[400, 300, 200]).trim_end(),
+                "{}{}{}{}{}\u{1b}[32m{}\u{1b}[0m\n",
+                engine_line(API, 0),
+                current(API, 1000, &[700, 500, 300]),
+                engine_line(API, 1),
+                current(API, 800, &[600, 420, 251]),
+                engine_line(API2, 0),
+                current(API2, 500, &[400, 300, 200]).trim_end(),
             ),
         ),
         (
@@ -271,8 +282,8 @@ fn fixtures_are_what_the_writers_print() {
     }
 }
 
-/// Interval lines of two engines (and a colour code) pool: drafts 1000 +
-/// 800 + 500, position 1 accepted by 700 + 600 + 400 = 1,700 of them, and
+/// Interval lines of a data-parallel server's two engines and of a second
+/// server (and a colour code) pool: drafts 1000 + 800 + 500, position 1 accepted by 700 + 600 + 400 = 1,700 of them, and
 /// so on; every N is under 1,000, so each rate's rounding window holds
 /// one whole count and the reconstruction is exact.
 #[test]
@@ -294,7 +305,7 @@ fn current_lines_of_interleaved_engines_pool_exactly() {
         "{n}"
     );
     assert!(
-        n.contains("lines of 2 processes pooled (EngineCore_DP0 pid=311, EngineCore_DP1 pid=312)"),
+        n.contains("lines of 3 engines pooled ((APIServer pid=1234) Engine 000, (APIServer pid=1234) Engine 001, (APIServer pid=77) Engine 000)"),
         "{n}"
     );
     // The same text without the colour: the same counts.
