@@ -215,6 +215,12 @@ pub enum Format {
 
 impl Format {
     /// The writer, as the notes and messages name it.
+    ///
+    /// ```
+    /// use specdec_metrics_cli::vllm_log::Format;
+    ///
+    /// assert!(Format::V0Speculative.describe().starts_with("vLLM V0's"));
+    /// ```
     pub fn describe(self) -> &'static str {
         match self {
             Format::V1Current => {
@@ -500,8 +506,10 @@ impl<'a> Accumulator<'a> {
 
     fn add_block(&mut self, block: Block) -> Result<(), CliError> {
         let (start, text) = (block.start, block.first_line.clone());
-        let record = block.finish().map_err(|m| self.refuse(start, &text, m))?;
-        self.add(start, &text, record)
+        match block.finish().map_err(|m| self.refuse(start, &text, m))? {
+            Some(record) => self.add(start, &text, record),
+            None => Ok(()),
+        }
     }
 
     fn add(&mut self, number: u64, text: &str, record: Record) -> Result<(), CliError> {
@@ -1170,11 +1178,9 @@ impl Block {
             Format::OfflineNoDrafts
         } else if t.starts_with("Number of drafts:") {
             Format::OfflineStatsBlock
-        } else if t.len() > 20
-            && t.trim_matches('-') == "Speculative Decoding"
-            && t.starts_with('-')
-            && t.ends_with('-')
-        {
+        } else if t.trim_matches(['-', '=', ' ']) == "Speculative Decoding" {
+            // `print("{s:{c}^{n}}".format(s="Speculative Decoding", n=50,
+            // c="-"))`, or a later version's section title.
             Format::BenchServe
         } else {
             return None;
@@ -1279,8 +1285,16 @@ impl Block {
             .map(|&(_, _, c)| c)
     }
 
-    /// The record the summary makes, or why it makes none.
-    fn finish(self) -> Result<Record, String> {
+    /// The record the summary makes (none for a title with nothing of
+    /// `vllm bench serve`'s section after it), or why it makes none.
+    fn finish(self) -> Result<Option<Record>, String> {
+        if self.format == Format::BenchServe && self.fields.is_empty() && !self.per_position {
+            return Ok(None);
+        }
+        self.record().map(Some)
+    }
+
+    fn record(self) -> Result<Record, String> {
         let what = match self.format {
             Format::BenchServe => "vllm bench serve section",
             _ => "summary",

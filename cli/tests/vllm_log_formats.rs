@@ -573,6 +573,16 @@ fn refused_lines_are_quoted_with_the_reason() {
             "{err}"
         );
     }
+    // A title alone is no section; nothing of vLLM's: said so.
+    let (_, err, code) = advise(
+        "Speculative Decoding\n== Speculative Decoding ==\nINFO nothing here\n",
+        &[],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no line with \"SpecDecoding metrics:\""),
+        "{err}"
+    );
     // Nothing of vLLM's: said so.
     let (_, err, code) = advise("INFO nothing here\n", &[]);
     assert_eq!(code, 2);
