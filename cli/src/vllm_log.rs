@@ -20,10 +20,11 @@
 //!
 //! vllm-ascend prints no line of its own: its scheduler fills vLLM's
 //! `SpecDecodingStats` (`vllm_ascend/core/recompute_scheduler.py`) and
-//! vLLM's logger prints them, so its logs hold this same line (checked at
-//! vllm-project/vllm-ascend 182b75ea84ff13ece27b57391331ef8935410aea: no
-//! other writer of `SpecDecoding metrics` or `acceptance rate` in
-//! `vllm_ascend/` in its history).
+//! vLLM's logger prints them, so its logs hold this same line (checked on
+//! vllm-project/vllm-ascend's history to
+//! 182b75ea84ff13ece27b57391331ef8935410aea: `git log -S` finds no
+//! `SpecDecoding metrics`, `SpecDecodingLogging` or `Draft acceptance
+//! rate` in `vllm_ascend/` or `examples/`).
 //!
 //! **The rate-first line** (`Format::V1RateFirst`), the same writer from
 //! vllm-project/vllm PR #16665 (April 2025, which added the drafts and the
