@@ -778,7 +778,7 @@ fn means_only(format: Format, means: &[(u64, Means)]) -> String {
                 }
             }
             format!(
-                "{head}; {} line{}: {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in this line: upgrade, or scrape /metrics and use --metrics",
+                "{head}; {} line{}: {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in its SpecDecoding metrics line: upgrade, or scrape /metrics and use --metrics",
                 group_digits(means.len() as u64),
                 if means.len() == 1 { "" } else { "s" },
                 group_digits(a),
