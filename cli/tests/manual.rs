@@ -103,16 +103,12 @@ fn console_examples_print_what_the_manual_shows() {
             .unwrap();
         }
     }
-    // The engine fixtures that advise --metrics and --vllm-log read.
-    fs::create_dir(dir.path().join("fixtures")).unwrap();
-    for entry in fs::read_dir(repo_root().join("cli/tests/fixtures")).unwrap() {
-        let path = entry.unwrap().path();
-        fs::copy(
-            &path,
-            dir.path().join("fixtures").join(path.file_name().unwrap()),
-        )
-        .unwrap();
-    }
+    // The engine fixtures that advise --metrics and --vllm-log read (and
+    // the folder of vLLM's log formats, fixtures/vllm_logs).
+    copy_dir(
+        &repo_root().join("cli/tests/fixtures"),
+        &dir.path().join("fixtures"),
+    );
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
     let path = format!(
         "{}:{}",
@@ -277,4 +273,18 @@ fn anchors_are_githubs() {
     )
     .unwrap();
     assert_eq!(anchors(&md), ["notes", "notes-1", "notes-2"]);
+}
+
+/// Copies the files of `from`, and of its folders, to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            fs::copy(&path, dest).unwrap();
+        }
+    }
 }

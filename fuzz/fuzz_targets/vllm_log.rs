@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         Some((&b, rest)) if b < 16 => ((b > 0).then_some(usize::from(b)), rest),
         _ => (None, data),
     };
-    if let Ok((counted, rec)) = read_from("fuzz.log".to_owned(), log, max_draft_len) {
+    if let Ok((counted, rec)) = read_from(log, "fuzz.log".to_owned(), max_draft_len) {
         assert_eq!(counted.groups.len(), 1);
         let c = &counted.groups[0].built.counters;
         if let Some(k) = max_draft_len {

@@ -209,7 +209,7 @@ pub fn reconstruction_caveat(rec: &Recommendation, error: f64) -> String {
         .map(|p| (p.interval[1] - p.interval[0]) / 2.0)
         .fold(f64::INFINITY, f64::min);
     let mut text = format!(
-        "The intervals EXCLUDE the reconstruction error: the log prints rates to 3 decimals, so every P_i (the share of drafts accepting positions 1 to i) is known only to ±{error:.5}"
+        "The intervals EXCLUDE the reconstruction error: the log prints its rates rounded, so every P_i (the share of drafts accepting positions 1 to i) is known only to ±{error:.5}"
     );
     if narrowest.is_finite() && narrowest > 0.0 {
         let _ = write!(
