@@ -134,23 +134,27 @@ enum Command {
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;
-/// the process's exit status.
+/// the process's exit status. The one exit path: every outcome, 3
+/// included, is [`run`]'s `ExitCode` or its [`CliError`](error::CliError)'s
+/// status.
 pub fn main() -> ExitCode {
+    run().unwrap_or_else(error::CliError::exit)
+}
+
+/// Parses the command line and runs the subcommand: its exit status (0, or
+/// 3 for `advise` on counters that give bounds only), or its error.
+pub fn run() -> Result<ExitCode, error::CliError> {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if e.use_stderr() => return usage_error(&e),
+        Err(e) if e.use_stderr() => return Ok(usage_error(&e)),
         Err(e) => e.exit(), // --help, --version: standard output, status 0
     };
-    let result = match cli.command {
+    match cli.command {
         Command::Replay(args) => cmd::replay::run(args).map(|()| ExitCode::SUCCESS),
         Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Advise(args) => cmd::advise::run(*args),
         Command::Whatif(args) => cmd::whatif::run(*args).map(|()| ExitCode::SUCCESS),
         Command::Ngram(args) => cmd::ngram::run(*args).map(|()| ExitCode::SUCCESS),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => e.exit(),
     }
 }
 

@@ -90,7 +90,7 @@ pub struct SourceArgs {
     /// reconstructed into counts (see the manual for their precision).
     #[arg(long, value_name = "FILE", conflicts_with = "report")]
     pub vllm_log: Option<PathBuf>,
-    /// llama.cpp's log: its "statistics <drafter>: ..." lines (or, without
+    /// llama.cpp's log: its `statistics <drafter>: ...` lines (or, without
     /// them, its per-request "print_timing ... draft acceptance" lines),
     /// reconstructed into counts.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log", "responses"])]
