@@ -4,7 +4,7 @@
 //! intervals are too narrow; several windows can, and
 //! `Advisor::recommend_windows` widens the intervals by what they show.
 
-mod sim;
+use crate::sim;
 
 use sim::{Rng, expected_accepted, verify};
 use specdec_metrics::{AcceptanceHistogram, Advisor, StepCost};

@@ -1,7 +1,7 @@
 //! The advisor's estimates on small histograms, every expected value worked
 //! out by hand in the comments.
 
-mod sim;
+use crate::sim;
 
 use specdec_metrics::{
     AcceptanceHistogram, Advisor, ConfigError, Continuation, CostError, CostTerm, DraftController,

@@ -2,11 +2,11 @@
 //! per-position acceptance `alpha` and `cost(k) = 1 + c k`, where Leviathan,
 //! Kalman and Matias (2023) give the truth in closed form.
 //!
-//! `cargo test --release --test advisor_theory -- --nocapture` prints the
+//! `cargo test --release --test tests advisor_theory:: -- --nocapture` prints the
 //! grid: the recommended `k` next to the formula's optimum, and the true
 //! speedups of both.
 
-mod sim;
+use crate::sim;
 
 use sim::{expected_accepted, optimum, spread_histogram, true_speedup};
 use specdec_metrics::{Advisor, Continuation, StepCost};

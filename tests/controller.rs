@@ -2,10 +2,10 @@
 //! stability once settled, bounded reaction to a change of regime,
 //! exploration, and robustness to intervals that vary more than chance.
 //!
-//! `cargo test --release --test controller -- --nocapture` prints each run's
+//! `cargo test --release --test tests controller:: -- --nocapture` prints each run's
 //! choices, interval by interval.
 
-mod sim;
+use crate::sim;
 
 use sim::{Rng, optimum, true_speedup, verify};
 use specdec_metrics::{

@@ -3,7 +3,7 @@
 //! after a change, and (with the advisor) intervals on acceptance that
 //! comes in runs.
 
-mod sim;
+use crate::sim;
 
 use sim::{Rng, optimum, true_speedup, verify};
 use specdec_metrics::{AcceptanceHistogram, Advisor, DraftController, DraftPlan, StepCost};

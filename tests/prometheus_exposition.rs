@@ -7,7 +7,7 @@
 //! `SPECDEC_SKIP_PROMTOOL=1` is set, in which case they say so and skip the
 //! promtool check only.
 
-mod exposition_text;
+use crate::exposition_text;
 
 use std::collections::{BTreeMap, BTreeSet};
 
