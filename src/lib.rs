@@ -209,6 +209,12 @@ pub use error::{
 pub use record::{
     AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, Recorder, Worker,
 };
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub use report::OpenTelemetryExporter;
+#[cfg(feature = "tikv-prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tikv-prometheus")))]
+pub use report::PrometheusCrateCollector;
 pub use report::{
     DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
     VLLM_METRIC_PREFIX,

@@ -7,7 +7,12 @@
 // The help texts, family indices and checks serve the exporters, which are
 // behind cargo features.
 #![cfg_attr(
-    not(any(feature = "prometheus", feature = "metrics")),
+    not(any(
+        feature = "prometheus",
+        feature = "metrics",
+        feature = "tikv-prometheus",
+        feature = "opentelemetry"
+    )),
     allow(dead_code)
 )]
 
