@@ -89,6 +89,7 @@ pub(crate) fn series(h: &AcceptanceHistogram, family: usize) -> Series<'_> {
 /// The names of the labels family `family` sets on its series, after the
 /// constant labels (none for an unlabelled family): the labels of its
 /// first series, so of all its series.
+#[cfg(any(feature = "tikv-prometheus", test))]
 pub(crate) fn own_label_names(family: usize) -> impl Iterator<Item = &'static str> {
     let shape = AcceptanceHistogram::new(1).expect("1 is a valid maximum draft length");
     let (own, _) = series(&shape, family)
