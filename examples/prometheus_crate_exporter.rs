@@ -60,7 +60,9 @@ impl Args {
             let value = flags.next().ok_or(format!("{flag} needs a value"))?;
             let number = |low: u64, high: u64| match value.parse::<u64>() {
                 Ok(n) if (low..=high).contains(&n) => Ok(n),
-                _ => Err(format!("{flag} {value:?}: not a whole number in {low}..={high}")),
+                _ => Err(format!(
+                    "{flag} {value:?}: not a whole number in {low}..={high}"
+                )),
             };
             match flag.as_str() {
                 "--addr" => args.addr = value.parse()?,
@@ -128,7 +130,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 (
                     status,
-                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                    [(
+                        header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
                     body,
                 )
             }
@@ -154,7 +159,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 // orders everything after it.
                 while !stop.load(Ordering::Relaxed) {
                     let k = plan.draft_len_for(step);
-                    let p = if start.elapsed() < run / 2 { 0.85 } else { 0.45 };
+                    let p = if start.elapsed() < run / 2 {
+                        0.85
+                    } else {
+                        0.45
+                    };
                     let mut uniform = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
                     let accepted = (0..k).take_while(|_| uniform() < p).count();
                     worker.observe_scheduled(k).expect("k <= K");
