@@ -22,6 +22,10 @@
 #   - every panel query and variable of dashboards/specdec-metrics.json and
 #     of vLLM's speculative-decoding dashboard is accepted and returns data
 #     (.ci/dashboard-queries.py).
+# Then two small runs of their own: the `metrics` facade exporter
+# (examples/metrics_exporter.rs) and the `prometheus` crate's collector
+# (examples/prometheus_crate_exporter.rs), each scraped by its own
+# Prometheus and checked against its final report.
 # Everything is bounded in time and cleaned up on exit, pass or fail.
 # Prints "N passed, M failed"; exits 0 only when nothing failed.
 #
@@ -888,5 +892,145 @@ PY
 }
 facade
 # ============================================================================ end of the metrics facade run
+
+# ============================================================================
+# The `prometheus` crate (PrometheusCrateCollector, feature `tikv-prometheus`):
+# a third small run. examples/prometheus_crate_exporter.rs registers the
+# collector in a `prometheus::Registry` and serves its TextEncoder text; its
+# own Prometheus scrapes only it; the same families, every series with the
+# constant labels, no reset, and the last scrape equal to the exporter's
+# final report, family by family. Self-contained like the facade run.
+CRATE_ADDR="127.0.0.1:${E2E_CRATE_PORT:-19466}"
+CRATE_PROM_ADDR="127.0.0.1:${E2E_CRATE_PROM_PORT:-19092}"
+CRATE_SECONDS=6
+CRATE_LINGER=4
+crate_pids=""
+trap 'crate_status=$?; for p in $crate_pids $facade_pids; do stop_pid "$p"; done; (exit $crate_status); cleanup' EXIT
+crate_run() {
+  log "prometheus crate: building examples/prometheus_crate_exporter.rs"
+  timeout 900 cargo build --release --example prometheus_crate_exporter -q ||
+    { fail "cargo build --release --example prometheus_crate_exporter"; return; }
+  local bin cw="$work/crate" addr
+  bin="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/examples/prometheus_crate_exporter"
+  [ -x "$bin" ] || { fail "prometheus crate: no binary at $bin"; return; }
+  mkdir -p "$cw"
+  for addr in "$CRATE_ADDR" "$CRATE_PROM_ADDR"; do
+    if curl -s --max-time 1 -o /dev/null "http://$addr/"; then
+      fail "something already listens on $addr (set E2E_CRATE_PORT / E2E_CRATE_PROM_PORT)"; return
+    fi
+  done
+  printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 900ms" "scrape_configs:" \
+    "  - job_name: prometheus_crate" "    static_configs:" "      - targets: ['$CRATE_ADDR']" >"$cw/prometheus.yml"
+  timeout 120 prometheus --config.file="$cw/prometheus.yml" --storage.tsdb.path="$cw/data" \
+    --web.listen-address="$CRATE_PROM_ADDR" --log.level=warn >"$cw/prometheus.log" 2>&1 &
+  crate_pids="$crate_pids $!"
+  local PROM_ADDR="$CRATE_PROM_ADDR" EVAL_TIME="" polling=0 run_start RUN_SECONDS=8
+  for _ in $(seq 100); do
+    case "$(value "up{job=\"prometheus_crate\"}")" in 0 | 1) polling=1; break ;; esac
+    sleep 0.2
+  done
+  [ "$polling" = 1 ] || { fail "prometheus crate: prometheus did not start scraping $CRATE_ADDR within 20 s"; return; }
+  local cstart
+  cstart=$(date +%s)
+  run_start=$cstart # the range checks cover this run
+  timeout $((CRATE_SECONDS + CRATE_LINGER + 30)) "$bin" --addr "$CRATE_ADDR" --prefix "$PREFIX" \
+    --model-name "$MODEL" --engine 0 --max-draft-len "$K" --seconds "$CRATE_SECONDS" \
+    --linger-seconds "$CRATE_LINGER" >"$cw/report.json" 2>"$cw/exporter.log" &
+  local epid=$!
+  crate_pids="$crate_pids $epid"
+  local lingering=0
+  for _ in $(seq $(((CRATE_SECONDS + 20) * 5))); do
+    grep -q "serving the final counters" "$cw/exporter.log" 2>/dev/null && { lingering=1; break; }
+    kill -0 "$epid" 2>/dev/null || break
+    sleep 0.2
+  done
+  [ "$lingering" = 1 ] || { fail "prometheus crate: the exporter did not finish its run: $(tail -n 3 "$cw/exporter.log")"; return; }
+  curl -s --max-time 5 "http://$CRATE_ADDR/metrics" >"$cw/metrics.txt"
+  sleep 2.5 # two scrapes of the final counters
+  EVAL_TIME=$(date +%s)
+  local window="$((EVAL_TIME - cstart + 5))s" P="$PREFIX" f name got want all
+  want=$( (for f in $COUNTERS; do echo "${P}_${f}_total"; done; echo "${P}_controller_draft_length") |
+    LC_ALL=C sort | tr '\n' ' ' | sed 's/ $//')
+  all=$((5 + 2 * K + (K + 1) * (K + 2) / 2 + K + 1 + 1))
+
+  promtool check metrics <"$cw/metrics.txt" >"$cw/promtool.txt" 2>&1
+  if [ -s "$cw/metrics.txt" ] && ! grep -v "metric names should not contain ':'" "$cw/promtool.txt" | grep -q .; then
+    pass "prometheus crate: promtool check metrics on its /metrics: no findings but the ':' of vLLM's names"
+  else
+    fail "prometheus crate: promtool check metrics: $(head -n 5 "$cw/promtool.txt")"
+  fi
+  got=$(query "count by (__name__) ({__name__=~\"${P}_.*\"})" | python3 -c '
+import json, sys
+print(" ".join(sorted(s["metric"]["__name__"] for s in json.load(sys.stdin)["data"]["result"])))')
+  if [ "$got" = "$want" ]; then
+    pass "prometheus crate: exactly the collector's family names"
+  else
+    fail "prometheus crate: family names: got '$got', want '$want'"
+  fi
+  expect "prometheus crate: every series, model_name and engine on each" \
+    "count({__name__=~\"${P}_.*\", model_name=\"$MODEL\", engine=\"0\"})" "$all"
+  local scrapes presence=1
+  scrapes=$(value "sum_over_time(up{job=\"prometheus_crate\"}[$window])")
+  for f in $COUNTERS; do
+    name="${P}_${f}_total"
+    got=$(query "count_over_time(${name}[$window])" | python3 -c '
+import json, sys
+print(" ".join(sorted({s["value"][1] for s in json.load(sys.stdin)["data"]["result"]})))')
+    [ "$got" = "$scrapes" ] || { presence=0; echo "      $name: samples per series {$got}, scrapes $scrapes"; }
+    close "$(value "sum(resets(${name}[$window]))")" 0 0 || { presence=0; echo "      $name reset"; }
+  done
+  if [ "$presence" = 1 ]; then
+    pass "prometheus crate: every series in all $scrapes scrapes, no counter reset"
+  else
+    fail "prometheus crate: series missed scrapes or reset"
+  fi
+  expect_range_zero "prometheus crate: by-draft-length buckets == drafts counter, in every scrape" \
+    "sum(${P}_acceptance_by_draft_length_total{job=\"prometheus_crate\"}) - sum(${P}_num_drafts_total{job=\"prometheus_crate\"})"
+  for f in num_drafts_total acceptance_by_draft_length_total num_accepted_tokens_per_pos_total \
+    num_draft_tokens_per_pos_total scheduled_steps_total num_draft_tokens_total \
+    num_accepted_tokens_total num_undrafted_steps_total num_rejected_observations_total; do
+    query "${P}_$f" >"$cw/$f.json"
+  done
+  if python3 - "$cw" <<'PY'
+import json, sys
+fw = sys.argv[1]
+r = json.load(open(fw + "/report.json"))
+def got(f, *labels):
+    return {tuple(int(s["metric"][l]) for l in labels): int(float(s["value"][1]))
+            for s in json.load(open("%s/%s.json" % (fw, f)))["data"]["result"]}
+K = r["num_spec_tokens"]
+rows = r["acceptance_histogram_by_draft_length"]
+checks = [
+    (got("acceptance_by_draft_length_total", "draft_length", "accepted"),
+     {(k, a): rows.get(str(k), [0] * (k + 1))[a] for k in range(K + 1) for a in range(k + 1)}),
+    (got("num_accepted_tokens_per_pos_total", "position"), {(i,): v for i, v in enumerate(r["num_accepted_tokens_per_pos"])}),
+    (got("num_draft_tokens_per_pos_total", "position"), {(i,): v for i, v in enumerate(r["num_draft_tokens_per_pos"])}),
+    (got("scheduled_steps_total", "num_spec_tokens"), {(b,): v for b, v in enumerate(r["scheduled_steps_by_budget"])}),
+]
+for f, key in [("num_drafts_total", "num_spec_steps"), ("num_draft_tokens_total", "num_draft_tokens"),
+               ("num_accepted_tokens_total", "num_accepted_draft_tokens"),
+               ("num_undrafted_steps_total", "num_undrafted_steps"),
+               ("num_rejected_observations_total", "num_rejected_observations")]:
+    checks.append((got(f), {(): r[key]}))
+bad = [(g, w) for g, w in checks if g != w]
+print("      %d verify steps, %d scheduled" % (r["num_spec_steps"], sum(r["scheduled_steps_by_budget"])))
+if bad or r["num_spec_steps"] == 0:
+    print("      mismatch (prometheus, report):", bad[:2])
+    sys.exit(1)
+PY
+  then
+    pass "prometheus crate: every series of the last scrape == the exporter's final report"
+  else
+    fail "prometheus crate: the last scrape differs from the exporter's final report"
+  fi
+  local G="${P}_controller_draft_length"
+  expect "prometheus crate: the controller gauge of the last scrape == the exporter's final draft length" "$G" \
+    "$(sed -n 's/.*controller at draft length \([0-9]*\);.*/\1/p' "$cw/exporter.log")"
+  wait "$epid"; local status=$?
+  if [ "$status" = 0 ]; then pass "prometheus crate: the exporter exited 0"; else fail "prometheus crate: the exporter exited $status"; fi
+}
+crate_run
+# ============================================================================ end of the prometheus crate run
 
 finish

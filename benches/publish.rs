@@ -15,6 +15,15 @@
 //!   classic text format (snapshot, encode, convert).
 //! - `collector_encode_registry`: `prometheus_client::encoding::text::encode`
 //!   of a registry holding the collector: the OpenMetrics a scrape gets.
+//! - `crate_gather_text`: `PrometheusCrateCollector` (feature
+//!   `tikv-prometheus`) in a `prometheus::Registry`: `gather()` and the
+//!   `TextEncoder`, what a scrape of such an engine costs.
+//! - `otel_collect`: `OpenTelemetryExporter` (feature `opentelemetry`)
+//!   registered with an SDK `MeterProvider` whose `PeriodicReader` exports
+//!   into the SDK's in-memory exporter: one `force_flush()` (the callbacks,
+//!   the SDK's aggregation and export, a round trip to the reader's thread)
+//!   and the in-memory exporter's `reset()`. The cardinality limit is
+//!   raised to every bucket, so K = 64 exports all 2,145.
 //!
 //! See `benches/README.md` for results.
 
@@ -24,11 +33,16 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_sdk::metrics::{
+    InMemoryMetricExporter, Instrument, PeriodicReader, SdkMeterProvider, Stream,
+};
 use prometheus_client::registry::Registry;
 use specdec_metrics::{
-    DraftPlan, MetricsPublisher, Recorder, SharedPlan, SpecDecodeCollector, TextFormat,
-    VLLM_METRIC_PREFIX,
+    DraftPlan, MetricsPublisher, OpenTelemetryExporter, PrometheusCrateCollector, Recorder,
+    SharedPlan, SpecDecodeCollector, TextFormat, VLLM_METRIC_PREFIX,
 };
+use tikv_prometheus::Encoder as _;
 
 const LABELS: [(&str, &str); 2] = [
     ("model_name", "meta-llama/Llama-3.1-8B-Instruct"),
@@ -76,6 +90,34 @@ fn publish(c: &mut Criterion) {
             let mut registry = Registry::default();
             registry.register_collector(Box::new(collector.clone()));
 
+            let crate_registry = tikv_prometheus::Registry::new();
+            crate_registry
+                .register(Box::new(
+                    PrometheusCrateCollector::new((*recorder).clone())
+                        .with_prefix(VLLM_METRIC_PREFIX)
+                        .unwrap()
+                        .with_const_labels(LABELS)
+                        .unwrap()
+                        .with_plan(Arc::clone(&plan)),
+                ))
+                .unwrap();
+
+            let otel = OpenTelemetryExporter::new((*recorder).clone())
+                .with_prefix(VLLM_METRIC_PREFIX)
+                .unwrap()
+                .with_const_labels(LABELS)
+                .unwrap()
+                .with_plan(Arc::clone(&plan));
+            let limit = otel.max_series_per_instrument();
+            let exported = InMemoryMetricExporter::default();
+            let provider = SdkMeterProvider::builder()
+                .with_reader(PeriodicReader::builder(exported.clone()).build())
+                .with_view(move |_: &Instrument| {
+                    Stream::builder().with_cardinality_limit(limit).build().ok()
+                })
+                .build();
+            otel.register(&provider.meter("specdec-metrics"));
+
             group.bench_function(BenchmarkId::new("snapshot", &parameter), |b| {
                 b.iter(|| recorder.snapshot());
             });
@@ -104,6 +146,22 @@ fn publish(c: &mut Criterion) {
                     });
                 },
             );
+            group.bench_function(BenchmarkId::new("crate_gather_text", &parameter), |b| {
+                b.iter(|| {
+                    let mut text = Vec::new();
+                    tikv_prometheus::TextEncoder::new()
+                        .encode(&crate_registry.gather(), &mut text)
+                        .unwrap();
+                    text
+                });
+            });
+            group.bench_function(BenchmarkId::new("otel_collect", &parameter), |b| {
+                b.iter(|| {
+                    provider.force_flush().unwrap();
+                    exported.reset();
+                });
+            });
+            provider.shutdown().unwrap();
             drop(handles);
         }
     }

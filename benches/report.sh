@@ -120,3 +120,20 @@ awk -F'\t' '$1 == "publish" { t[$2, $3] = $5 / 1000 }
                 e, t["collector_encode_registry", p]
         }
     }' <<<"$rows"
+echo
+echo "The four exporters side by side (same run); ratio = time / collector_encode_text time."
+echo
+echo "| K, workers | collector_encode_text | crate_gather_text | vs encode_text | otel_collect | vs encode_text | metrics_publish_render | vs encode_text |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+awk -F'\t' '$1 == "publish" { t[$2, $3] = $5 / 1000 }
+    END {
+        n = split("K=8/workers=8 K=8/workers=256 K=64/workers=8 K=64/workers=256", ps, " ")
+        for (i = 1; i <= n; i++) {
+            p = ps[i]; e = t["collector_encode_text", p]; if (!e) continue
+            label = p; sub(/^K=/, "", label); sub(/\/workers=/, ", ", label)
+            printf "| %s | %.2f | %.2f | %.3fx | %.2f | %.3fx | %.2f | %.3fx |\n", label, e,
+                t["crate_gather_text", p], t["crate_gather_text", p] / e,
+                t["otel_collect", p], t["otel_collect", p] / e,
+                t["metrics_publish_render", p], t["metrics_publish_render", p] / e
+        }
+    }' <<<"$rows"

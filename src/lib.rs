@@ -20,7 +20,7 @@
 //! | layer | what it does | main types |
 //! | --- | --- | --- |
 //! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
-//! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`) |
+//! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`), `PrometheusCrateCollector` (feature `tikv-prometheus`), `OpenTelemetryExporter` (feature `opentelemetry`) |
 //! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`]; per request state: [`StateSpace`], [`StateController`], [`SharedStateTable`] |
 //!
 //! Every public item is at the crate root (the modules are private), so
@@ -185,6 +185,12 @@
 //!   that the engine installed, for example `metrics-exporter-prometheus`'s,
 //!   from the engine's metrics loop or a background thread
 //!   (`PublisherHandle`).
+//! - `tikv-prometheus`: `PrometheusCrateCollector`, the same families as a
+//!   collector of the `prometheus` crate (tikv's), for a
+//!   `prometheus::Registry` (`docs/prometheus-crate.md`).
+//! - `opentelemetry`: `OpenTelemetryExporter`, the same families as
+//!   observable counters (and the plan's gauge) of an OpenTelemetry
+//!   `Meter`, with `vllm:` mapped to `vllm_` (`docs/opentelemetry.md`).
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -214,6 +220,12 @@ pub type Counter = HistogramCounter;
 pub use record::{
     AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, Recorder, Worker,
 };
+#[cfg(feature = "opentelemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
+pub use report::OpenTelemetryExporter;
+#[cfg(feature = "tikv-prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tikv-prometheus")))]
+pub use report::PrometheusCrateCollector;
 pub use report::{
     DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
     VLLM_METRIC_PREFIX,
@@ -239,3 +251,13 @@ pub struct ReferenceDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/metrics-facade.md")]
 pub struct MetricsFacadeDoctests;
+
+/// The `prometheus` crate page's example, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/prometheus-crate.md")]
+pub struct PrometheusCrateDoctests;
+
+/// The OpenTelemetry page's example, run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/opentelemetry.md")]
+pub struct OpenTelemetryDoctests;

@@ -1,4 +1,4 @@
-//! The names both exporters give the families: the metric name prefixes,
+//! The names every exporter gives the families: the metric name prefixes,
 //! the families and their help texts, the labels they set, and the checks
 //! on a prefix and on constant labels. Plain strings, available without any
 //! cargo feature (a program that reads another engine's exposition can
@@ -7,7 +7,12 @@
 // The help texts, family indices and checks serve the exporters, which are
 // behind cargo features.
 #![cfg_attr(
-    not(any(feature = "prometheus", feature = "metrics")),
+    not(any(
+        feature = "prometheus",
+        feature = "metrics",
+        feature = "tikv-prometheus",
+        feature = "opentelemetry"
+    )),
     allow(dead_code)
 )]
 

@@ -1,7 +1,8 @@
 //! The series of the nine counter families, derived from one histogram:
 //! which series each family has (its own labels), in which order, and the
-//! value of each. Both exporters walk the families through [`series`], so
-//! the `prometheus-client` collector and the `metrics` publisher cannot
+//! value of each. Every exporter walks the families through [`series`], so
+//! the `prometheus-client` collector, the `metrics` publisher, the
+//! `prometheus` crate's collector and the OpenTelemetry exporter cannot
 //! disagree on what a family holds: every bucket of the triangle, every
 //! position and every scheduled budget, zero or not.
 
@@ -83,6 +84,18 @@ pub(crate) fn series(h: &AcceptanceHistogram, family: usize) -> Series<'_> {
         SCHEDULED_STEPS => Inner::Budgets(h.scheduled_steps_by_budget().iter().enumerate()),
         _ => unreachable!("no counter family {family}"),
     })
+}
+
+/// The names of the labels family `family` sets on its series, after the
+/// constant labels (none for an unlabelled family): the labels of its
+/// first series, so of all its series.
+#[cfg(any(feature = "tikv-prometheus", test))]
+pub(crate) fn own_label_names(family: usize) -> impl Iterator<Item = &'static str> {
+    let shape = AcceptanceHistogram::new(1).expect("1 is a valid maximum draft length");
+    let (own, _) = series(&shape, family)
+        .next()
+        .expect("every family has a series at K = 1");
+    own.labels().map(|(name, _)| name)
 }
 
 impl Iterator for Series<'_> {
@@ -167,6 +180,23 @@ mod tests {
                 .collect();
             assert_eq!(buckets, triangle);
         }
+    }
+
+    #[test]
+    fn every_series_of_a_family_has_the_familys_label_names() {
+        let h = histogram();
+        for family in 0..METRIC_FAMILIES.len() {
+            let names: Vec<&str> = own_label_names(family).collect();
+            for (own, _) in series(&h, family) {
+                let own_names: Vec<&str> = own.labels().map(|(n, _)| n).collect();
+                assert_eq!(own_names, names, "family {family}");
+            }
+        }
+        assert_eq!(
+            own_label_names(BY_DRAFT_LENGTH).collect::<Vec<_>>(),
+            ["draft_length", "accepted"]
+        );
+        assert_eq!(own_label_names(NUM_DRAFTS).count(), 0);
     }
 
     #[test]
