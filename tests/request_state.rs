@@ -25,7 +25,10 @@ proptest! {
                 let a = a.min(k);
                 let target = a as f64 / k.min(a + 1) as f64;
                 let after = next.score();
-                prop_assert!((after - target).abs() <= (before - target).abs() + 1e-9);
+                // The score is fixed point (1/16384 apart): its own target
+                // is within one unit below the exact one, so a score that
+                // starts between the two may move one unit off the exact.
+                prop_assert!((after - target).abs() <= (before - target).abs() + 1e-4);
                 prop_assert!((after - before).abs() <= (target - before).abs() / 4.0 + 1e-4);
             }
             prop_assert_eq!(next.index(), ((next.score() * 4.0) as usize).min(3));

@@ -21,6 +21,8 @@ mod engine_counters;
 mod histogram_properties;
 mod histogram_vectors;
 mod metrics_exporter_example;
+mod opentelemetry_exporter;
+mod prometheus_crate_collector;
 mod prometheus_exposition;
 mod recorder_shards;
 mod recorder_states;

@@ -8,12 +8,12 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, Meter};
 use parking_lot::Mutex;
 
+use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, NUM_DRAFTS, PLAN_GAUGE, PLAN_GAUGE_HELP,
     check_const_labels, check_prefix,
 };
 use super::series::{Own, series};
-use crate::error::NameError;
 use crate::{AcceptanceHistogram, Recorder, SharedPlan};
 
 /// The longest instrument name OpenTelemetry accepts.

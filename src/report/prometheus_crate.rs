@@ -9,12 +9,12 @@ use tikv_prometheus::core::{Collector, Desc};
 use tikv_prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use tikv_prometheus::{Encoder as _, Registry, TextEncoder};
 
+use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
 use super::series::{Own, own_label_names, series};
-use crate::error::NameError;
 use crate::{AcceptanceHistogram, Recorder, SharedPlan};
 
 /// A [`prometheus::core::Collector`](tikv_prometheus::core::Collector) (the

@@ -6,7 +6,7 @@
 //! `promtool` must be on PATH (`.ci/install-prometheus.sh`), unless
 //! `SPECDEC_SKIP_PROMTOOL=1` (see `tests/exposition_text/mod.rs`).
 
-mod exposition_text;
+use crate::exposition_text;
 
 use std::sync::Arc;
 
