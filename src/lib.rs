@@ -14,8 +14,11 @@
 //!
 //! # Three layers
 //!
-//! Data flows one way, and nothing downstream grows the API of what is
-//! upstream.
+//! Data flows one way, record → report → draft, and the imports follow it:
+//! `record` imports neither of the others, `report` imports only `record`
+//! (its plan gauge reads any [`DraftLenGauge`], a trait of its own that the
+//! draft layer's [`SharedPlan`] implements), and `draft` may import both.
+//! Nothing downstream grows the API of what is upstream.
 //!
 //! | layer | what it does | main types |
 //! | --- | --- | --- |
@@ -211,7 +214,7 @@ pub use draft::{
     BatchTableError, BatchTableErrorKind, BucketSpan, CostError, CostTerm, ParameterError,
 };
 pub use record::{ConfigError, HistogramCounter, MergeError, ObserveError};
-pub use report::{NameError, ReportError};
+pub use report::{DraftLenGauge, NameError, ReportError};
 
 /// The former name of [`HistogramCounter`]; it clashed with the counter
 /// types of `metrics` and `prometheus-client`.

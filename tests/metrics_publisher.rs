@@ -489,7 +489,10 @@ fn builders_check_names_and_keep_what_they_are_given() {
         .with_plan(Arc::clone(&shared_plan))
         .with_const_labels([("model_name", "m"), ("engine", "0")])
         .unwrap();
-    assert!(Arc::ptr_eq(publisher.plan().unwrap(), &shared_plan));
+    assert!(std::ptr::addr_eq(
+        Arc::as_ptr(publisher.plan().unwrap()),
+        Arc::as_ptr(&shared_plan)
+    ));
     assert_eq!(
         publisher.const_labels(),
         [

@@ -212,3 +212,11 @@ impl SharedPlan {
         self.load().draft_len_for(step)
     }
 }
+
+impl crate::report::DraftLenGauge for SharedPlan {
+    /// The published plan's draft length, with one relaxed load (as
+    /// [`load`](Self::load)).
+    fn draft_len(&self) -> usize {
+        self.load().draft_len()
+    }
+}

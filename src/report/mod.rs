@@ -13,6 +13,7 @@ mod json;
 mod names;
 #[cfg(feature = "opentelemetry")]
 mod otel;
+mod plan_gauge;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 #[cfg(feature = "tikv-prometheus")]
@@ -35,6 +36,7 @@ pub use names::{
 };
 #[cfg(feature = "opentelemetry")]
 pub use otel::OpenTelemetryExporter;
+pub use plan_gauge::DraftLenGauge;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{SpecDecodeCollector, TextFormat, encode_registry};
 #[cfg(feature = "tikv-prometheus")]

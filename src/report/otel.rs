@@ -8,13 +8,14 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, Meter};
 use parking_lot::Mutex;
 
+use super::DraftLenGauge;
 use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, NUM_DRAFTS, PLAN_GAUGE, PLAN_GAUGE_HELP,
     check_const_labels, check_prefix,
 };
 use super::series::{Own, series};
-use crate::{AcceptanceHistogram, Recorder, SharedPlan};
+use crate::{AcceptanceHistogram, Recorder};
 
 /// The longest instrument name OpenTelemetry accepts.
 const MAX_INSTRUMENT_NAME_LEN: usize = 255;
@@ -113,7 +114,7 @@ pub struct OpenTelemetryExporter {
     recorder: Recorder,
     prefix: String,
     const_labels: Vec<(String, String)>,
-    plan: Option<Arc<SharedPlan>>,
+    plan: Option<Arc<dyn DraftLenGauge>>,
     /// The counters' names, in [`METRIC_FAMILIES`] order, then the gauge's.
     names: Vec<String>,
 }
@@ -240,7 +241,7 @@ impl OpenTelemetryExporter {
     /// [`DraftPlan::draft_len`](crate::DraftPlan::draft_len)), read with one
     /// relaxed atomic load at each collection, with the constant labels and
     /// no attribute of its own. Replaces any plan set before.
-    pub fn with_plan(self, plan: Arc<SharedPlan>) -> Self {
+    pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
             plan: Some(plan),
             ..self
@@ -259,7 +260,7 @@ impl OpenTelemetryExporter {
 
     /// The plan whose draft length is registered as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
-    pub fn plan(&self) -> Option<&Arc<SharedPlan>> {
+    pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
         self.plan.as_ref()
     }
 
@@ -331,7 +332,7 @@ impl OpenTelemetryExporter {
                 .with_description(PLAN_GAUGE_HELP)
                 .with_callback(move |observer| {
                     // At most 64.
-                    observer.observe(plan.load().draft_len() as u64, &consts);
+                    observer.observe(plan.draft_len() as u64, &consts);
                 })
                 .build();
         }

@@ -13,13 +13,14 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use super::DraftLenGauge;
 use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
 use super::series::{Own, series};
-use crate::{AcceptanceHistogram, Recorder, SharedPlan};
+use crate::{AcceptanceHistogram, Recorder};
 
 /// The text exposition formats [`SpecDecodeCollector::encode_text`] writes.
 ///
@@ -214,7 +215,7 @@ pub struct SpecDecodeCollector {
     source: Source,
     naming: Arc<Naming>,
     /// The plan whose draft length is exported as a gauge, if any.
-    plan: Option<Arc<SharedPlan>>,
+    plan: Option<Arc<dyn DraftLenGauge>>,
 }
 
 #[derive(Clone, Debug)]
@@ -315,7 +316,7 @@ impl SpecDecodeCollector {
     /// assert!(text.contains("\nspec_decode_controller_draft_length 5\n"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_plan(self, plan: Arc<SharedPlan>) -> Self {
+    pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
             plan: Some(plan),
             ..self
@@ -324,7 +325,7 @@ impl SpecDecodeCollector {
 
     /// The plan whose draft length is exported as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
-    pub fn plan(&self) -> Option<&Arc<SharedPlan>> {
+    pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
         self.plan.as_ref()
     }
 
@@ -487,7 +488,7 @@ impl Collector for SpecDecodeCollector {
         let snapshot = self.snapshot();
         encode_families(&snapshot, &self.naming, &mut encoder)?;
         match &self.plan {
-            Some(plan) => encode_plan_gauge(plan, &self.naming, &mut encoder),
+            Some(plan) => encode_plan_gauge(plan.as_ref(), &self.naming, &mut encoder),
             None => Ok(()),
         }
     }
@@ -495,14 +496,14 @@ impl Collector for SpecDecodeCollector {
 
 /// Writes the gauge of the plan's current draft length.
 fn encode_plan_gauge(
-    plan: &SharedPlan,
+    plan: &dyn DraftLenGauge,
     naming: &Naming,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     let mut metric =
         encoder.encode_descriptor(&naming.gauge_name, PLAN_GAUGE_HELP, None, MetricType::Gauge)?;
     // At most 64, so exact in `i64`.
-    let gauge = ConstGauge::new(plan.load().draft_len() as i64);
+    let gauge = ConstGauge::new(plan.draft_len() as i64);
     if naming.const_labels.is_empty() {
         gauge.encode(metric)
     } else {

@@ -9,13 +9,14 @@ use tikv_prometheus::core::{Collector, Desc};
 use tikv_prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use tikv_prometheus::{Encoder as _, Registry, TextEncoder};
 
+use super::DraftLenGauge;
 use super::error::NameError;
 use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
 use super::series::{Own, own_label_names, series};
-use crate::{AcceptanceHistogram, Recorder, SharedPlan};
+use crate::{AcceptanceHistogram, Recorder};
 
 /// A [`prometheus::core::Collector`](tikv_prometheus::core::Collector) (the
 /// `prometheus` crate, version 0.14) that collects the nine counter
@@ -92,7 +93,7 @@ pub struct PrometheusCrateCollector {
     source: Source,
     naming: Arc<Naming>,
     /// The plan whose draft length is exported as a gauge, if any.
-    plan: Option<Arc<SharedPlan>>,
+    plan: Option<Arc<dyn DraftLenGauge>>,
 }
 
 #[derive(Clone, Debug)]
@@ -276,7 +277,7 @@ impl PrometheusCrateCollector {
     /// assert!(collector.encode_text().contains("\nspec_decode_controller_draft_length 5\n"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_plan(self, plan: Arc<SharedPlan>) -> Self {
+    pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
             plan: Some(plan),
             ..self
@@ -285,7 +286,7 @@ impl PrometheusCrateCollector {
 
     /// The plan whose draft length is exported as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
-    pub fn plan(&self) -> Option<&Arc<SharedPlan>> {
+    pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
         self.plan.as_ref()
     }
 
@@ -370,7 +371,7 @@ impl Collector for PrometheusCrateCollector {
         if let Some(plan) = &self.plan {
             let mut gauge = Gauge::default();
             // At most 64: exact in `f64`.
-            gauge.set_value(plan.load().draft_len() as f64);
+            gauge.set_value(plan.draft_len() as f64);
             let mut metric = Metric::default();
             metric.set_label(naming.label_pairs(Own::None));
             metric.set_gauge(gauge);
