@@ -26,6 +26,15 @@
 //! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`), `PrometheusCrateCollector` (feature `tikv-prometheus`), `OpenTelemetryExporter` (feature `opentelemetry`) |
 //! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`]; per request state: [`StateSpace`], [`StateController`], [`SharedStateTable`] |
 //!
+//! Each layer's errors are made and defined in that layer (one error
+//! module per layer):
+//!
+//! | layer | errors |
+//! | --- | --- |
+//! | **record** | [`ConfigError`] (a maximum draft length or state count out of range), [`ObserveError`] (an observation out of range), [`MergeError`] (a sum that would overflow, naming a [`HistogramCounter`]) |
+//! | **report** | [`ReportError`] (a JSON report that is not one), [`NameError`] (a metric prefix or label that is not a valid name) |
+//! | **draft** | [`CostError`] (naming a [`CostTerm`]), [`ParameterError`], [`BatchTableError`] ([`BatchTableErrorKind`], [`BucketSpan`]), [`AdviceError`], [`EngineCountersError`] |
+//!
 //! Every public item is at the crate root (the modules are private), so
 //! each has exactly one path: `specdec_metrics::Recorder`,
 //! `specdec_metrics::DraftController`, and so on.

@@ -32,7 +32,7 @@ static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
 /// Hands the counter families of a [`Recorder`], and optionally the gauge
-/// of a [`SharedPlan`]'s draft length, to the recorder of the `metrics`
+/// of a [`SharedPlan`](crate::SharedPlan)'s draft length, to the recorder of the `metrics`
 /// facade that the engine installed (`metrics-exporter-prometheus`'s, for
 /// example): the families of [`SpecDecodeCollector`], under the same names,
 /// with the same labels, help texts and values, in the registry the engine

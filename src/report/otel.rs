@@ -21,7 +21,7 @@ use crate::{AcceptanceHistogram, Recorder};
 const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 
 /// Registers the nine counter families of a [`Recorder`] as observable
-/// counters of an OpenTelemetry [`Meter`] (and, with a [`SharedPlan`], the
+/// counters of an OpenTelemetry [`Meter`] (and, with a [`SharedPlan`](crate::SharedPlan), the
 /// controller's draft length as an observable gauge): the families of
 /// [`SpecDecodeCollector`](crate::SpecDecodeCollector), with their help
 /// texts as descriptions and their labels (the constant labels, then the

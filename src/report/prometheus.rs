@@ -78,7 +78,7 @@ impl TextFormat {
 
 /// A [`Collector`] that encodes the nine counter families of a
 /// [`Recorder`] (or of a fixed histogram), one snapshot per scrape, and,
-/// given a [`SharedPlan`] ([`with_plan`](Self::with_plan)), the gauge of
+/// given a [`SharedPlan`](crate::SharedPlan) ([`with_plan`](Self::with_plan)), the gauge of
 /// the controller's current draft length.
 ///
 /// [`SpecDecodeCollector`] implements
@@ -103,7 +103,7 @@ impl TextFormat {
 /// family is `vllm:spec_decode_scheduled_steps_total{num_spec_tokens}`, the
 /// family of vLLM pull request #54748.
 ///
-/// A collector given the engine's [`SharedPlan`] with
+/// A collector given the engine's [`SharedPlan`](crate::SharedPlan) with
 /// [`with_plan`](SpecDecodeCollector::with_plan) also exports the gauge
 /// `<prefix>_controller_draft_length`: the draft length the plan holds at
 /// the moment of the scrape.

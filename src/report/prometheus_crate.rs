@@ -21,7 +21,7 @@ use crate::{AcceptanceHistogram, Recorder};
 /// A [`prometheus::core::Collector`](tikv_prometheus::core::Collector) (the
 /// `prometheus` crate, version 0.14) that collects the nine counter
 /// families of a [`Recorder`] (or of a fixed histogram), one snapshot per
-/// gather, and, given a [`SharedPlan`] ([`with_plan`](Self::with_plan)), the
+/// gather, and, given a [`SharedPlan`](crate::SharedPlan) ([`with_plan`](Self::with_plan)), the
 /// gauge of the controller's current draft length.
 ///
 /// The families, their names, `# HELP` texts, labels and values are those of
