@@ -134,9 +134,9 @@ enum Command {
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;
-/// the process's exit status. The one exit path: every outcome, 3
-/// included, is [`run`]'s `ExitCode` or its [`CliError`](error::CliError)'s
-/// status.
+/// the process's exit status. The one exit path: every outcome that is
+/// not an error, 3 included, is [`run`]'s `ExitCode`; every error is a
+/// [`CliError`](error::CliError), exit status 2.
 pub fn main() -> ExitCode {
     run().unwrap_or_else(error::CliError::exit)
 }

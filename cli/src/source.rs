@@ -16,6 +16,7 @@
 //! - [`Responses`](crate::responses::Responses): per-request figures in
 //!   engines' responses (`--responses`, `--by-request`).
 
+use std::fmt;
 use std::path::PathBuf;
 
 use crate::engines::Engine;
@@ -40,11 +41,40 @@ pub struct Read {
     pub requests: Option<Vec<RequestFigures>>,
 }
 
+/// Why a source gave no counters.
+#[derive(Debug)]
+pub enum SourceError {
+    /// The input cannot be read, or contradicts itself: an error (exit
+    /// status 2).
+    Error(CliError),
+    /// The input was read, but its counts cannot be told (drafts of
+    /// different lengths that it does not count): the place and the
+    /// reason. Not an error: `advise` prints it on standard error, as an
+    /// error's message, and returns exit status 3 as its `ExitCode`, as
+    /// for counters that give bounds only.
+    NotIdentified(String),
+}
+
+impl From<CliError> for SourceError {
+    fn from(e: CliError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Error(e) => e.fmt(f),
+            Self::NotIdentified(msg) => f.write_str(msg),
+        }
+    }
+}
+
 /// One input `advise` reads engine counters from.
 pub trait Source {
     /// Reads the input into continuation counts per group, refusing what
     /// it cannot read with the place and the reason.
-    fn read(&self, settings: &Settings) -> Result<Read, CliError>;
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError>;
 }
 
 /// `--metrics SOURCE [--since EARLIER]`.
@@ -55,7 +85,7 @@ pub struct Scrape {
 }
 
 impl Source for Scrape {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         Ok(Read {
             counted: sources::from_metrics(&self.source, self.since.as_deref(), settings)?,
             reconstruction: None,
@@ -76,7 +106,7 @@ pub struct PrometheusQuery {
 }
 
 impl Source for PrometheusQuery {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         Ok(Read {
             counted: sources::from_prometheus(
                 &self.url,
@@ -100,12 +130,13 @@ pub struct VllmLog {
 }
 
 impl Source for VllmLog {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         if let Some(e) = settings.engine.filter(|&e| e != Engine::Vllm) {
             return Err(CliError::new(format!(
                 "--vllm-log reads vLLM's log; --engine {} does not apply",
                 e.name()
-            )));
+            ))
+            .into());
         }
         let (counted, rec) = vllm_log::read(&self.path, settings.max_draft_len)?;
         Ok(Read {

@@ -174,6 +174,7 @@ use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
 use crate::io::{input_name, is_stdin, note_reading_stdin};
+use crate::source::SourceError;
 use crate::sources::{Counted, Group};
 
 /// The marker of vLLM V1's line.
@@ -334,7 +335,7 @@ enum Record {
 pub fn read(
     path: &Path,
     max_draft_len: Option<usize>,
-) -> Result<(Counted, Reconstruction), CliError> {
+) -> Result<(Counted, Reconstruction), SourceError> {
     let name = input_name(path);
     if is_stdin(path) {
         note_reading_stdin("vLLM's log");
@@ -363,7 +364,7 @@ pub fn read_from(
     input: impl Read,
     name: String,
     max_draft_len: Option<usize>,
-) -> Result<(Counted, Reconstruction), CliError> {
+) -> Result<(Counted, Reconstruction), SourceError> {
     let mut reader = BufReader::new(input);
     let mut acc = Accumulator::new(&name);
     let mut block: Option<Block> = None;
@@ -389,7 +390,7 @@ pub fn read_from(
                     let done = block.take().expect("open block");
                     acc.add_block(done)?;
                 }
-                Err(msg) => return Err(acc.refuse(number, text, msg)),
+                Err(msg) => return Err(acc.refuse(number, text, msg).into()),
             }
         }
         if let Some(at) = text.find(MARKER) {
@@ -411,7 +412,7 @@ pub fn read_from(
     if let Some(b) = block.take() {
         acc.add_block(b)?;
     }
-    acc.finish(max_draft_len)
+    Ok(acc.finish(max_draft_len)?)
 }
 
 /// Adds records up, one family of formats per file.
@@ -468,11 +469,16 @@ impl<'a> Accumulator<'a> {
 
     /// The error for line `number`, quoting it.
     fn refuse(&self, number: u64, text: &str, msg: String) -> CliError {
-        CliError::new(format!(
+        CliError::new(self.at_line(number, text, msg))
+    }
+
+    /// `msg` about line `number`, quoting it.
+    fn at_line(&self, number: u64, text: &str, msg: String) -> String {
+        format!(
             "{}: line {number}: {msg} (the line: {})",
             self.name,
             excerpt(text.trim())
-        ))
+        )
     }
 
     /// Remembers which engine a line came from: the process, as vLLM's
@@ -505,7 +511,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add_block(&mut self, block: Block) -> Result<(), CliError> {
+    fn add_block(&mut self, block: Block) -> Result<(), SourceError> {
         let (start, text) = (block.start, block.first_line.clone());
         match block.finish().map_err(|m| self.refuse(start, &text, m))? {
             Some(record) => self.add(start, &text, record),
@@ -513,7 +519,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add(&mut self, number: u64, text: &str, record: Record) -> Result<(), CliError> {
+    fn add(&mut self, number: u64, text: &str, record: Record) -> Result<(), SourceError> {
         let format = match &record {
             Record::Counts(l) => l.format,
             Record::Means(f, _) => *f,
@@ -521,15 +527,12 @@ impl<'a> Accumulator<'a> {
         match self.first {
             None => self.first = Some((format, number)),
             Some((f, at)) if f.family() != format.family() => {
-                return Err(self.refuse(
-                    number,
-                    text,
-                    format!(
-                        "this is {}, but line {at} is {}: a file must hold one kind of record (interval lines and the summaries of a run count the same drafts twice; different formats are different runs); advise them apart",
-                        format.describe(),
-                        f.describe()
-                    ),
-                ));
+                let msg = format!(
+                    "this is {}, but line {at} is {}: a file must hold one kind of record (interval lines and the summaries of a run count the same drafts twice; different formats are different runs); advise them apart",
+                    format.describe(),
+                    f.describe()
+                );
+                return Err(self.refuse(number, text, msg).into());
             }
             Some(_) => {}
         }
@@ -543,7 +546,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add_counts(&mut self, number: u64, text: &str, line: Line) -> Result<(), CliError> {
+    fn add_counts(&mut self, number: u64, text: &str, line: Line) -> Result<(), SourceError> {
         if line.format == Format::V1RateFirst && line.throughput {
             self.rates_first_with_throughput = true;
         }
@@ -557,13 +560,10 @@ impl<'a> Accumulator<'a> {
         match self.k {
             None => self.k = Some(kk),
             Some(k) if k != kk => {
-                return Err(self.refuse(
-                    number,
-                    text,
-                    format!(
-                        "{kk} per-position rates, but earlier records have {k}: the file mixes runs of different num_speculative_tokens; advise them apart"
-                    ),
-                ));
+                let msg = format!(
+                    "{kk} per-position rates, but earlier records have {k}: the file mixes runs of different num_speculative_tokens; advise them apart"
+                );
+                return Err(self.refuse(number, text, msg).into());
             }
             Some(_) => {}
         }
@@ -571,8 +571,12 @@ impl<'a> Accumulator<'a> {
             self.rec.lines_without_drafts += 1;
             return Ok(());
         }
-        let (n, counts) = reconstruct(&line)
-            .map_err(|(msg, status)| self.refuse(number, text, msg).with_status(status))?;
+        let (n, counts) = reconstruct(&line).map_err(|refusal| match refusal {
+            Refusal::Contradiction(msg) => self.refuse(number, text, msg).into(),
+            Refusal::NotIdentified(msg) => {
+                SourceError::NotIdentified(self.at_line(number, text, msg))
+            }
+        })?;
         self.drafts = self.drafts.saturating_add(n);
         self.drafted = self.drafted.saturating_add(line.drafted);
         self.accepted = self.accepted.saturating_add(line.accepted);
@@ -1401,85 +1405,77 @@ fn percent(value: &str) -> Result<f64, String> {
         })
 }
 
+/// Why a record gives no counts.
+#[derive(Debug)]
+enum Refusal {
+    /// The record contradicts itself: an error (exit status 2).
+    Contradiction(String),
+    /// Its drafts were not all of length K and it does not print their
+    /// number, so the counts cannot be told (exit status 3).
+    NotIdentified(String),
+}
+
 /// Drafts and accepted-per-position counts of one record (see the module
-/// docs). The error carries its exit status: 3 when the drafts of an
-/// interval line cannot be told (not all of length K), 2 when the record
-/// contradicts itself.
-fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
+/// docs), or why there are none.
+fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), Refusal> {
     let k = line.rates.len() as u64;
     let mean = line.mean_acceptance_length;
     if mean.is_nan() {
-        return Err((
-            format!(
-                "the mean acceptance length is nan, but {} tokens were drafted",
-                line.drafted
-            ),
-            2,
-        ));
+        return Err(Refusal::Contradiction(format!(
+            "the mean acceptance length is nan, but {} tokens were drafted",
+            line.drafted
+        )));
     }
     let n = match line.drafts {
         Some(n) => {
             let mal = 1.0 + line.accepted as f64 / n as f64;
             if (mal - mean).abs() > 0.005 + 1e-9 {
-                return Err((
-                    format!(
-                        "the mean acceptance length {mean:.2} is not 1 + accepted / drafts = {mal:.4}: the summary contradicts itself"
-                    ),
-                    2,
-                ));
+                return Err(Refusal::Contradiction(format!(
+                    "the mean acceptance length {mean:.2} is not 1 + accepted / drafts = {mal:.4}: the summary contradicts itself"
+                )));
             }
             n
         }
         None => {
             if line.drafted % k != 0 {
-                return Err((
-                    format!(
-                        "Drafted: {} tokens is not a multiple of K = {k}: drafts had different lengths, and the line does not print the number of drafts, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead",
-                        line.drafted
-                    ),
-                    3,
-                ));
+                return Err(Refusal::NotIdentified(format!(
+                    "Drafted: {} tokens is not a multiple of K = {k}: drafts had different lengths, and the line does not print the number of drafts, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead",
+                    line.drafted
+                )));
             }
             let n = line.drafted / k;
             if line.accepted <= line.drafted {
                 let mal = 1.0 + line.accepted as f64 / n as f64;
                 if (mal - mean).abs() > 0.005 + 1e-9 {
-                    return Err((
-                        format!(
-                            "the mean acceptance length {mean:.2} is not 1 + Accepted / (Drafted / K) = {mal:.4}: the drafts were not all K = {k} tokens long, and the line does not print their number, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead"
-                        ),
-                        3,
-                    ));
+                    return Err(Refusal::NotIdentified(format!(
+                        "the mean acceptance length {mean:.2} is not 1 + Accepted / (Drafted / K) = {mal:.4}: the drafts were not all K = {k} tokens long, and the line does not print their number, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead"
+                    )));
                 }
             }
             n
         }
     };
     if line.accepted > line.drafted {
-        return Err((
-            format!(
-                "Accepted {} is above Drafted {}",
-                line.accepted, line.drafted
-            ),
-            2,
-        ));
+        return Err(Refusal::Contradiction(format!(
+            "Accepted {} is above Drafted {}",
+            line.accepted, line.drafted
+        )));
     }
     if line.rates.iter().any(|r| r.is_nan()) {
-        return Err(("a per-position rate is nan".to_owned(), 2));
+        return Err(Refusal::Contradiction(
+            "a per-position rate is nan".to_owned(),
+        ));
     }
     let nf = n as f64;
     for (i, w) in line.rates.windows(2).enumerate() {
         if w[1] > w[0] {
-            return Err((
-                format!(
-                    "per-position rate {} ({}) is above rate {} ({}): a token is accepted only after every earlier one",
-                    i + 2,
-                    w[1],
-                    i + 1,
-                    w[0]
-                ),
-                2,
-            ));
+            return Err(Refusal::Contradiction(format!(
+                "per-position rate {} ({}) is above rate {} ({}): a token is accepted only after every earlier one",
+                i + 2,
+                w[1],
+                i + 1,
+                w[0]
+            )));
         }
     }
     // Each count within the rounding of its rate, and within the drafts.
@@ -1518,19 +1514,16 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
                 gap(a).total_cmp(&gap(b))
             });
         let Some(i) = pick else {
-            return Err((
-                format!(
-                    "the per-position rates ({}) cannot add up to {} accepted tokens over {} drafts, even within their rounding",
-                    line.rates
-                        .iter()
-                        .map(|r| r.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    line.accepted,
-                    n
-                ),
-                2,
-            ));
+            return Err(Refusal::Contradiction(format!(
+                "the per-position rates ({}) cannot add up to {} accepted tokens over {} drafts, even within their rounding",
+                line.rates
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                line.accepted,
+                n
+            )));
         };
         // As far as the window, the order and what is left allow, and
         // toward the rate first: a few steps however many drafts.
@@ -1605,14 +1598,18 @@ mod tests {
         // Drafts of different lengths: 2,950 tokens is not a multiple of 3.
         let short = good[at..].replace("Drafted: 3000 tokens", "Drafted: 2950 tokens");
         let e = reconstruct(&counts_of(&short)).unwrap_err();
-        assert_eq!(e.1, 3);
+        assert!(matches!(e, Refusal::NotIdentified(_)), "{e:?}");
         let e = reconstruct(&counts_of(
             &good[at..].replace("Drafted: 3000 tokens", "Drafted: 3300 tokens"),
         ))
         .unwrap_err();
-        assert!(e.0.contains("not 1 + Accepted") && e.1 == 3, "{e:?}");
+        assert!(
+            matches!(&e, Refusal::NotIdentified(m) if m.contains("not 1 + Accepted")),
+            "{e:?}"
+        );
         let rising = good[at..].replace("0.500, 0.300", "0.500, 0.600");
-        assert_eq!(reconstruct(&counts_of(&rising)).unwrap_err().1, 2);
+        let e = reconstruct(&counts_of(&rising)).unwrap_err();
+        assert!(matches!(e, Refusal::Contradiction(_)), "{e:?}");
         for bad in [
             good[at..].replace("Accepted: 1500", "Accepted: x"),
             good[at..].replace("0.700", "0.7"),

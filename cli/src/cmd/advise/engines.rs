@@ -17,6 +17,11 @@
 //!   labelled as bounds, and exit status 3 (so that a script does not take
 //!   them for advice).
 //!
+//! A source whose counts cannot be told at all (a vLLM log line of drafts
+//! of different lengths, [`SourceError::NotIdentified`]) gives no output:
+//! its message on standard error, and exit status 3 too. Status 3 is this
+//! command's `ExitCode`, never a [`CliError`]'s: it is not an error.
+//!
 //! Inconsistent counters are an error (exit status 2) naming the series as
 //! the engine exports it.
 
@@ -32,13 +37,13 @@ use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Ver
 use crate::engines::Engine;
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
-use crate::format::{escape_hidden, excerpt};
+use crate::format::{escape_hidden, excerpt, sanitize};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::llamacpp_log::LlamacppLog;
 use crate::render::{self, json_line};
 use crate::responses::Responses;
-use crate::source::{PrometheusQuery, Read, Scrape, Source, VllmLog};
+use crate::source::{PrometheusQuery, Read, Scrape, Source, SourceError, VllmLog};
 use crate::sources::Settings;
 
 /// The labels that index the series of one family (positions, buckets):
@@ -211,13 +216,21 @@ pub fn run(
         )));
     }
     let source = src.source()?;
+    let read = match source.read(&settings) {
+        Ok(read) => read,
+        Err(SourceError::Error(e)) => return Err(e),
+        Err(SourceError::NotIdentified(msg)) => {
+            let _ = writeln!(io::stderr().lock(), "error: {}", sanitize(&msg));
+            return Ok(ExitCode::from(NOT_IDENTIFIED));
+        }
+    };
     let Read {
         counted,
         reconstruction,
         by,
         read_as,
         requests,
-    } = source.read(&settings)?;
+    } = read;
     let read_as = read_as.unwrap_or_else(|| {
         format!(
             "{} counters: {}",
