@@ -110,6 +110,7 @@ impl Source for LlamacppLog {
             by: Some("drafter".to_owned()),
             read_as: Some(read_as.to_owned()),
             requests: None,
+            exact_from: None,
         })
     }
 }

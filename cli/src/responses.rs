@@ -156,6 +156,7 @@ impl Source for Responses {
             by: Some("model".to_owned()),
             read_as: Some(what.to_owned()),
             requests: self.by_request.then_some(requests),
+            exact_from: Some("the responses' acceptance histograms"),
         })
     }
 }

@@ -39,6 +39,10 @@ pub struct Read {
     pub read_as: Option<String>,
     /// Each request's figures (`--by-request`).
     pub requests: Option<Vec<RequestFigures>>,
+    /// What makes exact counts exact, for the table's heading, where it is
+    /// the input's own figures (responses: their acceptance histograms)
+    /// rather than the families the counters' verdict names (`None`).
+    pub exact_from: Option<&'static str>,
 }
 
 /// Why a source gave no counters.
@@ -92,6 +96,7 @@ impl Source for Scrape {
             by: Some(settings.by.clone()),
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }
@@ -119,6 +124,7 @@ impl Source for PrometheusQuery {
             by: Some(settings.by.clone()),
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }
@@ -145,6 +151,7 @@ impl Source for VllmLog {
             by: None,
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }

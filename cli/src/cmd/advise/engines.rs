@@ -230,6 +230,7 @@ pub fn run(
         by,
         read_as,
         requests,
+        exact_from,
     } = read;
     let read_as = read_as.unwrap_or_else(|| {
         format!(
@@ -349,6 +350,7 @@ pub fn run(
         credible_level: advisor.credible_level(),
         groups,
         requests,
+        exact_from,
     };
     let text = match format {
         Format::Json => json_line(&out, "advice")?,
