@@ -1027,6 +1027,8 @@ mod tests {
         assert!(fast_answers > 1000, "{fast_answers}");
     }
 
+    // A table of cases, one refused line and its message each: long, but
+    // each case reads on its own.
     #[test]
     fn errors_name_the_problem() {
         let err = |l: &str| parse(l).unwrap_err();
