@@ -34,6 +34,11 @@ pub struct EngineAdvice {
     /// Each request's figures (`--responses --by-request`), in input order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<Vec<RequestFigures>>,
+    /// What makes exact counts exact where it is the input's own figures,
+    /// not the families `exact_because` names (`--responses`: their
+    /// acceptance histograms); for the table's heading only.
+    #[serde(skip)]
+    pub exact_from: Option<&'static str>,
 }
 
 /// What the counters of a group identify.

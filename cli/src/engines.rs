@@ -283,13 +283,50 @@ pub fn detect<'a>(
             "--engine sglang: {SGLANG_MEANS_ONLY}"
         )));
     }
+    let found = candidates(&names, forced);
+    let wanted =
+        |f: &Families| forced.is_none_or(|e| f.engine == e) && prefix.is_none_or(|p| f.prefix == p);
+    let matching: Vec<Families> = found.iter().filter(|f| wanted(f)).cloned().collect();
+    if let (Some(p), true) = (prefix, matching.is_empty() && !found.is_empty()) {
+        return Err(CliError::new(format!(
+            "{source}: --prefix {}: no such prefix; the counters found are under {}",
+            excerpt(p),
+            found
+                .iter()
+                .map(|f| format!("{} ({})", excerpt(&f.prefix), f.engine.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    match (matching.len(), forced) {
+        (1, _) => Ok(matching.into_iter().next().expect("one")),
+        (0, Some(Engine::Specdec)) if found.iter().any(|f| f.engine == Engine::Vllm) => {
+            let f = found
+                .iter()
+                .find(|f| f.engine == Engine::Vllm)
+                .expect("found");
+            Err(CliError::new(format!(
+                "--engine specdec: {source} has {} but no {}_{}: these are vLLM's families, not this crate's (use --engine vllm)",
+                f.drafts(),
+                f.prefix,
+                METRIC_FAMILIES[5]
+            )))
+        }
+        (0, _) => Err(none_found(&names, forced, source)),
+        (_, _) => Err(several_found(&matching, source)),
+    }
+}
+
+/// Every set of families whose names are among `names`, each once, in
+/// the order found; `forced` settles which engine a vLLM-shaped set is.
+fn candidates(names: &BTreeSet<&str>, forced: Option<Engine>) -> Vec<Families> {
     let mut found: Vec<Families> = Vec::new();
     let mut add = |f: Families| {
         if !found.contains(&f) {
             found.push(f);
         }
     };
-    for name in &names {
+    for name in names {
         let vllm_prefix = name
             .strip_suffix(VLLM_PER_POS)
             .or_else(|| name.strip_suffix(&format!("_{}", METRIC_FAMILIES[0])));
@@ -326,77 +363,54 @@ pub fn detect<'a>(
             });
         }
     }
-    let wanted =
-        |f: &Families| forced.is_none_or(|e| f.engine == e) && prefix.is_none_or(|p| f.prefix == p);
-    let matching: Vec<Families> = found.iter().filter(|f| wanted(f)).cloned().collect();
-    if let (Some(p), true) = (prefix, matching.is_empty() && !found.is_empty()) {
-        return Err(CliError::new(format!(
-            "{source}: --prefix {}: no such prefix; the counters found are under {}",
-            excerpt(p),
-            found
-                .iter()
-                .map(|f| format!("{} ({})", excerpt(&f.prefix), f.engine.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+    found
+}
+
+/// The error for names with no counters of `forced` (any engine's when
+/// `None`): SGLang's gauges, or an older llama.cpp, said so.
+fn none_found(names: &BTreeSet<&str>, forced: Option<Engine>, source: &str) -> CliError {
+    let what = match forced {
+        Some(e) => e.name().to_owned(),
+        None => "speculative-decoding".to_owned(),
+    };
+    if names.iter().any(|n| SGLANG_GAUGES.contains(n)) {
+        return CliError::new(format!(
+            "{source}: these are SGLang's gauges: {SGLANG_MEANS_ONLY}"
+        ));
     }
-    match (matching.len(), forced) {
-        (1, _) => Ok(matching.into_iter().next().expect("one")),
-        (0, Some(Engine::Specdec)) if found.iter().any(|f| f.engine == Engine::Vllm) => {
-            let f = found
-                .iter()
-                .find(|f| f.engine == Engine::Vllm)
-                .expect("found");
-            Err(CliError::new(format!(
-                "--engine specdec: {source} has {} but no {}_{}: these are vLLM's families, not this crate's (use --engine vllm)",
-                f.drafts(),
-                f.prefix,
-                METRIC_FAMILIES[5]
-            )))
-        }
-        (0, _) => {
-            let what = match forced {
-                Some(e) => e.name().to_owned(),
-                None => "speculative-decoding".to_owned(),
-            };
-            if names.iter().any(|n| SGLANG_GAUGES.contains(n)) {
-                return Err(CliError::new(format!(
-                    "{source}: these are SGLang's gauges: {SGLANG_MEANS_ONLY}"
-                )));
-            }
-            let mut msg = format!(
-                "{source}: no {what} counters found (looked for vLLM's and llama.cpp's <prefix>_num_drafts_total and <prefix>_num_accepted_tokens_per_pos_total ({VLLM_METRIC_PREFIX}, llamacpp:spec_decode), this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, TensorRT-LLM's trtllm_spec_decode_drafted_tokens_total, under any prefix)"
-            );
-            if names.iter().any(|n| n.starts_with("llamacpp:")) {
-                let _ = write!(
-                    msg,
-                    "; this looks like an older llama.cpp: {LLAMACPP_BEFORE_COUNTERS}"
-                );
-            }
-            Err(CliError::new(msg))
-        }
-        (_, _) => {
-            let engines: BTreeSet<&str> = matching.iter().map(|f| f.engine.name()).collect();
-            Err(CliError::new(format!(
-                "{source}: several sets of speculative-decoding counters: {}; pick one with --prefix PREFIX (the part before _num_drafts_total: {}){}",
-                matching
-                    .iter()
-                    .map(|f| format!("{} ({})", f.drafts(), f.engine.name()))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                matching
-                    .iter()
-                    .map(|f| excerpt(&f.prefix))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if engines.len() > 1 {
-                    " or --engine ENGINE"
-                } else {
-                    ""
-                }
-            )))
-        }
+    let mut msg = format!(
+        "{source}: no {what} counters found (looked for vLLM's and llama.cpp's <prefix>_num_drafts_total and <prefix>_num_accepted_tokens_per_pos_total ({VLLM_METRIC_PREFIX}, llamacpp:spec_decode), this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, TensorRT-LLM's trtllm_spec_decode_drafted_tokens_total, under any prefix)"
+    );
+    if names.iter().any(|n| n.starts_with("llamacpp:")) {
+        let _ = write!(
+            msg,
+            "; this looks like an older llama.cpp: {LLAMACPP_BEFORE_COUNTERS}"
+        );
     }
+    CliError::new(msg)
+}
+
+/// The error for several sets of families matching: how to pick one.
+fn several_found(matching: &[Families], source: &str) -> CliError {
+    let engines: BTreeSet<&str> = matching.iter().map(|f| f.engine.name()).collect();
+    CliError::new(format!(
+        "{source}: several sets of speculative-decoding counters: {}; pick one with --prefix PREFIX (the part before _num_drafts_total: {}){}",
+        matching
+            .iter()
+            .map(|f| format!("{} ({})", f.drafts(), f.engine.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        matching
+            .iter()
+            .map(|f| excerpt(&f.prefix))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if engines.len() > 1 {
+            " or --engine ENGINE"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// How sample values become counts.
@@ -1112,7 +1126,7 @@ mod tests {
     }
 
     #[test]
-    fn detects_each_engine_under_any_prefix() {
+    fn detects_vllm_and_this_crate_under_any_prefix() {
         let vllm = names(&[
             "vllm:spec_decode_num_drafts_total",
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
@@ -1147,6 +1161,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("use --engine vllm"), "{err}");
+    }
+
+    #[test]
+    fn detects_the_other_engines_and_refuses_gauges_and_several_sets() {
+        let vllm = names(&[
+            "vllm:spec_decode_num_drafts_total",
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        ]);
         let mistral = names(&[
             "mistralrs_speculative_drafts_total",
             "mistralrs_speculative_draft_tokens_proposed_total",

@@ -1,6 +1,8 @@
 //! The error every subcommand returns: one or more messages for the user,
-//! each printed as `error: <message>` on standard error, exit status 2
-//! (3 where [`CliError::with_status`] says so).
+//! each printed as `error: <message>` on standard error, exit status 2,
+//! always. (Status 3, counters that do not identify the advice, is not an
+//! error: `advise` returns it as its `ExitCode`, after printing what it
+//! could; see `cmd::advise::engines`.)
 //! Every message is [sanitized](crate::format::sanitize) as it is printed,
 //! whatever input it came to quote.
 
@@ -17,9 +19,6 @@ pub struct CliError {
     /// Further errors of the same run (the report could not be written,
     /// and neither could the plot), printed after the first.
     more: Vec<String>,
-    /// The exit status: 2, or 3 for counters that do not identify the
-    /// advice (`advise` on another engine's counters).
-    status: u8,
 }
 
 impl CliError {
@@ -27,14 +26,7 @@ impl CliError {
         Self {
             first: msg.to_string(),
             more: Vec::new(),
-            status: 2,
         }
-    }
-
-    /// The same error with exit status `status` instead of 2.
-    pub fn with_status(mut self, status: u8) -> Self {
-        self.status = status;
-        self
     }
 
     /// This error followed by `other`.
@@ -44,13 +36,13 @@ impl CliError {
         self
     }
 
-    /// Prints the messages on standard error; the exit status for them.
+    /// Prints the messages on standard error; the exit status for them, 2.
     pub fn exit(self) -> ExitCode {
         let mut err = io::stderr().lock();
         for msg in std::iter::once(&self.first).chain(&self.more) {
             let _ = writeln!(err, "error: {}", sanitize(msg));
         }
-        ExitCode::from(self.status)
+        ExitCode::from(2)
     }
 }
 

@@ -17,9 +17,11 @@
 //! binary, so that benches and fuzz targets can link against them.
 //!
 //! Exit status: 0 on success, 3 when `advise` on engine counters gives
-//! bounds instead of advice, 2 on any error (bad flag, missing file,
-//! malformed input, `--strict` rejection, inconsistent report, a step cost
-//! or a `K` that does not fit the report), with a message on standard error.
+//! bounds instead of advice (or, for a vLLM log line, cannot tell the
+//! counts at all), 2 on any error (bad flag, missing file, malformed input,
+//! `--strict` rejection, inconsistent report, a step cost or a `K` that
+//! does not fit the report), with a message on standard error. Status 3 is
+//! a command's `ExitCode`, never an error's.
 
 // These docs are for maintainers, built with `--document-private-items`
 // (.ci/run): a public item may point at the private one it is built on.
@@ -134,9 +136,9 @@ enum Command {
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;
-/// the process's exit status. The one exit path: every outcome, 3
-/// included, is [`run`]'s `ExitCode` or its [`CliError`](error::CliError)'s
-/// status.
+/// the process's exit status. The one exit path: every outcome that is
+/// not an error, 3 included, is [`run`]'s `ExitCode`; every error is a
+/// [`CliError`](error::CliError), exit status 2.
 pub fn main() -> ExitCode {
     run().unwrap_or_else(error::CliError::exit)
 }

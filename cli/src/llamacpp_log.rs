@@ -41,7 +41,7 @@ use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
 use crate::io::{input_name, is_stdin, note_reading_stdin};
-use crate::source::{Read, Source};
+use crate::source::{Read, Source, SourceError};
 use crate::sources::{Counted, Group, Settings};
 use crate::vllm_log::strip_sgr;
 
@@ -63,12 +63,13 @@ struct Figures {
 }
 
 impl Source for LlamacppLog {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         if let Some(e) = settings.engine.filter(|&e| e != Engine::Llamacpp) {
             return Err(CliError::new(format!(
                 "--llamacpp-log reads llama.cpp's log; --engine {} does not apply",
                 e.name()
-            )));
+            ))
+            .into());
         }
         let name = input_name(&self.path);
         let (drafters, requests, number) = read_lines(&self.path, &name)?;
@@ -93,7 +94,8 @@ impl Source for LlamacppLog {
             return Err(CliError::new(format!(
                 "{name}: no llama.cpp speculative-decoding line (\"statistics <drafter>: ... #gen drafts = ...\" or \"slot print_timing: ... draft acceptance = ...\") in {} lines",
                 group_digits(number)
-            )));
+            ))
+            .into());
         }
         Ok(Read {
             counted: Counted {
@@ -108,6 +110,7 @@ impl Source for LlamacppLog {
             by: Some("drafter".to_owned()),
             read_as: Some(read_as.to_owned()),
             requests: None,
+            exact_from: None,
         })
     }
 }

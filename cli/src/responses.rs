@@ -50,7 +50,7 @@ use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
 use crate::io::{input_name, is_stdin, note_reading_stdin};
-use crate::source::{Read, Source};
+use crate::source::{Read, Source, SourceError};
 use crate::sources::{Counted, Group, Settings};
 
 /// The longest line read (a `detailed` response carries per-step arrays).
@@ -87,7 +87,7 @@ pub struct RequestFigures {
 }
 
 impl Source for Responses {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         if let Some(e) = settings
             .engine
             .filter(|e| !matches!(e, Engine::Vllm | Engine::Sglang | Engine::Specdec))
@@ -95,7 +95,8 @@ impl Source for Responses {
             return Err(CliError::new(format!(
                 "--responses reads vLLM's, SGLang's and this crate's per-request figures; --engine {} does not apply",
                 e.name()
-            )));
+            ))
+            .into());
         }
         let (name, requests, skipped) = read_requests(&self.path)?;
         let engine = requests[0].engine;
@@ -105,7 +106,8 @@ impl Source for Responses {
                 other.id,
                 other.engine.name(),
                 engine.name()
-            )));
+            ))
+            .into());
         }
         let mut by_model: BTreeMap<Option<String>, Vec<&RequestFigures>> = BTreeMap::new();
         for r in &requests {
@@ -154,6 +156,7 @@ impl Source for Responses {
             by: Some("model".to_owned()),
             read_as: Some(what.to_owned()),
             requests: self.by_request.then_some(requests),
+            exact_from: Some("the responses' acceptance histograms"),
         })
     }
 }

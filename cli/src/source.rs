@@ -16,6 +16,7 @@
 //! - [`Responses`](crate::responses::Responses): per-request figures in
 //!   engines' responses (`--responses`, `--by-request`).
 
+use std::fmt;
 use std::path::PathBuf;
 
 use crate::engines::Engine;
@@ -38,13 +39,46 @@ pub struct Read {
     pub read_as: Option<String>,
     /// Each request's figures (`--by-request`).
     pub requests: Option<Vec<RequestFigures>>,
+    /// What makes exact counts exact, for the table's heading, where it is
+    /// the input's own figures (responses: their acceptance histograms)
+    /// rather than the families the counters' verdict names (`None`).
+    pub exact_from: Option<&'static str>,
+}
+
+/// Why a source gave no counters.
+#[derive(Debug)]
+pub enum SourceError {
+    /// The input cannot be read, or contradicts itself: an error (exit
+    /// status 2).
+    Error(CliError),
+    /// The input was read, but its counts cannot be told (drafts of
+    /// different lengths that it does not count): the place and the
+    /// reason. Not an error: `advise` prints it on standard error, as an
+    /// error's message, and returns exit status 3 as its `ExitCode`, as
+    /// for counters that give bounds only.
+    NotIdentified(String),
+}
+
+impl From<CliError> for SourceError {
+    fn from(e: CliError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Error(e) => e.fmt(f),
+            Self::NotIdentified(msg) => f.write_str(msg),
+        }
+    }
 }
 
 /// One input `advise` reads engine counters from.
 pub trait Source {
     /// Reads the input into continuation counts per group, refusing what
     /// it cannot read with the place and the reason.
-    fn read(&self, settings: &Settings) -> Result<Read, CliError>;
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError>;
 }
 
 /// `--metrics SOURCE [--since EARLIER]`.
@@ -55,13 +89,14 @@ pub struct Scrape {
 }
 
 impl Source for Scrape {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         Ok(Read {
             counted: sources::from_metrics(&self.source, self.since.as_deref(), settings)?,
             reconstruction: None,
             by: Some(settings.by.clone()),
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }
@@ -76,7 +111,7 @@ pub struct PrometheusQuery {
 }
 
 impl Source for PrometheusQuery {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         Ok(Read {
             counted: sources::from_prometheus(
                 &self.url,
@@ -89,6 +124,7 @@ impl Source for PrometheusQuery {
             by: Some(settings.by.clone()),
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }
@@ -100,12 +136,13 @@ pub struct VllmLog {
 }
 
 impl Source for VllmLog {
-    fn read(&self, settings: &Settings) -> Result<Read, CliError> {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         if let Some(e) = settings.engine.filter(|&e| e != Engine::Vllm) {
             return Err(CliError::new(format!(
                 "--vllm-log reads vLLM's log; --engine {} does not apply",
                 e.name()
-            )));
+            ))
+            .into());
         }
         let (counted, rec) = vllm_log::read(&self.path, settings.max_draft_len)?;
         Ok(Read {
@@ -114,6 +151,7 @@ impl Source for VllmLog {
             by: None,
             read_as: None,
             requests: None,
+            exact_from: None,
         })
     }
 }

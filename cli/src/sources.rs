@@ -308,22 +308,7 @@ pub fn from_prometheus(
             .map_err(|e| CliError::new(format!("--selector {}: {e}", excerpt(s))))?,
     };
     let seconds = parse_duration(window).map_err(|e| CliError::new(format!("--window: {e}")))?;
-    let end: f64 = match at {
-        Some(t) => t
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|t| t.is_finite() && (0.0..=MAX_UNIX_SECONDS).contains(t))
-            .ok_or_else(|| {
-                CliError::new(format!(
-                    "--at {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
-                    excerpt(t)
-                ))
-            })?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
-    };
+    let end = window_end(at)?;
     let end_text = format!("{end:.3}");
     let start_text = format!("{:.3}", (end - seconds).max(0.0));
 
@@ -354,9 +339,60 @@ pub fn from_prometheus(
         &format!("{shown} (window {window})"),
     )?;
 
-    // One query per family: sum by the group label (and the family's own
-    // labels) of increase() over the window.
     let by = &settings.by;
+    let queries = family_queries(&families, by, window, &inner);
+    let mut samples = Vec::new();
+    for (family, query) in &queries {
+        let data: QueryData = api(
+            base,
+            "query",
+            &[("query", query), ("time", &end_text)],
+            settings.limits,
+            &mut warnings,
+        )?;
+        samples.extend(query_samples(data, family, query, &shown)?);
+    }
+    let groups = engines::group(&samples, &families, by, Values::Extrapolated)
+        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    let mut counted = finish(
+        format!("{shown}, increase() over {window} ending at {end_text}"),
+        families,
+        groups,
+        settings,
+        Values::Extrapolated,
+    )?;
+    note_partial(&mut counted, &warnings);
+    Ok(counted)
+}
+
+/// The end of the `--prometheus` window: `--at`, or now.
+fn window_end(at: Option<&str>) -> Result<f64, CliError> {
+    Ok(match at {
+        Some(t) => t
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && (0.0..=MAX_UNIX_SECONDS).contains(t))
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "--at {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
+                    excerpt(t)
+                ))
+            })?,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+    })
+}
+
+/// One query per family: `sum by` the group label (and the family's own
+/// labels) of `increase()` over the window, with the family it reads.
+fn family_queries(
+    families: &Families,
+    by: &str,
+    window: &str,
+    inner: &str,
+) -> Vec<(String, String)> {
     let mut queries: Vec<(String, String)> = Vec::new();
     let selected = |f: &str| {
         if inner.is_empty() {
@@ -391,26 +427,12 @@ pub fn from_prometheus(
             format!("sum by ({by}, position) (increase({}))", selected(&f)),
         ));
     }
-    let mut samples = Vec::new();
-    for (family, query) in &queries {
-        let data: QueryData = api(
-            base,
-            "query",
-            &[("query", query), ("time", &end_text)],
-            settings.limits,
-            &mut warnings,
-        )?;
-        samples.extend(query_samples(data, family, query, &shown)?);
-    }
-    let groups = engines::group(&samples, &families, by, Values::Extrapolated)
-        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
-    let mut counted = finish(
-        format!("{shown}, increase() over {window} ending at {end_text}"),
-        families,
-        groups,
-        settings,
-        Values::Extrapolated,
-    )?;
+    queries
+}
+
+/// Marks every group's advice as maybe missing series when Prometheus
+/// answered with warnings.
+fn note_partial(counted: &mut Counted, warnings: &[String]) {
     // A partial response (a store or querier that did not answer) is
     // data that may be missing: every group's advice says so.
     if !warnings.is_empty() {
@@ -423,7 +445,6 @@ pub fn from_prometheus(
             g.built.notes.extend(warnings.iter().cloned());
         }
     }
-    Ok(counted)
 }
 
 /// The samples of an instant vector (`data` of `/api/v1/query`), each

@@ -174,6 +174,7 @@ use crate::engines::{Built, Engine, Families};
 use crate::error::CliError;
 use crate::format::{excerpt, group_digits};
 use crate::io::{input_name, is_stdin, note_reading_stdin};
+use crate::source::SourceError;
 use crate::sources::{Counted, Group};
 
 /// The marker of vLLM V1's line.
@@ -334,7 +335,7 @@ enum Record {
 pub fn read(
     path: &Path,
     max_draft_len: Option<usize>,
-) -> Result<(Counted, Reconstruction), CliError> {
+) -> Result<(Counted, Reconstruction), SourceError> {
     let name = input_name(path);
     if is_stdin(path) {
         note_reading_stdin("vLLM's log");
@@ -363,7 +364,7 @@ pub fn read_from(
     input: impl Read,
     name: String,
     max_draft_len: Option<usize>,
-) -> Result<(Counted, Reconstruction), CliError> {
+) -> Result<(Counted, Reconstruction), SourceError> {
     let mut reader = BufReader::new(input);
     let mut acc = Accumulator::new(&name);
     let mut block: Option<Block> = None;
@@ -389,7 +390,7 @@ pub fn read_from(
                     let done = block.take().expect("open block");
                     acc.add_block(done)?;
                 }
-                Err(msg) => return Err(acc.refuse(number, text, msg)),
+                Err(msg) => return Err(acc.refuse(number, text, msg).into()),
             }
         }
         if let Some(at) = text.find(MARKER) {
@@ -411,7 +412,7 @@ pub fn read_from(
     if let Some(b) = block.take() {
         acc.add_block(b)?;
     }
-    acc.finish(max_draft_len)
+    Ok(acc.finish(max_draft_len)?)
 }
 
 /// Adds records up, one family of formats per file.
@@ -468,11 +469,16 @@ impl<'a> Accumulator<'a> {
 
     /// The error for line `number`, quoting it.
     fn refuse(&self, number: u64, text: &str, msg: String) -> CliError {
-        CliError::new(format!(
+        CliError::new(self.at_line(number, text, msg))
+    }
+
+    /// `msg` about line `number`, quoting it.
+    fn at_line(&self, number: u64, text: &str, msg: String) -> String {
+        format!(
             "{}: line {number}: {msg} (the line: {})",
             self.name,
             excerpt(text.trim())
-        ))
+        )
     }
 
     /// Remembers which engine a line came from: the process, as vLLM's
@@ -505,7 +511,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add_block(&mut self, block: Block) -> Result<(), CliError> {
+    fn add_block(&mut self, block: Block) -> Result<(), SourceError> {
         let (start, text) = (block.start, block.first_line.clone());
         match block.finish().map_err(|m| self.refuse(start, &text, m))? {
             Some(record) => self.add(start, &text, record),
@@ -513,7 +519,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add(&mut self, number: u64, text: &str, record: Record) -> Result<(), CliError> {
+    fn add(&mut self, number: u64, text: &str, record: Record) -> Result<(), SourceError> {
         let format = match &record {
             Record::Counts(l) => l.format,
             Record::Means(f, _) => *f,
@@ -521,15 +527,12 @@ impl<'a> Accumulator<'a> {
         match self.first {
             None => self.first = Some((format, number)),
             Some((f, at)) if f.family() != format.family() => {
-                return Err(self.refuse(
-                    number,
-                    text,
-                    format!(
-                        "this is {}, but line {at} is {}: a file must hold one kind of record (interval lines and the summaries of a run count the same drafts twice; different formats are different runs); advise them apart",
-                        format.describe(),
-                        f.describe()
-                    ),
-                ));
+                let msg = format!(
+                    "this is {}, but line {at} is {}: a file must hold one kind of record (interval lines and the summaries of a run count the same drafts twice; different formats are different runs); advise them apart",
+                    format.describe(),
+                    f.describe()
+                );
+                return Err(self.refuse(number, text, msg).into());
             }
             Some(_) => {}
         }
@@ -543,7 +546,7 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    fn add_counts(&mut self, number: u64, text: &str, line: Line) -> Result<(), CliError> {
+    fn add_counts(&mut self, number: u64, text: &str, line: Line) -> Result<(), SourceError> {
         if line.format == Format::V1RateFirst && line.throughput {
             self.rates_first_with_throughput = true;
         }
@@ -557,13 +560,10 @@ impl<'a> Accumulator<'a> {
         match self.k {
             None => self.k = Some(kk),
             Some(k) if k != kk => {
-                return Err(self.refuse(
-                    number,
-                    text,
-                    format!(
-                        "{kk} per-position rates, but earlier records have {k}: the file mixes runs of different num_speculative_tokens; advise them apart"
-                    ),
-                ));
+                let msg = format!(
+                    "{kk} per-position rates, but earlier records have {k}: the file mixes runs of different num_speculative_tokens; advise them apart"
+                );
+                return Err(self.refuse(number, text, msg).into());
             }
             Some(_) => {}
         }
@@ -571,8 +571,12 @@ impl<'a> Accumulator<'a> {
             self.rec.lines_without_drafts += 1;
             return Ok(());
         }
-        let (n, counts) = reconstruct(&line)
-            .map_err(|(msg, status)| self.refuse(number, text, msg).with_status(status))?;
+        let (n, counts) = reconstruct(&line).map_err(|refusal| match refusal {
+            Refusal::Contradiction(msg) => self.refuse(number, text, msg).into(),
+            Refusal::NotIdentified(msg) => {
+                SourceError::NotIdentified(self.at_line(number, text, msg))
+            }
+        })?;
         self.drafts = self.drafts.saturating_add(n);
         self.drafted = self.drafted.saturating_add(line.drafted);
         self.accepted = self.accepted.saturating_add(line.accepted);
@@ -622,6 +626,25 @@ impl<'a> Accumulator<'a> {
             engine: Engine::Vllm,
             prefix: VLLM_METRIC_PREFIX.to_owned(),
         };
+        let counters = self.counters(k)?;
+        let notes = self.notes();
+        Ok((
+            Counted {
+                source: name.to_owned(),
+                families,
+                groups: vec![Group {
+                    label: None,
+                    built: Built { counters, notes },
+                }],
+            },
+            self.rec,
+        ))
+    }
+
+    /// The counters the records add up to, `K = k`; an error names the
+    /// counts as the log prints them.
+    fn counters(&mut self, k: usize) -> Result<EngineCounters, CliError> {
+        let name = self.name;
         let printed = self.drafts_printed;
         let series = |s: CounterSeries| match s {
             CounterSeries::Drafts if printed => "the drafts printed".to_owned(),
@@ -633,9 +656,15 @@ impl<'a> Accumulator<'a> {
             }
             other => other.to_string(),
         };
-        let counters =
-            EngineCounters::new(k, self.drafts, self.drafted, self.accepted, self.per_pos)
-                .map_err(|e| CliError::new(format!("{name}: {}", e.to_string_with(series))))?;
+        let per_pos = std::mem::take(&mut self.per_pos);
+        EngineCounters::new(k, self.drafts, self.drafted, self.accepted, per_pos)
+            .map_err(|e| CliError::new(format!("{name}: {}", e.to_string_with(series))))
+    }
+
+    /// What the records were read as, how precise the reconstruction is,
+    /// and the engines pooled.
+    fn notes(&self) -> Vec<String> {
+        let printed = self.drafts_printed;
         let mut notes: Vec<String> = self
             .formats
             .iter()
@@ -665,6 +694,13 @@ impl<'a> Accumulator<'a> {
             group_digits(self.rec.max_count_error),
             self.rec.max_rate_error,
         ));
+        notes.extend(self.pooled_note());
+        notes
+    }
+
+    /// The note on the engines whose lines were pooled, when there are
+    /// several.
+    fn pooled_note(&self) -> Option<String> {
         if self.processes.len() > 1 {
             let shown: Vec<String> = self
                 .processes
@@ -677,24 +713,18 @@ impl<'a> Accumulator<'a> {
                     (true, true) => "untagged".to_owned(),
                 })
                 .collect();
-            notes.push(format!(
+            return Some(format!(
                 "lines of {} engines pooled ({}{}): each line is one logging interval of one engine, so they add up",
                 self.processes.len(),
                 shown.join(", "),
-                if self.processes.len() > 4 { ", ..." } else { "" }
+                if self.processes.len() > 4 {
+                    ", ..."
+                } else {
+                    ""
+                }
             ));
         }
-        Ok((
-            Counted {
-                source: name.to_owned(),
-                families,
-                groups: vec![Group {
-                    label: None,
-                    built: Built { counters, notes },
-                }],
-            },
-            self.rec,
-        ))
+        None
     }
 }
 
@@ -719,133 +749,153 @@ fn plural(n: u64, what: &str) -> String {
 /// What the means-only records of `format` identify, and what is missing.
 fn means_only(format: Format, means: &[(u64, Means)]) -> String {
     let head = format!("read as {}", format.describe());
-    let advise = "nothing per position is printed, so no draft length can be advised";
     match format {
-        Format::V0Speculative => {
-            // Totals since start-up: a drop starts a new run.
-            let mut runs: Vec<(u64, u64, u64, u64)> = Vec::new();
-            let mut last: Option<(u64, u64, u64, u64)> = None;
-            for (_, m) in means {
-                if let Means::V0 {
-                    k,
-                    accepted,
-                    drafted,
-                    emitted,
-                    ..
-                } = *m
-                {
-                    if let Some(l) = last.filter(|l| l.0 != k || drafted < l.2 || emitted < l.3) {
-                        runs.push(l);
-                    }
-                    last = Some((k, accepted, drafted, emitted));
-                }
-            }
-            runs.extend(last);
-            let ks: BTreeSet<u64> = runs.iter().map(|r| r.0).collect();
-            let (mut drafts, mut accepted, mut drafted, mut emitted) = (0u64, 0u64, 0u64, 0u64);
-            for &(k, a, d, e) in &runs {
-                drafts = drafts.saturating_add(d / k.max(1));
-                accepted = accepted.saturating_add(a);
-                drafted = drafted.saturating_add(d);
-                emitted = emitted.saturating_add(e);
-            }
-            let k = ks.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-            let mal = if drafts > 0 {
-                format!("{:.4}", emitted as f64 / drafts as f64)
-            } else {
-                "none (no drafts)".to_owned()
-            };
-            format!(
-                "{head}; {} line{}, totals since start-up (the last of each of {} run{} counts): K = {k}, {} drafts (draft tokens / K), mean acceptance length {mal} (emitted tokens / drafts, exact), {} of {} draft tokens accepted anywhere in their draft (not only as a prefix); {advise}. Run the workload on vLLM V1, whose SpecDecoding metrics line prints per-position acceptance rates, or scrape its /metrics (vllm:spec_decode_num_accepted_tokens_per_pos) and use --metrics",
-                group_digits(means.len() as u64),
-                if means.len() == 1 { "" } else { "s" },
-                runs.len(),
-                if runs.len() == 1 { "" } else { "s" },
-                group_digits(drafts),
-                group_digits(accepted),
-                group_digits(drafted),
-            )
-        }
-        Format::V1EarlySpeculative | Format::V1Totals => {
-            let (mut a, mut d) = (0u64, 0u64);
-            for (_, m) in means {
-                if let Means::Tokens {
-                    accepted, drafted, ..
-                } = m
-                {
-                    a = a.saturating_add(*accepted);
-                    d = d.saturating_add(*drafted);
-                }
-            }
-            format!(
-                "{head}; {} line{}: {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in its SpecDecoding metrics line: upgrade, or scrape /metrics and use --metrics",
-                group_digits(means.len() as u64),
-                if means.len() == 1 { "" } else { "s" },
-                group_digits(a),
-                group_digits(d),
-                if d > 0 {
-                    format!(" ({:.1}%)", a as f64 / d as f64 * 100.0)
-                } else {
-                    String::new()
-                },
-            )
-        }
-        Format::OfflineNoDrafts => {
-            let shown: Vec<String> = means
-                .iter()
-                .filter_map(|(_, m)| match m {
-                    Means::Rates { mal, rates } => Some(format!(
-                        "mean acceptance length {mal:.2}, rates {}",
-                        rates
-                            .iter()
-                            .map(|r| format!("{r:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                    _ => None,
-                })
-                .take(3)
-                .collect();
-            format!(
-                "{head}; {}: {}: per-position rates without the number of drafts carry no sample size, so no count and no draft length can be told. Print num_drafts, num_draft_tokens and num_accepted_tokens as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics",
-                plural(means.len() as u64, "summary"),
-                shown.join("; ")
-            )
-        }
+        Format::V0Speculative => v0_totals(&head, means),
+        Format::V1EarlySpeculative | Format::V1Totals => v1_tokens(&head, means),
+        Format::OfflineNoDrafts => rates_without_drafts(&head, means),
         Format::OfflineExample | Format::OfflineStatsBlock | Format::BenchServe => {
-            let (mut n, mut a, mut d) = (0u64, 0u64, 0u64);
-            for (_, m) in means {
-                if let Means::Tokens {
-                    accepted,
-                    drafted,
-                    drafts,
-                } = m
-                {
-                    n = n.saturating_add(drafts.unwrap_or(0));
-                    a = a.saturating_add(*accepted);
-                    d = d.saturating_add(*drafted);
-                }
-            }
-            let mal = if n > 0 {
-                format!("{:.4}", 1.0 + a as f64 / n as f64)
-            } else {
-                "none (no drafts)".to_owned()
-            };
-            let fix = if format == Format::BenchServe {
-                "This vllm bench serve printed no Per-position acceptance (%) part: a version that prints it, against a server exporting vllm:spec_decode_num_accepted_tokens_per_pos, does; or scrape /metrics before and after the run and use --metrics FILE --since FILE"
-            } else {
-                "Print acceptance at token i as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics"
-            };
-            format!(
-                "{head}; {}: {} drafts, {} draft tokens, {} accepted: mean acceptance length {mal} (exact); the per-position rates are missing, so no draft length can be advised. {fix}",
-                plural(means.len() as u64, "summary"),
-                group_digits(n),
-                group_digits(d),
-                group_digits(a),
-            )
+            summaries_without_rates(format, &head, means)
         }
-        _ => format!("{head}: {advise}"),
+        _ => format!("{head}: {NOTHING_PER_POSITION}"),
     }
+}
+
+/// Why means-only records give no advice.
+const NOTHING_PER_POSITION: &str =
+    "nothing per position is printed, so no draft length can be advised";
+
+/// [`means_only`] of vLLM V0's lines: totals since start-up, the last of
+/// each run counting.
+fn v0_totals(head: &str, means: &[(u64, Means)]) -> String {
+    let advise = NOTHING_PER_POSITION;
+    // Totals since start-up: a drop starts a new run.
+    let mut runs: Vec<(u64, u64, u64, u64)> = Vec::new();
+    let mut last: Option<(u64, u64, u64, u64)> = None;
+    for (_, m) in means {
+        if let Means::V0 {
+            k,
+            accepted,
+            drafted,
+            emitted,
+            ..
+        } = *m
+        {
+            if let Some(l) = last.filter(|l| l.0 != k || drafted < l.2 || emitted < l.3) {
+                runs.push(l);
+            }
+            last = Some((k, accepted, drafted, emitted));
+        }
+    }
+    runs.extend(last);
+    let ks: BTreeSet<u64> = runs.iter().map(|r| r.0).collect();
+    let (mut drafts, mut accepted, mut drafted, mut emitted) = (0u64, 0u64, 0u64, 0u64);
+    for &(k, a, d, e) in &runs {
+        drafts = drafts.saturating_add(d / k.max(1));
+        accepted = accepted.saturating_add(a);
+        drafted = drafted.saturating_add(d);
+        emitted = emitted.saturating_add(e);
+    }
+    let k = ks.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let mal = if drafts > 0 {
+        format!("{:.4}", emitted as f64 / drafts as f64)
+    } else {
+        "none (no drafts)".to_owned()
+    };
+    format!(
+        "{head}; {} line{}, totals since start-up (the last of each of {} run{} counts): K = {k}, {} drafts (draft tokens / K), mean acceptance length {mal} (emitted tokens / drafts, exact), {} of {} draft tokens accepted anywhere in their draft (not only as a prefix); {advise}. Run the workload on vLLM V1, whose SpecDecoding metrics line prints per-position acceptance rates, or scrape its /metrics (vllm:spec_decode_num_accepted_tokens_per_pos) and use --metrics",
+        group_digits(means.len() as u64),
+        if means.len() == 1 { "" } else { "s" },
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        group_digits(drafts),
+        group_digits(accepted),
+        group_digits(drafted),
+    )
+}
+
+/// [`means_only`] of vLLM V1's first lines: accepted and drafted tokens.
+fn v1_tokens(head: &str, means: &[(u64, Means)]) -> String {
+    let advise = NOTHING_PER_POSITION;
+    let (mut a, mut d) = (0u64, 0u64);
+    for (_, m) in means {
+        if let Means::Tokens {
+            accepted, drafted, ..
+        } = m
+        {
+            a = a.saturating_add(*accepted);
+            d = d.saturating_add(*drafted);
+        }
+    }
+    format!(
+        "{head}; {} line{}: {} of {} draft tokens accepted{}; neither the drafts nor K are printed, so not even the mean acceptance length is known, and {advise}. vLLM from PR #16665 (April 2025) on prints the mean acceptance length and the per-position rates in its SpecDecoding metrics line: upgrade, or scrape /metrics and use --metrics",
+        group_digits(means.len() as u64),
+        if means.len() == 1 { "" } else { "s" },
+        group_digits(a),
+        group_digits(d),
+        if d > 0 {
+            format!(" ({:.1}%)", a as f64 / d as f64 * 100.0)
+        } else {
+            String::new()
+        },
+    )
+}
+
+/// [`means_only`] of summaries with rates but not the drafts.
+fn rates_without_drafts(head: &str, means: &[(u64, Means)]) -> String {
+    let shown: Vec<String> = means
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Means::Rates { mal, rates } => Some(format!(
+                "mean acceptance length {mal:.2}, rates {}",
+                rates
+                    .iter()
+                    .map(|r| format!("{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => None,
+        })
+        .take(3)
+        .collect();
+    format!(
+        "{head}; {}: {}: per-position rates without the number of drafts carry no sample size, so no count and no draft length can be told. Print num_drafts, num_draft_tokens and num_accepted_tokens as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics",
+        plural(means.len() as u64, "summary"),
+        shown.join("; ")
+    )
+}
+
+/// [`means_only`] of summaries with the drafts but no per-position rates.
+fn summaries_without_rates(format: Format, head: &str, means: &[(u64, Means)]) -> String {
+    let (mut n, mut a, mut d) = (0u64, 0u64, 0u64);
+    for (_, m) in means {
+        if let Means::Tokens {
+            accepted,
+            drafted,
+            drafts,
+        } = m
+        {
+            n = n.saturating_add(drafts.unwrap_or(0));
+            a = a.saturating_add(*accepted);
+            d = d.saturating_add(*drafted);
+        }
+    }
+    let mal = if n > 0 {
+        format!("{:.4}", 1.0 + a as f64 / n as f64)
+    } else {
+        "none (no drafts)".to_owned()
+    };
+    let fix = if format == Format::BenchServe {
+        "This vllm bench serve printed no Per-position acceptance (%) part: a version that prints it, against a server exporting vllm:spec_decode_num_accepted_tokens_per_pos, does; or scrape /metrics before and after the run and use --metrics FILE --since FILE"
+    } else {
+        "Print acceptance at token i as vLLM's examples/offline_inference/spec_decode.py does, or read the engine's counters with --metrics"
+    };
+    format!(
+        "{head}; {}: {} drafts, {} draft tokens, {} accepted: mean acceptance length {mal} (exact); the per-position rates are missing, so no draft length can be advised. {fix}",
+        plural(means.len() as u64, "summary"),
+        group_digits(n),
+        group_digits(d),
+        group_digits(a),
+    )
 }
 
 /// `text` without its SGR sequences (`ESC [ params m`: the colours a
@@ -1295,91 +1345,102 @@ impl Block {
         self.record().map(Some)
     }
 
+    /// The record of a complete summary, or why it makes none.
     fn record(self) -> Result<Record, String> {
-        let what = match self.format {
-            Format::BenchServe => "vllm bench serve section",
-            _ => "summary",
-        };
-        let missing = |key: &str| format!("this {what} has no {key:?} line");
-        let need = |key: &str| self.field(key).ok_or_else(|| missing(key));
-        let need_count = |key: &str| self.count_field(key).ok_or_else(|| missing(key));
         match self.format {
             Format::OfflineExample => {
-                let drafts = need_count("num_drafts")?;
-                let drafted = need_count("num_draft_tokens")?;
-                let accepted = need_count("num_accepted_tokens")?;
-                let mal = need("mean acceptance length")?;
-                if self.rates.is_empty() {
-                    return Ok(Record::Means(
-                        Format::OfflineExample,
-                        Means::Tokens {
-                            accepted,
-                            drafted,
-                            drafts: Some(drafts),
-                        },
-                    ));
-                }
-                Ok(Record::Counts(Line {
-                    format: Format::OfflineExample,
-                    drafts: Some(drafts),
-                    mean_acceptance_length: mal,
-                    accepted,
-                    drafted,
-                    rates: self.rates,
-                    scale: 100,
-                    throughput: false,
-                }))
+                let drafts = self.need_count("num_drafts")?;
+                let drafted = self.need_count("num_draft_tokens")?;
+                let accepted = self.need_count("num_accepted_tokens")?;
+                let mal = self.need("mean acceptance length")?;
+                Ok(self.summary_record(drafts, drafted, accepted, mal, 100))
             }
             Format::OfflineNoDrafts => Ok(Record::Means(
                 Format::OfflineNoDrafts,
                 Means::Rates {
-                    mal: need("mean acceptance length")?,
+                    mal: self.need("mean acceptance length")?,
                     rates: self.rates,
                 },
             )),
             Format::OfflineStatsBlock => Ok(Record::Means(
                 Format::OfflineStatsBlock,
                 Means::Tokens {
-                    drafts: Some(need_count("Number of drafts")?),
-                    drafted: need_count("Draft tokens generated")?,
-                    accepted: need_count("Accepted tokens")?,
+                    drafts: Some(self.need_count("Number of drafts")?),
+                    drafted: self.need_count("Draft tokens generated")?,
+                    accepted: self.need_count("Accepted tokens")?,
                 },
             )),
-            _ => {
-                let drafts = need_count("Drafts")?;
-                let drafted = need_count("Draft tokens")?;
-                let accepted = need_count("Accepted tokens")?;
-                let mal = need("Acceptance length")?;
-                if let Some(pct) = self.field("Acceptance rate (%)").filter(|_| drafted > 0) {
-                    let p = accepted as f64 / drafted as f64 * 100.0;
-                    if (p - pct).abs() > 0.005 + 1e-9 {
-                        return Err(format!(
-                            "Acceptance rate (%) {pct:.2} is not Accepted tokens / Draft tokens = {p:.4}%: the section contradicts itself"
-                        ));
-                    }
-                }
-                if self.rates.is_empty() {
-                    return Ok(Record::Means(
-                        Format::BenchServe,
-                        Means::Tokens {
-                            accepted,
-                            drafted,
-                            drafts: Some(drafts),
-                        },
-                    ));
-                }
-                Ok(Record::Counts(Line {
-                    format: Format::BenchServe,
-                    drafts: Some(drafts),
-                    mean_acceptance_length: mal,
-                    accepted,
-                    drafted,
-                    rates: self.rates,
-                    scale: 10_000,
-                    throughput: false,
-                }))
+            _ => self.bench_serve_record(),
+        }
+    }
+
+    /// The record of `vllm bench serve`'s section, its acceptance rate
+    /// checked against its counts.
+    fn bench_serve_record(self) -> Result<Record, String> {
+        let drafts = self.need_count("Drafts")?;
+        let drafted = self.need_count("Draft tokens")?;
+        let accepted = self.need_count("Accepted tokens")?;
+        let mal = self.need("Acceptance length")?;
+        if let Some(pct) = self.field("Acceptance rate (%)").filter(|_| drafted > 0) {
+            let p = accepted as f64 / drafted as f64 * 100.0;
+            if (p - pct).abs() > 0.005 + 1e-9 {
+                return Err(format!(
+                    "Acceptance rate (%) {pct:.2} is not Accepted tokens / Draft tokens = {p:.4}%: the section contradicts itself"
+                ));
             }
         }
+        Ok(self.summary_record(drafts, drafted, accepted, mal, 10_000))
+    }
+
+    /// A summary with the drafts: its counts, with its per-position rates
+    /// (printed to 1 / `scale`), or its means when it prints none.
+    fn summary_record(
+        self,
+        drafts: u64,
+        drafted: u64,
+        accepted: u64,
+        mal: f64,
+        scale: u64,
+    ) -> Record {
+        if self.rates.is_empty() {
+            return Record::Means(
+                self.format,
+                Means::Tokens {
+                    accepted,
+                    drafted,
+                    drafts: Some(drafts),
+                },
+            );
+        }
+        Record::Counts(Line {
+            format: self.format,
+            drafts: Some(drafts),
+            mean_acceptance_length: mal,
+            accepted,
+            drafted,
+            rates: self.rates,
+            scale,
+            throughput: false,
+        })
+    }
+
+    /// The value of field `key`, which the summary must print.
+    fn need(&self, key: &str) -> Result<f64, String> {
+        self.field(key).ok_or_else(|| self.missing(key))
+    }
+
+    /// The count of field `key`, which the summary must print.
+    fn need_count(&self, key: &str) -> Result<u64, String> {
+        self.count_field(key).ok_or_else(|| self.missing(key))
+    }
+
+    /// The error for a missing field `key`.
+    fn missing(&self, key: &str) -> String {
+        let what = match self.format {
+            Format::BenchServe => "vllm bench serve section",
+            _ => "summary",
+        };
+        format!("this {what} has no {key:?} line")
     }
 }
 
@@ -1401,87 +1462,102 @@ fn percent(value: &str) -> Result<f64, String> {
         })
 }
 
+/// Why a record gives no counts.
+#[derive(Debug)]
+enum Refusal {
+    /// The record contradicts itself: an error (exit status 2).
+    Contradiction(String),
+    /// Its drafts were not all of length K and it does not print their
+    /// number, so the counts cannot be told (exit status 3).
+    NotIdentified(String),
+}
+
 /// Drafts and accepted-per-position counts of one record (see the module
-/// docs). The error carries its exit status: 3 when the drafts of an
-/// interval line cannot be told (not all of length K), 2 when the record
-/// contradicts itself.
-fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
+/// docs), or why there are none.
+fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), Refusal> {
+    let n = drafts_of(line)?;
+    check_tokens_and_rates(line)?;
+    let counts = fit_counts(line, n)?;
+    Ok((n, counts))
+}
+
+/// The drafts of a record: printed (a summary), or `Drafted / K` (an
+/// interval line); either checked against the mean acceptance length.
+fn drafts_of(line: &Line) -> Result<u64, Refusal> {
     let k = line.rates.len() as u64;
     let mean = line.mean_acceptance_length;
     if mean.is_nan() {
-        return Err((
-            format!(
-                "the mean acceptance length is nan, but {} tokens were drafted",
-                line.drafted
-            ),
-            2,
-        ));
+        return Err(Refusal::Contradiction(format!(
+            "the mean acceptance length is nan, but {} tokens were drafted",
+            line.drafted
+        )));
     }
     let n = match line.drafts {
         Some(n) => {
             let mal = 1.0 + line.accepted as f64 / n as f64;
             if (mal - mean).abs() > 0.005 + 1e-9 {
-                return Err((
-                    format!(
-                        "the mean acceptance length {mean:.2} is not 1 + accepted / drafts = {mal:.4}: the summary contradicts itself"
-                    ),
-                    2,
-                ));
+                return Err(Refusal::Contradiction(format!(
+                    "the mean acceptance length {mean:.2} is not 1 + accepted / drafts = {mal:.4}: the summary contradicts itself"
+                )));
             }
             n
         }
         None => {
             if line.drafted % k != 0 {
-                return Err((
-                    format!(
-                        "Drafted: {} tokens is not a multiple of K = {k}: drafts had different lengths, and the line does not print the number of drafts, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead",
-                        line.drafted
-                    ),
-                    3,
-                ));
+                return Err(Refusal::NotIdentified(format!(
+                    "Drafted: {} tokens is not a multiple of K = {k}: drafts had different lengths, and the line does not print the number of drafts, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead",
+                    line.drafted
+                )));
             }
             let n = line.drafted / k;
             if line.accepted <= line.drafted {
                 let mal = 1.0 + line.accepted as f64 / n as f64;
                 if (mal - mean).abs() > 0.005 + 1e-9 {
-                    return Err((
-                        format!(
-                            "the mean acceptance length {mean:.2} is not 1 + Accepted / (Drafted / K) = {mal:.4}: the drafts were not all K = {k} tokens long, and the line does not print their number, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead"
-                        ),
-                        3,
-                    ));
+                    return Err(Refusal::NotIdentified(format!(
+                        "the mean acceptance length {mean:.2} is not 1 + Accepted / (Drafted / K) = {mal:.4}: the drafts were not all K = {k} tokens long, and the line does not print their number, so the counts cannot be told (not identifiable); use the Prometheus counters (--metrics, --prometheus) instead"
+                    )));
                 }
             }
             n
         }
     };
+    Ok(n)
+}
+
+/// No more accepted tokens than drafted, and rates that are numbers and
+/// never grow with the position.
+fn check_tokens_and_rates(line: &Line) -> Result<(), Refusal> {
     if line.accepted > line.drafted {
-        return Err((
-            format!(
-                "Accepted {} is above Drafted {}",
-                line.accepted, line.drafted
-            ),
-            2,
-        ));
+        return Err(Refusal::Contradiction(format!(
+            "Accepted {} is above Drafted {}",
+            line.accepted, line.drafted
+        )));
     }
     if line.rates.iter().any(|r| r.is_nan()) {
-        return Err(("a per-position rate is nan".to_owned(), 2));
+        return Err(Refusal::Contradiction(
+            "a per-position rate is nan".to_owned(),
+        ));
     }
-    let nf = n as f64;
     for (i, w) in line.rates.windows(2).enumerate() {
         if w[1] > w[0] {
-            return Err((
-                format!(
-                    "per-position rate {} ({}) is above rate {} ({}): a token is accepted only after every earlier one",
-                    i + 2,
-                    w[1],
-                    i + 1,
-                    w[0]
-                ),
-                2,
-            ));
+            return Err(Refusal::Contradiction(format!(
+                "per-position rate {} ({}) is above rate {} ({}): a token is accepted only after every earlier one",
+                i + 2,
+                w[1],
+                i + 1,
+                w[0]
+            )));
         }
     }
+    Ok(())
+}
+
+/// The accepted count at each position over `n` drafts: each within the
+/// rounding of its rate and the drafts, never growing with the position,
+/// adding up to the accepted tokens; or why no such counts exist.
+fn fit_counts(line: &Line, n: u64) -> Result<Vec<u64>, Refusal> {
+    let k = line.rates.len() as u64;
+    let nf = n as f64;
     // Each count within the rounding of its rate, and within the drafts.
     let half = 0.5 / line.scale as f64;
     let window = |r: f64| {
@@ -1518,19 +1594,16 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
                 gap(a).total_cmp(&gap(b))
             });
         let Some(i) = pick else {
-            return Err((
-                format!(
-                    "the per-position rates ({}) cannot add up to {} accepted tokens over {} drafts, even within their rounding",
-                    line.rates
-                        .iter()
-                        .map(|r| r.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    line.accepted,
-                    n
-                ),
-                2,
-            ));
+            return Err(Refusal::Contradiction(format!(
+                "the per-position rates ({}) cannot add up to {} accepted tokens over {} drafts, even within their rounding",
+                line.rates
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                line.accepted,
+                n
+            )));
         };
         // As far as the window, the order and what is left allow, and
         // toward the rate first: a few steps however many drafts.
@@ -1551,7 +1624,7 @@ fn reconstruct(line: &Line) -> Result<(u64, Vec<u64>), (String, u8)> {
             sum -= step;
         }
     }
-    Ok((n, counts))
+    Ok(counts)
 }
 
 #[cfg(test)]
@@ -1605,14 +1678,18 @@ mod tests {
         // Drafts of different lengths: 2,950 tokens is not a multiple of 3.
         let short = good[at..].replace("Drafted: 3000 tokens", "Drafted: 2950 tokens");
         let e = reconstruct(&counts_of(&short)).unwrap_err();
-        assert_eq!(e.1, 3);
+        assert!(matches!(e, Refusal::NotIdentified(_)), "{e:?}");
         let e = reconstruct(&counts_of(
             &good[at..].replace("Drafted: 3000 tokens", "Drafted: 3300 tokens"),
         ))
         .unwrap_err();
-        assert!(e.0.contains("not 1 + Accepted") && e.1 == 3, "{e:?}");
+        assert!(
+            matches!(&e, Refusal::NotIdentified(m) if m.contains("not 1 + Accepted")),
+            "{e:?}"
+        );
         let rising = good[at..].replace("0.500, 0.300", "0.500, 0.600");
-        assert_eq!(reconstruct(&counts_of(&rising)).unwrap_err().1, 2);
+        let e = reconstruct(&counts_of(&rising)).unwrap_err();
+        assert!(matches!(e, Refusal::Contradiction(_)), "{e:?}");
         for bad in [
             good[at..].replace("Accepted: 1500", "Accepted: x"),
             good[at..].replace("0.700", "0.7"),

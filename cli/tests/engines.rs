@@ -1456,6 +1456,11 @@ fn vllm_responses_pool_into_exact_counts_and_spread_by_request() {
         out.contains("median 1.23") && out.contains("max 3.50"),
         "{out}"
     );
+    // Exact because of the responses' histograms, not a Prometheus family.
+    assert!(
+        out.contains("== model=\"m\": K = 3, 63 drafts; counts exact (the responses' acceptance histograms) =="),
+        "{out}"
+    );
     // Without --by-request, no per-request list.
     let (out, _, _) = advise_responses(&text, &[]);
     assert!(!out.contains("\"requests\""), "{out}");

@@ -421,12 +421,16 @@ fn a_summary_of_drafts_of_different_lengths_gives_bounds() {
         out.contains("NOT ADVISED: the counters give bounds only"),
         "{out}"
     );
-    // An interval line cannot say as much: it is refused, exit status 3.
+    // An interval line cannot say as much: it is refused, exit status 3,
+    // with one message and nothing on standard output.
     let line = current(API, 1000, &[700, 500, 300]).replace("Drafted: 3000", "Drafted: 2950");
-    let (_, err, code) = advise(&line, &[]);
-    assert_eq!(code, 3);
+    let (out, err, code) = advise(&line, &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("not a multiple of K = 3")
+        err.starts_with("error: ")
+            && err.contains("not a multiple of K = 3")
             && err.contains("(the line: \"SpecDecoding metrics:"),
         "{err}"
     );

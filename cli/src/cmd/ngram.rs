@@ -132,27 +132,8 @@ pub fn window(threads: usize) -> usize {
 
 /// Runs `ngram`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let (min_n, max_n) = args
-        .rule
-        .ns(args.min_n.map(usize::from), args.max_n.map(usize::from));
-    if min_n > max_n {
-        return Err(CliError::new(format!(
-            "--min-n {min_n} is larger than --max-n {max_n}"
-        )));
-    }
-    if args.rule == Rule::LlamacppSimple && min_n != max_n {
-        return Err(CliError::new(format!(
-            "--rule llamacpp-simple matches one n: --min-n {min_n} and --max-n {max_n} must be equal"
-        )));
-    }
-    let cap = usize::from(args.cap);
-    debug_assert!(cap <= MAX_CAP);
-    let config = Config {
-        rule: args.rule,
-        min_n,
-        max_n,
-        cap,
-    };
+    let config = config(&args)?;
+    let (min_n, max_n, cap) = (config.min_n, config.max_n, config.cap);
     let eos = args.eos == YesNo::Yes;
     let meta = TraceMeta {
         tokenizer: args.tokenizer.clone(),
@@ -166,43 +147,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let max_line_bytes = usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX);
 
     // Every input is checked before anything is written.
-    let source: Source = match (&args.git, &args.file) {
-        (Some(repo), _) => Source::Git(Box::new(History::open(
-            repo,
-            Limits {
-                max_changed_lines: args.max_changed_lines,
-                max_bytes: args.max_bytes,
-            },
-        )?)),
-        (None, Some(path)) if !is_stdin(path) => {
-            let name = display_path(path);
-            let file =
-                File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
-            Source::Lines {
-                name,
-                reader: Box::new(BufReader::with_capacity(1 << 16, file)),
-            }
-        }
-        _ => {
-            note_reading_stdin("JSON Lines");
-            Source::Lines {
-                name: "<stdin>".into(),
-                reader: Box::new(BufReader::with_capacity(1 << 16, io::stdin())),
-            }
-        }
-    };
+    let source = open_source(&args)?;
     let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
     if args.sampled {
         eprintln!(
             "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
         );
     }
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
-            CliError::new(format!("cannot create {}: {e}", display_path(path)))
-        })?)),
-        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
-    };
+    let mut out = open_output(&args)?;
     let threads = args.threads.map_or_else(
         || thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
@@ -234,6 +186,71 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(write_error(&e, &output_name)),
         _ => Ok(()),
     }
+}
+
+/// The rule's settings from the flags: `--min-n` at most `--max-n`, and
+/// equal for llama.cpp's simple rule.
+fn config(args: &Args) -> Result<Config, CliError> {
+    let (min_n, max_n) = args
+        .rule
+        .ns(args.min_n.map(usize::from), args.max_n.map(usize::from));
+    if min_n > max_n {
+        return Err(CliError::new(format!(
+            "--min-n {min_n} is larger than --max-n {max_n}"
+        )));
+    }
+    if args.rule == Rule::LlamacppSimple && min_n != max_n {
+        return Err(CliError::new(format!(
+            "--rule llamacpp-simple matches one n: --min-n {min_n} and --max-n {max_n} must be equal"
+        )));
+    }
+    let cap = usize::from(args.cap);
+    debug_assert!(cap <= MAX_CAP);
+    Ok(Config {
+        rule: args.rule,
+        min_n,
+        max_n,
+        cap,
+    })
+}
+
+/// The input the flags name: `--git`, a file, or standard input.
+fn open_source(args: &Args) -> Result<Source, CliError> {
+    Ok(match (&args.git, &args.file) {
+        (Some(repo), _) => Source::Git(Box::new(History::open(
+            repo,
+            Limits {
+                max_changed_lines: args.max_changed_lines,
+                max_bytes: args.max_bytes,
+            },
+        )?)),
+        (None, Some(path)) if !is_stdin(path) => {
+            let name = display_path(path);
+            let file =
+                File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
+            Source::Lines {
+                name,
+                reader: Box::new(BufReader::with_capacity(1 << 16, file)),
+            }
+        }
+        _ => {
+            note_reading_stdin("JSON Lines");
+            Source::Lines {
+                name: "<stdin>".into(),
+                reader: Box::new(BufReader::with_capacity(1 << 16, io::stdin())),
+            }
+        }
+    })
+}
+
+/// Where the trace goes: `--output`, or standard output.
+fn open_output(args: &Args) -> Result<Box<dyn Write>, CliError> {
+    Ok(match &args.output {
+        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
+            CliError::new(format!("cannot create {}: {e}", display_path(path)))
+        })?)),
+        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
+    })
 }
 
 fn write_error(e: &io::Error, output: &str) -> CliError {
@@ -283,16 +300,7 @@ fn pipeline(
     // returns without waiting for a reader blocked on a slow input, and
     // the process ends them.
     let reader = thread::spawn(move || read_requests(source, max_line_bytes, &credit_rx, &job_tx));
-    let mut workers = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        let job_rx = job_rx.clone();
-        let done_tx = done_tx.clone();
-        let tokenizer = Arc::clone(&tokenizer);
-        workers.push(thread::spawn(move || {
-            work(&job_rx, &done_tx, &tokenizer, &config, eos)
-        }));
-    }
-    drop((job_rx, done_tx));
+    let workers = spawn_workers(threads, job_rx, done_tx, &tokenizer, config, eos);
 
     let mut pending: BTreeMap<usize, Result<Done, CliError>> = BTreeMap::new();
     let mut next = 0usize;
@@ -344,12 +352,42 @@ fn pipeline(
         progress(next, positions, started);
     }
     if let (true, Some((commits, skipped))) = (is_git, git_counts) {
-        eprintln!(
-            "ngram --git: {next} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository",
-            skipped.not_text, skipped.too_many_changes, skipped.too_large, skipped.unavailable
-        );
+        note_git_counts(next, positions, commits, &skipped);
     }
     Ok(())
+}
+
+/// `threads` workers generating the jobs of `job_rx` into `done_tx`
+/// (theirs alone once they are spawned: the channels close with them).
+fn spawn_workers(
+    threads: usize,
+    job_rx: Receiver<Message>,
+    done_tx: Sender<(usize, Result<Done, CliError>)>,
+    tokenizer: &Arc<Tokenizer>,
+    config: Config,
+    eos: bool,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..threads)
+        .map(|_| {
+            let job_rx = job_rx.clone();
+            let done_tx = done_tx.clone();
+            let tokenizer = Arc::clone(tokenizer);
+            thread::spawn(move || work(&job_rx, &done_tx, &tokenizer, &config, eos))
+        })
+        .collect()
+}
+
+/// What `--git` read: requests, positions, commits and the files skipped.
+fn note_git_counts(
+    requests: usize,
+    positions: u64,
+    commits: u64,
+    skipped: &crate::ngram::git::Skipped,
+) {
+    eprintln!(
+        "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository",
+        skipped.not_text, skipped.too_many_changes, skipped.too_large, skipped.unavailable
+    );
 }
 
 fn progress(requests: usize, positions: u64, started: Instant) {

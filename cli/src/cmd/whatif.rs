@@ -129,15 +129,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let Some(cost) = args.cost_linear.clone().or(args.cost_table.clone()) else {
         unreachable!("the argument group makes one of the costs required");
     };
-    let report = match &args.report {
-        Some(pair) => {
-            let policy: PolicySpec = pair[0]
-                .parse()
-                .map_err(|e| CliError::new(format!("--report {e}")))?;
-            Some((policy, PathBuf::from(&pair[1])))
-        }
-        None => None,
-    };
+    let report = report_arg(&args)?;
     let source = display_path(&args.traces);
     let started = Instant::now();
     let traces = Arc::new(TraceSet::open(&args.traces).map_err(CliError::new)?);
@@ -160,23 +152,57 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .expect("the default state definition is valid"),
         }),
     };
-    let policies = match args.policies {
+    let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &report)?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    let results = replay(&settings, &policies, jobs, started)
+        .map_err(|e| CliError::new(format!("{source}: {e}")))?;
+    let whatif = WhatIf {
+        source,
+        traces,
+        settings,
+        results,
+    };
+    write_outputs(&whatif, &args, report)
+}
+
+/// `--report POLICY FILE`, its policy parsed.
+fn report_arg(args: &Args) -> Result<Option<(PolicySpec, PathBuf)>, CliError> {
+    match &args.report {
+        Some(pair) => {
+            let policy: PolicySpec = pair[0]
+                .parse()
+                .map_err(|e| CliError::new(format!("--report {e}")))?;
+            Ok(Some((policy, PathBuf::from(&pair[1]))))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The policies to replay: `--policies` (no static length above
+/// `max_draft_len`), or every policy; the `--report` policy must be one.
+fn chosen_policies(
+    given: Option<Vec<PolicySpec>>,
+    max_draft_len: usize,
+    report: &Option<(PolicySpec, PathBuf)>,
+) -> Result<Vec<PolicySpec>, CliError> {
+    let policies = match given {
         Some(list) => {
             for p in &list {
                 if let PolicySpec::Static(k) = p {
-                    if *k > args.max_draft_len {
+                    if *k > max_draft_len {
                         return Err(CliError::new(format!(
-                            "--policies static:{k}: above --max-draft-len {}",
-                            args.max_draft_len
+                            "--policies static:{k}: above --max-draft-len {max_draft_len}"
                         )));
                     }
                 }
             }
             list
         }
-        None => whatif::policies(args.max_draft_len),
+        None => whatif::policies(max_draft_len),
     };
-    if let Some((policy, _)) = &report {
+    if let Some((policy, _)) = report {
         if !policies.contains(policy) {
             return Err(CliError::new(format!(
                 "--report {policy}: not a policy this what-if replays ({})",
@@ -188,9 +214,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
             )));
         }
     }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    Ok(policies)
+}
+
+/// Replays every policy on `jobs` threads, with a progress line on
+/// standard error every [`PROGRESS_EVERY`] (the run began at `started`).
+fn replay(
+    settings: &Settings,
+    policies: &[PolicySpec],
+    jobs: usize,
+    started: Instant,
+) -> Result<Vec<PolicyResult>, String> {
     let last_progress = Mutex::new(Instant::now());
     let progress = |done: usize, total: usize, r: &PolicyResult| {
         let mut last = last_progress.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,18 +238,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             ));
         }
     };
-    let results = settings
-        .replay_all(&policies, jobs, &progress)
-        .map_err(|e| CliError::new(format!("{source}: {e}")))?;
-    let whatif = WhatIf {
-        source,
-        traces,
-        settings,
-        results,
-    };
+    settings.replay_all(policies, jobs, &progress)
+}
+
+/// Writes the table or JSON to standard output, then the report and the
+/// plot where asked; every write is tried, and every failure reported.
+fn write_outputs(
+    whatif: &WhatIf,
+    args: &Args,
+    report: Option<(PolicySpec, PathBuf)>,
+) -> Result<(), CliError> {
     let text = match args.format {
-        Format::Json => json_line(&render::whatif::json(&whatif), "what-if"),
-        _ => Ok(render::whatif::table(&whatif)),
+        Format::Json => json_line(&render::whatif::json(whatif), "what-if"),
+        _ => Ok(render::whatif::table(whatif)),
     };
     let out = text.and_then(|t| write_stdout(t.as_bytes(), "what-if"));
     let mut errors: Vec<CliError> = Vec::new();
@@ -235,7 +270,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     }
     if let Some(path) = &args.plot {
-        let svg = render::whatif_plot::render_svg(&whatif).map_err(CliError::new);
+        let svg = render::whatif_plot::render_svg(whatif).map_err(CliError::new);
         if let Err(e) = svg.and_then(|svg| write_file(path, svg.as_bytes(), "plot")) {
             errors.push(e);
         }

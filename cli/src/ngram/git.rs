@@ -164,24 +164,33 @@ impl History {
         })
     }
 
+    /// Reads the next NUL-terminated field of `git log` into `field`;
+    /// `false` at its end, once `git log` has exited.
+    fn read_field(&mut self) -> Result<bool, CliError> {
+        self.field.clear();
+        let n = (&mut self.log_out)
+            .take(MAX_LOG_FIELD)
+            .read_until(0, &mut self.field)
+            .map_err(|e| CliError::new(format!("cannot read git log: {e}")))?;
+        if n > 0 {
+            return Ok(true);
+        }
+        let status = self
+            .log
+            .wait()
+            .map_err(|e| CliError::new(format!("git log: {e}")))?;
+        // A failure before any commit is an empty repository (no HEAD): no
+        // history, no requests.
+        if !status.success() && self.commit.is_some() {
+            return Err(CliError::new(format!("git log failed ({status})")));
+        }
+        Ok(false)
+    }
+
     /// The next request, or `None` at the end of the history.
     pub fn next_request(&mut self) -> Result<Option<EditRequest>, CliError> {
         loop {
-            self.field.clear();
-            let n = (&mut self.log_out)
-                .take(MAX_LOG_FIELD)
-                .read_until(0, &mut self.field)
-                .map_err(|e| CliError::new(format!("cannot read git log: {e}")))?;
-            if n == 0 {
-                let status = self
-                    .log
-                    .wait()
-                    .map_err(|e| CliError::new(format!("git log: {e}")))?;
-                // A failure before any commit is an empty repository (no
-                // HEAD): no history, no requests.
-                if !status.success() && self.commit.is_some() {
-                    return Err(CliError::new(format!("git log failed ({status})")));
-                }
+            if !self.read_field()? {
                 return Ok(None);
             }
             if self.field.last() == Some(&0) {
@@ -226,36 +235,12 @@ impl History {
                 self.skipped.unavailable += 1;
                 continue;
             }
-            let before = match self.blob(&format!("{full}^:{path}"), self.limits.max_bytes)? {
-                Blob::Text(text) => text,
-                Blob::NotText => {
-                    self.skipped.not_text += 1;
-                    continue;
-                }
-                Blob::TooLarge => {
-                    self.skipped.too_large += 1;
-                    continue;
-                }
-                Blob::Missing => {
-                    self.skipped.unavailable += 1;
-                    continue;
-                }
+            let Some(before) = self.text(&format!("{full}^:{path}"), self.limits.max_bytes)? else {
+                continue;
             };
             let after_limit = self.limits.max_bytes.saturating_mul(4);
-            let after = match self.blob(&format!("{full}:{path}"), after_limit)? {
-                Blob::Text(text) => text,
-                Blob::NotText => {
-                    self.skipped.not_text += 1;
-                    continue;
-                }
-                Blob::TooLarge => {
-                    self.skipped.too_large += 1;
-                    continue;
-                }
-                Blob::Missing => {
-                    self.skipped.unavailable += 1;
-                    continue;
-                }
+            let Some(after) = self.text(&format!("{full}:{path}"), after_limit)? else {
+                continue;
             };
             if self.last_commit_counted.as_deref() != Some(full.as_str()) {
                 self.commits += 1;
@@ -267,6 +252,19 @@ impl History {
                 output: after,
             }));
         }
+    }
+
+    /// The text of the blob named `spec`, or `None` when it is skipped
+    /// (counted in [`Skipped`]: not text, larger than `limit`, missing).
+    fn text(&mut self, spec: &str, limit: u64) -> Result<Option<String>, CliError> {
+        let skipped = match self.blob(spec, limit)? {
+            Blob::Text(text) => return Ok(Some(text)),
+            Blob::NotText => &mut self.skipped.not_text,
+            Blob::TooLarge => &mut self.skipped.too_large,
+            Blob::Missing => &mut self.skipped.unavailable,
+        };
+        *skipped += 1;
+        Ok(None)
     }
 
     /// The blob named `spec` through `git cat-file --batch`.

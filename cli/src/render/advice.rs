@@ -17,6 +17,19 @@ use crate::format::{group_digits, level_percent, percent, significant, trimmed};
 pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
     let mut out = String::new();
     let level = level_percent(rec.credible_level);
+    header(rec, cost, &level, &mut out);
+    out.push('\n');
+    candidates(rec, &level, &mut out);
+    out.push('\n');
+    sentence(rec, &mut out);
+    out.push('\n');
+    positions(rec, &level, &mut out);
+    out
+}
+
+/// The header lines: `K` and the steps, the cost, the prior, the level,
+/// and what the intervals assume.
+fn header(rec: &Recommendation, cost: &StepCost, level: &str, out: &mut String) {
     let max = rec.candidates.len() - 1;
     let _ = writeln!(
         out,
@@ -45,8 +58,11 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             rec.windows, rec.dispersion
         );
     }
-    out.push('\n');
+}
 
+/// One row per draft length, `*` on the recommendation, and the legend of
+/// the marks present.
+fn candidates(rec: &Recommendation, level: &str, out: &mut String) {
     let mut table = Table::new(vec![
         Column::right(""),
         Column::right("k"),
@@ -95,7 +111,7 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             notes.join(", "),
         ]);
     }
-    table.render(&mut out);
+    table.render(out);
     out.push_str(
         "* the recommendation. P(beats): posterior probability that k has a higher goodput than it.\n",
     );
@@ -110,8 +126,10 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             "row differs: the row's own mean is further from E[accepted] than chance allows (see the warning).\n",
         );
     }
-    out.push('\n');
+}
 
+/// The recommendation in a sentence.
+fn sentence(rec: &Recommendation, out: &mut String) {
     match rec.draft_len {
         0 => out.push_str(
             "Recommendation: do not speculate (k = 0): no draft length is expected to beat a step without drafts.\n",
@@ -125,8 +143,10 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             );
         }
     }
-    out.push('\n');
+}
 
+/// One row per position: its continuation counts, rate and posterior.
+fn positions(rec: &Recommendation, level: &str, out: &mut String) {
     out.push_str(
         "Continuation by position i (trials: steps that reached i with every earlier draft accepted)\n",
     );
@@ -152,6 +172,5 @@ pub fn render(rec: &Recommendation, cost: &StepCost) -> String {
             if p.from_prior { "prior" } else { "" }.to_owned(),
         ]);
     }
-    table.render(&mut out);
-    out
+    table.render(out);
 }

@@ -38,13 +38,16 @@ pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {
 /// The group's heading line and its notes.
 fn group_header(view: &EngineAdvice, g: &GroupAdvice, out: &mut String) {
     let k = g.max_draft_len;
-    let known = match (g.identified, g.exact_because) {
-        (Verdict::Bounds, _) => "NOT ADVISED: the counters give bounds only",
-        (_, Some(ExactBecause::ByDraftLength)) => "counts exact (the by-draft-length family)",
-        _ if view.reconstruction.is_some() => {
-            "counts reconstructed from the log, every draft of K tokens"
+    let known = match (g.identified, g.exact_because, view.exact_from) {
+        (Verdict::Bounds, _, _) => "NOT ADVISED: the counters give bounds only".to_owned(),
+        (_, _, Some(from)) => format!("counts exact ({from})"),
+        (_, Some(ExactBecause::ByDraftLength), None) => {
+            "counts exact (the by-draft-length family)".to_owned()
         }
-        _ => "counts exact (every draft had K tokens)",
+        _ if view.reconstruction.is_some() => {
+            "counts reconstructed from the log, every draft of K tokens".to_owned()
+        }
+        _ => "counts exact (every draft had K tokens)".to_owned(),
     };
     let name = g.name();
     let _ = writeln!(

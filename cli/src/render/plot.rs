@@ -32,6 +32,7 @@
 
 use std::fmt::Write as _;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use specdec_metrics::AcceptanceHistogram;
@@ -155,8 +156,19 @@ fn draw_frame(
 
     let cells = cells_svg(h, &row_steps, |x, y| chart.backend_coord(&(x, y)));
 
-    // The colour scale, titled, its ticks placed on the square-root scale.
-    let scale_chart = ChartBuilder::on(&bar)
+    colour_bar(&root, &bar)?;
+
+    root.present()?;
+    Ok(cells)
+}
+
+/// The colour scale in `bar`, titled, its ticks placed on the square-root
+/// scale (ticks and title in absolute pixels, on `root`).
+fn colour_bar(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    bar: &DrawingArea<SVGBackend<'_>, Shift>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let scale_chart = ChartBuilder::on(bar)
         .margin_top(56)
         .margin_bottom(80)
         .margin_right(70)
@@ -199,9 +211,7 @@ fn draw_frame(
         (x_left - 6, (y_top + y_bottom) / 2),
         title_style,
     ))?;
-
-    root.present()?;
-    Ok(cells)
+    Ok(())
 }
 
 /// The cells as SVG: one `<rect>` per cell of the triangle with its

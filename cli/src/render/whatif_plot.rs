@@ -8,6 +8,8 @@
 //! "how far is the oracle?" are read at a glance. Text is drawn as SVG
 //! `<text>` elements (no font library), as in the heatmap.
 
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use specdec_sim::policy::PolicySpec;
 
@@ -34,31 +36,15 @@ pub fn render_svg(w: &WhatIf) -> Result<String, String> {
     Ok(svg)
 }
 
+/// The chart the plot draws on: static draft length against goodput.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The plot in order: the axes, the static lengths, the other policies'
+/// level lines, the key and the lines' names.
 fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let max = w.settings.max_draft_len;
-    let statics: Vec<(usize, f64)> = w
-        .results
-        .iter()
-        .filter_map(|r| match r.policy {
-            PolicySpec::Static(k) => Some((k, r.goodput())),
-            _ => None,
-        })
-        .collect();
-    let others: Vec<(PolicySpec, f64)> = w
-        .results
-        .iter()
-        .filter(|r| !matches!(r.policy, PolicySpec::Static(_)))
-        .map(|r| (r.policy, r.goodput()))
-        .collect();
-    let all = statics
-        .iter()
-        .map(|s| s.1)
-        .chain(others.iter().map(|o| o.1));
-    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), g| {
-        (lo.min(g), hi.max(g))
-    });
-    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
-    let (y0, y1) = ((lo - pad).max(0.0), hi + pad);
+    let (statics, others) = (static_goodputs(w), other_goodputs(w));
+    let (y0, y1) = y_range(&statics, &others);
     let root = SVGBackend::with_string(out, (1100, 730)).into_drawing_area();
     root.fill(&WHITE)?;
     let caption = format!(
@@ -87,6 +73,60 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
         })
         .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
+    draw_statics(&mut chart, &statics)?;
+    draw_levels(&mut chart, &others, max)?;
+    // A key in words under the axis (a legend box would hide points).
+    root.draw(&Text::new(
+        "dots: every static k; solid: the controllers (adaptive, per-state); \
+         dashed: other engines' rules and the per-step oracle",
+        (110, 706),
+        ("sans-serif", 14).into_font().color(&RGBColor(90, 90, 90)),
+    ))?;
+    name_levels(&root, &chart, &others, max, y0)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The goodput of each static length, `(k, goodput)`.
+fn static_goodputs(w: &WhatIf) -> Vec<(usize, f64)> {
+    w.results
+        .iter()
+        .filter_map(|r| match r.policy {
+            PolicySpec::Static(k) => Some((k, r.goodput())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The goodput of every policy but the static lengths, in the order
+/// replayed.
+fn other_goodputs(w: &WhatIf) -> Vec<(PolicySpec, f64)> {
+    w.results
+        .iter()
+        .filter(|r| !matches!(r.policy, PolicySpec::Static(_)))
+        .map(|r| (r.policy, r.goodput()))
+        .collect()
+}
+
+/// The goodput axis: every goodput, with a margin, from 0 at the lowest.
+fn y_range(statics: &[(usize, f64)], others: &[(PolicySpec, f64)]) -> (f64, f64) {
+    let all = statics
+        .iter()
+        .map(|s| s.1)
+        .chain(others.iter().map(|o| o.1));
+    let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), g| {
+        (lo.min(g), hi.max(g))
+    });
+    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.01).max(1e-9);
+    ((lo - pad).max(0.0), hi + pad)
+}
+
+/// The static lengths: a line with a dot per length, the best ringed and
+/// labelled.
+fn draw_statics(
+    chart: &mut Chart<'_, '_>,
+    statics: &[(usize, f64)],
+) -> Result<(), Box<dyn std::error::Error>> {
     let blue = RGBColor(31, 119, 180);
     chart.draw_series(LineSeries::new(
         statics.iter().map(|&(k, g)| (k as f64, g)),
@@ -113,7 +153,17 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
                 ("sans-serif", 15).into_font().color(&blue),
             )])?;
     }
-    for &(policy, g) in &others {
+    Ok(())
+}
+
+/// Every other policy: a level line at its goodput across the width,
+/// dashed for other engines' rules and the oracle.
+fn draw_levels(
+    chart: &mut Chart<'_, '_>,
+    others: &[(PolicySpec, f64)],
+    max: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for &(policy, g) in others {
         let c = colour(policy);
         let style = if kind(policy) == "controller" {
             c.stroke_width(3)
@@ -127,18 +177,23 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
             chart.draw_series(LineSeries::new(line, style))?;
         }
     }
-    // A key in words under the axis (a legend box would hide points).
-    root.draw(&Text::new(
-        "dots: every static k; solid: the controllers (adaptive, per-state); \
-         dashed: other engines' rules and the per-step oracle",
-        (110, 706),
-        ("sans-serif", 14).into_font().color(&RGBColor(90, 90, 90)),
-    ))?;
+    Ok(())
+}
+
+/// The level lines' names and goodputs at the right edge, highest first,
+/// never on top of each other.
+fn name_levels(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    chart: &Chart<'_, '_>,
+    others: &[(PolicySpec, f64)],
+    max: usize,
+    y0: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
     // Names at the right edge, where the level lines end.
     let area = chart.plotting_area();
     let (px, _) = area.map_coordinate(&(max as f64 + 0.5, y0));
     let mut placed: Vec<i32> = Vec::new();
-    let mut labels: Vec<(PolicySpec, f64)> = others.clone();
+    let mut labels: Vec<(PolicySpec, f64)> = others.to_vec();
     labels.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (policy, g) in labels {
         let (_, mut py) = area.map_coordinate(&(0.0, g));
@@ -153,6 +208,5 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
             ("sans-serif", 13).into_font().color(&colour(policy)),
         ))?;
     }
-    root.present()?;
     Ok(())
 }

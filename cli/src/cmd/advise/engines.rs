@@ -17,29 +17,35 @@
 //!   labelled as bounds, and exit status 3 (so that a script does not take
 //!   them for advice).
 //!
+//! A source whose counts cannot be told at all (a vLLM log line of drafts
+//! of different lengths, [`SourceError::NotIdentified`]) gives no output:
+//! its message on standard error, and exit status 3 too. Status 3 is this
+//! command's `ExitCode`, never a [`CliError`]'s: it is not an error.
+//!
 //! Inconsistent counters are an error (exit status 2) naming the series as
 //! the engine exports it.
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use specdec_metrics::{Advisor, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost};
+use specdec_metrics::{
+    Advisor, Continuation, ContinuationBounds, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost,
+};
 
 use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Verdict, Versus};
 use crate::engines::Engine;
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
-use crate::format::{escape_hidden, excerpt};
+use crate::format::{escape_hidden, excerpt, sanitize};
 use crate::http::Limits;
 use crate::io::write_stdout;
 use crate::llamacpp_log::LlamacppLog;
 use crate::render::{self, json_line};
 use crate::responses::Responses;
-use crate::source::{PrometheusQuery, Read, Scrape, Source, VllmLog};
-use crate::sources::Settings;
+use crate::source::{PrometheusQuery, Read, Scrape, Source, SourceError, VllmLog};
+use crate::sources::{Counted, Group, Settings};
 
 /// The labels that index the series of one family (positions, buckets):
 /// never a grouping.
@@ -195,29 +201,23 @@ pub fn run(
     max_draft_len: Option<usize>,
     format: Format,
 ) -> Result<ExitCode, CliError> {
-    let settings = Settings {
-        limits: Limits {
-            timeout: src.timeout,
-            max_bytes: src.max_bytes,
-        },
-        engine: src.engine,
-        by: src.by.clone(),
-        max_draft_len,
-        prefix: src.prefix.clone(),
+    let settings = src.settings(max_draft_len)?;
+    let read = match src.source()?.read(&settings) {
+        Ok(read) => read,
+        Err(SourceError::Error(e)) => return Err(e),
+        Err(SourceError::NotIdentified(msg)) => {
+            let _ = writeln!(io::stderr().lock(), "error: {}", sanitize(&msg));
+            return Ok(ExitCode::from(NOT_IDENTIFIED));
+        }
     };
-    if let Some(index) = INDEX_LABELS.iter().find(|l| **l == src.by) {
-        return Err(CliError::new(format!(
-            "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
-        )));
-    }
-    let source = src.source()?;
     let Read {
         counted,
         reconstruction,
         by,
         read_as,
         requests,
-    } = source.read(&settings)?;
+        exact_from,
+    } = read;
     let read_as = read_as.unwrap_or_else(|| {
         format!(
             "{} counters: {}",
@@ -225,107 +225,12 @@ pub fn run(
             counted.families.all().join(", ")
         )
     });
-
-    let mut groups = Vec::new();
     let mut warnings = Vec::new();
-    let mut not_identified = false;
-    for group in &counted.groups {
-        let counters = &group.built.counters;
-        let k = counters.max_draft_len();
-        let name = group.selector();
-        let labels: BTreeMap<String, String> = group.label.iter().cloned().collect();
-        cost.check(k).map_err(|e| {
-            CliError::new(format!(
-                "--cost-table: {e}; K = {k} is the number of draft positions of {}",
-                if name.is_empty() {
-                    counted.source.clone()
-                } else {
-                    name.clone()
-                }
-            ))
-        })?;
-        let identified = counters
-            .identify()
-            .map_err(|e| CliError::new(format!("{}: {e}", counted.source)))?;
-        let mut advice = GroupAdvice {
-            labels,
-            max_draft_len: k,
-            drafts: counters.drafts(),
-            identified: Verdict::Exact,
-            exact_because: None,
-            notes: group.built.notes.clone(),
-            recommendation: None,
-            versus_current: None,
-            setting: None,
-            never_drafted_above: k,
-            extrapolation: None,
-            bounds: None,
-        };
-        match identified {
-            Identified::Exact {
-                continuation,
-                because,
-            } => {
-                advice.exact_because = Some(match because {
-                    Exactness::ByDraftLength => ExactBecause::ByDraftLength,
-                    _ => ExactBecause::SameLength,
-                });
-                let rec = advisor
-                    .recommend_continuation(&continuation, cost)
-                    .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
-                let versus = advisor
-                    .compare(&continuation, cost, rec.draft_len, k)
-                    .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
-                advice.versus_current = Some(Versus {
-                    draft_len: k,
-                    ratio: versus.ratio,
-                    interval: versus.interval,
-                    prob_better: versus.prob_better,
-                });
-                advice.setting = Some(counted.families.engine.setting(rec.draft_len));
-                match advisor.extrapolate(&continuation, cost, MAX_MAX_DRAFT_LEN) {
-                    Ok(guess) => advice.extrapolation = guess,
-                    Err(_) => advice.notes.push(
-                        "a cost table covers 0..=K only, so no longer draft can be extrapolated; give --cost-linear to see one".into(),
-                    ),
-                }
-                for w in super::warnings(&rec, 0) {
-                    warnings.push(if name.is_empty() {
-                        w
-                    } else {
-                        format!("{name}: {w}")
-                    });
-                }
-                advice.recommendation = Some(rec);
-            }
-            Identified::Bounds(b) => {
-                not_identified = true;
-                advice.identified = Verdict::Bounds;
-                advice.bounds = Some(
-                    (1..=k)
-                        .filter_map(|i| {
-                            let (s, lo, hi) = b.at(i)?;
-                            let rate = b.rate(i);
-                            Some(PositionBounds {
-                                position: i,
-                                successes: s,
-                                trials_min: lo,
-                                trials_max: hi,
-                                rate_min: rate.map(|r| r.0),
-                                rate_max: rate.map(|r| r.1),
-                            })
-                        })
-                        .collect(),
-                );
-            }
-            _ => {
-                return Err(CliError::new(
-                    "the library identified the counters in a way this command does not know",
-                ));
-            }
-        }
-        groups.push(advice);
-    }
+    let groups = counted
+        .groups
+        .iter()
+        .map(|group| advise_group(group, &counted, advisor, cost, &mut warnings))
+        .collect::<Result<Vec<_>, _>>()?;
     let out = EngineAdvice {
         source: counted.source.clone(),
         engine: counted.families.engine,
@@ -336,10 +241,168 @@ pub fn run(
         credible_level: advisor.credible_level(),
         groups,
         requests,
+        exact_from,
     };
+    print(&out, cost, format, &warnings)
+}
+
+impl SourceArgs {
+    /// The settings every source reads with; `--by` an index label is an
+    /// error.
+    fn settings(&self, max_draft_len: Option<usize>) -> Result<Settings, CliError> {
+        if let Some(index) = INDEX_LABELS.iter().find(|l| **l == self.by) {
+            return Err(CliError::new(format!(
+                "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
+            )));
+        }
+        Ok(Settings {
+            limits: Limits {
+                timeout: self.timeout,
+                max_bytes: self.max_bytes,
+            },
+            engine: self.engine,
+            by: self.by.clone(),
+            max_draft_len,
+            prefix: self.prefix.clone(),
+        })
+    }
+}
+
+/// One group's advice, or its bounds; the recommendation's warnings are
+/// added to `warnings`, named by the group.
+fn advise_group(
+    group: &Group,
+    counted: &Counted,
+    advisor: &Advisor,
+    cost: &StepCost,
+    warnings: &mut Vec<String>,
+) -> Result<GroupAdvice, CliError> {
+    let counters = &group.built.counters;
+    let k = counters.max_draft_len();
+    let name = group.selector();
+    cost.check(k).map_err(|e| {
+        CliError::new(format!(
+            "--cost-table: {e}; K = {k} is the number of draft positions of {}",
+            if name.is_empty() {
+                counted.source.clone()
+            } else {
+                name.clone()
+            }
+        ))
+    })?;
+    let identified = counters
+        .identify()
+        .map_err(|e| CliError::new(format!("{}: {e}", counted.source)))?;
+    let mut advice = GroupAdvice {
+        labels: group.label.iter().cloned().collect(),
+        max_draft_len: k,
+        drafts: counters.drafts(),
+        identified: Verdict::Exact,
+        exact_because: None,
+        notes: group.built.notes.clone(),
+        recommendation: None,
+        versus_current: None,
+        setting: None,
+        never_drafted_above: k,
+        extrapolation: None,
+        bounds: None,
+    };
+    match identified {
+        Identified::Exact {
+            continuation,
+            because,
+        } => {
+            advice.exact_because = Some(match because {
+                Exactness::ByDraftLength => ExactBecause::ByDraftLength,
+                _ => ExactBecause::SameLength,
+            });
+            let engine = counted.families.engine;
+            for w in recommend(&mut advice, &continuation, engine, advisor, cost)? {
+                warnings.push(if name.is_empty() {
+                    w
+                } else {
+                    format!("{name}: {w}")
+                });
+            }
+        }
+        Identified::Bounds(b) => {
+            advice.identified = Verdict::Bounds;
+            advice.bounds = Some(position_bounds(&b, k));
+        }
+        _ => {
+            return Err(CliError::new(
+                "the library identified the counters in a way this command does not know",
+            ));
+        }
+    }
+    Ok(advice)
+}
+
+/// Fills in the advice on exact continuation counts: the recommendation,
+/// how it compares with the current `K`, the engine's setting for it and
+/// any extrapolation. Returns the recommendation's warnings.
+fn recommend(
+    advice: &mut GroupAdvice,
+    continuation: &Continuation,
+    engine: Engine,
+    advisor: &Advisor,
+    cost: &StepCost,
+) -> Result<Vec<String>, CliError> {
+    let k = advice.max_draft_len;
+    let rec = advisor
+        .recommend_continuation(continuation, cost)
+        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+    let versus = advisor
+        .compare(continuation, cost, rec.draft_len, k)
+        .map_err(|e| CliError::new(format!("--cost-table: {e}")))?;
+    advice.versus_current = Some(Versus {
+        draft_len: k,
+        ratio: versus.ratio,
+        interval: versus.interval,
+        prob_better: versus.prob_better,
+    });
+    advice.setting = Some(engine.setting(rec.draft_len));
+    match advisor.extrapolate(continuation, cost, MAX_MAX_DRAFT_LEN) {
+        Ok(guess) => advice.extrapolation = guess,
+        Err(_) => advice.notes.push(
+            "a cost table covers 0..=K only, so no longer draft can be extrapolated; give --cost-linear to see one".into(),
+        ),
+    }
+    let warnings = super::warnings(&rec, 0);
+    advice.recommendation = Some(rec);
+    Ok(warnings)
+}
+
+/// The bounds on each position's trials and rate, positions 1 to `k`.
+fn position_bounds(b: &ContinuationBounds, k: usize) -> Vec<PositionBounds> {
+    (1..=k)
+        .filter_map(|i| {
+            let (s, lo, hi) = b.at(i)?;
+            let rate = b.rate(i);
+            Some(PositionBounds {
+                position: i,
+                successes: s,
+                trials_min: lo,
+                trials_max: hi,
+                rate_min: rate.map(|r| r.0),
+                rate_max: rate.map(|r| r.1),
+            })
+        })
+        .collect()
+}
+
+/// Prints the advice on standard output, the warnings on standard error
+/// and, when a group gives bounds only, that nothing was advised: the exit
+/// status, [`NOT_IDENTIFIED`] then.
+fn print(
+    out: &EngineAdvice,
+    cost: &StepCost,
+    format: Format,
+    warnings: &[String],
+) -> Result<ExitCode, CliError> {
     let text = match format {
-        Format::Json => json_line(&out, "advice")?,
-        _ => render::engine_advice::render(&out, cost),
+        Format::Json => json_line(out, "advice")?,
+        _ => render::engine_advice::render(out, cost),
     };
     // Label values come from the endpoint: nothing in them may act on
     // the terminal, in the table, the JSON or a warning.
@@ -347,8 +410,9 @@ pub fn run(
     let written = write_stdout(text.as_bytes(), "advice");
     let mut err = io::stderr().lock();
     for w in warnings {
-        let _ = writeln!(err, "warning: {}", escape_hidden(&w));
+        let _ = writeln!(err, "warning: {}", escape_hidden(w));
     }
+    let not_identified = out.groups.iter().any(|g| g.identified == Verdict::Bounds);
     if not_identified {
         let _ = writeln!(
             err,

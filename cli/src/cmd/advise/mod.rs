@@ -204,43 +204,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         args.report.clone()
     };
     stdin_at_most_once(paths.iter().map(AsRef::as_ref), "report")?;
-    let mut windows = Vec::with_capacity(paths.len());
-    for path in &paths {
-        if is_stdin(path) {
-            note_reading_stdin("a report");
-        }
-        let name = input_name(path);
-        let hist = read_report(path, &name)?;
-        let max = hist.max_draft_len();
-        let first = windows.first().map(AcceptanceHistogram::max_draft_len);
-        match given.or(first) {
-            Some(k) if k != max => {
-                let what = if given.is_some() {
-                    "--max-draft-len"
-                } else {
-                    "the first report's"
-                };
-                return Err(CliError::new(format!(
-                    "{name}: num_spec_tokens (K) is {max} but {what} is {k}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)"
-                )));
-            }
-            Some(_) => {}
-            None => check_cost(&cost, max, Some(&name))?,
-        }
-        // The same window twice agrees perfectly with itself: a dispersion
-        // near 0 that would say the steps vary less than binomial noise.
-        if hist.num_spec_steps() > 0 {
-            if let Some(i) = windows.iter().position(|w| *w == hist) {
-                return Err(CliError::new(format!(
-                    "{name} (window {}) holds exactly the counts of {} (window {}): the same report given twice? Several reports are successive intervals of one engine, each given once; identical windows would fake an agreement between them",
-                    windows.len() + 1,
-                    input_name(&paths[i]),
-                    i + 1
-                )));
-            }
-        }
-        windows.push(hist);
-    }
+    let windows = read_windows(&paths, given, &cost)?;
     let rec = recommend(&advisor, &windows, &cost)?;
     let rejected: u64 = windows
         .iter()
@@ -260,6 +224,54 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         let _ = writeln!(err, "warning: {w}");
     }
     written.map(|()| ExitCode::SUCCESS)
+}
+
+/// The reports at `paths`, successive windows of one engine: each of
+/// one `K` (`given`, or the first report's), which `cost` must fit, and
+/// none given twice.
+fn read_windows(
+    paths: &[PathBuf],
+    given: Option<usize>,
+    cost: &StepCost,
+) -> Result<Vec<AcceptanceHistogram>, CliError> {
+    let mut windows = Vec::with_capacity(paths.len());
+    for path in paths {
+        if is_stdin(path) {
+            note_reading_stdin("a report");
+        }
+        let name = input_name(path);
+        let hist = read_report(path, &name)?;
+        let max = hist.max_draft_len();
+        let first = windows.first().map(AcceptanceHistogram::max_draft_len);
+        match given.or(first) {
+            Some(k) if k != max => {
+                let what = if given.is_some() {
+                    "--max-draft-len"
+                } else {
+                    "the first report's"
+                };
+                return Err(CliError::new(format!(
+                    "{name}: num_spec_tokens (K) is {max} but {what} is {k}; give the report's K (and, with --cost-table, one cost per draft length 0..=K)"
+                )));
+            }
+            Some(_) => {}
+            None => check_cost(cost, max, Some(&name))?,
+        }
+        // The same window twice agrees perfectly with itself: a dispersion
+        // near 0 that would say the steps vary less than binomial noise.
+        if hist.num_spec_steps() > 0 {
+            if let Some(i) = windows.iter().position(|w| *w == hist) {
+                return Err(CliError::new(format!(
+                    "{name} (window {}) holds exactly the counts of {} (window {}): the same report given twice? Several reports are successive intervals of one engine, each given once; identical windows would fake an agreement between them",
+                    windows.len() + 1,
+                    input_name(&paths[i]),
+                    i + 1
+                )));
+            }
+        }
+        windows.push(hist);
+    }
+    Ok(windows)
 }
 
 /// Whether `cost` fits `K = max` (a table has `K + 1` entries); `from`

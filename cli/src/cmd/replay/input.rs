@@ -749,54 +749,9 @@ impl Fields {
     ) -> Result<Record<'p>, ParseError> {
         // A detailed report: the two arrays decide, every other key is ignored.
         if self.has_per_step_drafted || self.has_per_step_accepted {
-            let missing = match (self.has_per_step_drafted, self.has_per_step_accepted) {
-                (true, false) => Some("per_step_accepted"),
-                (false, true) => Some("per_step_drafted"),
-                _ => None,
-            };
-            if let Some(missing) = missing {
-                return Err(ParseError::new(format!(
-                    "detailed report without \"{missing}\": a vLLM detailed report needs both \"per_step_drafted\" and \"per_step_accepted\""
-                )));
-            }
-            if drafted.len() != accepted.len() {
-                return Err(ParseError::new(format!(
-                    "detailed report with {} entries in \"per_step_drafted\" but {} in \"per_step_accepted\": the two arrays must have one entry per step",
-                    drafted.len(),
-                    accepted.len()
-                )));
-            }
-            let num_spec_tokens = match self.num_spec_tokens {
-                Some(Scalar::UInt(k)) => Some(k),
-                _ => None,
-            };
-            return Ok(Record::Detailed {
-                drafted,
-                accepted,
-                num_spec_tokens,
-            });
+            return self.detailed(drafted, accepted);
         }
-        let shape = if self.undrafted.is_some() {
-            "an undrafted step {\"undrafted\": true}"
-        } else if self.scheduled.is_some() {
-            "a scheduler step {\"scheduled\": b}"
-        } else {
-            "a step {\"drafted\": k, \"accepted\": a}"
-        };
-        if let Some(key) = &self.other_key {
-            if self.undrafted.is_none()
-                && self.scheduled.is_none()
-                && self.drafted.is_none()
-                && self.accepted.is_none()
-            {
-                return Err(ParseError::new(format!(
-                    "unknown key {key} and none of the expected ones; {EXPECTED_SHAPES}"
-                )));
-            }
-            return Err(ParseError::new(format!(
-                "unexpected key {key} in {shape} (only a vLLM detailed report may carry other keys)"
-            )));
-        }
+        self.refuse_other_key()?;
         if let Some(b) = self.scheduled {
             if self.undrafted.is_some() || self.drafted.is_some() || self.accepted.is_some() {
                 return Err(ParseError::new(
@@ -834,6 +789,66 @@ impl Fields {
             )),
             (None, None) => Err(ParseError::new(format!("empty object; {EXPECTED_SHAPES}"))),
         }
+    }
+
+    /// A detailed report's record: both arrays, of one length.
+    fn detailed<'p>(
+        self,
+        drafted: &'p [u64],
+        accepted: &'p [u64],
+    ) -> Result<Record<'p>, ParseError> {
+        let missing = match (self.has_per_step_drafted, self.has_per_step_accepted) {
+            (true, false) => Some("per_step_accepted"),
+            (false, true) => Some("per_step_drafted"),
+            _ => None,
+        };
+        if let Some(missing) = missing {
+            return Err(ParseError::new(format!(
+                "detailed report without \"{missing}\": a vLLM detailed report needs both \"per_step_drafted\" and \"per_step_accepted\""
+            )));
+        }
+        if drafted.len() != accepted.len() {
+            return Err(ParseError::new(format!(
+                "detailed report with {} entries in \"per_step_drafted\" but {} in \"per_step_accepted\": the two arrays must have one entry per step",
+                drafted.len(),
+                accepted.len()
+            )));
+        }
+        let num_spec_tokens = match self.num_spec_tokens {
+            Some(Scalar::UInt(k)) => Some(k),
+            _ => None,
+        };
+        Ok(Record::Detailed {
+            drafted,
+            accepted,
+            num_spec_tokens,
+        })
+    }
+
+    /// An error for a key no record but a detailed report may carry.
+    fn refuse_other_key(&self) -> Result<(), ParseError> {
+        let shape = if self.undrafted.is_some() {
+            "an undrafted step {\"undrafted\": true}"
+        } else if self.scheduled.is_some() {
+            "a scheduler step {\"scheduled\": b}"
+        } else {
+            "a step {\"drafted\": k, \"accepted\": a}"
+        };
+        if let Some(key) = &self.other_key {
+            if self.undrafted.is_none()
+                && self.scheduled.is_none()
+                && self.drafted.is_none()
+                && self.accepted.is_none()
+            {
+                return Err(ParseError::new(format!(
+                    "unknown key {key} and none of the expected ones; {EXPECTED_SHAPES}"
+                )));
+            }
+            return Err(ParseError::new(format!(
+                "unexpected key {key} in {shape} (only a vLLM detailed report may carry other keys)"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -1027,6 +1042,8 @@ mod tests {
         assert!(fast_answers > 1000, "{fast_answers}");
     }
 
+    // A table of cases, one refused line and its message each: long, but
+    // each case reads on its own.
     #[test]
     fn errors_name_the_problem() {
         let err = |l: &str| parse(l).unwrap_err();

@@ -380,40 +380,7 @@ fn read_all<R: BufRead, S: Sink>(
             ));
         }
         match parser.parse(&line) {
-            Ok(Record::Step { drafted, accepted }) => {
-                diag.steps += 1;
-                if let Err(e) = sink.step(drafted, accepted) {
-                    diag.rejected(line_no, None, e)?;
-                }
-            }
-            Ok(Record::Undrafted) => {
-                diag.steps += 1;
-                sink.undrafted();
-            }
-            Ok(Record::Scheduled { budget }) => {
-                diag.steps += 1;
-                if let Err(e) = sink.scheduled(budget) {
-                    diag.rejected(line_no, None, e)?;
-                }
-            }
-            Ok(Record::Detailed {
-                drafted,
-                accepted,
-                num_spec_tokens,
-            }) => {
-                if let Some(report_k) = num_spec_tokens
-                    && report_k != config.max_draft_len as u64
-                {
-                    diag.other_k(line_no, report_k, config.max_draft_len)?;
-                }
-                diag.steps += drafted.len() as u64;
-                for (i, (&k, &a)) in drafted.iter().zip(accepted).enumerate() {
-                    if let Err(e) = sink.step(k, a) {
-                        diag.rejected(line_no, Some(i), e)?;
-                    }
-                }
-            }
-            Ok(Record::Blank) => {}
+            Ok(record) => apply(record, line_no, sink, config, diag)?,
             Err(e) => {
                 return Err(CliError::new(format!(
                     "{}: line {line_no}: {e}",
@@ -430,6 +397,55 @@ fn read_all<R: BufRead, S: Sink>(
         }
         parser.shrink();
     }
+}
+
+/// Feeds the record of line `line_no` to `sink`, counting its steps and
+/// its rejected observations in `diag`.
+#[inline]
+fn apply<S: Sink>(
+    record: Record<'_>,
+    line_no: u64,
+    sink: &mut S,
+    config: &ReplayConfig,
+    diag: &mut Diagnostics<'_>,
+) -> Result<(), CliError> {
+    match record {
+        Record::Step { drafted, accepted } => {
+            diag.steps += 1;
+            if let Err(e) = sink.step(drafted, accepted) {
+                diag.rejected(line_no, None, e)?;
+            }
+        }
+        Record::Undrafted => {
+            diag.steps += 1;
+            sink.undrafted();
+        }
+        Record::Scheduled { budget } => {
+            diag.steps += 1;
+            if let Err(e) = sink.scheduled(budget) {
+                diag.rejected(line_no, None, e)?;
+            }
+        }
+        Record::Detailed {
+            drafted,
+            accepted,
+            num_spec_tokens,
+        } => {
+            if let Some(report_k) = num_spec_tokens
+                && report_k != config.max_draft_len as u64
+            {
+                diag.other_k(line_no, report_k, config.max_draft_len)?;
+            }
+            diag.steps += drafted.len() as u64;
+            for (i, (&k, &a)) in drafted.iter().zip(accepted).enumerate() {
+                if let Err(e) = sink.step(k, a) {
+                    diag.rejected(line_no, Some(i), e)?;
+                }
+            }
+        }
+        Record::Blank => {}
+    }
+    Ok(())
 }
 
 #[cold]
