@@ -154,7 +154,7 @@ impl Engine {
 }
 
 /// Why SGLang's Prometheus gauges cannot be advised, and what to read.
-pub const SGLANG_MEANS_ONLY: &str = "SGLang's sglang:spec_accept_length and sglang:spec_accept_rate are gauges of the latest interval's means (never rate() a gauge): nothing per position, so a draft length cannot be advised from them. SGLang's per-request meta_info (spec_verify_ct, spec_num_proposed_drafts, spec_num_correct_drafts, spec_correct_drafts_histogram) holds the accepted counts per verify step, which identify the counts exactly; this version does not read them yet";
+pub const SGLANG_MEANS_ONLY: &str = "SGLang's sglang:spec_accept_length and sglang:spec_accept_rate are gauges of the latest interval's means (never rate() a gauge): nothing per position, so a draft length cannot be advised from them. SGLang's per-request meta_info (spec_verify_ct, spec_num_proposed_drafts, spec_num_correct_drafts, spec_correct_drafts_histogram) holds the accepted counts per verify step, which identify the counts exactly: save the responses (one per line) and read them with advise --responses FILE";
 
 /// Why an older llama.cpp cannot be advised.
 const LLAMACPP_BEFORE_COUNTERS: &str = "llama.cpp's server exports speculative-decoding counters on /metrics (llamacpp:spec_decode_num_drafts_total, ..._num_accepted_tokens_per_pos_total) only since llama.cpp PR #26389 (August 2026); before it, draft counts exist only per request and in the log, as totals without positions. Update llama-server and start it with --metrics";

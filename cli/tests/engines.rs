@@ -1312,7 +1312,10 @@ fn an_older_llamacpp_and_sglang_gauges_are_refused_with_what_to_do() {
     let text = "# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{model_name=\"m\"} 3.1\n# TYPE sglang:spec_accept_rate gauge\nsglang:spec_accept_rate{model_name=\"m\"} 0.7\n";
     let (out, err, code) = advise_text(text, &[]);
     assert_eq!((out.as_str(), code), ("", 2));
-    assert!(err.contains("means") && err.contains("meta_info"), "{err}");
+    assert!(
+        err.contains("means") && err.contains("meta_info") && err.contains("--responses"),
+        "{err}"
+    );
     let (_, err, code) = advise_text(text, &["--engine", "sglang"]);
     assert_eq!(code, 2);
     assert!(err.contains("--engine sglang"), "{err}");
