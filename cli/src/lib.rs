@@ -51,8 +51,9 @@ use clap::{Parser, Subcommand};
 
 /// Acceptance histograms by draft length for speculative decoding.
 ///
-/// Exit status: 0 on success; 3 when advise on engine counters can give
-/// only bounds (drafts of varying length); 2 on any error (bad flag value,
+/// Exit status: 0 on success; 3 when advise on an engine's counters, logs
+/// or responses can give only bounds (drafts of varying length); 2 on any
+/// error (bad flag value,
 /// missing file, malformed input line, invalid step under --strict,
 /// inconsistent report, a step cost or K that does not fit the report),
 /// with a message on standard error.
@@ -97,7 +98,8 @@ enum Command {
     ///
     /// With --metrics FILE|URL|- (a /metrics scrape), --prometheus URL
     /// --window D (a fleet through Prometheus) or --vllm-log FILE it reads
-    /// the counters vLLM, mistral.rs or this crate export instead, and
+    /// the counters, logs or responses of vLLM, mistral.rs, llama.cpp,
+    /// TensorRT-LLM, SGLang or this crate instead, and
     /// gives per model the recommendation, its speedup over the current K,
     /// and the engine's setting; counters that give only bounds (drafts of
     /// varying length) print the bounds and exit with status 3.
