@@ -44,6 +44,8 @@
 //! - [`barrier`]: the barrier of a virtual-time run, which a panicking
 //!   thread breaks so the run fails instead of hanging.
 //! - [`rng`]: the seeded random numbers every part draws from.
+//! - [`stdio`]: whether standard output was closed before the start
+//!   (`>&-`), for the programs.
 //! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
 //!   propose at each output position and how much of it the output
 //!   confirms): the format `specdec-metrics ngram` writes, its reader and
@@ -61,6 +63,7 @@ pub mod peers;
 pub mod policy;
 pub mod rng;
 pub mod state_rule;
+pub mod stdio;
 pub mod summary;
 pub mod trace;
 pub mod trace_set;

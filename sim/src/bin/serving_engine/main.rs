@@ -99,6 +99,7 @@ use specdec_sim::engine_metrics::{
 };
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
+use specdec_sim::stdio;
 use specdec_sim::summary::CostLinear;
 use specdec_sim::trace_set::TraceSet;
 use specdec_sim::workload::Workload;
@@ -414,7 +415,8 @@ fn main() -> ExitCode {
 /// line and exits with status 0, as the command line does: nobody is left
 /// to read the logs. (A closed descriptor is reopened on `/dev/null` by
 /// Rust's runtime: `2>&-` loses the logs, which is harmless, and `>&-` is
-/// refused before the run by [`stdout_is_closed`], as by the command line.)
+/// refused before the run by [`stdio::stdout_is_closed`], as by the command
+/// line.)
 struct Output {
     closed: AtomicBool,
     wake: tokio::sync::Notify,
@@ -474,39 +476,6 @@ impl Output {
     }
 }
 
-/// Whether the program was started with standard output closed (`>&-`),
-/// as the command line tells (`cli/src/output.rs`).
-///
-/// Rust's runtime reopens a closed standard stream on `/dev/null` before
-/// `main`, so that later files cannot take its descriptor; writes then
-/// succeed and go nowhere. It opens it for reading and writing, whereas a
-/// shell's `> /dev/null` opens it for writing only: a descriptor that is
-/// `/dev/null` and can be read from is the closed stream. (`1<> /dev/null`,
-/// open for both on purpose, is taken for closed too, which is true of
-/// where the report would go.)
-#[cfg(unix)]
-fn stdout_is_closed() -> bool {
-    use std::io::Read as _;
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-
-    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
-        return true; // not even a descriptor
-    };
-    let file = std::fs::File::from(fd);
-    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
-        return false;
-    };
-    meta.file_type().is_char_device()
-        && meta.rdev() == null.rdev()
-        && (&file).read(&mut [0u8; 1]).is_ok()
-}
-
-#[cfg(not(unix))]
-fn stdout_is_closed() -> bool {
-    false
-}
-
 /// Why the engine stopped.
 #[derive(Debug, Clone, Copy)]
 enum Stop {
@@ -557,7 +526,7 @@ impl Args {
 }
 
 fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
-    if stdout_is_closed() {
+    if stdio::stdout_is_closed() {
         return Err(
             "standard output is closed (>&-): the report would be lost; redirect it to a file, \
              or to /dev/null if it is not wanted"
