@@ -77,7 +77,9 @@ use crate::summary::{
     Summary,
 };
 use crate::trace_set::{Position, TraceSet};
-use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
+use crate::workload::{
+    Phases, RequestTraits, UNDRAFTED_SHARE, Workload, grammar_cut, grammar_rejects, verify,
+};
 
 /// The settings of one simulation.
 #[derive(Clone, Debug, PartialEq)]
@@ -1619,15 +1621,8 @@ impl<'a> Engine<'a> {
             let len = self.lens[index];
             // The grammar of a structured-output request cuts some drafts
             // short, sometimes to nothing (k = 0).
-            let drafted = if request.traits.structured && len > 0 {
-                let r = rng.unit();
-                if r < 0.5 {
-                    len
-                } else if r < 0.88 {
-                    rng.below(len)
-                } else {
-                    0
-                }
+            let drafted = if request.traits.structured {
+                grammar_cut(rng, len)
             } else {
                 len
             };
@@ -1635,7 +1630,7 @@ impl<'a> Engine<'a> {
             // Rarely, a grammar invalidates drafts after the verifier
             // sampled them, so the engine reports a > k: rejected and
             // counted in num_rejected_observations, never in a bucket.
-            let reported = if request.traits.structured && drafted < len && rng.below(2_000) == 0 {
+            let reported = if request.traits.structured && drafted < len && grammar_rejects(rng) {
                 drafted + 1
             } else {
                 accepted
