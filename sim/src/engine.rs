@@ -1329,9 +1329,99 @@ struct Recording<'a> {
     policy: &'a mut dyn Policy,
     outcomes: &'a mut Vec<(usize, usize)>,
     rule: StateRule,
+    /// The engine thread's draws, and the workload of a step in `phase`
+    /// (for a request not on a trace).
+    rng: &'a mut Rng,
+    phases: &'a Phases,
+    phase: usize,
+    /// A traced request that found no match moves its state on (a state
+    /// space tells the step after a no-match).
+    after_no_match: bool,
 }
 
 impl Recording<'_> {
+    /// Request `index` (in state `state_index`) on a trace, given `len`
+    /// tokens to draft at output position `position`: the trace says what
+    /// the drafter proposes and the verifier accepts (no draw). Returns the
+    /// tokens generated and the tokens drafted.
+    fn traced(
+        &mut self,
+        index: usize,
+        state_index: usize,
+        request: &mut Request,
+        len: usize,
+        position: Position,
+    ) -> (u64, u64) {
+        let drafted = len.min(usize::from(position.proposal));
+        let gain = if drafted == 0 {
+            // Nothing proposed (no match, or the policy drafted
+            // nothing): an undrafted step, not a k = 0 row.
+            self.worker.observe_undrafted();
+            request.metrics.observe_undrafted();
+            if position.proposal == 0 && self.after_no_match {
+                // The drafter found no match: its next step is
+                // one "after a no-match".
+                request.state = request.state.after_undrafted();
+            }
+            1
+        } else {
+            let accepted = drafted.min(usize::from(position.matched));
+            // Never an error: drafted <= K (the lengths are clamped)
+            // and accepted <= drafted.
+            self.verify_step(index, state_index, request, drafted, accepted, accepted);
+            accepted + 1
+        };
+        // The bonus token too, but never past the output's end.
+        let gain = gain.min(request.output_len - request.generated);
+        request.generated += gain;
+        (gain as u64, drafted as u64)
+    }
+
+    /// Request `index` (in state `state_index`) of the drawn workload, given
+    /// `len` tokens to draft: its condition, a grammar's cut, the
+    /// verifier's acceptance, drawn. Returns the tokens generated and the
+    /// tokens drafted.
+    fn drawn(
+        &mut self,
+        index: usize,
+        state_index: usize,
+        request: &mut Request,
+        len: usize,
+    ) -> (u64, u64) {
+        // A bursty request may change condition (one draw, bursty only).
+        self.phases.advance(self.rng, &mut request.traits);
+        if self.rng.chance(UNDRAFTED_SHARE) {
+            // Nothing drafted: not a k = 0 row (an undrafted step).
+            self.worker.observe_undrafted();
+            request.metrics.observe_undrafted();
+            request.generated += 1;
+            return (1, 0);
+        }
+        // The grammar of a structured-output request cuts some drafts
+        // short, sometimes to nothing (k = 0).
+        let drafted = if request.traits.structured {
+            grammar_cut(self.rng, len)
+        } else {
+            len
+        };
+        let accepted = verify(
+            self.rng,
+            drafted,
+            self.phases.acceptance(self.phase, &request.traits),
+        );
+        // Rarely, a grammar invalidates drafts after the verifier
+        // sampled them, so the engine reports a > k: rejected and
+        // counted in num_rejected_observations, never in a bucket.
+        let reported = if request.traits.structured && drafted < len && grammar_rejects(self.rng) {
+            drafted + 1
+        } else {
+            accepted
+        };
+        self.verify_step(index, state_index, request, drafted, reported, accepted);
+        request.generated += accepted + 1; // the bonus token
+        (accepted as u64 + 1, drafted as u64)
+    }
+
     /// Request `index` (in state `state_index`) drafted `drafted` and the
     /// verifier accepted `accepted`; the engine reports `reported` (a
     /// grammar may make it `drafted + 1`: rejected and counted, never in a
@@ -1514,6 +1604,60 @@ impl<'a> Engine<'a> {
         let admitted = std::mem::take(&mut self.admitted);
         let phase = self.phases.phase_at(now);
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
+        self.choose_lens();
+        // The step's cost is paid for the mean drafted per request; it
+        // records that mean, rounded, as its scheduled budget (see the
+        // policy module's docs).
+        let draft_len = mean_draft_len(&self.lens);
+        let budget = scheduled_budget(&self.lens);
+        let chosen = self.policy.chosen();
+        let plan_key = self.policy.plan_key();
+        let switched = plan_key != self.plan_key;
+        self.plan_key = plan_key;
+        // The scheduler's own choice, 0 included; never above K (the
+        // lengths are clamped above), so never an error.
+        let _ = self.worker.observe_scheduled(budget);
+
+        let (tokens, drafted_sum) = self.verify_batch(phase);
+        self.policy.after_step(budget, &self.outcomes);
+        let cost = match self.config.model.cost_rule {
+            CostRule::Scheduled => self.config.cost_at(draft_len),
+            CostRule::Drafted => self
+                .config
+                .cost_at(drafted_sum as f64 / self.batch.len().max(1) as f64),
+        };
+        let counts = Counts {
+            steps: 1,
+            budget_sum: draft_len,
+            tokens,
+            switches: u64::from(switched),
+            cost_units: cost,
+            request_steps: self.batch.len() as u64,
+            drafted: drafted_sum,
+        };
+        self.stats.record(phase, settled, &counts);
+        self.counts.add(&counts);
+        self.live.publish(&self.counts, chosen);
+        self.step += 1;
+        let seconds = cost * self.config.step_us as f64 * 1e-6;
+        let batch = self.batch.len();
+        let finished = self.retire(now + seconds);
+        self.events.engine_step(&EngineStep {
+            engine: self.index,
+            seconds,
+            batch,
+            tokens,
+            admitted,
+            finished,
+            budget,
+            draft_len,
+        });
+        cost
+    }
+
+    /// What the policy sees of each request of the batch (`views`), and the
+    /// length it gives each (`lens`).
+    fn choose_lens(&mut self) {
         // The policy's length for each request of the batch, never above K
         // (clamped, not rejected: the step still happens).
         let rule = self.config.state_rule;
@@ -1553,127 +1697,37 @@ impl<'a> Engine<'a> {
         for len in &mut self.lens {
             *len = (*len).min(self.config.max_draft_len);
         }
-        // The step's cost is paid for the mean drafted per request; it
-        // records that mean, rounded, as its scheduled budget (see the
-        // policy module's docs).
-        let draft_len = mean_draft_len(&self.lens);
-        let budget = scheduled_budget(&self.lens);
-        let chosen = self.policy.chosen();
-        let plan_key = self.policy.plan_key();
-        let switched = plan_key != self.plan_key;
-        self.plan_key = plan_key;
-        // The scheduler's own choice, 0 included; never above K (the
-        // lengths are clamped above), so never an error.
-        let _ = self.worker.observe_scheduled(budget);
+    }
 
+    /// Every request's verify step of a step in phase `phase`, at the
+    /// lengths [`choose_lens`](Self::choose_lens) gave: recorded, and told
+    /// to the policy (`outcomes`). Returns the tokens generated and the
+    /// tokens drafted.
+    fn verify_batch(&mut self, phase: usize) -> (u64, u64) {
         self.outcomes.clear();
-        let mut tokens = 0u64;
-        let mut drafted_sum = 0u64;
-        let rng = &mut self.rng;
         let mut recording = Recording {
             worker: &self.worker,
             record_states: self.record_states,
             policy: self.policy.as_mut(),
             outcomes: &mut self.outcomes,
-            rule,
+            rule: self.config.state_rule,
+            rng: &mut self.rng,
+            phases: &self.phases,
+            phase,
+            after_no_match: self.config.state_space.is_some(),
         };
+        let (mut tokens, mut drafted_sum) = (0u64, 0u64);
         for (index, request) in self.batch.iter_mut().enumerate() {
-            let state_index = self.views[index].state_index;
-            if let Some(position) = self.views[index].position {
-                // A traced request: the trace says what the drafter
-                // proposes and the verifier accepts (no draw).
-                let drafted = self.lens[index].min(usize::from(position.proposal));
-                let gain = if drafted == 0 {
-                    // Nothing proposed (no match, or the policy drafted
-                    // nothing): an undrafted step, not a k = 0 row.
-                    recording.worker.observe_undrafted();
-                    request.metrics.observe_undrafted();
-                    if position.proposal == 0 && self.config.state_space.is_some() {
-                        // The drafter found no match: its next step is
-                        // one "after a no-match".
-                        request.state = request.state.after_undrafted();
-                    }
-                    1
-                } else {
-                    let accepted = drafted.min(usize::from(position.matched));
-                    // Never an error: drafted <= K (the lengths are clamped)
-                    // and accepted <= drafted.
-                    recording.verify_step(index, state_index, request, drafted, accepted, accepted);
-                    drafted_sum += drafted as u64;
-                    accepted + 1
-                };
-                // The bonus token too, but never past the output's end.
-                let gain = gain.min(request.output_len - request.generated);
-                request.generated += gain;
-                tokens += gain as u64;
-                continue;
-            }
-            // A bursty request may change condition (one draw, bursty only).
-            self.phases.advance(rng, &mut request.traits);
-            if rng.chance(UNDRAFTED_SHARE) {
-                // Nothing drafted: not a k = 0 row (an undrafted step).
-                recording.worker.observe_undrafted();
-                request.metrics.observe_undrafted();
-                request.generated += 1;
-                tokens += 1;
-                continue;
-            }
+            let view = &self.views[index];
             let len = self.lens[index];
-            // The grammar of a structured-output request cuts some drafts
-            // short, sometimes to nothing (k = 0).
-            let drafted = if request.traits.structured {
-                grammar_cut(rng, len)
-            } else {
-                len
+            let (gained, drafted) = match view.position {
+                Some(position) => recording.traced(index, view.state_index, request, len, position),
+                None => recording.drawn(index, view.state_index, request, len),
             };
-            let accepted = verify(rng, drafted, self.phases.acceptance(phase, &request.traits));
-            // Rarely, a grammar invalidates drafts after the verifier
-            // sampled them, so the engine reports a > k: rejected and
-            // counted in num_rejected_observations, never in a bucket.
-            let reported = if request.traits.structured && drafted < len && grammar_rejects(rng) {
-                drafted + 1
-            } else {
-                accepted
-            };
-            recording.verify_step(index, state_index, request, drafted, reported, accepted);
-            drafted_sum += drafted as u64;
-            request.generated += accepted + 1; // the bonus token
-            tokens += accepted as u64 + 1;
+            tokens += gained;
+            drafted_sum += drafted;
         }
-        self.policy.after_step(budget, &self.outcomes);
-        let cost = match self.config.model.cost_rule {
-            CostRule::Scheduled => self.config.cost_at(draft_len),
-            CostRule::Drafted => self
-                .config
-                .cost_at(drafted_sum as f64 / self.batch.len().max(1) as f64),
-        };
-        let counts = Counts {
-            steps: 1,
-            budget_sum: draft_len,
-            tokens,
-            switches: u64::from(switched),
-            cost_units: cost,
-            request_steps: self.batch.len() as u64,
-            drafted: drafted_sum,
-        };
-        self.stats.record(phase, settled, &counts);
-        self.counts.add(&counts);
-        self.live.publish(&self.counts, chosen);
-        self.step += 1;
-        let seconds = cost * self.config.step_us as f64 * 1e-6;
-        let batch = self.batch.len();
-        let finished = self.retire(now + seconds);
-        self.events.engine_step(&EngineStep {
-            engine: self.index,
-            seconds,
-            batch,
-            tokens,
-            admitted,
-            finished,
-            budget,
-            draft_len,
-        });
-        cost
+        (tokens, drafted_sum)
     }
 
     /// Admits the next request; `false` when there is none (each traced
