@@ -667,55 +667,30 @@ pub fn run(
     if recorder.max_draft_len() != config.max_draft_len {
         return Err("the recorder's K is not the config's".into());
     }
-    let mut controller = controller(config)?;
-    let plan = controller.as_ref().map(|c| {
-        let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
-        plan.publish(c.plan());
-        plan
-    });
-    let mut state_controller = state_controller(config)?;
-    if state_controller.is_some() && recorder.states() < state_count(config) {
-        return Err(format!(
-            "per-state needs a recorder with {} request states (engine::recorder)",
-            state_count(config)
-        ));
-    }
-    let state_table = match (&state_controller, config.state_space) {
-        (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
-        _ => None,
-    };
-    let state_plan = match (&state_controller, config.state_space) {
-        (Some(c), None) => Some(Arc::new(SharedStatePlan::new(c.plan()))),
-        _ => None,
-    };
+    let mut plans = Plans::new(config, recorder, plan)?;
     let policies = (0..config.workers)
         .map(|index| {
             make_policy(
                 config,
                 index,
-                plan.as_ref(),
-                state_plan.as_ref(),
-                state_table.as_ref(),
+                plans.plan.as_ref(),
+                plans.state_plan.as_ref(),
+                plans.state_table.as_ref(),
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let record_states = plans.state_plan.is_some() || plans.state_table.is_some();
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
-    let done = AtomicBool::new(false);
-    // Set by an engine thread that panics, so that a real-time coordinator
-    // stops (in virtual time the broken barrier stops it).
-    let failed = AtomicBool::new(false);
-    let barrier = Barrier::new(config.workers + 1);
-    let started = Instant::now();
     let mut coordinator = Coordinator {
         config,
         recorder,
         events,
         live: &live,
-        controller: controller.as_mut(),
-        plan: plan.as_deref(),
-        state_controller: state_controller.as_mut(),
-        state_plan: state_plan.as_deref(),
-        state_table: state_table.as_deref(),
+        controller: plans.controller.as_mut(),
+        plan: plans.plan.as_deref(),
+        state_controller: plans.state_controller.as_mut(),
+        state_plan: plans.state_plan.as_deref(),
+        state_table: plans.state_table.as_deref(),
         previous: recorder.snapshot(),
         previous_update: recorder.snapshot(),
         previous_states: recorder.snapshot_by_state(),
@@ -728,73 +703,24 @@ pub fn run(
         interval_controller: None,
         interval_state_controller: None,
     };
-
-    let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
-        let handles: Vec<_> = policies
-            .into_iter()
-            .enumerate()
-            .map(|(index, policy)| {
-                let (live, done, barrier, failed) = (&live[index], &done, &barrier, &failed);
-                let mut engine =
-                    Engine::new(index, config, recorder.worker(), policy, live, events);
-                engine.record_states = state_plan.is_some() || state_table.is_some();
-                thread::Builder::new()
-                    .name(format!("engine-{index}"))
-                    .spawn_scoped(scope, move || {
-                        // Relaxed: the coordinator polls it; the join orders
-                        // the rest.
-                        let _guard =
-                            BreakOnPanic::new(barrier, || failed.store(true, Ordering::Relaxed));
-                        if config.virtual_time {
-                            engine.run_virtual(barrier, done, stop);
-                        } else {
-                            engine.run_real(started, done);
-                        }
-                        (engine.stats, engine.finished)
-                    })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("cannot start an engine thread: {e}"))?;
-        // A panic of the coordinator (this thread) must not leave the
-        // engine threads waiting at the barrier or polling `done`, or the
-        // scope's joins would hang instead of the panic going on.
-        // Relaxed: as `done` below.
-        let guard = BreakOnPanic::new(&barrier, || done.store(true, Ordering::Relaxed));
-        let (run_secs, ran_to_the_end) = if config.virtual_time {
-            coordinator.run_virtual(&barrier, &done, stop)
-        } else {
-            coordinator.run_real(started, &failed, stop)
-        };
-        drop(guard);
-        // Relaxed: real-time engine threads poll it; the joins below order
-        // everything they did before our reads.
-        done.store(true, Ordering::Relaxed);
-        let stats = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|p| format!("an engine thread panicked: {}", panic_message(&*p)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if !config.virtual_time {
-            // Every step is recorded now: the last, partial interval.
-            coordinator.tick(run_secs, true);
-        }
-        Ok::<_, String>((stats, run_secs, ran_to_the_end))
-    })?;
+    let Ran {
+        stats,
+        run_secs,
+        ran_to_the_end,
+    } = coordinator.run_with_engines(policies, record_states, stop)?;
 
     let requests_finished = stats.iter().map(|s| s.1).sum();
     let mut total = EngineStats::default();
     for (s, _) in &stats {
         total.add(s);
     }
-    let controller = controller.map(|c| ControllerFigures {
+    let controller = plans.controller.map(|c| ControllerFigures {
         updates: c.updates(),
         switches: c.switches(),
         regime_changes: c.regime_changes(),
         draft_len: c.draft_len(),
     });
-    let state_controller = state_controller.map(|c| {
+    let state_controller = plans.state_controller.map(|c| {
         let states = || (0..c.states()).filter_map(|s| c.controller_at(s));
         StateControllerFigures {
             updates: c.controller(RequestState::new()).updates(),
@@ -808,6 +734,64 @@ pub fn run(
         requests_finished,
         ran_to_the_end,
     })
+}
+
+/// What the engine threads and the coordinator did: each engine thread's
+/// counts and requests finished, the run's length (seconds) and whether it
+/// ran to its end.
+struct Ran {
+    stats: Vec<(EngineStats, u64)>,
+    run_secs: f64,
+    ran_to_the_end: bool,
+}
+
+/// The controllers of a run and the plans they publish (each `None` when
+/// the policy has none): the controller's shared plan (`plan`, if given,
+/// else a new one), and the state controller's per-state plan or, with a
+/// state space, its table.
+struct Plans {
+    controller: Option<DraftController>,
+    plan: Option<Arc<SharedPlan>>,
+    state_controller: Option<StateController>,
+    state_table: Option<Arc<SharedStateTable>>,
+    state_plan: Option<Arc<SharedStatePlan>>,
+}
+
+impl Plans {
+    fn new(
+        config: &Config,
+        recorder: &Recorder,
+        plan: Option<&Arc<SharedPlan>>,
+    ) -> Result<Self, String> {
+        let controller = controller(config)?;
+        let plan = controller.as_ref().map(|c| {
+            let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
+            plan.publish(c.plan());
+            plan
+        });
+        let state_controller = state_controller(config)?;
+        if state_controller.is_some() && recorder.states() < state_count(config) {
+            return Err(format!(
+                "per-state needs a recorder with {} request states (engine::recorder)",
+                state_count(config)
+            ));
+        }
+        let state_table = match (&state_controller, config.state_space) {
+            (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
+            _ => None,
+        };
+        let state_plan = match (&state_controller, config.state_space) {
+            (Some(c), None) => Some(Arc::new(SharedStatePlan::new(c.plan()))),
+            _ => None,
+        };
+        Ok(Self {
+            controller,
+            plan,
+            state_controller,
+            state_table,
+            state_plan,
+        })
+    }
 }
 
 /// What the trace says of request `index`'s output position `t` (`None`
@@ -1052,6 +1036,83 @@ struct Coordinator<'a> {
 }
 
 impl Coordinator<'_> {
+    /// Runs one engine thread per policy (recording in request states if
+    /// `record_states`) and this coordinator beside them until the run ends
+    /// or `stop` is set; returns each engine thread's counts and requests
+    /// finished, the run's length and whether it ran to its end ([`Ran`]).
+    fn run_with_engines(
+        &mut self,
+        policies: Vec<Box<dyn Policy>>,
+        record_states: bool,
+        stop: &AtomicBool,
+    ) -> Result<Ran, String> {
+        let (config, recorder, events, live) = (self.config, self.recorder, self.events, self.live);
+        let done = AtomicBool::new(false);
+        // Set by an engine thread that panics, so that a real-time coordinator
+        // stops (in virtual time the broken barrier stops it).
+        let failed = AtomicBool::new(false);
+        let barrier = Barrier::new(config.workers + 1);
+        let started = Instant::now();
+        thread::scope(|scope| {
+            let handles: Vec<_> = policies
+                .into_iter()
+                .enumerate()
+                .map(|(index, policy)| {
+                    let (live, done, barrier, failed) = (&live[index], &done, &barrier, &failed);
+                    let mut engine =
+                        Engine::new(index, config, recorder.worker(), policy, live, events);
+                    engine.record_states = record_states;
+                    thread::Builder::new()
+                        .name(format!("engine-{index}"))
+                        .spawn_scoped(scope, move || {
+                            // Relaxed: the coordinator polls it; the join orders
+                            // the rest.
+                            let _guard = BreakOnPanic::new(barrier, || {
+                                failed.store(true, Ordering::Relaxed)
+                            });
+                            if config.virtual_time {
+                                engine.run_virtual(barrier, done, stop);
+                            } else {
+                                engine.run_real(started, done);
+                            }
+                            (engine.stats, engine.finished)
+                        })
+                })
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("cannot start an engine thread: {e}"))?;
+            // A panic of the coordinator (this thread) must not leave the
+            // engine threads waiting at the barrier or polling `done`, or the
+            // scope's joins would hang instead of the panic going on.
+            // Relaxed: as `done` below.
+            let guard = BreakOnPanic::new(&barrier, || done.store(true, Ordering::Relaxed));
+            let (run_secs, ran_to_the_end) = if config.virtual_time {
+                self.run_virtual(&barrier, &done, stop)
+            } else {
+                self.run_real(started, &failed, stop)
+            };
+            drop(guard);
+            // Relaxed: real-time engine threads poll it; the joins below order
+            // everything they did before our reads.
+            done.store(true, Ordering::Relaxed);
+            let stats = handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|p| format!("an engine thread panicked: {}", panic_message(&*p)))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if !config.virtual_time {
+                // Every step is recorded now: the last, partial interval.
+                self.tick(run_secs, true);
+            }
+            Ok(Ran {
+                stats,
+                run_secs,
+                ran_to_the_end,
+            })
+        })
+    }
+
     /// Every tick: wait for every engine thread at the barrier, update,
     /// let them go on. Returns the run's length and whether it ran to its
     /// end.
@@ -1157,50 +1218,68 @@ impl Coordinator<'_> {
         // A real-time run stopped right after a tick leaves an empty last
         // tick: nothing to update.
         if !(last && since_update.is_empty()) {
-            if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
-                let regime_changes = controller.regime_changes();
-                let (_, regime) = self
-                    .interval_controller
-                    .get_or_insert((controller.draft_len(), false));
-                controller.update(&since_update);
-                plan.publish(controller.plan());
-                *regime |= controller.regime_changes() > regime_changes;
-            }
-            if let Some(controller) = self.state_controller.as_deref_mut() {
-                // The windows of every state since the last update, in
-                // `RequestState::index` order.
-                let states = self.recorder.snapshot_by_state();
-                let windows: Vec<AcceptanceHistogram> = states
-                    .iter()
-                    .zip(&self.previous_update_states)
-                    .map(|(now, before)| {
-                        now.delta_since(before)
-                            .expect("snapshots of one recorder never decrease")
-                    })
-                    .collect();
-                let regime_changes = state_regime_changes(controller);
-                let (_, regime) = self
-                    .interval_state_controller
-                    .get_or_insert((state_draft_lens(controller), false));
-                controller.update(&windows);
-                if let Some(plan) = self.state_plan {
-                    plan.publish(controller.plan());
-                }
-                if let Some(table) = self.state_table {
-                    controller.publish(table);
-                }
-                *regime |= state_regime_changes(controller) > regime_changes;
-                self.previous_update_states = states;
-            }
+            self.update_controller(&since_update);
+            self.update_state_controller();
             self.previous_update = now.clone();
         }
         self.tick += 1;
         // Float tolerance: tick and interval ends are sums of milliseconds.
         let interval_ends =
             self.config.ticks_by_steps() || end_s >= self.config.interval_end(self.index) - 1e-9;
-        if !(interval_ends || last) {
-            return;
+        if interval_ends || last {
+            self.end_interval(now, end_s, last);
         }
+    }
+
+    /// Feeds the controller (if any) what was recorded since its last
+    /// update, and publishes its plan.
+    fn update_controller(&mut self, since_update: &AcceptanceHistogram) {
+        if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
+            let regime_changes = controller.regime_changes();
+            let (_, regime) = self
+                .interval_controller
+                .get_or_insert((controller.draft_len(), false));
+            controller.update(since_update);
+            plan.publish(controller.plan());
+            *regime |= controller.regime_changes() > regime_changes;
+        }
+    }
+
+    /// Feeds the state controller (if any) every state's window since its
+    /// last update, and publishes its plan or table.
+    fn update_state_controller(&mut self) {
+        if let Some(controller) = self.state_controller.as_deref_mut() {
+            // The windows of every state since the last update, in
+            // `RequestState::index` order.
+            let states = self.recorder.snapshot_by_state();
+            let windows: Vec<AcceptanceHistogram> = states
+                .iter()
+                .zip(&self.previous_update_states)
+                .map(|(now, before)| {
+                    now.delta_since(before)
+                        .expect("snapshots of one recorder never decrease")
+                })
+                .collect();
+            let regime_changes = state_regime_changes(controller);
+            let (_, regime) = self
+                .interval_state_controller
+                .get_or_insert((state_draft_lens(controller), false));
+            controller.update(&windows);
+            if let Some(plan) = self.state_plan {
+                plan.publish(controller.plan());
+            }
+            if let Some(table) = self.state_table {
+                controller.publish(table);
+            }
+            *regime |= state_regime_changes(controller) > regime_changes;
+            self.previous_update_states = states;
+        }
+    }
+
+    /// Ends the interval at `end_s` (`now` being the recorder's snapshot):
+    /// reports it to the events, unless it is a real-time run's empty last
+    /// one.
+    fn end_interval(&mut self, now: AcceptanceHistogram, end_s: f64, last: bool) {
         let delta = now
             .delta_since(&self.previous)
             .expect("snapshots of one recorder never decrease");
@@ -1209,48 +1288,13 @@ impl Coordinator<'_> {
         if last && !self.config.virtual_time && delta.is_empty() {
             return;
         }
-        let controller = match (self.controller.as_deref(), self.interval_controller.take()) {
-            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
-                draft_len: controller.draft_len(),
-                explore_len: controller.plan().explore_len(),
-                previous,
-                regime_change,
-                dispersion: controller.dispersion(),
-            }),
-            _ => None,
-        };
-        let mut sum = Counts::default();
-        for (i, live) in self.live.iter().enumerate() {
-            let (counts, chosen) = live.read();
-            sum.add(&counts.since(&self.previous_live[i]));
-            self.previous_live[i] = counts;
-            self.chosen[i] = chosen;
-        }
+        let controller = self.controller_step();
+        let sum = self.live_since_interval();
         let start_s = self.start_s;
         let phases = self.config.phases();
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
-        let state_controller = match (
-            self.state_controller.as_deref(),
-            self.interval_state_controller.take(),
-        ) {
-            (Some(controller), Some((previous, regime_change))) => {
-                let states = self.recorder.snapshot_by_state();
-                let steps_by_state = states
-                    .iter()
-                    .zip(&self.previous_states)
-                    .map(|(now, before)| now.num_spec_steps() - before.num_spec_steps())
-                    .collect();
-                self.previous_states = states;
-                Some(StateControllerStep {
-                    draft_lens: state_draft_lens(controller),
-                    previous,
-                    regime_change,
-                    steps_by_state,
-                })
-            }
-            _ => None,
-        };
+        let state_controller = self.state_controller_step();
         self.events.interval(&Interval {
             start_s,
             end_s,
@@ -1270,6 +1314,59 @@ impl Coordinator<'_> {
         self.previous = now;
         self.index += 1;
         self.start_s = end_s;
+    }
+
+    /// What the controller did in the interval now ending.
+    fn controller_step(&mut self) -> Option<ControllerStep> {
+        match (self.controller.as_deref(), self.interval_controller.take()) {
+            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
+                draft_len: controller.draft_len(),
+                explore_len: controller.plan().explore_len(),
+                previous,
+                regime_change,
+                dispersion: controller.dispersion(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The engine threads' counts since the last interval ended (and the
+    /// length each chose last).
+    fn live_since_interval(&mut self) -> Counts {
+        let mut sum = Counts::default();
+        for (i, live) in self.live.iter().enumerate() {
+            let (counts, chosen) = live.read();
+            sum.add(&counts.since(&self.previous_live[i]));
+            self.previous_live[i] = counts;
+            self.chosen[i] = chosen;
+        }
+        sum
+    }
+
+    /// What the state controller did in the interval now ending, and the
+    /// verify steps of each state in it.
+    fn state_controller_step(&mut self) -> Option<StateControllerStep> {
+        match (
+            self.state_controller.as_deref(),
+            self.interval_state_controller.take(),
+        ) {
+            (Some(controller), Some((previous, regime_change))) => {
+                let states = self.recorder.snapshot_by_state();
+                let steps_by_state = states
+                    .iter()
+                    .zip(&self.previous_states)
+                    .map(|(now, before)| now.num_spec_steps() - before.num_spec_steps())
+                    .collect();
+                self.previous_states = states;
+                Some(StateControllerStep {
+                    draft_lens: state_draft_lens(controller),
+                    previous,
+                    regime_change,
+                    steps_by_state,
+                })
+            }
+            _ => None,
+        }
     }
 }
 
