@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::barrier::{Barrier, BreakOnPanic, panic_message};
+use crate::error::{Error, Setting};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -221,22 +222,24 @@ pub fn interpolate(table: &[f64], len: f64) -> f64 {
 
 impl Config {
     /// The step cost as the library checks it (the controller's cost).
-    pub fn step_cost(&self) -> Result<StepCost, String> {
+    pub fn step_cost(&self) -> Result<StepCost, Error> {
         if let Some(table) = &self.model.cost_table {
             if table.len() != self.max_draft_len + 1 {
-                return Err(format!(
-                    "--cost-table has {} costs: one for every draft length 0..={} is needed",
-                    table.len(),
-                    self.max_draft_len
-                ));
+                return Err(Error::CostTableLength {
+                    len: table.len(),
+                    max_draft_len: self.max_draft_len,
+                });
             }
-            return StepCost::table(table.to_vec()).map_err(|e| format!("--cost-table: {e}"));
+            return StepCost::table(table.to_vec()).map_err(|source| Error::StepCost {
+                setting: Setting::CostTable,
+                linear: None,
+                source,
+            });
         }
-        StepCost::linear(self.cost.base, self.cost.per_token).map_err(|e| {
-            format!(
-                "--cost-linear {},{}: {e}",
-                self.cost.base, self.cost.per_token
-            )
+        StepCost::linear(self.cost.base, self.cost.per_token).map_err(|source| Error::StepCost {
+            setting: Setting::CostLinear,
+            linear: Some((self.cost.base, self.cost.per_token)),
+            source,
         })
     }
 
@@ -265,26 +268,18 @@ impl Config {
     }
 
     /// Checks the settings that depend on each other.
-    pub fn validate(&self) -> Result<(), String> {
-        AcceptanceHistogram::new(self.max_draft_len).map_err(|e| e.to_string())?;
+    pub fn validate(&self) -> Result<(), Error> {
+        AcceptanceHistogram::new(self.max_draft_len)?;
         self.policy.check(self.max_draft_len)?;
         self.step_cost()?;
         if !(self.phase_secs.is_finite() && self.phase_secs > 0.0) {
-            return Err(format!(
-                "--phase-seconds {}: must be a number of seconds above 0",
-                self.phase_secs
-            ));
+            return Err(Error::PhaseSecs(self.phase_secs));
         }
         if !(self.persistence.is_finite() && self.persistence >= 1.0) {
-            return Err(format!(
-                "--persistence {}: must be a number of steps of at least 1",
-                self.persistence
-            ));
+            return Err(Error::Persistence(self.persistence));
         }
         if self.virtual_time && self.step_us == 0 {
-            return Err(
-                "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
-            );
+            return Err(Error::VirtualTimeWithoutStepTime);
         }
         self.check_traces()?;
         if self.virtual_time && self.model.steps_per_update.is_none() {
@@ -298,17 +293,13 @@ impl Config {
             || self.interval.is_zero()
             || self.update.is_zero()
         {
-            return Err(
-                "--workers, --max-batch, --interval-ms and --update-ms must be at least 1".into(),
-            );
+            return Err(Error::ZeroCounts);
         }
         if self.update > self.interval {
-            return Err(format!(
-                "--update-ms {} is longer than --interval-ms {}: the controller is updated at \
-                 least once per metrics interval",
-                self.update.as_millis(),
-                self.interval.as_millis()
-            ));
+            return Err(Error::UpdateLongerThanInterval {
+                update_ms: self.update.as_millis(),
+                interval_ms: self.interval.as_millis(),
+            });
         }
         Ok(())
     }
@@ -316,7 +307,7 @@ impl Config {
     /// The `traces` workload has its traces, and what needs a trace (the
     /// oracle, replaying each request once) has one; the controller is
     /// clocked by steps only in virtual time.
-    fn check_traces(&self) -> Result<(), String> {
+    fn check_traces(&self) -> Result<(), Error> {
         match (&self.traces, self.workload == Workload::Traces) {
             (Some(traces), true) => {
                 let requests = traces.requests();
@@ -327,53 +318,39 @@ impl Config {
                         .step_by(self.workers.max(1))
                         .any(|r| !r.positions.is_empty())
                 }) {
-                    return Err(format!(
-                        "the trace has {} requests with an output position to replay: too few \
-                         for {} engine threads (engine thread {w} would have none); use fewer \
-                         --workers",
-                        requests.iter().filter(|r| !r.positions.is_empty()).count(),
-                        self.workers
-                    ));
+                    return Err(Error::TooFewTracedRequests {
+                        requests: requests.iter().filter(|r| !r.positions.is_empty()).count(),
+                        workers: self.workers,
+                        idle: w,
+                    });
                 }
                 if self.max_draft_len > traces.cap() {
-                    return Err(format!(
-                        "--max-draft-len {} is above the trace's cap {}: a proposal of the cap's \
-                         length may have been longer, so longer drafts cannot be replayed \
-                         (generate the trace with a larger --cap)",
-                        self.max_draft_len,
-                        traces.cap()
-                    ));
+                    return Err(Error::DraftAboveTraceCap {
+                        max_draft_len: self.max_draft_len,
+                        cap: traces.cap(),
+                    });
                 }
             }
-            (None, true) => return Err("the traces workload needs traces (--traces FILE)".into()),
+            (None, true) => return Err(Error::TracesMissing),
             (Some(_), false) => {
-                return Err(format!(
-                    "traces are given, but the workload is {}",
-                    self.workload
-                ));
+                return Err(Error::TracesForAnotherWorkload(self.workload));
             }
             (None, false) => {
                 if self.policy == PolicySpec::Oracle {
-                    return Err(
-                        "--policy oracle needs a trace (--traces FILE): it drafts what the \
-                         trace says the verifier accepts"
-                            .into(),
-                    );
+                    return Err(Error::OracleWithoutTraces);
                 }
                 if self.model.exhaust {
-                    return Err("replaying each request once needs traces".into());
+                    return Err(Error::ExhaustWithoutTraces);
                 }
             }
         }
         match self.model.steps_per_update {
-            Some(0) => return Err("the controller's update period must be at least 1 step".into()),
+            Some(0) => return Err(Error::ZeroStepsPerUpdate),
             Some(_) if !self.virtual_time => {
-                return Err("updates every N engine steps need virtual time".into());
+                return Err(Error::StepsPerUpdateInRealTime);
             }
             None if self.model.exhaust => {
-                return Err(
-                    "replaying each request once needs updates every N engine steps".into(),
-                );
+                return Err(Error::ExhaustWithoutStepUpdates);
             }
             _ => {}
         }
@@ -382,48 +359,41 @@ impl Config {
 
     /// In virtual time, the shortest step (without drafts: the base cost)
     /// must leave at most [`MAX_STEPS_PER_INTERVAL`] steps per interval.
-    fn check_steps_per_interval(&self) -> Result<(), String> {
+    fn check_steps_per_interval(&self) -> Result<(), Error> {
         let shortest_step_secs = self.cost_at(0.0) * self.step_us as f64 * 1e-6;
         let steps = self.interval.as_secs_f64() / shortest_step_secs;
         // Also false for a product that underflowed to 0 (steps infinite).
         if steps <= MAX_STEPS_PER_INTERVAL {
             return Ok(());
         }
-        Err(format!(
-            "--cost-linear with BASE {:e} and --step-us {}: in virtual time a step without \
-             drafts lasts {shortest_step_secs:.3e} s, so one {} ms metrics interval would take \
-             {steps:.3e} engine steps per engine thread (at most {MAX_STEPS_PER_INTERVAL} \
-             steps, so that every interval is logged within about a second): raise BASE or \
-             --step-us",
-            self.cost_at(0.0),
-            self.step_us,
-            self.interval.as_millis(),
-        ))
+        Err(Error::TooManyStepsPerInterval {
+            base: self.cost_at(0.0),
+            step_us: self.step_us,
+            shortest_step_secs,
+            interval_ms: self.interval.as_millis(),
+            steps,
+        })
     }
 
     /// At most [`MAX_PHASES`] phases in a run of `--seconds N`; in a run
     /// without end (`--seconds 0`) no phase shorter than the metrics
     /// interval, so that the phases counted grow no faster than the
     /// intervals logged.
-    fn check_phases(&self) -> Result<(), String> {
+    fn check_phases(&self) -> Result<(), Error> {
         if self.seconds > 0 {
             let phases = (self.seconds as f64 / self.phase_secs).ceil();
             if phases > MAX_PHASES as f64 {
-                return Err(format!(
-                    "--phase-seconds {:e}: a {} s run would have {phases:.3e} phases of the \
-                     transition workload (at most {MAX_PHASES} phases, one summary entry each): \
-                     make the phases longer or the run shorter",
-                    self.phase_secs, self.seconds
-                ));
+                return Err(Error::TooManyPhases {
+                    phase_secs: self.phase_secs,
+                    seconds: self.seconds,
+                    phases,
+                });
             }
         } else if self.phase_secs < self.interval.as_secs_f64() {
-            return Err(format!(
-                "--phase-seconds {} is shorter than the metrics interval (--interval-ms {}): \
-                 a run without end (--seconds 0) may not count phases, one summary entry each, \
-                 faster than it logs intervals",
-                self.phase_secs,
-                self.interval.as_millis()
-            ));
+            return Err(Error::PhasesShorterThanInterval {
+                phase_secs: self.phase_secs,
+                interval_ms: self.interval.as_millis(),
+            });
         }
         Ok(())
     }
@@ -585,27 +555,27 @@ pub struct Outcome {
 }
 
 /// The controller of `adaptive` (`None` for the other policies).
-fn controller(config: &Config) -> Result<Option<DraftController>, String> {
+fn controller(config: &Config) -> Result<Option<DraftController>, Error> {
     match config.policy {
         PolicySpec::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
             .map(Some)
-            .map_err(|e| e.to_string()),
+            .map_err(Error::from),
         _ => Ok(None),
     }
 }
 
 /// The state controller of `per-state` (`None` for the other policies).
-fn state_controller(config: &Config) -> Result<Option<StateController>, String> {
+fn state_controller(config: &Config) -> Result<Option<StateController>, Error> {
     match (config.policy, config.state_space) {
         (PolicySpec::PerState, None) => {
             StateController::new(config.max_draft_len, config.step_cost()?)
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(Error::from)
         }
         (PolicySpec::PerState, Some(space)) => {
             StateController::with_states(config.max_draft_len, config.step_cost()?, space.count())
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(Error::from)
         }
         _ => Ok(None),
     }
@@ -621,12 +591,12 @@ fn state_count(config: &Config) -> usize {
 /// The recorder a run of `config` records in: one histogram per request
 /// state for `per-state` (`Recorder::with_states`, whose engine-wide
 /// snapshot is their sum), one for the other policies.
-pub fn recorder(config: &Config) -> Result<Recorder, String> {
+pub fn recorder(config: &Config) -> Result<Recorder, Error> {
     match config.policy {
         PolicySpec::PerState => Recorder::with_states(config.max_draft_len, state_count(config)),
         _ => Recorder::new(config.max_draft_len),
     }
-    .map_err(|e| e.to_string())
+    .map_err(Error::from)
 }
 
 /// The plan that holds the policy's choice, for a `/metrics` gauge: for
@@ -635,7 +605,7 @@ pub fn recorder(config: &Config) -> Result<Recorder, String> {
 /// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
 /// which choose per engine thread, and for `per-state`, which has one length
 /// per state.
-pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
+pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, Error> {
     config.validate()?;
     Ok(match config.policy {
         PolicySpec::Adaptive => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
@@ -662,10 +632,10 @@ pub fn run(
     plan: Option<&Arc<SharedPlan>>,
     stop: &AtomicBool,
     events: &dyn Events,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     config.validate()?;
     if recorder.max_draft_len() != config.max_draft_len {
-        return Err("the recorder's K is not the config's".into());
+        return Err(Error::RecorderLength);
     }
     let mut plans = Plans::new(config, recorder, plan)?;
     let policies = (0..config.workers)
@@ -762,7 +732,7 @@ impl Plans {
         config: &Config,
         recorder: &Recorder,
         plan: Option<&Arc<SharedPlan>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Error> {
         let controller = controller(config)?;
         let plan = controller.as_ref().map(|c| {
             let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
@@ -771,10 +741,9 @@ impl Plans {
         });
         let state_controller = state_controller(config)?;
         if state_controller.is_some() && recorder.states() < state_count(config) {
-            return Err(format!(
-                "per-state needs a recorder with {} request states (engine::recorder)",
-                state_count(config)
-            ));
+            return Err(Error::RecorderStates {
+                needed: state_count(config),
+            });
         }
         let state_table = match (&state_controller, config.state_space) {
             (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
@@ -818,19 +787,19 @@ fn make_policy(
     plan: Option<&Arc<SharedPlan>>,
     state_plan: Option<&Arc<SharedStatePlan>>,
     state_table: Option<&Arc<SharedStateTable>>,
-) -> Result<Box<dyn Policy>, String> {
+) -> Result<Box<dyn Policy>, Error> {
     // The peer rules take a linear cost (a table's end points).
     let cost = config.linear_cost();
     match config.policy {
         PolicySpec::PerState => match state_table {
             Some(table) => Ok(Box::new(PerStateTable::new(Arc::clone(table)))),
             None => Ok(Box::new(PerState::new(Arc::clone(
-                state_plan.ok_or("per-state needs a state plan")?,
+                state_plan.ok_or(Error::MissingPlan("per-state needs a state plan"))?,
             )))),
         },
         PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
-            plan.ok_or("adaptive needs a plan")?,
+            plan.ok_or(Error::MissingPlan("adaptive needs a plan"))?,
         )))),
         PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
         PolicySpec::Oracle => Ok(Box::new(Oracle::default())),
@@ -1045,7 +1014,7 @@ impl Coordinator<'_> {
         policies: Vec<Box<dyn Policy>>,
         record_states: bool,
         stop: &AtomicBool,
-    ) -> Result<Ran, String> {
+    ) -> Result<Ran, Error> {
         let (config, recorder, events, live) = (self.config, self.recorder, self.events, self.live);
         let done = AtomicBool::new(false);
         // Set by an engine thread that panics, so that a real-time coordinator
@@ -1079,7 +1048,10 @@ impl Coordinator<'_> {
                         })
                 })
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("cannot start an engine thread: {e}"))?;
+                .map_err(|source| Error::Spawn {
+                    what: "an engine thread",
+                    source,
+                })?;
             // A panic of the coordinator (this thread) must not leave the
             // engine threads waiting at the barrier or polling `done`, or the
             // scope's joins would hang instead of the panic going on.
@@ -1098,7 +1070,7 @@ impl Coordinator<'_> {
                 .into_iter()
                 .map(|h| {
                     h.join()
-                        .map_err(|p| format!("an engine thread panicked: {}", panic_message(&*p)))
+                        .map_err(|p| Error::Panicked(panic_message(&*p).to_owned()))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             if !config.virtual_time {
@@ -1969,7 +1941,7 @@ mod tests {
     fn run_panicking(
         config: Config,
         in_engine: bool,
-    ) -> std::thread::Result<Result<Outcome, String>> {
+    ) -> std::thread::Result<Result<Outcome, Error>> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let outcome = std::panic::catch_unwind(|| {
@@ -1996,7 +1968,10 @@ mod tests {
             let error = run_panicking(config, true)
                 .expect("an engine's panic is an error, not a panic of the run")
                 .expect_err("a run whose engine panicked cannot succeed");
-            assert!(error.contains("engine 1 broke"), "{error}");
+            assert!(
+                matches!(&error, Error::Panicked(m) if m.contains("engine 1 broke")),
+                "{error}"
+            );
         }
     }
 
@@ -2237,18 +2212,17 @@ mod tests {
             workers: 2,
             ..base.clone()
         };
-        assert!(
-            two.validate()
-                .unwrap_err()
-                .contains("engine thread 1 would have none")
-        );
+        assert!(matches!(
+            two.validate(),
+            Err(Error::TooFewTracedRequests { idle: 1, .. })
+        ));
         let above = Config {
             max_draft_len: 65,
             ..base.clone()
         };
         assert!(above.validate().is_err());
         let oracle = config(PolicySpec::Oracle);
-        assert!(oracle.validate().unwrap_err().contains("needs a trace"));
+        assert!(matches!(oracle.validate(), Err(Error::OracleWithoutTraces)));
         let untraced = Config {
             traces: None,
             ..base.clone()
@@ -2262,12 +2236,10 @@ mod tests {
             },
             ..base
         };
-        assert!(
-            real_time_steps
-                .validate()
-                .unwrap_err()
-                .contains("virtual time")
-        );
+        assert!(matches!(
+            real_time_steps.validate(),
+            Err(Error::StepsPerUpdateInRealTime)
+        ));
     }
 
     #[test]

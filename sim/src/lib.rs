@@ -41,6 +41,8 @@
 //!   tokens, inter-token latency) exported next to the
 //!   speculative-decoding families, so vLLM's dashboards work against the
 //!   demo.
+//! - [`error`]: the simulator's errors, which name settings rather than
+//!   any program's flags (each program names them by its own).
 //! - [`barrier`]: the barrier of a virtual-time run, which a panicking
 //!   thread breaks so the run fails instead of hanging.
 //! - [`rng`]: the seeded random numbers every part draws from.
@@ -59,6 +61,7 @@ pub mod barrier;
 pub mod engine;
 #[cfg(feature = "demo")]
 pub mod engine_metrics;
+pub mod error;
 pub mod peers;
 pub mod policy;
 pub mod rng;

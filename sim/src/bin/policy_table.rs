@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use specdec_sim::engine;
+use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::{CostLinear, Summary};
@@ -196,7 +197,7 @@ fn main() -> ExitCode {
         return match TraceSet::open(path) {
             Ok(traces) => print_table(&traces_table(&args, Arc::new(traces))),
             Err(e) => {
-                let _ = writeln!(io::stderr(), "policy_table: --traces {e}");
+                let _ = writeln!(io::stderr(), "policy_table: --traces {}", e.naming(&flag));
                 ExitCode::from(2)
             }
         };
@@ -456,8 +457,28 @@ fn state_rules(args: &Args, last_seed: u64) -> String {
 }
 
 fn run_one(config: &engine::Config, stop: &AtomicBool) -> Run {
-    let recorder = engine::recorder(config)?;
-    engine::run(config, &recorder, None, stop, &engine::NoEvents).map(|o| o.summary)
+    let recorder = engine::recorder(config).map_err(flagged)?;
+    engine::run(config, &recorder, None, stop, &engine::NoEvents)
+        .map(|o| o.summary)
+        .map_err(flagged)
+}
+
+/// The flag of a setting the simulator's errors name, for those this
+/// program has; the others by their name in `engine::Config`.
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::PhaseSecs => "--phase-seconds",
+        Setting::Persistence => "--persistence",
+        Setting::Interval => "--interval-ms",
+        Setting::Update => "--update-ms",
+        Setting::Traces => "--traces",
+        other => other.field(),
+    }
+}
+
+/// A simulator's error as this program says it: with its flags.
+fn flagged(e: specdec_sim::error::Error) -> String {
+    e.naming(&flag).to_string()
 }
 
 /// Every run of one seed, by workload.

@@ -90,6 +90,7 @@ use specdec_sim::engine;
 use specdec_sim::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, namespace_for,
 };
+use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::stdio;
@@ -453,10 +454,10 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     let config = settings(args)?;
     // The policy's plan (the controller's, for adaptive), shared by the
     // simulation and the /metrics gauge.
-    let plan = engine::shared_plan(&config)?;
+    let plan = engine::shared_plan(&config).map_err(flagged)?;
     // The engine's recorder. One histogram per request state for
     // per-state; the engine-wide families stay their sum.
-    let recorder = engine::recorder(&config)?;
+    let recorder = engine::recorder(&config).map_err(flagged)?;
     let (registry, engine_metrics) = registry(args, &recorder, plan.as_ref())?;
 
     // HTTP first, so a bind error stops us before any work, and a scraper
@@ -508,7 +509,8 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     stop.store(true, Ordering::Relaxed);
     let outcome = simulation
         .join()
-        .map_err(|_| "the simulation panicked".to_owned())??;
+        .map_err(|_| "the simulation panicked".to_owned())?
+        .map_err(flagged)?;
 
     // Every step has been recorded and every Worker dropped: this snapshot
     // is the whole run.
@@ -542,13 +544,38 @@ fn settings(args: &Args) -> Result<engine::Config, String> {
     args.check_limits()?;
     let traces = match &args.traces {
         Some(path) => Some(Arc::new(
-            TraceSet::open(path).map_err(|e| format!("--traces {e}"))?,
+            TraceSet::open(path).map_err(|e| format!("--traces {}", e.naming(&flag)))?,
         )),
         None => None,
     };
     let config = args.sim_config(traces);
-    config.validate()?;
+    config.validate().map_err(flagged)?;
     Ok(config)
+}
+
+/// The flag of a setting the simulator's errors name.
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::MaxDraftLen => "--max-draft-len",
+        Setting::CostTable => "--cost-table",
+        Setting::CostLinear => "--cost-linear",
+        Setting::PhaseSecs => "--phase-seconds",
+        Setting::Persistence => "--persistence",
+        Setting::StepUs => "--step-us",
+        Setting::VirtualTime => "--virtual-time",
+        Setting::Workers => "--workers",
+        Setting::MaxBatch => "--max-batch",
+        Setting::Interval => "--interval-ms",
+        Setting::Update => "--update-ms",
+        Setting::Policy => "--policy",
+        Setting::Traces => "--traces",
+        Setting::Seconds => "--seconds",
+    }
+}
+
+/// A simulator's error as this program says it: with its flags.
+fn flagged(e: specdec_sim::error::Error) -> String {
+    e.naming(&flag).to_string()
 }
 
 /// The registry `/metrics` encodes: the collector of `recorder` (one
