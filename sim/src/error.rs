@@ -226,6 +226,8 @@ impl Error {
         Named { error: self, name }
     }
 
+    /// Writes the message, naming settings with `n`. One arm per variant,
+    /// the table of messages: long for that.
     fn write(
         &self,
         f: &mut fmt::Formatter<'_>,
