@@ -437,3 +437,42 @@ impl fmt::Display for Named<'_> {
         self.error.write(f, self.name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_names_settings_by_field_or_by_the_programs_names() {
+        let e = Error::UpdateLongerThanInterval {
+            update_ms: 2000,
+            interval_ms: 1000,
+        };
+        assert_eq!(
+            e.to_string(),
+            "`update` (ms) 2000 is longer than `interval` (ms) 1000: the controller is updated \
+             at least once per metrics interval"
+        );
+        let flag = |s: Setting| match s {
+            Setting::Update => "--update-ms",
+            Setting::Interval => "--interval-ms",
+            other => other.field(),
+        };
+        assert_eq!(
+            e.naming(&flag).to_string(),
+            "--update-ms 2000 is longer than --interval-ms 1000: the controller is updated at \
+             least once per metrics interval"
+        );
+    }
+
+    #[test]
+    fn the_library_errors_are_the_sources() {
+        let e = Error::from(k_of_zero());
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.to_string(), k_of_zero().to_string());
+    }
+
+    fn k_of_zero() -> specdec_metrics::ConfigError {
+        specdec_metrics::AcceptanceHistogram::new(0).unwrap_err()
+    }
+}
