@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::barrier::{Barrier, BreakOnPanic, panic_message};
+use crate::error::{Error, Setting};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -77,7 +78,9 @@ use crate::summary::{
     Summary,
 };
 use crate::trace_set::{Position, TraceSet};
-use crate::workload::{Phases, RequestTraits, UNDRAFTED_SHARE, Workload, verify};
+use crate::workload::{
+    Phases, RequestTraits, UNDRAFTED_SHARE, Workload, grammar_cut, grammar_rejects, verify,
+};
 
 /// The settings of one simulation.
 #[derive(Clone, Debug, PartialEq)]
@@ -219,22 +222,24 @@ pub fn interpolate(table: &[f64], len: f64) -> f64 {
 
 impl Config {
     /// The step cost as the library checks it (the controller's cost).
-    pub fn step_cost(&self) -> Result<StepCost, String> {
+    pub fn step_cost(&self) -> Result<StepCost, Error> {
         if let Some(table) = &self.model.cost_table {
             if table.len() != self.max_draft_len + 1 {
-                return Err(format!(
-                    "--cost-table has {} costs: one for every draft length 0..={} is needed",
-                    table.len(),
-                    self.max_draft_len
-                ));
+                return Err(Error::CostTableLength {
+                    len: table.len(),
+                    max_draft_len: self.max_draft_len,
+                });
             }
-            return StepCost::table(table.to_vec()).map_err(|e| format!("--cost-table: {e}"));
+            return StepCost::table(table.to_vec()).map_err(|source| Error::StepCost {
+                setting: Setting::CostTable,
+                linear: None,
+                source,
+            });
         }
-        StepCost::linear(self.cost.base, self.cost.per_token).map_err(|e| {
-            format!(
-                "--cost-linear {},{}: {e}",
-                self.cost.base, self.cost.per_token
-            )
+        StepCost::linear(self.cost.base, self.cost.per_token).map_err(|source| Error::StepCost {
+            setting: Setting::CostLinear,
+            linear: Some((self.cost.base, self.cost.per_token)),
+            source,
         })
     }
 
@@ -263,26 +268,18 @@ impl Config {
     }
 
     /// Checks the settings that depend on each other.
-    pub fn validate(&self) -> Result<(), String> {
-        AcceptanceHistogram::new(self.max_draft_len).map_err(|e| e.to_string())?;
+    pub fn validate(&self) -> Result<(), Error> {
+        AcceptanceHistogram::new(self.max_draft_len)?;
         self.policy.check(self.max_draft_len)?;
         self.step_cost()?;
         if !(self.phase_secs.is_finite() && self.phase_secs > 0.0) {
-            return Err(format!(
-                "--phase-seconds {}: must be a number of seconds above 0",
-                self.phase_secs
-            ));
+            return Err(Error::PhaseSecs(self.phase_secs));
         }
         if !(self.persistence.is_finite() && self.persistence >= 1.0) {
-            return Err(format!(
-                "--persistence {}: must be a number of steps of at least 1",
-                self.persistence
-            ));
+            return Err(Error::Persistence(self.persistence));
         }
         if self.virtual_time && self.step_us == 0 {
-            return Err(
-                "--virtual-time needs --step-us of at least 1 (a step must take time)".into(),
-            );
+            return Err(Error::VirtualTimeWithoutStepTime);
         }
         self.check_traces()?;
         if self.virtual_time && self.model.steps_per_update.is_none() {
@@ -296,17 +293,13 @@ impl Config {
             || self.interval.is_zero()
             || self.update.is_zero()
         {
-            return Err(
-                "--workers, --max-batch, --interval-ms and --update-ms must be at least 1".into(),
-            );
+            return Err(Error::ZeroCounts);
         }
         if self.update > self.interval {
-            return Err(format!(
-                "--update-ms {} is longer than --interval-ms {}: the controller is updated at \
-                 least once per metrics interval",
-                self.update.as_millis(),
-                self.interval.as_millis()
-            ));
+            return Err(Error::UpdateLongerThanInterval {
+                update_ms: self.update.as_millis(),
+                interval_ms: self.interval.as_millis(),
+            });
         }
         Ok(())
     }
@@ -314,7 +307,7 @@ impl Config {
     /// The `traces` workload has its traces, and what needs a trace (the
     /// oracle, replaying each request once) has one; the controller is
     /// clocked by steps only in virtual time.
-    fn check_traces(&self) -> Result<(), String> {
+    fn check_traces(&self) -> Result<(), Error> {
         match (&self.traces, self.workload == Workload::Traces) {
             (Some(traces), true) => {
                 let requests = traces.requests();
@@ -325,53 +318,39 @@ impl Config {
                         .step_by(self.workers.max(1))
                         .any(|r| !r.positions.is_empty())
                 }) {
-                    return Err(format!(
-                        "the trace has {} requests with an output position to replay: too few \
-                         for {} engine threads (engine thread {w} would have none); use fewer \
-                         --workers",
-                        requests.iter().filter(|r| !r.positions.is_empty()).count(),
-                        self.workers
-                    ));
+                    return Err(Error::TooFewTracedRequests {
+                        requests: requests.iter().filter(|r| !r.positions.is_empty()).count(),
+                        workers: self.workers,
+                        idle: w,
+                    });
                 }
                 if self.max_draft_len > traces.cap() {
-                    return Err(format!(
-                        "--max-draft-len {} is above the trace's cap {}: a proposal of the cap's \
-                         length may have been longer, so longer drafts cannot be replayed \
-                         (generate the trace with a larger --cap)",
-                        self.max_draft_len,
-                        traces.cap()
-                    ));
+                    return Err(Error::DraftAboveTraceCap {
+                        max_draft_len: self.max_draft_len,
+                        cap: traces.cap(),
+                    });
                 }
             }
-            (None, true) => return Err("the traces workload needs traces (--traces FILE)".into()),
+            (None, true) => return Err(Error::TracesMissing),
             (Some(_), false) => {
-                return Err(format!(
-                    "traces are given, but the workload is {}",
-                    self.workload
-                ));
+                return Err(Error::TracesForAnotherWorkload(self.workload));
             }
             (None, false) => {
                 if self.policy == PolicySpec::Oracle {
-                    return Err(
-                        "--policy oracle needs a trace (--traces FILE): it drafts what the \
-                         trace says the verifier accepts"
-                            .into(),
-                    );
+                    return Err(Error::OracleWithoutTraces);
                 }
                 if self.model.exhaust {
-                    return Err("replaying each request once needs traces".into());
+                    return Err(Error::ExhaustWithoutTraces);
                 }
             }
         }
         match self.model.steps_per_update {
-            Some(0) => return Err("the controller's update period must be at least 1 step".into()),
+            Some(0) => return Err(Error::ZeroStepsPerUpdate),
             Some(_) if !self.virtual_time => {
-                return Err("updates every N engine steps need virtual time".into());
+                return Err(Error::StepsPerUpdateInRealTime);
             }
             None if self.model.exhaust => {
-                return Err(
-                    "replaying each request once needs updates every N engine steps".into(),
-                );
+                return Err(Error::ExhaustWithoutStepUpdates);
             }
             _ => {}
         }
@@ -380,48 +359,41 @@ impl Config {
 
     /// In virtual time, the shortest step (without drafts: the base cost)
     /// must leave at most [`MAX_STEPS_PER_INTERVAL`] steps per interval.
-    fn check_steps_per_interval(&self) -> Result<(), String> {
+    fn check_steps_per_interval(&self) -> Result<(), Error> {
         let shortest_step_secs = self.cost_at(0.0) * self.step_us as f64 * 1e-6;
         let steps = self.interval.as_secs_f64() / shortest_step_secs;
         // Also false for a product that underflowed to 0 (steps infinite).
         if steps <= MAX_STEPS_PER_INTERVAL {
             return Ok(());
         }
-        Err(format!(
-            "--cost-linear with BASE {:e} and --step-us {}: in virtual time a step without \
-             drafts lasts {shortest_step_secs:.3e} s, so one {} ms metrics interval would take \
-             {steps:.3e} engine steps per engine thread (at most {MAX_STEPS_PER_INTERVAL} \
-             steps, so that every interval is logged within about a second): raise BASE or \
-             --step-us",
-            self.cost_at(0.0),
-            self.step_us,
-            self.interval.as_millis(),
-        ))
+        Err(Error::TooManyStepsPerInterval {
+            base: self.cost_at(0.0),
+            step_us: self.step_us,
+            shortest_step_secs,
+            interval_ms: self.interval.as_millis(),
+            steps,
+        })
     }
 
     /// At most [`MAX_PHASES`] phases in a run of `--seconds N`; in a run
     /// without end (`--seconds 0`) no phase shorter than the metrics
     /// interval, so that the phases counted grow no faster than the
     /// intervals logged.
-    fn check_phases(&self) -> Result<(), String> {
+    fn check_phases(&self) -> Result<(), Error> {
         if self.seconds > 0 {
             let phases = (self.seconds as f64 / self.phase_secs).ceil();
             if phases > MAX_PHASES as f64 {
-                return Err(format!(
-                    "--phase-seconds {:e}: a {} s run would have {phases:.3e} phases of the \
-                     transition workload (at most {MAX_PHASES} phases, one summary entry each): \
-                     make the phases longer or the run shorter",
-                    self.phase_secs, self.seconds
-                ));
+                return Err(Error::TooManyPhases {
+                    phase_secs: self.phase_secs,
+                    seconds: self.seconds,
+                    phases,
+                });
             }
         } else if self.phase_secs < self.interval.as_secs_f64() {
-            return Err(format!(
-                "--phase-seconds {} is shorter than the metrics interval (--interval-ms {}): \
-                 a run without end (--seconds 0) may not count phases, one summary entry each, \
-                 faster than it logs intervals",
-                self.phase_secs,
-                self.interval.as_millis()
-            ));
+            return Err(Error::PhasesShorterThanInterval {
+                phase_secs: self.phase_secs,
+                interval_ms: self.interval.as_millis(),
+            });
         }
         Ok(())
     }
@@ -583,27 +555,27 @@ pub struct Outcome {
 }
 
 /// The controller of `adaptive` (`None` for the other policies).
-fn controller(config: &Config) -> Result<Option<DraftController>, String> {
+fn controller(config: &Config) -> Result<Option<DraftController>, Error> {
     match config.policy {
         PolicySpec::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
             .map(Some)
-            .map_err(|e| e.to_string()),
+            .map_err(Error::from),
         _ => Ok(None),
     }
 }
 
 /// The state controller of `per-state` (`None` for the other policies).
-fn state_controller(config: &Config) -> Result<Option<StateController>, String> {
+fn state_controller(config: &Config) -> Result<Option<StateController>, Error> {
     match (config.policy, config.state_space) {
         (PolicySpec::PerState, None) => {
             StateController::new(config.max_draft_len, config.step_cost()?)
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(Error::from)
         }
         (PolicySpec::PerState, Some(space)) => {
             StateController::with_states(config.max_draft_len, config.step_cost()?, space.count())
                 .map(Some)
-                .map_err(|e| e.to_string())
+                .map_err(Error::from)
         }
         _ => Ok(None),
     }
@@ -619,12 +591,12 @@ fn state_count(config: &Config) -> usize {
 /// The recorder a run of `config` records in: one histogram per request
 /// state for `per-state` (`Recorder::with_states`, whose engine-wide
 /// snapshot is their sum), one for the other policies.
-pub fn recorder(config: &Config) -> Result<Recorder, String> {
+pub fn recorder(config: &Config) -> Result<Recorder, Error> {
     match config.policy {
         PolicySpec::PerState => Recorder::with_states(config.max_draft_len, state_count(config)),
         _ => Recorder::new(config.max_draft_len),
     }
-    .map_err(|e| e.to_string())
+    .map_err(Error::from)
 }
 
 /// The plan that holds the policy's choice, for a `/metrics` gauge: for
@@ -633,7 +605,7 @@ pub fn recorder(config: &Config) -> Result<Recorder, String> {
 /// `static:K`, a plan of `K` that never changes; `None` for the peer rules,
 /// which choose per engine thread, and for `per-state`, which has one length
 /// per state.
-pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, String> {
+pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, Error> {
     config.validate()?;
     Ok(match config.policy {
         PolicySpec::Adaptive => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
@@ -660,60 +632,35 @@ pub fn run(
     plan: Option<&Arc<SharedPlan>>,
     stop: &AtomicBool,
     events: &dyn Events,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     config.validate()?;
     if recorder.max_draft_len() != config.max_draft_len {
-        return Err("the recorder's K is not the config's".into());
+        return Err(Error::RecorderLength);
     }
-    let mut controller = controller(config)?;
-    let plan = controller.as_ref().map(|c| {
-        let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
-        plan.publish(c.plan());
-        plan
-    });
-    let mut state_controller = state_controller(config)?;
-    if state_controller.is_some() && recorder.states() < state_count(config) {
-        return Err(format!(
-            "per-state needs a recorder with {} request states (engine::recorder)",
-            state_count(config)
-        ));
-    }
-    let state_table = match (&state_controller, config.state_space) {
-        (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
-        _ => None,
-    };
-    let state_plan = match (&state_controller, config.state_space) {
-        (Some(c), None) => Some(Arc::new(SharedStatePlan::new(c.plan()))),
-        _ => None,
-    };
+    let mut plans = Plans::new(config, recorder, plan)?;
     let policies = (0..config.workers)
         .map(|index| {
             make_policy(
                 config,
                 index,
-                plan.as_ref(),
-                state_plan.as_ref(),
-                state_table.as_ref(),
+                plans.plan.as_ref(),
+                plans.state_plan.as_ref(),
+                plans.state_table.as_ref(),
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let record_states = plans.state_plan.is_some() || plans.state_table.is_some();
     let live: Vec<Live> = policies.iter().map(|p| Live::new(p.chosen())).collect();
-    let done = AtomicBool::new(false);
-    // Set by an engine thread that panics, so that a real-time coordinator
-    // stops (in virtual time the broken barrier stops it).
-    let failed = AtomicBool::new(false);
-    let barrier = Barrier::new(config.workers + 1);
-    let started = Instant::now();
     let mut coordinator = Coordinator {
         config,
         recorder,
         events,
         live: &live,
-        controller: controller.as_mut(),
-        plan: plan.as_deref(),
-        state_controller: state_controller.as_mut(),
-        state_plan: state_plan.as_deref(),
-        state_table: state_table.as_deref(),
+        controller: plans.controller.as_mut(),
+        plan: plans.plan.as_deref(),
+        state_controller: plans.state_controller.as_mut(),
+        state_plan: plans.state_plan.as_deref(),
+        state_table: plans.state_table.as_deref(),
         previous: recorder.snapshot(),
         previous_update: recorder.snapshot(),
         previous_states: recorder.snapshot_by_state(),
@@ -726,73 +673,24 @@ pub fn run(
         interval_controller: None,
         interval_state_controller: None,
     };
-
-    let (stats, run_secs, ran_to_the_end) = thread::scope(|scope| {
-        let handles: Vec<_> = policies
-            .into_iter()
-            .enumerate()
-            .map(|(index, policy)| {
-                let (live, done, barrier, failed) = (&live[index], &done, &barrier, &failed);
-                let mut engine =
-                    Engine::new(index, config, recorder.worker(), policy, live, events);
-                engine.record_states = state_plan.is_some() || state_table.is_some();
-                thread::Builder::new()
-                    .name(format!("engine-{index}"))
-                    .spawn_scoped(scope, move || {
-                        // Relaxed: the coordinator polls it; the join orders
-                        // the rest.
-                        let _guard =
-                            BreakOnPanic::new(barrier, || failed.store(true, Ordering::Relaxed));
-                        if config.virtual_time {
-                            engine.run_virtual(barrier, done, stop);
-                        } else {
-                            engine.run_real(started, done);
-                        }
-                        (engine.stats, engine.finished)
-                    })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("cannot start an engine thread: {e}"))?;
-        // A panic of the coordinator (this thread) must not leave the
-        // engine threads waiting at the barrier or polling `done`, or the
-        // scope's joins would hang instead of the panic going on.
-        // Relaxed: as `done` below.
-        let guard = BreakOnPanic::new(&barrier, || done.store(true, Ordering::Relaxed));
-        let (run_secs, ran_to_the_end) = if config.virtual_time {
-            coordinator.run_virtual(&barrier, &done, stop)
-        } else {
-            coordinator.run_real(started, &failed, stop)
-        };
-        drop(guard);
-        // Relaxed: real-time engine threads poll it; the joins below order
-        // everything they did before our reads.
-        done.store(true, Ordering::Relaxed);
-        let stats = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|p| format!("an engine thread panicked: {}", panic_message(&*p)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if !config.virtual_time {
-            // Every step is recorded now: the last, partial interval.
-            coordinator.tick(run_secs, true);
-        }
-        Ok::<_, String>((stats, run_secs, ran_to_the_end))
-    })?;
+    let Ran {
+        stats,
+        run_secs,
+        ran_to_the_end,
+    } = coordinator.run_with_engines(policies, record_states, stop)?;
 
     let requests_finished = stats.iter().map(|s| s.1).sum();
     let mut total = EngineStats::default();
     for (s, _) in &stats {
         total.add(s);
     }
-    let controller = controller.map(|c| ControllerFigures {
+    let controller = plans.controller.map(|c| ControllerFigures {
         updates: c.updates(),
         switches: c.switches(),
         regime_changes: c.regime_changes(),
         draft_len: c.draft_len(),
     });
-    let state_controller = state_controller.map(|c| {
+    let state_controller = plans.state_controller.map(|c| {
         let states = || (0..c.states()).filter_map(|s| c.controller_at(s));
         StateControllerFigures {
             updates: c.controller(RequestState::new()).updates(),
@@ -806,6 +704,63 @@ pub fn run(
         requests_finished,
         ran_to_the_end,
     })
+}
+
+/// What the engine threads and the coordinator did: each engine thread's
+/// counts and requests finished, the run's length (seconds) and whether it
+/// ran to its end.
+struct Ran {
+    stats: Vec<(EngineStats, u64)>,
+    run_secs: f64,
+    ran_to_the_end: bool,
+}
+
+/// The controllers of a run and the plans they publish (each `None` when
+/// the policy has none): the controller's shared plan (`plan`, if given,
+/// else a new one), and the state controller's per-state plan or, with a
+/// state space, its table.
+struct Plans {
+    controller: Option<DraftController>,
+    plan: Option<Arc<SharedPlan>>,
+    state_controller: Option<StateController>,
+    state_table: Option<Arc<SharedStateTable>>,
+    state_plan: Option<Arc<SharedStatePlan>>,
+}
+
+impl Plans {
+    fn new(
+        config: &Config,
+        recorder: &Recorder,
+        plan: Option<&Arc<SharedPlan>>,
+    ) -> Result<Self, Error> {
+        let controller = controller(config)?;
+        let plan = controller.as_ref().map(|c| {
+            let plan = plan.map_or_else(|| Arc::new(SharedPlan::new(c.plan())), Arc::clone);
+            plan.publish(c.plan());
+            plan
+        });
+        let state_controller = state_controller(config)?;
+        if state_controller.is_some() && recorder.states() < state_count(config) {
+            return Err(Error::RecorderStates {
+                needed: state_count(config),
+            });
+        }
+        let state_table = match (&state_controller, config.state_space) {
+            (Some(c), Some(_)) => Some(Arc::new(c.shared_table())),
+            _ => None,
+        };
+        let state_plan = match (&state_controller, config.state_space) {
+            (Some(c), None) => Some(Arc::new(SharedStatePlan::new(c.plan()))),
+            _ => None,
+        };
+        Ok(Self {
+            controller,
+            plan,
+            state_controller,
+            state_table,
+            state_plan,
+        })
+    }
 }
 
 /// What the trace says of request `index`'s output position `t` (`None`
@@ -832,19 +787,19 @@ fn make_policy(
     plan: Option<&Arc<SharedPlan>>,
     state_plan: Option<&Arc<SharedStatePlan>>,
     state_table: Option<&Arc<SharedStateTable>>,
-) -> Result<Box<dyn Policy>, String> {
+) -> Result<Box<dyn Policy>, Error> {
     // The peer rules take a linear cost (a table's end points).
     let cost = config.linear_cost();
     match config.policy {
         PolicySpec::PerState => match state_table {
             Some(table) => Ok(Box::new(PerStateTable::new(Arc::clone(table)))),
             None => Ok(Box::new(PerState::new(Arc::clone(
-                state_plan.ok_or("per-state needs a state plan")?,
+                state_plan.ok_or(Error::MissingPlan("per-state needs a state plan"))?,
             )))),
         },
         PolicySpec::Static(k) => Ok(Box::new(Static::new(k))),
         PolicySpec::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
-            plan.ok_or("adaptive needs a plan")?,
+            plan.ok_or(Error::MissingPlan("adaptive needs a plan"))?,
         )))),
         PolicySpec::Sglang => Ok(Box::new(Sglang::new(config.max_draft_len))),
         PolicySpec::Oracle => Ok(Box::new(Oracle::default())),
@@ -1050,6 +1005,86 @@ struct Coordinator<'a> {
 }
 
 impl Coordinator<'_> {
+    /// Runs one engine thread per policy (recording in request states if
+    /// `record_states`) and this coordinator beside them until the run ends
+    /// or `stop` is set; returns each engine thread's counts and requests
+    /// finished, the run's length and whether it ran to its end ([`Ran`]).
+    fn run_with_engines(
+        &mut self,
+        policies: Vec<Box<dyn Policy>>,
+        record_states: bool,
+        stop: &AtomicBool,
+    ) -> Result<Ran, Error> {
+        let (config, recorder, events, live) = (self.config, self.recorder, self.events, self.live);
+        let done = AtomicBool::new(false);
+        // Set by an engine thread that panics, so that a real-time coordinator
+        // stops (in virtual time the broken barrier stops it).
+        let failed = AtomicBool::new(false);
+        let barrier = Barrier::new(config.workers + 1);
+        let started = Instant::now();
+        thread::scope(|scope| {
+            let handles: Vec<_> = policies
+                .into_iter()
+                .enumerate()
+                .map(|(index, policy)| {
+                    let (live, done, barrier, failed) = (&live[index], &done, &barrier, &failed);
+                    let mut engine =
+                        Engine::new(index, config, recorder.worker(), policy, live, events);
+                    engine.record_states = record_states;
+                    thread::Builder::new()
+                        .name(format!("engine-{index}"))
+                        .spawn_scoped(scope, move || {
+                            // Relaxed: the coordinator polls it; the join orders
+                            // the rest.
+                            let _guard = BreakOnPanic::new(barrier, || {
+                                failed.store(true, Ordering::Relaxed)
+                            });
+                            if config.virtual_time {
+                                engine.run_virtual(barrier, done, stop);
+                            } else {
+                                engine.run_real(started, done);
+                            }
+                            (engine.stats, engine.finished)
+                        })
+                })
+                .collect::<Result<_, _>>()
+                .map_err(|source| Error::Spawn {
+                    what: "an engine thread",
+                    source,
+                })?;
+            // A panic of the coordinator (this thread) must not leave the
+            // engine threads waiting at the barrier or polling `done`, or the
+            // scope's joins would hang instead of the panic going on.
+            // Relaxed: as `done` below.
+            let guard = BreakOnPanic::new(&barrier, || done.store(true, Ordering::Relaxed));
+            let (run_secs, ran_to_the_end) = if config.virtual_time {
+                self.run_virtual(&barrier, &done, stop)
+            } else {
+                self.run_real(started, &failed, stop)
+            };
+            drop(guard);
+            // Relaxed: real-time engine threads poll it; the joins below order
+            // everything they did before our reads.
+            done.store(true, Ordering::Relaxed);
+            let stats = handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|p| Error::Panicked(panic_message(&*p).to_owned()))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if !config.virtual_time {
+                // Every step is recorded now: the last, partial interval.
+                self.tick(run_secs, true);
+            }
+            Ok(Ran {
+                stats,
+                run_secs,
+                ran_to_the_end,
+            })
+        })
+    }
+
     /// Every tick: wait for every engine thread at the barrier, update,
     /// let them go on. Returns the run's length and whether it ran to its
     /// end.
@@ -1155,50 +1190,68 @@ impl Coordinator<'_> {
         // A real-time run stopped right after a tick leaves an empty last
         // tick: nothing to update.
         if !(last && since_update.is_empty()) {
-            if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
-                let regime_changes = controller.regime_changes();
-                let (_, regime) = self
-                    .interval_controller
-                    .get_or_insert((controller.draft_len(), false));
-                controller.update(&since_update);
-                plan.publish(controller.plan());
-                *regime |= controller.regime_changes() > regime_changes;
-            }
-            if let Some(controller) = self.state_controller.as_deref_mut() {
-                // The windows of every state since the last update, in
-                // `RequestState::index` order.
-                let states = self.recorder.snapshot_by_state();
-                let windows: Vec<AcceptanceHistogram> = states
-                    .iter()
-                    .zip(&self.previous_update_states)
-                    .map(|(now, before)| {
-                        now.delta_since(before)
-                            .expect("snapshots of one recorder never decrease")
-                    })
-                    .collect();
-                let regime_changes = state_regime_changes(controller);
-                let (_, regime) = self
-                    .interval_state_controller
-                    .get_or_insert((state_draft_lens(controller), false));
-                controller.update(&windows);
-                if let Some(plan) = self.state_plan {
-                    plan.publish(controller.plan());
-                }
-                if let Some(table) = self.state_table {
-                    controller.publish(table);
-                }
-                *regime |= state_regime_changes(controller) > regime_changes;
-                self.previous_update_states = states;
-            }
+            self.update_controller(&since_update);
+            self.update_state_controller();
             self.previous_update = now.clone();
         }
         self.tick += 1;
         // Float tolerance: tick and interval ends are sums of milliseconds.
         let interval_ends =
             self.config.ticks_by_steps() || end_s >= self.config.interval_end(self.index) - 1e-9;
-        if !(interval_ends || last) {
-            return;
+        if interval_ends || last {
+            self.end_interval(now, end_s, last);
         }
+    }
+
+    /// Feeds the controller (if any) what was recorded since its last
+    /// update, and publishes its plan.
+    fn update_controller(&mut self, since_update: &AcceptanceHistogram) {
+        if let (Some(controller), Some(plan)) = (self.controller.as_deref_mut(), self.plan) {
+            let regime_changes = controller.regime_changes();
+            let (_, regime) = self
+                .interval_controller
+                .get_or_insert((controller.draft_len(), false));
+            controller.update(since_update);
+            plan.publish(controller.plan());
+            *regime |= controller.regime_changes() > regime_changes;
+        }
+    }
+
+    /// Feeds the state controller (if any) every state's window since its
+    /// last update, and publishes its plan or table.
+    fn update_state_controller(&mut self) {
+        if let Some(controller) = self.state_controller.as_deref_mut() {
+            // The windows of every state since the last update, in
+            // `RequestState::index` order.
+            let states = self.recorder.snapshot_by_state();
+            let windows: Vec<AcceptanceHistogram> = states
+                .iter()
+                .zip(&self.previous_update_states)
+                .map(|(now, before)| {
+                    now.delta_since(before)
+                        .expect("snapshots of one recorder never decrease")
+                })
+                .collect();
+            let regime_changes = state_regime_changes(controller);
+            let (_, regime) = self
+                .interval_state_controller
+                .get_or_insert((state_draft_lens(controller), false));
+            controller.update(&windows);
+            if let Some(plan) = self.state_plan {
+                plan.publish(controller.plan());
+            }
+            if let Some(table) = self.state_table {
+                controller.publish(table);
+            }
+            *regime |= state_regime_changes(controller) > regime_changes;
+            self.previous_update_states = states;
+        }
+    }
+
+    /// Ends the interval at `end_s` (`now` being the recorder's snapshot):
+    /// reports it to the events, unless it is a real-time run's empty last
+    /// one.
+    fn end_interval(&mut self, now: AcceptanceHistogram, end_s: f64, last: bool) {
         let delta = now
             .delta_since(&self.previous)
             .expect("snapshots of one recorder never decrease");
@@ -1207,48 +1260,13 @@ impl Coordinator<'_> {
         if last && !self.config.virtual_time && delta.is_empty() {
             return;
         }
-        let controller = match (self.controller.as_deref(), self.interval_controller.take()) {
-            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
-                draft_len: controller.draft_len(),
-                explore_len: controller.plan().explore_len(),
-                previous,
-                regime_change,
-                dispersion: controller.dispersion(),
-            }),
-            _ => None,
-        };
-        let mut sum = Counts::default();
-        for (i, live) in self.live.iter().enumerate() {
-            let (counts, chosen) = live.read();
-            sum.add(&counts.since(&self.previous_live[i]));
-            self.previous_live[i] = counts;
-            self.chosen[i] = chosen;
-        }
+        let controller = self.controller_step();
+        let sum = self.live_since_interval();
         let start_s = self.start_s;
         let phases = self.config.phases();
         // The phase the interval is mostly in (its middle's).
         let phase = phases.phase_at((start_s + end_s) / 2.0);
-        let state_controller = match (
-            self.state_controller.as_deref(),
-            self.interval_state_controller.take(),
-        ) {
-            (Some(controller), Some((previous, regime_change))) => {
-                let states = self.recorder.snapshot_by_state();
-                let steps_by_state = states
-                    .iter()
-                    .zip(&self.previous_states)
-                    .map(|(now, before)| now.num_spec_steps() - before.num_spec_steps())
-                    .collect();
-                self.previous_states = states;
-                Some(StateControllerStep {
-                    draft_lens: state_draft_lens(controller),
-                    previous,
-                    regime_change,
-                    steps_by_state,
-                })
-            }
-            _ => None,
-        };
+        let state_controller = self.state_controller_step();
         self.events.interval(&Interval {
             start_s,
             end_s,
@@ -1268,6 +1286,59 @@ impl Coordinator<'_> {
         self.previous = now;
         self.index += 1;
         self.start_s = end_s;
+    }
+
+    /// What the controller did in the interval now ending.
+    fn controller_step(&mut self) -> Option<ControllerStep> {
+        match (self.controller.as_deref(), self.interval_controller.take()) {
+            (Some(controller), Some((previous, regime_change))) => Some(ControllerStep {
+                draft_len: controller.draft_len(),
+                explore_len: controller.plan().explore_len(),
+                previous,
+                regime_change,
+                dispersion: controller.dispersion(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The engine threads' counts since the last interval ended (and the
+    /// length each chose last).
+    fn live_since_interval(&mut self) -> Counts {
+        let mut sum = Counts::default();
+        for (i, live) in self.live.iter().enumerate() {
+            let (counts, chosen) = live.read();
+            sum.add(&counts.since(&self.previous_live[i]));
+            self.previous_live[i] = counts;
+            self.chosen[i] = chosen;
+        }
+        sum
+    }
+
+    /// What the state controller did in the interval now ending, and the
+    /// verify steps of each state in it.
+    fn state_controller_step(&mut self) -> Option<StateControllerStep> {
+        match (
+            self.state_controller.as_deref(),
+            self.interval_state_controller.take(),
+        ) {
+            (Some(controller), Some((previous, regime_change))) => {
+                let states = self.recorder.snapshot_by_state();
+                let steps_by_state = states
+                    .iter()
+                    .zip(&self.previous_states)
+                    .map(|(now, before)| now.num_spec_steps() - before.num_spec_steps())
+                    .collect();
+                self.previous_states = states;
+                Some(StateControllerStep {
+                    draft_lens: state_draft_lens(controller),
+                    previous,
+                    regime_change,
+                    steps_by_state,
+                })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -1327,9 +1398,99 @@ struct Recording<'a> {
     policy: &'a mut dyn Policy,
     outcomes: &'a mut Vec<(usize, usize)>,
     rule: StateRule,
+    /// The engine thread's draws, and the workload of a step in `phase`
+    /// (for a request not on a trace).
+    rng: &'a mut Rng,
+    phases: &'a Phases,
+    phase: usize,
+    /// A traced request that found no match moves its state on (a state
+    /// space tells the step after a no-match).
+    after_no_match: bool,
 }
 
 impl Recording<'_> {
+    /// Request `index` (in state `state_index`) on a trace, given `len`
+    /// tokens to draft at output position `position`: the trace says what
+    /// the drafter proposes and the verifier accepts (no draw). Returns the
+    /// tokens generated and the tokens drafted.
+    fn traced(
+        &mut self,
+        index: usize,
+        state_index: usize,
+        request: &mut Request,
+        len: usize,
+        position: Position,
+    ) -> (u64, u64) {
+        let drafted = len.min(usize::from(position.proposal));
+        let gain = if drafted == 0 {
+            // Nothing proposed (no match, or the policy drafted
+            // nothing): an undrafted step, not a k = 0 row.
+            self.worker.observe_undrafted();
+            request.metrics.observe_undrafted();
+            if position.proposal == 0 && self.after_no_match {
+                // The drafter found no match: its next step is
+                // one "after a no-match".
+                request.state = request.state.after_undrafted();
+            }
+            1
+        } else {
+            let accepted = drafted.min(usize::from(position.matched));
+            // Never an error: drafted <= K (the lengths are clamped)
+            // and accepted <= drafted.
+            self.verify_step(index, state_index, request, drafted, accepted, accepted);
+            accepted + 1
+        };
+        // The bonus token too, but never past the output's end.
+        let gain = gain.min(request.output_len - request.generated);
+        request.generated += gain;
+        (gain as u64, drafted as u64)
+    }
+
+    /// Request `index` (in state `state_index`) of the drawn workload, given
+    /// `len` tokens to draft: its condition, a grammar's cut, the
+    /// verifier's acceptance, drawn. Returns the tokens generated and the
+    /// tokens drafted.
+    fn drawn(
+        &mut self,
+        index: usize,
+        state_index: usize,
+        request: &mut Request,
+        len: usize,
+    ) -> (u64, u64) {
+        // A bursty request may change condition (one draw, bursty only).
+        self.phases.advance(self.rng, &mut request.traits);
+        if self.rng.chance(UNDRAFTED_SHARE) {
+            // Nothing drafted: not a k = 0 row (an undrafted step).
+            self.worker.observe_undrafted();
+            request.metrics.observe_undrafted();
+            request.generated += 1;
+            return (1, 0);
+        }
+        // The grammar of a structured-output request cuts some drafts
+        // short, sometimes to nothing (k = 0).
+        let drafted = if request.traits.structured {
+            grammar_cut(self.rng, len)
+        } else {
+            len
+        };
+        let accepted = verify(
+            self.rng,
+            drafted,
+            self.phases.acceptance(self.phase, &request.traits),
+        );
+        // Rarely, a grammar invalidates drafts after the verifier
+        // sampled them, so the engine reports a > k: rejected and
+        // counted in num_rejected_observations, never in a bucket.
+        let reported = if request.traits.structured && drafted < len && grammar_rejects(self.rng) {
+            drafted + 1
+        } else {
+            accepted
+        };
+        self.verify_step(index, state_index, request, drafted, reported, accepted);
+        request.generated += accepted + 1; // the bonus token
+        (accepted as u64 + 1, drafted as u64)
+    }
+
     /// Request `index` (in state `state_index`) drafted `drafted` and the
     /// verifier accepted `accepted`; the engine reports `reported` (a
     /// grammar may make it `drafted + 1`: rejected and counted, never in a
@@ -1512,6 +1673,60 @@ impl<'a> Engine<'a> {
         let admitted = std::mem::take(&mut self.admitted);
         let phase = self.phases.phase_at(now);
         let settled = now >= self.phases.phase_start(phase) + self.settle_secs;
+        self.choose_lens();
+        // The step's cost is paid for the mean drafted per request; it
+        // records that mean, rounded, as its scheduled budget (see the
+        // policy module's docs).
+        let draft_len = mean_draft_len(&self.lens);
+        let budget = scheduled_budget(&self.lens);
+        let chosen = self.policy.chosen();
+        let plan_key = self.policy.plan_key();
+        let switched = plan_key != self.plan_key;
+        self.plan_key = plan_key;
+        // The scheduler's own choice, 0 included; never above K (the
+        // lengths are clamped above), so never an error.
+        let _ = self.worker.observe_scheduled(budget);
+
+        let (tokens, drafted_sum) = self.verify_batch(phase);
+        self.policy.after_step(budget, &self.outcomes);
+        let cost = match self.config.model.cost_rule {
+            CostRule::Scheduled => self.config.cost_at(draft_len),
+            CostRule::Drafted => self
+                .config
+                .cost_at(drafted_sum as f64 / self.batch.len().max(1) as f64),
+        };
+        let counts = Counts {
+            steps: 1,
+            budget_sum: draft_len,
+            tokens,
+            switches: u64::from(switched),
+            cost_units: cost,
+            request_steps: self.batch.len() as u64,
+            drafted: drafted_sum,
+        };
+        self.stats.record(phase, settled, &counts);
+        self.counts.add(&counts);
+        self.live.publish(&self.counts, chosen);
+        self.step += 1;
+        let seconds = cost * self.config.step_us as f64 * 1e-6;
+        let batch = self.batch.len();
+        let finished = self.retire(now + seconds);
+        self.events.engine_step(&EngineStep {
+            engine: self.index,
+            seconds,
+            batch,
+            tokens,
+            admitted,
+            finished,
+            budget,
+            draft_len,
+        });
+        cost
+    }
+
+    /// What the policy sees of each request of the batch (`views`), and the
+    /// length it gives each (`lens`).
+    fn choose_lens(&mut self) {
         // The policy's length for each request of the batch, never above K
         // (clamped, not rejected: the step still happens).
         let rule = self.config.state_rule;
@@ -1551,134 +1766,37 @@ impl<'a> Engine<'a> {
         for len in &mut self.lens {
             *len = (*len).min(self.config.max_draft_len);
         }
-        // The step's cost is paid for the mean drafted per request; it
-        // records that mean, rounded, as its scheduled budget (see the
-        // policy module's docs).
-        let draft_len = mean_draft_len(&self.lens);
-        let budget = scheduled_budget(&self.lens);
-        let chosen = self.policy.chosen();
-        let plan_key = self.policy.plan_key();
-        let switched = plan_key != self.plan_key;
-        self.plan_key = plan_key;
-        // The scheduler's own choice, 0 included; never above K (the
-        // lengths are clamped above), so never an error.
-        let _ = self.worker.observe_scheduled(budget);
+    }
 
+    /// Every request's verify step of a step in phase `phase`, at the
+    /// lengths [`choose_lens`](Self::choose_lens) gave: recorded, and told
+    /// to the policy (`outcomes`). Returns the tokens generated and the
+    /// tokens drafted.
+    fn verify_batch(&mut self, phase: usize) -> (u64, u64) {
         self.outcomes.clear();
-        let mut tokens = 0u64;
-        let mut drafted_sum = 0u64;
-        let rng = &mut self.rng;
         let mut recording = Recording {
             worker: &self.worker,
             record_states: self.record_states,
             policy: self.policy.as_mut(),
             outcomes: &mut self.outcomes,
-            rule,
+            rule: self.config.state_rule,
+            rng: &mut self.rng,
+            phases: &self.phases,
+            phase,
+            after_no_match: self.config.state_space.is_some(),
         };
+        let (mut tokens, mut drafted_sum) = (0u64, 0u64);
         for (index, request) in self.batch.iter_mut().enumerate() {
-            let state_index = self.views[index].state_index;
-            if let Some(position) = self.views[index].position {
-                // A traced request: the trace says what the drafter
-                // proposes and the verifier accepts (no draw).
-                let drafted = self.lens[index].min(usize::from(position.proposal));
-                let gain = if drafted == 0 {
-                    // Nothing proposed (no match, or the policy drafted
-                    // nothing): an undrafted step, not a k = 0 row.
-                    recording.worker.observe_undrafted();
-                    request.metrics.observe_undrafted();
-                    if position.proposal == 0 && self.config.state_space.is_some() {
-                        // The drafter found no match: its next step is
-                        // one "after a no-match".
-                        request.state = request.state.after_undrafted();
-                    }
-                    1
-                } else {
-                    let accepted = drafted.min(usize::from(position.matched));
-                    // Never an error: drafted <= K (the lengths are clamped)
-                    // and accepted <= drafted.
-                    recording.verify_step(index, state_index, request, drafted, accepted, accepted);
-                    drafted_sum += drafted as u64;
-                    accepted + 1
-                };
-                // The bonus token too, but never past the output's end.
-                let gain = gain.min(request.output_len - request.generated);
-                request.generated += gain;
-                tokens += gain as u64;
-                continue;
-            }
-            // A bursty request may change condition (one draw, bursty only).
-            self.phases.advance(rng, &mut request.traits);
-            if rng.chance(UNDRAFTED_SHARE) {
-                // Nothing drafted: not a k = 0 row (an undrafted step).
-                recording.worker.observe_undrafted();
-                request.metrics.observe_undrafted();
-                request.generated += 1;
-                tokens += 1;
-                continue;
-            }
+            let view = &self.views[index];
             let len = self.lens[index];
-            // The grammar of a structured-output request cuts some drafts
-            // short, sometimes to nothing (k = 0).
-            let drafted = if request.traits.structured && len > 0 {
-                let r = rng.unit();
-                if r < 0.5 {
-                    len
-                } else if r < 0.88 {
-                    rng.below(len)
-                } else {
-                    0
-                }
-            } else {
-                len
+            let (gained, drafted) = match view.position {
+                Some(position) => recording.traced(index, view.state_index, request, len, position),
+                None => recording.drawn(index, view.state_index, request, len),
             };
-            let accepted = verify(rng, drafted, self.phases.acceptance(phase, &request.traits));
-            // Rarely, a grammar invalidates drafts after the verifier
-            // sampled them, so the engine reports a > k: rejected and
-            // counted in num_rejected_observations, never in a bucket.
-            let reported = if request.traits.structured && drafted < len && rng.below(2_000) == 0 {
-                drafted + 1
-            } else {
-                accepted
-            };
-            recording.verify_step(index, state_index, request, drafted, reported, accepted);
-            drafted_sum += drafted as u64;
-            request.generated += accepted + 1; // the bonus token
-            tokens += accepted as u64 + 1;
+            tokens += gained;
+            drafted_sum += drafted;
         }
-        self.policy.after_step(budget, &self.outcomes);
-        let cost = match self.config.model.cost_rule {
-            CostRule::Scheduled => self.config.cost_at(draft_len),
-            CostRule::Drafted => self
-                .config
-                .cost_at(drafted_sum as f64 / self.batch.len().max(1) as f64),
-        };
-        let counts = Counts {
-            steps: 1,
-            budget_sum: draft_len,
-            tokens,
-            switches: u64::from(switched),
-            cost_units: cost,
-            request_steps: self.batch.len() as u64,
-            drafted: drafted_sum,
-        };
-        self.stats.record(phase, settled, &counts);
-        self.counts.add(&counts);
-        self.live.publish(&self.counts, chosen);
-        self.step += 1;
-        let seconds = cost * self.config.step_us as f64 * 1e-6;
-        let batch = self.batch.len();
-        let finished = self.retire(now + seconds);
-        self.events.engine_step(&EngineStep {
-            engine: self.index,
-            seconds,
-            batch,
-            tokens,
-            admitted,
-            finished,
-            budget,
-            draft_len,
-        });
-        cost
+        (tokens, drafted_sum)
     }
 
     /// Admits the next request; `false` when there is none (each traced
@@ -1823,7 +1941,7 @@ mod tests {
     fn run_panicking(
         config: Config,
         in_engine: bool,
-    ) -> std::thread::Result<Result<Outcome, String>> {
+    ) -> std::thread::Result<Result<Outcome, Error>> {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let outcome = std::panic::catch_unwind(|| {
@@ -1850,7 +1968,10 @@ mod tests {
             let error = run_panicking(config, true)
                 .expect("an engine's panic is an error, not a panic of the run")
                 .expect_err("a run whose engine panicked cannot succeed");
-            assert!(error.contains("engine 1 broke"), "{error}");
+            assert!(
+                matches!(&error, Error::Panicked(m) if m.contains("engine 1 broke")),
+                "{error}"
+            );
         }
     }
 
@@ -2091,18 +2212,17 @@ mod tests {
             workers: 2,
             ..base.clone()
         };
-        assert!(
-            two.validate()
-                .unwrap_err()
-                .contains("engine thread 1 would have none")
-        );
+        assert!(matches!(
+            two.validate(),
+            Err(Error::TooFewTracedRequests { idle: 1, .. })
+        ));
         let above = Config {
             max_draft_len: 65,
             ..base.clone()
         };
         assert!(above.validate().is_err());
         let oracle = config(PolicySpec::Oracle);
-        assert!(oracle.validate().unwrap_err().contains("needs a trace"));
+        assert!(matches!(oracle.validate(), Err(Error::OracleWithoutTraces)));
         let untraced = Config {
             traces: None,
             ..base.clone()
@@ -2116,12 +2236,10 @@ mod tests {
             },
             ..base
         };
-        assert!(
-            real_time_steps
-                .validate()
-                .unwrap_err()
-                .contains("virtual time")
-        );
+        assert!(matches!(
+            real_time_steps.validate(),
+            Err(Error::StepsPerUpdateInRealTime)
+        ));
     }
 
     #[test]

@@ -41,9 +41,13 @@
 //!   tokens, inter-token latency) exported next to the
 //!   speculative-decoding families, so vLLM's dashboards work against the
 //!   demo.
+//! - [`error`]: the simulator's errors, which name settings rather than
+//!   any program's flags (each program names them by its own).
 //! - [`barrier`]: the barrier of a virtual-time run, which a panicking
 //!   thread breaks so the run fails instead of hanging.
 //! - [`rng`]: the seeded random numbers every part draws from.
+//! - [`stdio`]: whether standard output was closed before the start
+//!   (`>&-`), for the programs.
 //! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
 //!   propose at each output position and how much of it the output
 //!   confirms): the format `specdec-metrics ngram` writes, its reader and
@@ -57,10 +61,12 @@ pub mod barrier;
 pub mod engine;
 #[cfg(feature = "demo")]
 pub mod engine_metrics;
+pub mod error;
 pub mod peers;
 pub mod policy;
 pub mod rng;
 pub mod state_rule;
+pub mod stdio;
 pub mod summary;
 pub mod trace;
 pub mod trace_set;

@@ -336,11 +336,11 @@ impl PolicySpec {
     }
 
     /// Checks the policy against `--max-draft-len`.
-    pub fn check(self, max_draft_len: usize) -> Result<(), String> {
+    pub fn check(self, max_draft_len: usize) -> Result<(), crate::error::Error> {
         match self {
-            PolicySpec::Static(k) if k > max_draft_len => Err(format!(
-                "--policy static:{k}: the draft length is above --max-draft-len {max_draft_len}"
-            )),
+            PolicySpec::Static(k) if k > max_draft_len => {
+                Err(crate::error::Error::StaticAboveMax { k, max_draft_len })
+            }
             _ => Ok(()),
         }
     }
@@ -474,12 +474,13 @@ mod tests {
                 .unwrap_err()
                 .contains("not a policy")
         );
-        assert!(
-            PolicySpec::Static(9)
-                .check(8)
-                .unwrap_err()
-                .contains("above --max-draft-len")
-        );
+        assert!(matches!(
+            PolicySpec::Static(9).check(8),
+            Err(crate::error::Error::StaticAboveMax {
+                k: 9,
+                max_draft_len: 8
+            })
+        ));
         assert!(PolicySpec::Static(8).check(8).is_ok());
     }
 }

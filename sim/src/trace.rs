@@ -455,18 +455,7 @@ fn parse_request(
     cap: usize,
     max_n: Option<usize>,
 ) -> Result<TraceRequest, TraceError> {
-    let id = match object.remove("id") {
-        None => Value::from(line),
-        Some(id @ Value::String(_)) => id,
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Value::Number(n),
-        Some(other) => {
-            return Err(TraceError::new(
-                line,
-                Some("id"),
-                format!("must be a string or an integer, not {}", kind(&other)),
-            ));
-        }
-    };
+    let id = parse_id(line, &mut object)?;
     let count =
         |object: &Map<String, Value>, key: &'static str, required: bool| match object.get(key) {
             None if required => Err(TraceError::new(line, Some(key), "missing")),
@@ -477,45 +466,8 @@ fn parse_request(
         };
     let prompt_tokens = count(&object, "prompt_tokens", false)?;
     let output_tokens = count(&object, "output_tokens", true)?;
-    let positions = output_tokens.saturating_sub(1);
     let array = |object: &mut Map<String, Value>, key: &'static str, limit: usize| {
-        let Some(value) = object.remove(key) else {
-            return Err(TraceError::new(line, Some(key), "missing"));
-        };
-        let Value::Array(items) = value else {
-            return Err(TraceError::new(
-                line,
-                Some(key),
-                format!("must be an array, not {}", kind(&value)),
-            ));
-        };
-        if items.len() as u64 != positions {
-            return Err(TraceError::new(
-                line,
-                Some(key),
-                format!(
-                    "has {} entries, but output_tokens {output_tokens} needs {positions} (one per position after the first)",
-                    items.len()
-                ),
-            ));
-        }
-        items
-            .iter()
-            .enumerate()
-            .map(|(j, v)| match v.as_u64() {
-                Some(x) if x <= limit as u64 => Ok(x as u8),
-                Some(x) => Err(TraceError::new(
-                    line,
-                    Some(key),
-                    format!("entry {j} is {x}, above the limit {limit}"),
-                )),
-                None => Err(TraceError::new(
-                    line,
-                    Some(key),
-                    format!("entry {j} is not a non-negative integer"),
-                )),
-            })
-            .collect::<Result<Vec<u8>, _>>()
+        position_array(line, object, key, limit, output_tokens)
     };
     let proposal = array(&mut object, "proposal", cap)?;
     let matched = array(&mut object, "match", cap)?;
@@ -524,7 +476,89 @@ fn parse_request(
     } else {
         None
     };
-    for (j, (&l, &m)) in proposal.iter().zip(&matched).enumerate() {
+    check_matches(line, &proposal, &matched, output_tokens)?;
+    Ok(TraceRequest {
+        id,
+        prompt_tokens,
+        output_tokens,
+        proposal,
+        matched,
+        ngram,
+    })
+}
+
+/// A request's `id`: a string or an integer, its line number without one.
+fn parse_id(line: u64, object: &mut Map<String, Value>) -> Result<Value, TraceError> {
+    match object.remove("id") {
+        None => Ok(Value::from(line)),
+        Some(id @ Value::String(_)) => Ok(id),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Value::Number(n)),
+        Some(other) => Err(TraceError::new(
+            line,
+            Some("id"),
+            format!("must be a string or an integer, not {}", kind(&other)),
+        )),
+    }
+}
+
+/// The array `key` of a request with `output_tokens` outputs: one entry
+/// per position after the first, each at most `limit`.
+fn position_array(
+    line: u64,
+    object: &mut Map<String, Value>,
+    key: &'static str,
+    limit: usize,
+    output_tokens: u64,
+) -> Result<Vec<u8>, TraceError> {
+    let positions = output_tokens.saturating_sub(1);
+    let Some(value) = object.remove(key) else {
+        return Err(TraceError::new(line, Some(key), "missing"));
+    };
+    let Value::Array(items) = value else {
+        return Err(TraceError::new(
+            line,
+            Some(key),
+            format!("must be an array, not {}", kind(&value)),
+        ));
+    };
+    if items.len() as u64 != positions {
+        return Err(TraceError::new(
+            line,
+            Some(key),
+            format!(
+                "has {} entries, but output_tokens {output_tokens} needs {positions} (one per position after the first)",
+                items.len()
+            ),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(j, v)| match v.as_u64() {
+            Some(x) if x <= limit as u64 => Ok(x as u8),
+            Some(x) => Err(TraceError::new(
+                line,
+                Some(key),
+                format!("entry {j} is {x}, above the limit {limit}"),
+            )),
+            None => Err(TraceError::new(
+                line,
+                Some(key),
+                format!("entry {j} is not a non-negative integer"),
+            )),
+        })
+        .collect::<Result<Vec<u8>, _>>()
+}
+
+/// Every position's match is at most its proposal and at most the output
+/// tokens that follow it.
+fn check_matches(
+    line: u64,
+    proposal: &[u8],
+    matched: &[u8],
+    output_tokens: u64,
+) -> Result<(), TraceError> {
+    for (j, (&l, &m)) in proposal.iter().zip(matched).enumerate() {
         if m > l {
             return Err(TraceError::new(
                 line,
@@ -542,14 +576,7 @@ fn parse_request(
             ));
         }
     }
-    Ok(TraceRequest {
-        id,
-        prompt_tokens,
-        output_tokens,
-        proposal,
-        matched,
-        ngram,
-    })
+    Ok(())
 }
 
 #[derive(Serialize)]

@@ -14,6 +14,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
+use crate::error::Error;
 use crate::trace::{TraceMeta, TraceReader, TraceRequest};
 
 /// What a trace says of one output position.
@@ -50,22 +51,26 @@ pub struct TraceSet {
 impl TraceSet {
     /// Reads a whole trace (`name` names it in messages). At least one
     /// request must have an output position to replay (`M >= 2`).
-    pub fn read(reader: impl BufRead, name: &str) -> Result<Self, String> {
+    pub fn read(reader: impl BufRead, name: &str) -> Result<Self, Error> {
         let mut reader = TraceReader::new(reader);
-        let meta = reader.meta().map_err(|e| format!("{name}: {e}"))?.cloned();
-        let cap = reader.cap().map_err(|e| format!("{name}: {e}"))?;
+        let at = |source| Error::Trace {
+            name: name.to_owned(),
+            source,
+        };
+        let meta = reader.meta().map_err(at)?.cloned();
+        let cap = reader.cap().map_err(at)?;
         let mut requests = Vec::new();
         let mut positions = 0u64;
         for request in reader {
-            let request = request.map_err(|e| format!("{name}: {e}"))?;
+            let request = request.map_err(at)?;
             let request = Self::traced(request);
             positions += request.positions.len() as u64;
             requests.push(request);
         }
         if positions == 0 {
-            return Err(format!(
-                "{name}: no request has an output position to replay (every output_tokens is 0 or 1)"
-            ));
+            return Err(Error::TraceEmpty {
+                name: name.to_owned(),
+            });
         }
         Ok(Self {
             requests,
@@ -76,12 +81,15 @@ impl TraceSet {
     }
 
     /// Reads the trace file at `path` (`-`: standard input).
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, Error> {
         let name = path.display().to_string();
         if path.as_os_str() == "-" {
             return Self::read(io::stdin().lock(), "<stdin>");
         }
-        let file = File::open(path).map_err(|e| format!("{name}: {e}"))?;
+        let file = File::open(path).map_err(|source| Error::TraceFile {
+            name: name.clone(),
+            source,
+        })?;
         Self::read(BufReader::new(file), &name)
     }
 

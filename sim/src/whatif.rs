@@ -28,6 +28,7 @@ use std::time::Duration;
 use specdec_metrics::{AcceptanceHistogram, StateSpace, StepCost};
 
 use crate::engine::{self, CostRule, EngineModel, NoEvents};
+use crate::error::Error;
 use crate::policy::PolicySpec;
 use crate::state_rule::StateRule;
 use crate::summary::{CostLinear, Summary};
@@ -148,12 +149,14 @@ pub fn policies(max_draft_len: usize) -> Vec<PolicySpec> {
 
 impl Settings {
     /// The engine model's configuration of one policy's replay.
-    pub fn config(&self, policy: PolicySpec) -> Result<engine::Config, String> {
-        AcceptanceHistogram::new(self.max_draft_len)
-            .map_err(|e| format!("--max-draft-len {}: {e}", self.max_draft_len))?;
+    pub fn config(&self, policy: PolicySpec) -> Result<engine::Config, Error> {
+        AcceptanceHistogram::new(self.max_draft_len).map_err(|source| Error::MaxDraftLen {
+            max_draft_len: self.max_draft_len,
+            source,
+        })?;
         self.cost
             .check(self.max_draft_len)
-            .map_err(|e| format!("the step cost: {e}"))?;
+            .map_err(Error::WhatIfCost)?;
         let table: Vec<f64> = (0..=self.max_draft_len)
             .map(|k| self.cost.cost(k).expect("checked up to K"))
             .collect();
@@ -193,7 +196,7 @@ impl Settings {
     }
 
     /// Replays one policy.
-    pub fn replay(&self, policy: PolicySpec) -> Result<PolicyResult, String> {
+    pub fn replay(&self, policy: PolicySpec) -> Result<PolicyResult, Error> {
         let config = self.config(policy)?;
         let recorder = engine::recorder(&config)?;
         let outcome = engine::run(&config, &recorder, None, &AtomicBool::new(false), &NoEvents)?;
@@ -212,12 +215,12 @@ impl Settings {
         policies: &[PolicySpec],
         jobs: usize,
         progress: &(dyn Fn(usize, usize, &PolicyResult) + Sync),
-    ) -> Result<Vec<PolicyResult>, String> {
+    ) -> Result<Vec<PolicyResult>, Error> {
         // Every configuration checked before any work.
         for &policy in policies {
             self.config(policy)?;
         }
-        let results: Vec<Mutex<Option<Result<PolicyResult, String>>>> =
+        let results: Vec<Mutex<Option<Result<PolicyResult, Error>>>> =
             policies.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
@@ -414,10 +417,9 @@ mod tests {
         assert!(s.config(PolicySpec::Static(1)).is_err());
         let mut s = settings();
         s.cost = StepCost::table(vec![1.0, 1.1]).unwrap();
-        assert!(
-            s.config(PolicySpec::Static(1))
-                .unwrap_err()
-                .contains("step cost")
-        );
+        assert!(matches!(
+            s.config(PolicySpec::Static(1)),
+            Err(Error::WhatIfCost(_))
+        ));
     }
 }

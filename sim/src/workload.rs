@@ -105,6 +105,15 @@ pub const DEFAULT_PERSISTENCE: f64 = 30.0;
 pub const STRUCTURED_SHARE: f64 = 0.1;
 /// Share of request-steps on which nothing is drafted.
 pub const UNDRAFTED_SHARE: f64 = 0.03;
+/// A structured-output request's grammar leaves its draft whole when a
+/// uniform draw is below this (half of its steps with a draft).
+pub const GRAMMAR_WHOLE_BELOW: f64 = 0.5;
+/// ... cuts it to a uniformly drawn shorter length (`0..len`) when the draw
+/// is below this, and to nothing (`k = 0`) from here on (12% of its steps).
+pub const GRAMMAR_SHORTER_BELOW: f64 = 0.88;
+/// One in this many of a structured request's steps whose draft the grammar
+/// cut is reported with `a = k + 1` (a rejected observation).
+pub const GRAMMAR_REJECTED_ONE_IN: usize = 2_000;
 
 /// The kinds of request of the `classes` workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -375,6 +384,30 @@ pub fn verify(rng: &mut Rng, drafted: usize, acceptance: Acceptance) -> usize {
         accepted += 1;
     }
     accepted
+}
+
+/// What a structured-output request drafts of the `len` scheduled: its
+/// grammar cuts some drafts short, sometimes to nothing (one draw, only
+/// when `len > 0`; see [`GRAMMAR_WHOLE_BELOW`]).
+pub fn grammar_cut(rng: &mut Rng, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let r = rng.unit();
+    if r < GRAMMAR_WHOLE_BELOW {
+        len
+    } else if r < GRAMMAR_SHORTER_BELOW {
+        rng.below(len)
+    } else {
+        0
+    }
+}
+
+/// Whether a grammar invalidates drafts after the verifier sampled them,
+/// so that the engine reports one more accepted token than drafted
+/// (rarely: see [`GRAMMAR_REJECTED_ONE_IN`]; one draw).
+pub fn grammar_rejects(rng: &mut Rng) -> bool {
+    rng.below(GRAMMAR_REJECTED_ONE_IN) == 0
 }
 
 #[cfg(test)]

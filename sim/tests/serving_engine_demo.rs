@@ -256,6 +256,7 @@ fn a_report_that_cannot_be_written_is_an_error_exit_2() {
 // ---------------------------------------------------------------------------
 // Bad values
 
+/// One table of cases (each bad value and its message): long for that.
 #[test]
 fn invalid_values_exit_2_with_a_message() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -444,28 +445,40 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
         "2,0.25",
     ]);
     let (report, summary) = report_and_summary(&stdout);
-    let keys = |v: &serde_json::Value| {
-        let mut k: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-        k.sort();
-        k
-    };
-    let sorted = |list: &[&str]| {
-        let mut k: Vec<_> = list.iter().map(|s| s.to_string()).collect();
-        k.sort();
-        k
-    };
-    let figure_keys = [
-        "steps",
-        "tokens",
-        "cost_units",
-        "goodput",
-        "mean_draft_len",
-        "switches",
-        "tokens_per_request_step",
-        "drafted_per_request_step",
-    ];
+    summary_keys_and_settings(&summary);
+    summary_phases_add_up(&summary);
+    summary_matches_the_report(&report, &summary);
+}
+
+/// The keys of a summary's figures (overall, per phase, settled).
+const FIGURE_KEYS: [&str; 8] = [
+    "steps",
+    "tokens",
+    "cost_units",
+    "goodput",
+    "mean_draft_len",
+    "switches",
+    "tokens_per_request_step",
+    "drafted_per_request_step",
+];
+
+/// An object's keys, sorted.
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+fn sorted(list: &[&str]) -> Vec<String> {
+    let mut k: Vec<_> = list.iter().map(|s| s.to_string()).collect();
+    k.sort();
+    k
+}
+
+/// The summary of `the_summary_has_...`'s run: its keys and settings.
+fn summary_keys_and_settings(summary: &serde_json::Value) {
     assert_eq!(
-        keys(&summary),
+        keys(summary),
         sorted(&[
             "policy",
             "workload",
@@ -501,14 +514,39 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
     assert_eq!(summary["cost_rule"], "scheduled");
     assert_eq!(summary["seconds"], 10.0);
     assert_eq!(summary["settle_seconds"], 3.0);
-    assert_eq!(keys(&summary["overall"]), sorted(&figure_keys));
+    assert_eq!(keys(&summary["overall"]), sorted(&FIGURE_KEYS));
     assert_eq!(
         keys(&summary["controller"]),
         sorted(&["updates", "switches", "regime_changes", "draft_len"])
     );
     // 10 one-second intervals of four updates each.
     assert_eq!(summary["controller"]["updates"], 40);
+}
 
+/// Figures that hold together: goodput, cost and mean draft length of the
+/// run's step cost `2 + 0.25 b`, `K = 6`.
+fn check_figures(f: &serde_json::Value) {
+    for key in FIGURE_KEYS {
+        assert!(f.get(key).is_some(), "{key} in {f}");
+    }
+    let (tokens, cost) = (f64_of(&f["tokens"]), f64_of(&f["cost_units"]));
+    let (steps, mean) = (f64_of(&f["steps"]), f64_of(&f["mean_draft_len"]));
+    assert!(steps > 0.0, "{f}");
+    assert!(
+        (f64_of(&f["goodput"]) - tokens / cost).abs() < 1e-9 * tokens,
+        "{f}"
+    );
+    // cost = base * steps + per_token * (sum of budgets)
+    assert!(
+        (cost - (2.0 * steps + 0.25 * mean * steps)).abs() < 1e-6 * cost,
+        "{f}"
+    );
+    assert!((0.0..=6.0).contains(&mean), "{f}");
+}
+
+/// The phases of `the_summary_has_...`'s run: their names and bounds, each
+/// one's figures and settled part, and that they add up to `overall`.
+fn summary_phases_add_up(summary: &serde_json::Value) {
     // 10 s of 4-second phases: low, high, low (half).
     let phases = summary["phases"].as_array().unwrap();
     let names: Vec<_> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
@@ -519,25 +557,7 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
         .collect();
     assert_eq!(bounds, [(0.0, 4.0), (4.0, 8.0), (8.0, 10.0)]);
 
-    let check = |f: &serde_json::Value| {
-        for key in figure_keys {
-            assert!(f.get(key).is_some(), "{key} in {f}");
-        }
-        let (tokens, cost) = (f64_of(&f["tokens"]), f64_of(&f["cost_units"]));
-        let (steps, mean) = (f64_of(&f["steps"]), f64_of(&f["mean_draft_len"]));
-        assert!(steps > 0.0, "{f}");
-        assert!(
-            (f64_of(&f["goodput"]) - tokens / cost).abs() < 1e-9 * tokens,
-            "{f}"
-        );
-        // cost = base * steps + per_token * (sum of budgets)
-        assert!(
-            (cost - (2.0 * steps + 0.25 * mean * steps)).abs() < 1e-6 * cost,
-            "{f}"
-        );
-        assert!((0.0..=6.0).contains(&mean), "{f}");
-    };
-    check(&summary["overall"]);
+    check_figures(&summary["overall"]);
     let sum = |key: &str| phases.iter().map(|p| f64_of(&p[key])).sum::<f64>();
     for key in ["steps", "tokens", "cost_units", "switches"] {
         let overall = f64_of(&summary["overall"][key]);
@@ -551,14 +571,14 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
             keys(p),
             sorted(
                 &[
-                    &figure_keys[..],
+                    &FIGURE_KEYS[..],
                     &["index", "name", "start_s", "end_s", "settled"]
                 ]
                 .concat()
             )
         );
-        assert_eq!(keys(&p["settled"]), sorted(&figure_keys));
-        check(p);
+        assert_eq!(keys(&p["settled"]), sorted(&FIGURE_KEYS));
+        check_figures(p);
         for key in ["steps", "tokens", "switches"] {
             assert!(f64_of(&p["settled"][key]) <= f64_of(&p[key]), "{key}: {p}");
         }
@@ -566,14 +586,18 @@ fn the_summary_has_the_documented_keys_and_consistent_figures() {
     }
     // The first two phases settle after 3 s of their 4; the last phase
     // lasts 2 s, too short to settle: no settled steps, no figures.
-    check(&phases[0]["settled"]);
-    check(&phases[1]["settled"]);
+    check_figures(&phases[0]["settled"]);
+    check_figures(&phases[1]["settled"]);
     assert_eq!(phases[2]["settled"]["steps"], 0);
     assert_eq!(phases[2]["settled"]["goodput"], serde_json::Value::Null);
     assert_eq!(
         phases[2]["settled"]["mean_draft_len"],
         serde_json::Value::Null
     );
+}
+
+/// The summary against the engine-wide report of the same run.
+fn summary_matches_the_report(report: &serde_json::Value, summary: &serde_json::Value) {
     // The scheduled budgets of the report are the summary's steps and
     // budgets.
     let scheduled: Vec<u64> = report["scheduled_steps_by_budget"]

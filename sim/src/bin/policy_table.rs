@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use specdec_sim::engine;
+use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::summary::{CostLinear, Summary};
@@ -196,7 +197,7 @@ fn main() -> ExitCode {
         return match TraceSet::open(path) {
             Ok(traces) => print_table(&traces_table(&args, Arc::new(traces))),
             Err(e) => {
-                let _ = writeln!(io::stderr(), "policy_table: --traces {e}");
+                let _ = writeln!(io::stderr(), "policy_table: --traces {}", e.naming(&flag));
                 ExitCode::from(2)
             }
         };
@@ -364,16 +365,12 @@ const STATE_RULE_WORKLOADS: [(Workload, f64); 7] = [
     (Workload::Steady, 30.0),
 ];
 
-/// `--state-rules`: `per-state` under each rule of
-/// [`StateRule::COMPARED`] against `adaptive`, on every workload of
-/// [`STATE_RULE_WORKLOADS`] and seed: a markdown table of goodput ratios.
-fn state_rules(args: &Args, last_seed: u64) -> String {
-    let started = Instant::now();
-    let seeds: Vec<u64> = (args.seed..=last_seed).collect();
-    // Per workload and seed: adaptive, then per-state under each rule.
+/// The simulations of `--state-rules`: per workload and seed, adaptive,
+/// then per-state under each rule.
+fn state_rule_configs(args: &Args, seeds: &[u64]) -> Vec<engine::Config> {
     let mut configs = Vec::new();
     for &(workload, persistence) in &STATE_RULE_WORKLOADS {
-        for &seed in &seeds {
+        for &seed in seeds {
             let base = engine::Config {
                 persistence,
                 ..config(args, seed, workload, PolicySpec::Adaptive)
@@ -388,6 +385,16 @@ fn state_rules(args: &Args, last_seed: u64) -> String {
             }
         }
     }
+    configs
+}
+
+/// `--state-rules`: `per-state` under each rule of
+/// [`StateRule::COMPARED`] against `adaptive`, on every workload of
+/// [`STATE_RULE_WORKLOADS`] and seed: a markdown table of goodput ratios.
+fn state_rules(args: &Args, last_seed: u64) -> String {
+    let started = Instant::now();
+    let seeds: Vec<u64> = (args.seed..=last_seed).collect();
+    let configs = state_rule_configs(args, &seeds);
     let results = run_all(args, &configs);
     let per_run = 1 + StateRule::COMPARED.len();
     let mut out = format!(
@@ -450,8 +457,28 @@ fn state_rules(args: &Args, last_seed: u64) -> String {
 }
 
 fn run_one(config: &engine::Config, stop: &AtomicBool) -> Run {
-    let recorder = engine::recorder(config)?;
-    engine::run(config, &recorder, None, stop, &engine::NoEvents).map(|o| o.summary)
+    let recorder = engine::recorder(config).map_err(flagged)?;
+    engine::run(config, &recorder, None, stop, &engine::NoEvents)
+        .map(|o| o.summary)
+        .map_err(flagged)
+}
+
+/// The flag of a setting the simulator's errors name, for those this
+/// program has; the others by their name in `engine::Config`.
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::PhaseSecs => "--phase-seconds",
+        Setting::Persistence => "--persistence",
+        Setting::Interval => "--interval-ms",
+        Setting::Update => "--update-ms",
+        Setting::Traces => "--traces",
+        other => other.field(),
+    }
+}
+
+/// A simulator's error as this program says it: with its flags.
+fn flagged(e: specdec_sim::error::Error) -> String {
+    e.naming(&flag).to_string()
 }
 
 /// Every run of one seed, by workload.
@@ -482,6 +509,73 @@ struct Oracle {
 
 fn goodput(s: &Summary) -> f64 {
     s.overall.goodput.unwrap_or(0.0)
+}
+
+/// The oracle row of a workload: which static k is best per phase (over
+/// the whole phase, and once settled).
+fn oracle_line(workload: Workload, oracle: &Oracle, phases: usize) -> String {
+    // The oracle row: which static k is best per phase.
+    let mut line = format!(
+        "| {workload} | *oracle* (best static k) | {:.2} (k = {}) | 1.000 |",
+        oracle.overall.1, oracle.overall.0
+    );
+    for i in 0..phases {
+        match (oracle.all.get(i), oracle.settled.get(i)) {
+            (Some(a), Some(s)) => {
+                let _ = write!(line, " k = {} ({}) |", a.0, s.0);
+            }
+            _ => line.push_str(" – |"),
+        }
+    }
+    line.push_str(" |");
+    line
+}
+
+/// A policy's row (with its line end): goodput, its ratio to the best
+/// static k, per phase the ratios to the phase's oracle, the switches.
+fn policy_line(
+    workload: Workload,
+    policy: PolicySpec,
+    s: &Summary,
+    oracle: &Oracle,
+    phases: usize,
+) -> String {
+    let mut line = format!(
+        "| {workload} | {} | {:.2} | {:.3} |",
+        if matches!(policy, PolicySpec::Adaptive | PolicySpec::PerState) {
+            format!("**{policy}**")
+        } else {
+            policy.to_string()
+        },
+        goodput(s),
+        goodput(s) / oracle.overall.1
+    );
+    for i in 0..phases {
+        match (s.phases.get(i), oracle.all.get(i), oracle.settled.get(i)) {
+            (Some(p), Some(a), Some(st)) => {
+                let _ = write!(
+                    line,
+                    " {:.3} ({:.3}) |",
+                    p.figures.goodput.unwrap_or(0.0) / a.1,
+                    p.settled.goodput.unwrap_or(0.0) / st.1
+                );
+            }
+            _ => line.push_str(" – |"),
+        }
+    }
+    let switches: Vec<_> = s
+        .phases
+        .iter()
+        .map(|p| {
+            if policy.per_request() && policy != PolicySpec::PerState {
+                "–".to_owned()
+            } else {
+                format!("{}", p.figures.switches)
+            }
+        })
+        .collect();
+    let _ = writeln!(line, " {} |", switches.join(" / "));
+    line
 }
 
 impl<'a> Table<'a> {
@@ -537,8 +631,49 @@ impl<'a> Table<'a> {
     }
 
     fn render(&self) -> String {
-        let mut out = String::new();
         let phases = TRANSITION_PHASES as usize;
+        let mut out = self.preamble();
+        let mut header = "| workload | policy | goodput | / best static |".to_owned();
+        let mut rule = "|---|---|---:|---:|".to_owned();
+        for i in 0..phases {
+            let _ = write!(header, " phase {} / oracle |", i + 1);
+            rule.push_str("---:|");
+        }
+        header.push_str(" switches per phase |");
+        rule.push_str("---|");
+        let _ = writeln!(out, "{header}\n{rule}");
+        for (workload, runs) in &self.rows {
+            let oracle = Self::oracle(runs);
+            let _ = writeln!(out, "{}", oracle_line(*workload, &oracle, phases));
+            for (policy, run) in runs {
+                match run {
+                    Ok(s) => out.push_str(&policy_line(*workload, *policy, s, &oracle, phases)),
+                    Err(e) => {
+                        let _ = writeln!(
+                            out,
+                            "| {workload} | {policy} | not run: {e} |{}",
+                            " |".repeat(2 + phases)
+                        );
+                    }
+                }
+            }
+        }
+        let _ = writeln!(out, "\nTargets (seed {}):\n", self.seed);
+        for t in self.targets() {
+            let _ = writeln!(
+                out,
+                "- **{}**: {}: {}",
+                if t.met { "met" } else { "not met" },
+                t.name,
+                t.text
+            );
+        }
+        out
+    }
+
+    /// The paragraph above the table: its settings, and how to read it.
+    fn preamble(&self) -> String {
+        let mut out = String::new();
         let _ = writeln!(
             out,
             "Policies side by side: K = {MAX_DRAFT_LEN}, step cost 1 + {} b (b: the mean draft \
@@ -560,92 +695,6 @@ impl<'a> Table<'a> {
             self.args.phase_seconds * TRANSITION_PHASES,
             engine::SETTLE_INTERVALS,
         );
-        let mut header = "| workload | policy | goodput | / best static |".to_owned();
-        let mut rule = "|---|---|---:|---:|".to_owned();
-        for i in 0..phases {
-            let _ = write!(header, " phase {} / oracle |", i + 1);
-            rule.push_str("---:|");
-        }
-        header.push_str(" switches per phase |");
-        rule.push_str("---|");
-        let _ = writeln!(out, "{header}\n{rule}");
-        for (workload, runs) in &self.rows {
-            let oracle = Self::oracle(runs);
-            // The oracle row: which static k is best per phase.
-            let mut line = format!(
-                "| {workload} | *oracle* (best static k) | {:.2} (k = {}) | 1.000 |",
-                oracle.overall.1, oracle.overall.0
-            );
-            for i in 0..phases {
-                match (oracle.all.get(i), oracle.settled.get(i)) {
-                    (Some(a), Some(s)) => {
-                        let _ = write!(line, " k = {} ({}) |", a.0, s.0);
-                    }
-                    _ => line.push_str(" – |"),
-                }
-            }
-            line.push_str(" |");
-            let _ = writeln!(out, "{line}");
-            for (policy, run) in runs {
-                let s = match run {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = writeln!(
-                            out,
-                            "| {workload} | {policy} | not run: {e} |{}",
-                            " |".repeat(2 + phases)
-                        );
-                        continue;
-                    }
-                };
-                let mut line = format!(
-                    "| {workload} | {} | {:.2} | {:.3} |",
-                    if matches!(policy, PolicySpec::Adaptive | PolicySpec::PerState) {
-                        format!("**{policy}**")
-                    } else {
-                        policy.to_string()
-                    },
-                    goodput(s),
-                    goodput(s) / oracle.overall.1
-                );
-                for i in 0..phases {
-                    match (s.phases.get(i), oracle.all.get(i), oracle.settled.get(i)) {
-                        (Some(p), Some(a), Some(st)) => {
-                            let _ = write!(
-                                line,
-                                " {:.3} ({:.3}) |",
-                                p.figures.goodput.unwrap_or(0.0) / a.1,
-                                p.settled.goodput.unwrap_or(0.0) / st.1
-                            );
-                        }
-                        _ => line.push_str(" – |"),
-                    }
-                }
-                let switches: Vec<_> = s
-                    .phases
-                    .iter()
-                    .map(|p| {
-                        if policy.per_request() && *policy != PolicySpec::PerState {
-                            "–".to_owned()
-                        } else {
-                            format!("{}", p.figures.switches)
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(line, " {} |", switches.join(" / "));
-                out.push_str(&line);
-            }
-        }
-        let _ = writeln!(out, "\nTargets (seed {}):\n", self.seed);
-        for t in self.targets() {
-            let _ = writeln!(
-                out,
-                "- **{}**: {}: {}",
-                if t.met { "met" } else { "not met" },
-                t.name,
-                t.text
-            );
-        }
         out
     }
 
@@ -706,28 +755,7 @@ impl<'a> Table<'a> {
                 })
                 .unwrap_or_default()
         );
-        let (name, met) = match workload {
-            Workload::Bursty => (
-                format!(
-                    "{workload}: per-state earns at least {PER_STATE_BURSTY}x adaptive's goodput"
-                ),
-                ratio >= PER_STATE_BURSTY,
-            ),
-            Workload::Steady => (
-                format!(
-                    "{workload}: per-state loses at most {}% to adaptive",
-                    100.0 * PER_STATE_STEADY_LOSS
-                ),
-                ratio >= 1.0 - PER_STATE_STEADY_LOSS,
-            ),
-            _ => (
-                format!(
-                    "{workload}: per-state loses at most {}% to adaptive",
-                    100.0 * PER_STATE_MAX_LOSS
-                ),
-                ratio >= 1.0 - PER_STATE_MAX_LOSS,
-            ),
-        };
+        let (name, met) = Self::per_state_bound(workload, ratio);
         out.push(Target {
             name,
             met,
@@ -751,24 +779,65 @@ impl<'a> Table<'a> {
             });
         }
         if workload == Workload::Mixed {
-            let oracle = Self::oracle(runs);
-            let best = oracle.overall.1;
-            out.push(Target {
-                name: format!(
-                    "{workload}: per-state at least as good as the best static k (adaptive is not)"
+            out.push(Self::mixed_per_state_target(
+                workload, runs, per_state, adaptive,
+            ));
+        }
+    }
+
+    /// The bound `per-state`'s goodput `ratio` to adaptive's must meet on
+    /// `workload` (see [`per_state_targets`](Self::per_state_targets)):
+    /// the target's name, and whether it is met.
+    fn per_state_bound(workload: Workload, ratio: f64) -> (String, bool) {
+        match workload {
+            Workload::Bursty => (
+                format!(
+                    "{workload}: per-state earns at least {PER_STATE_BURSTY}x adaptive's goodput"
                 ),
-                met: g >= best,
-                figure: 100.0 * (g / best - 1.0),
-                unit: "% over the best static k",
-                digits: 1,
-                text: format!(
-                    "per-state {g:.2}, best static k = {} {best:.2}, adaptive {a:.2} ({:+.1}%, \
-                     mean draft length {:.2})",
-                    oracle.overall.0,
-                    100.0 * (a / best - 1.0),
-                    adaptive.overall.mean_draft_len.unwrap_or(0.0)
+                ratio >= PER_STATE_BURSTY,
+            ),
+            Workload::Steady => (
+                format!(
+                    "{workload}: per-state loses at most {}% to adaptive",
+                    100.0 * PER_STATE_STEADY_LOSS
                 ),
-            });
+                ratio >= 1.0 - PER_STATE_STEADY_LOSS,
+            ),
+            _ => (
+                format!(
+                    "{workload}: per-state loses at most {}% to adaptive",
+                    100.0 * PER_STATE_MAX_LOSS
+                ),
+                ratio >= 1.0 - PER_STATE_MAX_LOSS,
+            ),
+        }
+    }
+
+    /// On `mixed`: `per-state` at least as good as the best static k.
+    fn mixed_per_state_target(
+        workload: Workload,
+        runs: &[(PolicySpec, &Run)],
+        per_state: &Summary,
+        adaptive: &Summary,
+    ) -> Target {
+        let (g, a) = (goodput(per_state), goodput(adaptive));
+        let oracle = Self::oracle(runs);
+        let best = oracle.overall.1;
+        Target {
+            name: format!(
+                "{workload}: per-state at least as good as the best static k (adaptive is not)"
+            ),
+            met: g >= best,
+            figure: 100.0 * (g / best - 1.0),
+            unit: "% over the best static k",
+            digits: 1,
+            text: format!(
+                "per-state {g:.2}, best static k = {} {best:.2}, adaptive {a:.2} ({:+.1}%, \
+                 mean draft length {:.2})",
+                oracle.overall.0,
+                100.0 * (a / best - 1.0),
+                adaptive.overall.mean_draft_len.unwrap_or(0.0)
+            ),
         }
     }
 
@@ -807,6 +876,13 @@ impl<'a> Table<'a> {
                 ),
             });
         }
+        out.push(Self::settled_target(workload, adaptive, &oracle));
+        out.push(Self::switches_target(workload, adaptive));
+        out.push(Self::peer_target(workload, adaptive, runs));
+    }
+
+    /// Adaptive's share of each phase's best static k once settled.
+    fn settled_target(workload: Workload, adaptive: &Summary, oracle: &Oracle) -> Target {
         let settled: Vec<_> = adaptive
             .phases
             .iter()
@@ -814,7 +890,7 @@ impl<'a> Table<'a> {
             .map(|(p, o)| p.settled.goodput.unwrap_or(0.0) / o.1)
             .collect();
         let worst = settled.iter().copied().fold(f64::INFINITY, f64::min);
-        out.push(Target {
+        Target {
             name: format!(
                 "{workload}: adaptive reaches {:.0}% of each phase's best static k once settled",
                 100.0 * SETTLED_SHARE
@@ -828,20 +904,30 @@ impl<'a> Table<'a> {
                 .map(|r| format!("{:.1}%", 100.0 * r))
                 .collect::<Vec<_>>()
                 .join(", "),
-        });
+        }
+    }
+
+    /// Adaptive's switches in its busiest phase.
+    fn switches_target(workload: Workload, adaptive: &Summary) -> Target {
         let most = adaptive
             .phases
             .iter()
             .map(|p| p.figures.switches)
             .fold(0.0, f64::max);
-        out.push(Target {
+        Target {
             name: format!("{workload}: adaptive switches at most {FEW_SWITCHES} times per phase"),
             met: most <= FEW_SWITCHES,
             figure: most,
             unit: "switches in its busiest phase",
             digits: 1,
             text: format!("at most {most} (in all {})", adaptive.overall.switches),
-        });
+        }
+    }
+
+    /// Adaptive against the best batch-level peer rule: goodput, and
+    /// fewer switches.
+    fn peer_target(workload: Workload, adaptive: &Summary, runs: &[(PolicySpec, &Run)]) -> Target {
+        let g = goodput(adaptive);
         let peers: Vec<(PolicySpec, &Summary)> = runs
             .iter()
             .filter(|(p, _)| matches!(p, PolicySpec::Sglang | PolicySpec::Vllm44336))
@@ -855,17 +941,17 @@ impl<'a> Table<'a> {
             .iter()
             .max_by(|a, b| goodput(a.1).total_cmp(&goodput(b.1)))
         {
-            None => out.push(Target {
+            None => Target {
                 name,
                 met: false,
                 figure: 0.0,
                 unit: "",
                 digits: 1,
                 text: "no peer rule ran".into(),
-            }),
+            },
             Some((peer, ps)) => {
                 let ratio = g / goodput(ps);
-                out.push(Target {
+                Target {
                     name,
                     met: ratio >= 1.0 && adaptive.overall.switches < ps.overall.switches,
                     figure: 100.0 * (ratio - 1.0),
@@ -878,7 +964,7 @@ impl<'a> Table<'a> {
                         adaptive.overall.switches,
                         ps.overall.switches
                     ),
-                });
+                }
             }
         }
     }

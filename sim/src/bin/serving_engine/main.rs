@@ -61,6 +61,9 @@
 //! switches, and each phase's settled part). Its keys are documented in
 //! [`specdec_sim::summary`] and `sim/README.md`.
 //!
+//! The flags and the run are here; the `/metrics` server is in `http.rs`,
+//! the output and the logs in `log.rs`.
+//!
 //! ```text
 //! cargo run --release -p specdec-sim
 //! cargo run --release -p specdec-sim -- --seconds 30 --print-requests
@@ -73,8 +76,6 @@
 //! [`DraftController`]: specdec_metrics::DraftController
 //! [`SharedPlan`]: specdec_metrics::SharedPlan
 
-use std::fmt;
-use std::io::{self, Write as _};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -82,26 +83,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use clap::Parser;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_metrics::{AcceptanceHistogram, RequestState};
-use specdec_sim::engine::{self, EngineStep, Events, FinishedRequest, Interval};
+use specdec_metrics::AcceptanceHistogram;
+use specdec_sim::engine;
 use specdec_sim::engine_metrics::{
-    DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, TextFormat, encode_registry, namespace_for,
+    DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, namespace_for,
 };
+use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;
+use specdec_sim::stdio;
 use specdec_sim::summary::CostLinear;
 use specdec_sim::trace_set::TraceSet;
 use specdec_sim::workload::Workload;
+
+#[macro_use]
+mod log;
+mod http;
+
+use http::HttpLimits;
+use log::{DemoEvents, Output, figure};
 
 /// Simulates a speculative-decoding serving engine that records every verify
 /// step with specdec-metrics, logs interval metrics, serves /metrics over HTTP
@@ -383,14 +385,6 @@ fn cost_linear(v: &str) -> Result<CostLinear, String> {
     Ok(CostLinear { base, per_token })
 }
 
-/// Writes one line on standard error through an [`Output`], like
-/// `eprintln!` but without ever panicking.
-macro_rules! log {
-    ($output:expr, $($arg:tt)*) => {
-        $output.log(format_args!($($arg)*))
-    };
-}
-
 fn main() -> ExitCode {
     // A bad flag exits with status 2 (clap's usage error).
     let args = Args::parse();
@@ -402,109 +396,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Standard error (the logs) and standard output (the final report),
-/// written without ever panicking.
-///
-/// `eprintln!` and `println!` panic when a write fails, as it does once the
-/// reader of a pipe has gone away (`serving_engine 2>&1 | head -1`). Here
-/// the first failed write to standard error marks the output closed and
-/// wakes the main thread, which stops the engine, skips every later log
-/// line and exits with status 0, as the command line does: nobody is left
-/// to read the logs. (A closed descriptor is reopened on `/dev/null` by
-/// Rust's runtime: `2>&-` loses the logs, which is harmless, and `>&-` is
-/// refused before the run by [`stdout_is_closed`], as by the command line.)
-struct Output {
-    closed: AtomicBool,
-    wake: tokio::sync::Notify,
-}
-
-impl Output {
-    fn new() -> Self {
-        Self {
-            closed: AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
-        }
-    }
-
-    /// Writes one line on standard error, unless the output is closed.
-    fn log(&self, line: fmt::Arguments<'_>) {
-        if self.is_closed() {
-            return;
-        }
-        let mut stderr = io::stderr().lock();
-        if writeln!(stderr, "{line}").is_err() {
-            self.close();
-        }
-    }
-
-    /// Writes the report on standard output. A reader that went away closes
-    /// the output quietly; any other failure is an error to report.
-    fn report(&self, text: &str) -> Result<(), String> {
-        let mut stdout = io::stdout().lock();
-        match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                self.close();
-                Ok(())
-            }
-            Err(e) => Err(format!("cannot write the report to standard output: {e}")),
-        }
-    }
-
-    fn close(&self) {
-        // Relaxed: the flag only lets later writes skip the stream; the
-        // main thread is woken through `Notify`, which orders what it needs.
-        self.closed.store(true, Ordering::Relaxed);
-        // Stores a permit if nobody waits yet, so `closed()` still returns.
-        self.wake.notify_one();
-    }
-
-    fn is_closed(&self) -> bool {
-        // Relaxed: see `close`.
-        self.closed.load(Ordering::Relaxed)
-    }
-
-    /// Resolves once the output is closed.
-    async fn closed(&self) {
-        if !self.is_closed() {
-            self.wake.notified().await;
-        }
-    }
-}
-
-/// Whether the program was started with standard output closed (`>&-`),
-/// as the command line tells (`cli/src/output.rs`).
-///
-/// Rust's runtime reopens a closed standard stream on `/dev/null` before
-/// `main`, so that later files cannot take its descriptor; writes then
-/// succeed and go nowhere. It opens it for reading and writing, whereas a
-/// shell's `> /dev/null` opens it for writing only: a descriptor that is
-/// `/dev/null` and can be read from is the closed stream. (`1<> /dev/null`,
-/// open for both on purpose, is taken for closed too, which is true of
-/// where the report would go.)
-#[cfg(unix)]
-fn stdout_is_closed() -> bool {
-    use std::io::Read as _;
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-
-    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
-        return true; // not even a descriptor
-    };
-    let file = std::fs::File::from(fd);
-    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
-        return false;
-    };
-    meta.file_type().is_char_device()
-        && meta.rdev() == null.rdev()
-        && (&file).read(&mut [0u8; 1]).is_ok()
-}
-
-#[cfg(not(unix))]
-fn stdout_is_closed() -> bool {
-    false
 }
 
 /// Why the engine stopped.
@@ -556,8 +447,92 @@ impl Args {
     }
 }
 
+/// The demo: checks the settings, starts `/metrics`, runs the simulation
+/// on its metrics thread until it ends or is stopped, prints the report and
+/// the summary, then lingers if asked.
 fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
-    if stdout_is_closed() {
+    let config = settings(args)?;
+    // The policy's plan (the controller's, for adaptive), shared by the
+    // simulation and the /metrics gauge.
+    let plan = engine::shared_plan(&config).map_err(flagged)?;
+    // The engine's recorder. One histogram per request state for
+    // per-state; the engine-wide families stay their sum.
+    let recorder = engine::recorder(&config).map_err(flagged)?;
+    let (registry, engine_metrics) = registry(args, &recorder, plan.as_ref())?;
+
+    // HTTP first, so a bind error stops us before any work, and a scraper
+    // sees every series from the first step on.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+    let metrics_addr = http::start(&runtime, args.metrics_addr, registry, args.http_limits())?;
+    log_start(output, args, &config, metrics_addr);
+    let stopped_early = delay(args, &runtime, output, metrics_addr);
+
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(stopped_early.is_some()));
+    let (sim_done, sim_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let events = DemoEvents {
+        output: Arc::clone(output),
+        print_requests: args.print_requests,
+        engine_metrics,
+        per_request: args.policy.per_request(),
+    };
+    let simulation = {
+        let (recorder, stop) = (recorder.clone(), Arc::clone(&stop));
+        thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                let outcome = engine::run(&config, &recorder, plan.as_ref(), &stop, &events);
+                // The main thread may have stopped waiting already.
+                let _ = sim_done.send(());
+                outcome
+            })
+            .map_err(|e| format!("cannot start the metrics thread: {e}"))?
+    };
+
+    let why = match stopped_early {
+        Some(why) => why,
+        None => runtime.block_on(wait_for_stop(
+            async {
+                // An error means the simulation ended without saying so (a
+                // panic): the join below reports it.
+                let _ = sim_done_rx.await;
+            },
+            output,
+        )),
+    };
+    // Relaxed: the simulation polls it; the join below orders the rest.
+    stop.store(true, Ordering::Relaxed);
+    let outcome = simulation
+        .join()
+        .map_err(|_| "the simulation panicked".to_owned())?
+        .map_err(flagged)?;
+
+    // Every step has been recorded and every Worker dropped: this snapshot
+    // is the whole run.
+    let report = recorder.snapshot();
+    log_stop(output, args, why, started, &outcome, &report);
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    output.report(&json)?;
+    let json = serde_json::to_string(&outcome.summary).map_err(|e| e.to_string())?;
+    output.report(&json)?;
+
+    if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) && !output.is_closed() {
+        linger(args, &runtime, output, metrics_addr);
+    }
+    // Dropping the runtime stops the HTTP server.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// The simulation's settings, checked, with the traces `--traces` read;
+/// refused if standard output is closed.
+fn settings(args: &Args) -> Result<engine::Config, String> {
+    if stdio::stdout_is_closed() {
         return Err(
             "standard output is closed (>&-): the report would be lost; redirect it to a file, \
              or to /dev/null if it is not wanted"
@@ -569,58 +544,67 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
     args.check_limits()?;
     let traces = match &args.traces {
         Some(path) => Some(Arc::new(
-            TraceSet::open(path).map_err(|e| format!("--traces {e}"))?,
+            TraceSet::open(path).map_err(|e| format!("--traces {}", e.naming(&flag)))?,
         )),
         None => None,
     };
     let config = args.sim_config(traces);
-    config.validate()?;
-    // The policy's plan (the controller's, for adaptive), shared by the
-    // simulation and the /metrics gauge.
-    let plan = engine::shared_plan(&config)?;
+    config.validate().map_err(flagged)?;
+    Ok(config)
+}
 
-    // The engine's recorder, and the collector the /metrics endpoint encodes
-    // (one snapshot per scrape), with the gauge of the chosen draft length
-    // when the policy has one plan (adaptive, static:K).
-    // One histogram per request state for per-state; the engine-wide
-    // families stay their sum.
-    let recorder = engine::recorder(&config)?;
+/// The flag of a setting the simulator's errors name.
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::MaxDraftLen => "--max-draft-len",
+        Setting::CostTable => "--cost-table",
+        Setting::CostLinear => "--cost-linear",
+        Setting::PhaseSecs => "--phase-seconds",
+        Setting::Persistence => "--persistence",
+        Setting::StepUs => "--step-us",
+        Setting::VirtualTime => "--virtual-time",
+        Setting::Workers => "--workers",
+        Setting::MaxBatch => "--max-batch",
+        Setting::Interval => "--interval-ms",
+        Setting::Update => "--update-ms",
+        Setting::Policy => "--policy",
+        Setting::Traces => "--traces",
+        Setting::Seconds => "--seconds",
+    }
+}
+
+/// A simulator's error as this program says it: with its flags.
+fn flagged(e: specdec_sim::error::Error) -> String {
+    e.naming(&flag).to_string()
+}
+
+/// The registry `/metrics` encodes: the collector of `recorder` (one
+/// snapshot per scrape), with the gauge of the chosen draft length when the
+/// policy has one plan (adaptive, static:K), and vLLM's engine metrics under
+/// the same prefix (returned too: the simulation feeds them).
+fn registry(
+    args: &Args,
+    recorder: &specdec_metrics::Recorder,
+    plan: Option<&Arc<specdec_metrics::SharedPlan>>,
+) -> Result<(Registry, EngineMetrics), String> {
     let mut collector = SpecDecodeCollector::new(recorder.clone())
         .with_prefix(args.prefix.as_str())
         .and_then(|c| {
             c.with_const_labels([("model_name", args.model_name.as_str()), ("engine", "0")])
         })
         .map_err(|e| e.to_string())?;
-    if let Some(plan) = &plan {
+    if let Some(plan) = plan {
         collector = collector.with_plan(Arc::clone(plan));
     }
-    // vLLM's engine metrics, under the same prefix, in the same registry.
     let engine_metrics = EngineMetrics::new(&namespace_for(&args.prefix), &args.model_name, "0");
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
     engine_metrics.register(&mut registry);
+    Ok((registry, engine_metrics))
+}
 
-    // HTTP first, so a bind error stops us before any work, and a scraper
-    // sees every series from the first step on.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("http")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(args.metrics_addr))
-        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_addr))?;
-    // The address actually bound (port 0 picks a free one).
-    let metrics_addr = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on {}: {e}", args.metrics_addr))?;
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/", get(index))
-        .with_state(Arc::new(registry));
-    runtime.spawn(serve_http(listener, app, args.http_limits()));
-
+/// The first log line: the settings, where `/metrics` is, how long it runs.
+fn log_start(output: &Output, args: &Args, config: &engine::Config, metrics_addr: SocketAddr) {
     log!(
         output,
         "serving_engine: {} engine threads, num_spec_tokens K = {}, max batch {}, \
@@ -658,68 +642,43 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
             (s, true) => format!("running {s} s of virtual time (Ctrl-C stops early)"),
         },
     );
+}
 
-    // A signal while waiting stops the run before its first step: the
-    // report is then all zeros.
-    let stopped_early = if args.delay_seconds == 0 {
-        None
-    } else {
-        log!(
-            output,
-            "serving_engine: serving zero counters on http://{}/metrics for {} s before the engine starts",
-            metrics_addr,
-            args.delay_seconds
-        );
-        let delay = Duration::from_secs(args.delay_seconds);
-        // Created inside the runtime, as the linger's timer below.
-        match runtime.block_on(async { wait_for_stop(tokio::time::sleep(delay), output).await }) {
-            Stop::TimeLimit => None,
-            why => Some(why),
-        }
-    };
+/// `--delay-seconds`: zero counters served before the engine starts. A
+/// signal while waiting stops the run before its first step (the report is
+/// then all zeros): the reason is returned.
+fn delay(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    output: &Output,
+    metrics_addr: SocketAddr,
+) -> Option<Stop> {
+    if args.delay_seconds == 0 {
+        return None;
+    }
+    log!(
+        output,
+        "serving_engine: serving zero counters on http://{}/metrics for {} s before the engine starts",
+        metrics_addr,
+        args.delay_seconds
+    );
+    let delay = Duration::from_secs(args.delay_seconds);
+    // Created inside the runtime, as the linger's timer.
+    match runtime.block_on(async { wait_for_stop(tokio::time::sleep(delay), output).await }) {
+        Stop::TimeLimit => None,
+        why => Some(why),
+    }
+}
 
-    let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(stopped_early.is_some()));
-    let (sim_done, sim_done_rx) = tokio::sync::oneshot::channel::<()>();
-    let simulation = {
-        let (recorder, stop, output) = (recorder.clone(), Arc::clone(&stop), Arc::clone(output));
-        let events = DemoEvents {
-            output,
-            print_requests: args.print_requests,
-            engine_metrics,
-            per_request: args.policy.per_request(),
-        };
-        thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                let outcome = engine::run(&config, &recorder, plan.as_ref(), &stop, &events);
-                // The main thread may have stopped waiting already.
-                let _ = sim_done.send(());
-                outcome
-            })
-            .map_err(|e| format!("cannot start the metrics thread: {e}"))?
-    };
-
-    let why = match stopped_early {
-        Some(why) => why,
-        None => runtime.block_on(wait_for_stop(
-            async {
-                // An error means the simulation ended without saying so (a
-                // panic): the join below reports it.
-                let _ = sim_done_rx.await;
-            },
-            output,
-        )),
-    };
-    // Relaxed: the simulation polls it; the join below orders the rest.
-    stop.store(true, Ordering::Relaxed);
-    let outcome = simulation
-        .join()
-        .map_err(|_| "the simulation panicked".to_owned())??;
-
-    // Every step has been recorded and every Worker dropped: this snapshot
-    // is the whole run.
-    let report = recorder.snapshot();
+/// The last log line: why and when the run stopped, and what it did.
+fn log_stop(
+    output: &Output,
+    args: &Args,
+    why: Stop,
+    started: Instant,
+    outcome: &engine::Outcome,
+    report: &AcceptanceHistogram,
+) {
     let summary = &outcome.summary;
     log!(
         output,
@@ -748,34 +707,29 @@ fn run(args: &Args, output: &Arc<Output>) -> Result<(), String> {
         figure(summary.overall.mean_draft_len, 2),
         summary.overall.switches,
     );
-    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    output.report(&json)?;
-    let json = serde_json::to_string(summary).map_err(|e| e.to_string())?;
-    output.report(&json)?;
-
-    if !args.linger().is_zero() && matches!(why, Stop::TimeLimit) && !output.is_closed() {
-        log!(
-            output,
-            "serving_engine: serving the final counters on http://{}/metrics for {} s",
-            metrics_addr,
-            args.linger().as_secs()
-        );
-        // The timer is created inside the runtime: an `async` block runs
-        // only once `block_on` polls it (`tokio::time::sleep` called out
-        // here, outside the runtime, would panic).
-        let linger = args.linger();
-        runtime.block_on(async {
-            wait_for_stop(tokio::time::sleep(linger), output).await;
-        });
-    }
-    // Dropping the runtime stops the HTTP server.
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    Ok(())
 }
 
-/// A figure that may be missing, with `digits` decimals.
-fn figure(value: Option<f64>, digits: usize) -> String {
-    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+/// `--linger-seconds`: the final counters served a while longer (until the
+/// time is up, a signal, or the output closes).
+fn linger(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    output: &Output,
+    metrics_addr: SocketAddr,
+) {
+    log!(
+        output,
+        "serving_engine: serving the final counters on http://{}/metrics for {} s",
+        metrics_addr,
+        args.linger().as_secs()
+    );
+    // The timer is created inside the runtime: an `async` block runs
+    // only once `block_on` polls it (`tokio::time::sleep` called out
+    // here, outside the runtime, would panic).
+    let linger = args.linger();
+    runtime.block_on(async {
+        wait_for_stop(tokio::time::sleep(linger), output).await;
+    });
 }
 
 /// Resolves when `done` does (the run's end: [`Stop::TimeLimit`]), at
@@ -798,326 +752,4 @@ async fn wait_for_stop(done: impl Future<Output = ()>, output: &Output) -> Stop 
         () = terminate => Stop::Terminated,
         () = output.closed() => Stop::OutputClosed,
     }
-}
-
-/// What the `/metrics` server allows a client.
-#[derive(Clone, Copy, Debug)]
-struct HttpLimits {
-    /// From the start of reading a request head to its end.
-    header_read_timeout: Duration,
-    /// From accepting a connection to its graceful shutdown, and from
-    /// there to its close.
-    connection_timeout: Duration,
-    /// Connections served at once.
-    max_connections: usize,
-}
-
-/// Serves `app` on every connection `listener` accepts, over HTTP/1,
-/// within `limits`.
-///
-/// `axum::serve` would do the same but gives hyper no timer, and without
-/// one hyper cannot time out anything: a client that sends a request line
-/// and then one header byte every few seconds would hold its connection
-/// (and a task) for ever. hyper's own connection builder takes the timer
-/// and closes a connection whose request head has not arrived in full
-/// within `header_read_timeout` of the start of its reading, however slowly
-/// the bytes trickle in (the deadline is not reset by each byte). The same
-/// deadline applies to a keep-alive connection waiting for its next
-/// request; a scraper simply reconnects.
-///
-/// hyper has no write timeout: a client that sends requests and never
-/// reads the responses blocks the connection's writes for good once the
-/// socket buffers are full. So every connection has a lifetime:
-/// `connection_timeout` after it was accepted it is shut down gracefully
-/// (no new request; a response in flight may finish), and as long again
-/// later it is dropped, whatever it is doing. And at most
-/// `max_connections` are served at once: at the cap, the next one is
-/// accepted only when one ends (clients wait in the kernel's backlog), so
-/// the tasks and buffers a crowd of clients can hold are bounded.
-async fn serve_http(mut listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
-    let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    loop {
-        // The semaphore is never closed: `acquire_owned` cannot fail.
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        // axum's `accept` retries failed accepts (backing off when out of
-        // file descriptors), as `axum::serve` does.
-        let (stream, _peer) = axum::serve::Listener::accept(&mut listener).await;
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-        tokio::spawn(async move {
-            // Held until the connection ends (dropped with the task).
-            let _slot = slot;
-            let mut connection = std::pin::pin!(connection);
-            // A client's error (malformed request, header timeout, reset)
-            // ends that client's connection only; nothing to log.
-            if tokio::time::timeout(limits.connection_timeout, connection.as_mut())
-                .await
-                .is_ok()
-            {
-                return;
-            }
-            connection.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(limits.connection_timeout, connection).await;
-        });
-    }
-}
-
-/// `GET /metrics`: one snapshot, in the format the scraper asked for.
-async fn metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> impl IntoResponse {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let format = TextFormat::from_accept(accept);
-    let body = encode_registry(&registry, format);
-    ([(header::CONTENT_TYPE, format.content_type())], body)
-}
-
-async fn index() -> &'static str {
-    "specdec-metrics serving_engine demo: the metrics are at /metrics\n"
-}
-
-// ---------------------------------------------------------------------------
-// The metrics thread's log
-
-/// Logs what the simulation reports: an interval's lines, a finished
-/// request.
-struct DemoEvents {
-    output: Arc<Output>,
-    print_requests: bool,
-    engine_metrics: EngineMetrics,
-    /// The policy chooses a length per request (its `k` is then the
-    /// latest step's mean, rounded).
-    per_request: bool,
-}
-
-impl Events for DemoEvents {
-    fn engine_step(&self, step: &EngineStep) {
-        self.engine_metrics
-            .add_running(step.admitted, step.finished);
-        self.engine_metrics.add_generation_tokens(step.tokens);
-        self.engine_metrics
-            .observe_inter_token_latency(step.seconds, step.batch);
-    }
-
-    fn interval(&self, interval: &Interval<'_>) {
-        // The last, partial interval is logged only when it recorded
-        // something (stopping right after a tick leaves it empty).
-        if interval.last && interval.delta.is_empty() {
-            return;
-        }
-        let stamp = format!("[{:7.1}s]", interval.end_s);
-        log_interval(
-            &self.output,
-            &stamp,
-            interval.delta,
-            interval.end_s - interval.start_s,
-        );
-        log_draft_length(&self.output, interval, self.per_request);
-    }
-
-    fn request_finished(&self, request: &FinishedRequest<'_>) {
-        let report = serde_json::to_string(request.metrics)
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-        log!(
-            self.output,
-            "request e{}-r{} finished: {} tokens in {:.2} s{}, speculative_decoding {report}",
-            request.engine,
-            request.id,
-            request.tokens,
-            request.seconds,
-            if request.structured {
-                " (structured output)"
-            } else {
-                ""
-            },
-        );
-    }
-
-    fn wants_requests(&self) -> bool {
-        self.print_requests
-    }
-}
-
-/// The drafting policy's line: the chosen `k` (and what changed), the
-/// phase, the mean scheduled budget and the goodput of the interval.
-fn log_draft_length(output: &Output, interval: &Interval<'_>, per_request: bool) {
-    let choice = match (&interval.controller, &interval.state_controller) {
-        (_, Some(c)) => {
-            let list = |lens: &[usize]| {
-                lens.iter()
-                    .map(usize::to_string)
-                    .collect::<Vec<_>>()
-                    .join(" / ")
-            };
-            let mut what = Vec::new();
-            if c.draft_lens != c.previous {
-                what.push(format!("switched from {}", list(&c.previous)));
-            }
-            if c.regime_change {
-                what.push("regime change detected".to_owned());
-            }
-            let steps: u64 = c.steps_by_state.iter().sum();
-            let shares: Vec<String> = c
-                .steps_by_state
-                .iter()
-                .map(|&n| format!("{:.0}%", 100.0 * n as f64 / steps.max(1) as f64))
-                .collect();
-            // The library's four states have names; a state space's are
-            // numbered.
-            let states = if c.draft_lens.len() == RequestState::COUNT {
-                "request state (recent acceptance under 1/4, 1/2, 3/4, above)".to_owned()
-            } else {
-                format!("state (0 to {})", c.draft_lens.len().saturating_sub(1))
-            };
-            format!(
-                "k by {states} = {}{}, verify steps by state {}",
-                list(&c.draft_lens),
-                if what.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", what.join("; "))
-                },
-                shares.join(" / "),
-            )
-        }
-        (Some(c), None) => {
-            let mut what = Vec::new();
-            if c.draft_len != c.previous {
-                what.push(format!("switched from {}", c.previous));
-            }
-            if c.regime_change {
-                what.push("regime change detected".to_owned());
-            }
-            format!(
-                "k = {}{}, exploring {} on 1 step in {}, dispersion {:.1}",
-                c.draft_len,
-                if what.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", what.join("; "))
-                },
-                c.explore_len,
-                specdec_metrics::EXPLORATION_PERIOD,
-                c.dispersion,
-            )
-        }
-        (None, None) => {
-            let first = interval.chosen.first().copied().unwrap_or(0);
-            let ks = if per_request {
-                let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
-                format!(
-                    "chosen per request (latest step's mean, rounded, by engine thread: {})",
-                    ks.join(", ")
-                )
-            } else if interval.chosen.iter().all(|&k| k == first) {
-                format!("k = {first}")
-            } else {
-                let ks: Vec<_> = interval.chosen.iter().map(usize::to_string).collect();
-                format!("k = {} (by engine thread)", ks.join(", "))
-            };
-            if interval.switches > 0.0 {
-                format!("{ks}, {} switches per engine thread", interval.switches)
-            } else {
-                ks
-            }
-        }
-    };
-    let per_step = |x: f64| {
-        if interval.steps == 0 {
-            "n/a".to_owned()
-        } else {
-            format!("{:.2}", x / interval.steps as f64)
-        }
-    };
-    let goodput = if interval.cost_units > 0.0 {
-        format!("{:.3}", interval.tokens as f64 / interval.cost_units)
-    } else {
-        "n/a".to_owned()
-    };
-    log!(
-        output,
-        "{:10} Draft length: {choice}; phase {} ({}); mean scheduled budget {}, \
-         goodput {goodput} tokens per cost unit",
-        "",
-        interval.phase,
-        interval.phase_name,
-        per_step(interval.budget_sum),
-    );
-}
-
-/// vLLM's `SpecDecoding metrics` line, then the conditional per-position
-/// rates and the by-draft-length table.
-fn log_interval(output: &Output, stamp: &str, delta: &AcceptanceHistogram, secs: f64) {
-    let secs = secs.max(1e-9);
-    let steps = delta.num_spec_steps();
-    if steps == 0 {
-        log!(
-            output,
-            "{stamp} SpecDecoding metrics: no verify steps in the last {:.2} s \
-             (undrafted steps: {}, rejected observations: {})",
-            secs,
-            delta.num_undrafted_steps(),
-            delta.num_rejected_observations()
-        );
-        return;
-    }
-    let accepted = delta.num_accepted_draft_tokens();
-    let drafted = delta.num_draft_tokens();
-    let join = |rates: Vec<String>| rates.join(", ");
-    let per_pos = join(
-        delta
-            .acceptance_rate_per_pos()
-            .into_iter()
-            .map(|r| format!("{r:.3}"))
-            .collect(),
-    );
-    let conditional = join(
-        delta
-            .conditional_acceptance_rate_per_pos()
-            .into_iter()
-            .map(|r| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.3}")))
-            .collect(),
-    );
-    let avg_rate = if drafted == 0 {
-        "n/a".to_owned()
-    } else {
-        format!("{:.1}%", 100.0 * delta.draft_acceptance_rate())
-    };
-    log!(
-        output,
-        "{stamp} SpecDecoding metrics: Mean acceptance length: {:.2}, \
-         Accepted throughput: {:.2} tokens/s, Drafted throughput: {:.2} tokens/s, \
-         Accepted: {accepted} tokens, Drafted: {drafted} tokens, \
-         Per-position acceptance rate: {per_pos}, Avg Draft acceptance rate: {avg_rate}",
-        delta.mean_acceptance_length(),
-        accepted as f64 / secs,
-        drafted as f64 / secs,
-    );
-    log!(
-        output,
-        "{:10} Conditional per-position acceptance rate (of steps that drafted the position): \
-         {conditional}; Drafts: {steps}, Undrafted steps: {}, Rejected observations: {}",
-        "",
-        delta.num_undrafted_steps(),
-        delta.num_rejected_observations(),
-    );
-    // By draft length: steps and the share that accepted the whole draft.
-    let mut lengths = format!("{:10} {:<14}", "", "draft length");
-    let mut row_steps = format!("{:10} {:<14}", "", "steps");
-    let mut full = format!("{:10} {:<14}", "", "full accept");
-    for k in 0..=delta.max_draft_len() {
-        lengths.push_str(&format!("{k:>8}"));
-        row_steps.push_str(&format!("{:>8}", delta.row_steps(k)));
-        full.push_str(&match delta.full_acceptance_rate(k) {
-            Some(r) => format!("{r:>8.3}"),
-            None => format!("{:>8}", "-"),
-        });
-    }
-    log!(output, "{lengths}\n{row_steps}\n{full}");
 }
