@@ -84,7 +84,7 @@ pub fn note_reading_stdin(what: &str) {
 /// closed standard output, a full disk or any other failure is an error; a
 /// reader that went away (`EPIPE`) is not: it asked for no more.
 pub fn write_stdout(bytes: &[u8], what: &str) -> Result<(), CliError> {
-    if stdout_is_closed() {
+    if specdec_sim::stdio::stdout_is_closed() {
         return Err(CliError::new(format!(
             "standard output is closed; the {what} was not written"
         )));
@@ -107,35 +107,4 @@ pub fn write_file(path: &Path, bytes: &[u8], what: &str) -> Result<(), CliError>
             display_path(path)
         ))
     })
-}
-
-/// Whether the program was started with standard output closed (`>&-`).
-///
-/// Rust's runtime reopens a closed standard stream on `/dev/null` before
-/// `main`, so that later files cannot take its descriptor; writes then
-/// succeed and go nowhere. It opens it for reading and writing, whereas a
-/// shell's `> /dev/null` opens it for writing only: a descriptor that is
-/// `/dev/null` and can be read from is the closed stream. (A caller who
-/// deliberately passes `/dev/null` open for reading and writing, `1<>`, is
-/// told the same, which is true of where the report goes.)
-#[cfg(unix)]
-fn stdout_is_closed() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-
-    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
-        return true; // not even a descriptor
-    };
-    let file = File::from(fd);
-    let (Ok(meta), Ok(null)) = (file.metadata(), std::fs::metadata("/dev/null")) else {
-        return false;
-    };
-    meta.file_type().is_char_device()
-        && meta.rdev() == null.rdev()
-        && (&file).read(&mut [0u8; 1]).is_ok()
-}
-
-#[cfg(not(unix))]
-fn stdout_is_closed() -> bool {
-    false
 }

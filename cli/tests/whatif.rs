@@ -204,8 +204,9 @@ fn bad_input_is_refused_with_the_line_or_the_flag() {
             .code(2)
     };
     // K above the traces' cap.
-    run(&["--max-draft-len", "9", "--cost-linear", "1,0.1"], &traces)
-        .stderr(predicate::str::contains("cap 8"));
+    run(&["--max-draft-len", "9", "--cost-linear", "1,0.1"], &traces).stderr(
+        predicate::str::contains("--max-draft-len 9 is above the trace's cap 8"),
+    );
     // A cost table of the wrong length.
     run(&["--max-draft-len", "2", "--cost-table", "1,1.1"], &traces)
         .stderr(predicate::str::contains("cost"));

@@ -3,7 +3,7 @@
 //! run rather than lose its output.
 
 /// Whether the program was started with standard output closed (`>&-`),
-/// as the command line tells (`cli/src/io.rs` keeps its own copy).
+/// as the simulator's programs and the command line tell.
 ///
 /// Rust's runtime reopens a closed standard stream on `/dev/null` before
 /// `main`, so that later files cannot take its descriptor; writes then

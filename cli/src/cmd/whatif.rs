@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args as ClapArgs};
 use specdec_metrics::StepCost;
+use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::trace_set::TraceSet;
 use specdec_sim::whatif::{self, PolicyResult, Settings};
@@ -238,7 +239,22 @@ fn replay(
             ));
         }
     };
-    settings.replay_all(policies, jobs, &progress)
+    settings
+        .replay_all(policies, jobs, &progress)
+        .map_err(|e| e.naming(&flag).to_string())
+}
+
+/// The flag of a setting the engine model's errors name, for those this
+/// command has; the others by their name in the engine's configuration.
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::MaxDraftLen => "--max-draft-len",
+        Setting::CostTable => "--cost-table",
+        Setting::CostLinear => "--cost-linear",
+        Setting::MaxBatch => "--batch",
+        Setting::Policy => "--policies",
+        other => other.field(),
+    }
 }
 
 /// Writes the table or JSON to standard output, then the report and the
