@@ -545,7 +545,8 @@ else
   if [ "$status" = 0 ]; then pass "the demo exited 0"; else fail "the demo exited $status"; fi
 fi
 
-# =====================================================================# advise fleet (issue 16): advise --prometheus on a fleet of replicas
+# =====================================================================
+# advise fleet: advise --prometheus on a fleet of replicas
 # ----------------------------------------------------------------------------
 # Three demo replicas with vLLM's names (--prefix vllm:spec_decode), other
 # seeds and workloads, scraped every second by a Prometheus of their own;
@@ -724,7 +725,7 @@ PY
   for pid in "${fleet_pids[@]}"; do stop_pid "$pid"; done
   fleet_pids=()
 }
-log "fleet: advise --prometheus on three replicas (issue 16)"
+log "fleet: advise --prometheus on three replicas"
 fleet_block
 # ======================================================= end of the advise fleet block
 

@@ -68,7 +68,8 @@ proptest! {
                 Identified::Exact { continuation, .. } => prop_assert_eq!(continuation, truth.clone()),
                 Identified::Bounds(bounds) => {
                     for i in 1..=max {
-                        let (s, lo, hi) = bounds.at(i).unwrap();
+                        let at = bounds.at(i).unwrap();
+                        let (s, lo, hi) = (at.successes, at.trials_min, at.trials_max);
                         let (true_s, true_n) = truth.at(i);
                         prop_assert_eq!(s, true_s, "position {}", i);
                         prop_assert!(lo <= true_n && true_n <= hi, "position {}: {} not in {}..={}", i, true_n, lo, hi);
@@ -97,8 +98,18 @@ fn drafts_of_varying_length_give_bounds_not_a_point() {
         panic!("a point estimate from unidentifiable counters");
     };
     // One success at position 1 out of 2; position 2: no success, 0 or 1 trial.
-    assert_eq!(bounds.at(1), Some((1, 2, 2)));
-    assert_eq!(bounds.at(2), Some((0, 0, 1)));
+    assert_eq!(
+        bounds
+            .at(1)
+            .map(|b| (b.successes, b.trials_min, b.trials_max)),
+        Some((1, 2, 2))
+    );
+    assert_eq!(
+        bounds
+            .at(2)
+            .map(|b| (b.successes, b.trials_min, b.trials_max)),
+        Some((0, 0, 1))
+    );
     assert_eq!(bounds.rate(1), Some((0.5, 0.5)));
     assert_eq!(bounds.rate(2), None);
     assert_eq!(bounds.max_draft_len(), 2);
@@ -220,9 +231,19 @@ fn per_position_draft_counts_narrow_the_bounds() {
     };
     // At least 15 / 2 rounded up reached position 1, of which 8 accepted;
     // of those 8, between 3 (the accepted) and 8 drafted position 2.
-    assert_eq!(bounds.at(1), Some((8, 8, 10)));
+    assert_eq!(
+        bounds
+            .at(1)
+            .map(|b| (b.successes, b.trials_min, b.trials_max)),
+        Some((8, 8, 10))
+    );
     assert_eq!(bounds.rate(1), Some((0.8, 1.0)));
-    assert_eq!(bounds.at(2), Some((3, 3, 8)));
+    assert_eq!(
+        bounds
+            .at(2)
+            .map(|b| (b.successes, b.trials_min, b.trials_max)),
+        Some((3, 3, 8))
+    );
     assert_eq!(bounds.rate(2), Some((3.0 / 8.0, 1.0)));
     // 5 drafts of length 1 fully accepted, 5 of length 2 accepting one:
     // the counts say all 10 reached position 1 and 5 reached 2.
@@ -235,7 +256,12 @@ fn per_position_draft_counts_narrow_the_bounds() {
     };
     // Of the 10 that accepted position 1, 5 ended there (length 1): the
     // other 5 are the trials at position 2, which none accepted.
-    assert_eq!(bounds.at(2), Some((0, 5, 5)));
+    assert_eq!(
+        bounds
+            .at(2)
+            .map(|b| (b.successes, b.trials_min, b.trials_max)),
+        Some((0, 5, 5))
+    );
     assert_eq!(Continuation::new(&h).at(2), (0, 5));
 }
 

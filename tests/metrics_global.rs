@@ -1,4 +1,4 @@
-//! The "done when", literally: a program with
+//! What the `metrics` exporter promises, end to end: a program with
 //! `metrics-exporter-prometheus` installed as the **global** `metrics`
 //! recorder, a `Recorder` with a few workers, and a `MetricsPublisher` on its
 //! background thread serves the families and values the

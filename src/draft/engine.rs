@@ -97,21 +97,46 @@ pub struct ContinuationBounds {
     trials_max: Vec<u64>,
 }
 
+/// What [`ContinuationBounds::at`] says of one position `i`: its
+/// successes `s_i` exactly, its trials `n_i` between two bounds.
+///
+/// ```
+/// use specdec_metrics::{EngineCounters, Identified};
+/// // 10 drafts of at most 2 tokens, 15 drafted: 8 accepted position 1,
+/// // 3 position 2.
+/// let c = EngineCounters::new(2, 10, 15, 11, vec![8, 3])?;
+/// let Identified::Bounds(bounds) = c.identify()? else { panic!() };
+/// let at = bounds.at(2).unwrap();
+/// assert_eq!(at.successes, 3);
+/// assert!(at.trials_min <= at.trials_max);
+/// # Ok::<(), specdec_metrics::EngineCountersError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PositionBounds {
+    /// `s_i`: drafts that accepted position `i` (and so every earlier one).
+    pub successes: u64,
+    /// The fewest trials `n_i` (drafts that reached position `i` with every
+    /// earlier token accepted) the counters allow.
+    pub trials_min: u64,
+    /// The most trials `n_i` the counters allow.
+    pub trials_max: u64,
+}
+
 impl ContinuationBounds {
     /// The maximum draft length `K`.
     pub fn max_draft_len(&self) -> usize {
         self.successes.len()
     }
 
-    /// `(s_i, n_i min, n_i max)` at position `position` (`1..=K`); `None`
-    /// outside.
-    pub fn at(&self, position: usize) -> Option<(u64, u64, u64)> {
+    /// The successes and the bounds on the trials at position `position`
+    /// (`1..=K`); `None` outside.
+    pub fn at(&self, position: usize) -> Option<PositionBounds> {
         let i = position.checked_sub(1)?;
-        Some((
-            *self.successes.get(i)?,
-            self.trials_min[i],
-            self.trials_max[i],
-        ))
+        Some(PositionBounds {
+            successes: *self.successes.get(i)?,
+            trials_min: self.trials_min[i],
+            trials_max: self.trials_max[i],
+        })
     }
 
     /// The bounds on the continuation rate `h_i = s_i / n_i` at
@@ -131,11 +156,16 @@ impl ContinuationBounds {
     /// let c = c.with_draft_tokens_per_pos(vec![10, 5])?;
     /// let Identified::Bounds(bounds) = c.identify()? else { panic!() };
     /// assert_eq!(bounds.rate(1), Some((0.8, 0.8)));
-    /// assert_eq!(bounds.at(2), Some((3, 3, 5)));
+    /// let at2 = bounds.at(2).unwrap();
+    /// assert_eq!((at2.successes, at2.trials_min, at2.trials_max), (3, 3, 5));
     /// # Ok::<(), specdec_metrics::EngineCountersError>(())
     /// ```
     pub fn rate(&self, position: usize) -> Option<(f64, f64)> {
-        let (s, lo, hi) = self.at(position)?;
+        let PositionBounds {
+            successes: s,
+            trials_min: lo,
+            trials_max: hi,
+        } = self.at(position)?;
         (lo > 0).then(|| (s as f64 / hi as f64, s as f64 / lo as f64))
     }
 }

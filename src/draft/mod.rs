@@ -45,6 +45,7 @@ pub use controller::DraftController;
 pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
 pub use engine::{
     ContinuationBounds, CounterSeries, EngineCounters, EngineCountersError, Exactness, Identified,
+    PositionBounds,
 };
 pub use error::{
     BatchTableError, BatchTableErrorKind, BucketSpan, CostError, CostTerm, ParameterError,

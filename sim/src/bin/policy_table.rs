@@ -765,7 +765,8 @@ impl<'a> Table<'a> {
             text: versus,
         });
         if workload == Workload::Bursty {
-            // The bound on every workload holds here too.
+            // The bound per-state keeps on every workload (at most 0.5%
+            // below adaptive) holds here too.
             out.push(Target {
                 name: format!(
                     "{workload}: per-state loses at most {}% to adaptive",

@@ -377,7 +377,8 @@ fn recommend(
 fn position_bounds(b: &ContinuationBounds, k: usize) -> Vec<PositionBounds> {
     (1..=k)
         .filter_map(|i| {
-            let (s, lo, hi) = b.at(i)?;
+            let at = b.at(i)?;
+            let (s, lo, hi) = (at.successes, at.trials_min, at.trials_max);
             let rate = b.rate(i);
             Some(PositionBounds {
                 position: i,
