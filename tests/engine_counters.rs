@@ -400,7 +400,8 @@ proptest! {
             Identified::Bounds(b) => {
                 prop_assert!(drafted.iter().any(|&d| d != drafted[0]), "bounds with every draft of one length");
                 for i in 1..=max {
-                    let (s, lo, hi) = b.at(i).unwrap();
+                    let at = b.at(i).unwrap();
+                    let (s, lo, hi) = (at.successes, at.trials_min, at.trials_max);
                     let (ts, tn) = truth.at(i);
                     prop_assert_eq!(s, ts);
                     prop_assert!(lo <= tn && tn <= hi, "position {}: {} not in [{}, {}]", i, tn, lo, hi);
