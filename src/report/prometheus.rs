@@ -19,7 +19,7 @@ use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
-use super::series::{Own, series};
+use super::series::{Own, Source, series};
 use crate::{AcceptanceHistogram, Recorder};
 
 /// The text exposition formats [`SpecDecodeCollector::encode_text`] writes.
@@ -218,14 +218,6 @@ pub struct SpecDecodeCollector {
     plan: Option<Arc<dyn DraftLenGauge>>,
 }
 
-#[derive(Clone, Debug)]
-enum Source {
-    /// A live recorder: one snapshot per scrape.
-    Live(Recorder),
-    /// A fixed histogram (a report read back, a merge of replicas).
-    Fixed(AcceptanceHistogram),
-}
-
 #[derive(Debug)]
 struct Naming {
     prefix: String,
@@ -402,10 +394,7 @@ impl SpecDecodeCollector {
     /// What the next scrape encodes: a fresh snapshot of the recorder, or
     /// the fixed histogram.
     pub fn snapshot(&self) -> AcceptanceHistogram {
-        match &self.source {
-            Source::Live(recorder) => recorder.snapshot(),
-            Source::Fixed(histogram) => histogram.clone(),
-        }
+        self.source.snapshot()
     }
 
     /// A complete exposition of these families alone, from one snapshot, in

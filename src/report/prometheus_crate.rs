@@ -15,7 +15,7 @@ use super::names::{
     DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
     check_prefix,
 };
-use super::series::{Own, own_label_names, series};
+use super::series::{Own, Source, own_label_names, series};
 use crate::{AcceptanceHistogram, Recorder};
 
 /// A [`prometheus::core::Collector`](tikv_prometheus::core::Collector) (the
@@ -94,14 +94,6 @@ pub struct PrometheusCrateCollector {
     naming: Arc<Naming>,
     /// The plan whose draft length is exported as a gauge, if any.
     plan: Option<Arc<dyn DraftLenGauge>>,
-}
-
-#[derive(Clone, Debug)]
-enum Source {
-    /// A live recorder: one snapshot per gather.
-    Live(Recorder),
-    /// A fixed histogram (a report read back, a merge of replicas).
-    Fixed(AcceptanceHistogram),
 }
 
 #[derive(Debug)]
@@ -303,10 +295,7 @@ impl PrometheusCrateCollector {
     /// What the next gather collects: a fresh snapshot of the recorder, or
     /// the fixed histogram.
     pub fn snapshot(&self) -> AcceptanceHistogram {
-        match &self.source {
-            Source::Live(recorder) => recorder.snapshot(),
-            Source::Fixed(histogram) => histogram.clone(),
-        }
+        self.source.snapshot()
     }
 
     /// These families alone, from one snapshot, in the classic text format

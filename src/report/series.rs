@@ -13,6 +13,29 @@ use super::names::{
     NUM_DRAFT_TOKENS, NUM_DRAFTS, REJECTED_OBSERVATIONS, SCHEDULED_STEPS, UNDRAFTED_STEPS,
 };
 use crate::AcceptanceHistogram;
+#[cfg(any(feature = "prometheus", feature = "tikv-prometheus"))]
+use crate::Recorder;
+
+/// What a collector encodes at each scrape or gather.
+#[cfg(any(feature = "prometheus", feature = "tikv-prometheus"))]
+#[derive(Clone, Debug)]
+pub(crate) enum Source {
+    /// A live recorder: one snapshot per scrape or gather.
+    Live(Recorder),
+    /// A fixed histogram (a report read back, a merge of replicas).
+    Fixed(AcceptanceHistogram),
+}
+
+#[cfg(any(feature = "prometheus", feature = "tikv-prometheus"))]
+impl Source {
+    /// A fresh snapshot of the recorder, or the fixed histogram.
+    pub(crate) fn snapshot(&self) -> AcceptanceHistogram {
+        match self {
+            Source::Live(recorder) => recorder.snapshot(),
+            Source::Fixed(histogram) => histogram.clone(),
+        }
+    }
+}
 
 /// The labels a family sets on one series, after the constant labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
