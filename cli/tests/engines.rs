@@ -232,18 +232,19 @@ fn engines_groups_and_settings() {
 }
 
 /// Writes `text` to a temporary file and advises on it.
-fn advise_text(text: &str, extra: &[&str]) -> (String, String, i32) {
+/// `advise FLAG FILE --cost-linear 1,0.1 EXTRA...` on `text` written to a
+/// temporary file named `file`.
+fn advise_file(flag: &str, file: &str, text: &str, extra: &[&str]) -> (String, String, i32) {
     let dir = tempfile::TempDir::new().unwrap();
-    let path = dir.path().join("metrics.prom");
+    let path = dir.path().join(file);
     std::fs::write(&path, text).unwrap();
-    let mut args = vec![
-        "--metrics",
-        path.to_str().unwrap(),
-        "--cost-linear",
-        "1,0.1",
-    ];
+    let mut args = vec![flag, path.to_str().unwrap(), "--cost-linear", "1,0.1"];
     args.extend_from_slice(extra);
     advise(&args)
+}
+
+fn advise_text(text: &str, extra: &[&str]) -> (String, String, i32) {
+    advise_file("--metrics", "metrics.prom", text, extra)
 }
 
 /// A vLLM exposition with these values.
@@ -1406,17 +1407,7 @@ fn vllm_response(id: &str, k: usize, by_accepted: &[u64], drafted: u64) -> Strin
 }
 
 fn advise_responses(text: &str, extra: &[&str]) -> (String, String, i32) {
-    let dir = tempfile::TempDir::new().unwrap();
-    let path = dir.path().join("responses.jsonl");
-    std::fs::write(&path, text).unwrap();
-    let mut args = vec![
-        "--responses",
-        path.to_str().unwrap(),
-        "--cost-linear",
-        "1,0.1",
-    ];
-    args.extend_from_slice(extra);
-    advise(&args)
+    advise_file("--responses", "responses.jsonl", text, extra)
 }
 
 #[test]
@@ -1563,17 +1554,7 @@ fn llamacpp_statistics(drafter: &str, drafts: u64, drafted: u64, per_pos: &[u64]
 }
 
 fn advise_llamacpp_log(text: &str, extra: &[&str]) -> (String, String, i32) {
-    let dir = tempfile::TempDir::new().unwrap();
-    let path = dir.path().join("llama.log");
-    std::fs::write(&path, text).unwrap();
-    let mut args = vec![
-        "--llamacpp-log",
-        path.to_str().unwrap(),
-        "--cost-linear",
-        "1,0.1",
-    ];
-    args.extend_from_slice(extra);
-    advise(&args)
+    advise_file("--llamacpp-log", "llama.log", text, extra)
 }
 
 #[test]
