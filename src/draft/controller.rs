@@ -740,9 +740,9 @@ impl DraftController {
     /// of the levels at `(1 - evidence) pi^2 / 6` (1.6% at 0.99), however
     /// long a choice is held. The price is a stricter test for a choice held
     /// long: 3.6 instead of 2.3 standard deviations after 8 spans at 0.99,
-    /// 4.2 after 30. A change of regime
-    /// restarts the count (its memory is new), so a change is still
-    /// followed at the first update's evidence level.
+    /// 4.2 after 30. A change of regime restarts the count (its memory is
+    /// new), so a change is still followed at the first update's evidence
+    /// level.
     fn switch_z(&self) -> f64 {
         let span_len = HELD_SPAN * self.memory() as u64;
         let span = (self.held.saturating_sub(1) / span_len).saturating_add(1);
