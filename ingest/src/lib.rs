@@ -7,3 +7,5 @@
 //! command line maps them to its own.
 
 #![deny(missing_docs)]
+
+pub mod lines;
