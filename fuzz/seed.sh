@@ -52,7 +52,7 @@ for f in cli/tests/fixtures/*.prom cli/tests/fixtures/*.om; do
     seed exposition <"$f"
     head -n 12 "$f" | seed exposition
 done
-grep -ohE '^ *(let text = )?"[^"]*(\\"[^"]*)*\\n' cli/src/exposition.rs \
+grep -ohE '^ *(let text = )?"[^"]*(\\"[^"]*)*\\n' ingest/src/exposition.rs \
     | sed -e 's/^ *let text = //' -e 's/^ *"//' | while IFS= read -r line; do
         printf '%b' "$line" | seed exposition
     done
