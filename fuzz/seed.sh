@@ -72,6 +72,17 @@ for f in cli/tests/fixtures/*.log; do
     head -n 4 "$f" | seed vllm_log
 done
 
+# llamacpp_log: the log lines of the reader's docs and tests.
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | seed llamacpp_log
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | lines llamacpp_log
+grep -ohE '"(I |0\.|draft acceptance| #calls)[^"]*"' ingest/src/source/llamacpp_log.rs cli/tests/engines.rs \
+    | sed -e 's/^"//' -e 's/"$//' | lines llamacpp_log
+
+# responses: the response lines of the reader's docs (vLLM's and SGLang's).
+for key in '"speculative_decoding"' '"spec_verify_ct"'; do
+    raw_objects "$key" ingest/src/source/*.rs cli/tests/*.rs | lines responses
+done
+
 # trace: the traces of the simulator's and the CLI's tests and docs.
 raw_objects '"output_tokens"' sim/src/*.rs sim/tests/*.rs cli/tests/*.rs | lines trace
 grep -h '^//! {"' sim/src/trace.rs | sed 's#^//! ##' | seed trace

@@ -126,6 +126,18 @@ pub enum KFrom {
     Drafts,
 }
 
+/// How a schema of its own is told among a scrape's names: a name ending
+/// in `suffix` whose prefix (the rest) ends in `prefix_ends_with`.
+#[derive(Debug)]
+pub struct Detect {
+    /// The suffix of a family only this schema has.
+    pub suffix: &'static str,
+    /// What the prefix before it must end with ("" for anything).
+    pub prefix_ends_with: &'static str,
+    /// The prefix the engine exports it under, for messages.
+    pub usual_prefix: &'static str,
+}
+
 /// One engine's counter families and what they mean: one row of
 /// [`SCHEMAS`]. The families' names are the prefix followed by each
 /// suffix.
@@ -153,6 +165,12 @@ pub struct Schema {
     pub position_label: &'static str,
     /// How `K` is known.
     pub k_from: KFrom,
+    /// How its families are told apart from others'; `None` for vLLM's
+    /// shape (`<prefix>_num_drafts_total` and
+    /// `<prefix>_num_accepted_tokens_per_pos_total`), which vLLM,
+    /// llama.cpp and this crate share and [`detect`] tells apart by what
+    /// is beside them.
+    pub detect: Option<Detect>,
     /// The setting for not speculating.
     pub off: &'static str,
     /// The exact setting that makes the engine draft `k > 0` tokens.
@@ -172,6 +190,7 @@ pub const SCHEMAS: &[Schema] = &[
         by_draft_length: None,
         position_label: "position",
         k_from: KFrom::Positions,
+        detect: None,
         off: "vLLM: start it without --speculative-config (do not speculate)",
         on: |k| {
             format!(
@@ -190,6 +209,7 @@ pub const SCHEMAS: &[Schema] = &[
         by_draft_length: None,
         position_label: "position",
         k_from: KFrom::HighestPosition,
+        detect: None,
         off: "llama.cpp: start llama-server without --model-draft / --spec-type (do not speculate)",
         on: |k| {
             format!(
@@ -208,6 +228,11 @@ pub const SCHEMAS: &[Schema] = &[
         by_draft_length: None,
         position_label: "position",
         k_from: KFrom::Drafts,
+        detect: Some(Detect {
+            suffix: MISTRAL_PROPOSED,
+            prefix_ends_with: "",
+            usual_prefix: "mistralrs_speculative",
+        }),
         off: "mistral.rs: start it without --mtp / --mtp-model (do not speculate)",
         on: |k| {
             format!(
@@ -226,6 +251,7 @@ pub const SCHEMAS: &[Schema] = &[
         by_draft_length: Some(SPECDEC_BY_LENGTH),
         position_label: "position",
         k_from: KFrom::Positions,
+        detect: None,
         off: "specdec-metrics: draft 0 tokens (do not speculate); the Recorder keeps its max_draft_len",
         on: |k| {
             format!(
@@ -244,6 +270,11 @@ pub const SCHEMAS: &[Schema] = &[
         by_draft_length: None,
         position_label: "token_position",
         k_from: KFrom::HighestPosition,
+        detect: Some(Detect {
+            suffix: TRTLLM_DRAFTED_PER_POS,
+            prefix_ends_with: "_spec_decode",
+            usual_prefix: "trtllm_spec_decode",
+        }),
         off: "TensorRT-LLM: leave speculative_config out of the LLM API options (do not speculate)",
         on: |k| {
             format!(
@@ -263,7 +294,8 @@ pub const SCHEMAS: &[Schema] = &[
         position_label: "position",
         // Never read: SGLang's gauges are refused (`detect`); its
         // responses count every draft.
-        k_from: KFrom::Positions,
+        k_from: KFrom::Drafts,
+        detect: None,
         off: "SGLang: start it without --speculative-algorithm (do not speculate)",
         on: |k| {
             format!(
@@ -492,23 +524,19 @@ fn candidates(names: &BTreeSet<&str>, forced: Option<Engine>) -> Vec<Families> {
                 prefix: prefix.to_owned(),
             });
         }
-        if let Some(prefix) = name
-            .strip_suffix(MISTRAL_PROPOSED)
-            .filter(|p| !p.is_empty())
-        {
-            add(Families {
-                engine: Engine::Mistralrs,
-                prefix: prefix.to_owned(),
-            });
-        }
-        if let Some(prefix) = name
-            .strip_suffix(TRTLLM_DRAFTED_PER_POS)
-            .filter(|p| p.ends_with("_spec_decode"))
-        {
-            add(Families {
-                engine: Engine::Trtllm,
-                prefix: prefix.to_owned(),
-            });
+        for schema in SCHEMAS {
+            let Some(d) = &schema.detect else {
+                continue;
+            };
+            if let Some(prefix) = name
+                .strip_suffix(d.suffix)
+                .filter(|p| !p.is_empty() && p.ends_with(d.prefix_ends_with))
+            {
+                add(Families {
+                    engine: schema.engine,
+                    prefix: prefix.to_owned(),
+                });
+            }
         }
     }
     found
@@ -524,8 +552,15 @@ fn none_found(names: &BTreeSet<&str>, forced: Option<Engine>, source: &str) -> E
     if names.iter().any(|n| SGLANG_GAUGES.contains(n)) {
         return sglang_means_only().after(format!("{source}: these are SGLang's gauges: "));
     }
+    let own: String = SCHEMAS
+        .iter()
+        .filter_map(|s| {
+            let d = s.detect.as_ref()?;
+            Some(format!("{}'s {}{}, ", s.name, d.usual_prefix, d.suffix))
+        })
+        .collect();
     let mut msg = format!(
-        "{source}: no {what} counters found (looked for vLLM's and llama.cpp's <prefix>_num_drafts_total and <prefix>_num_accepted_tokens_per_pos_total ({VLLM_METRIC_PREFIX}, llamacpp:spec_decode), this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, mistral.rs's mistralrs_speculative_draft_tokens_proposed_total, TensorRT-LLM's trtllm_spec_decode_drafted_tokens_total, under any prefix)"
+        "{source}: no {what} counters found (looked for vLLM's and llama.cpp's <prefix>_num_drafts_total and <prefix>_num_accepted_tokens_per_pos_total ({VLLM_METRIC_PREFIX}, llamacpp:spec_decode), this crate's <prefix>_num_drafts_total and <prefix>_acceptance_by_draft_length_total, {own}under any prefix)"
     );
     if names.iter().any(|n| n.starts_with("llamacpp:")) {
         let _ = write!(

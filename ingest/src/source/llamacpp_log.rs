@@ -33,7 +33,8 @@
 //! rate/pos`) give totals only, and are refused with what to update.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::io::BufRead;
+use std::path::PathBuf;
 
 use specdec_metrics::{EngineCounters, MAX_MAX_DRAFT_LEN};
 
@@ -69,13 +70,45 @@ struct Figures {
 impl Source for LlamacppLog {
     fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
         let name = input_name(&self.path);
-        let (drafters, requests, number) = read_lines(&self.path, &name)?;
+        let input =
+            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+        read_from(input, name, settings.max_draft_len)
+    }
+
+    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
+        Some((&[Engine::Llamacpp], "llama.cpp's log", Setting::LlamacppLog))
+    }
+
+    fn reads_stdin(&self) -> Option<&'static str> {
+        lines::is_stdin(&self.path).then_some("llama.cpp's log")
+    }
+}
+
+/// Reads a log from `input`, called `name` in every message: what
+/// [`LlamacppLog`] does once the input is open. `max_draft_len` is `K`
+/// where given (the lines must agree with it).
+///
+/// ```
+/// use specdec_ingest::source::llamacpp_log::read_from;
+///
+/// let log = "I statistics draft: #gen drafts = 1000, #acc drafts = 800, #gen tokens = 2000, \
+///            #acc tokens = 1300, #acc rate/pos = (0.800, 0.500)\n";
+/// let read = read_from(log.as_bytes(), "llama.log".into(), None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.drafts(), 1000);
+/// ```
+pub fn read_from(
+    input: impl BufRead,
+    name: String,
+    max_draft_len: Option<usize>,
+) -> Result<Read, SourceError> {
+    {
+        let (drafters, requests, number) = read_lines(input, &name)?;
         let mut groups = Vec::new();
         let mut read_as = "llama.cpp log: statistics lines";
         if !drafters.is_empty() {
             for (drafter, (mut lives, last)) in drafters {
                 lives.extend(last);
-                let built = build(&lives, settings.max_draft_len, "statistics")
+                let built = build(&lives, max_draft_len, "statistics")
                     .map_err(|e| e.after(format!("{name}: {drafter}: ")))?;
                 groups.push(Group {
                     label: Some(("drafter".to_owned(), drafter)),
@@ -84,7 +117,7 @@ impl Source for LlamacppLog {
             }
         } else if !requests.is_empty() {
             read_as = "llama.cpp log: print_timing lines (one per request)";
-            let built = build(&requests, settings.max_draft_len, "print_timing")
+            let built = build(&requests, max_draft_len, "print_timing")
                 .map_err(|e| e.after(format!("{name}: ")))?;
             groups.push(Group { label: None, built });
         } else {
@@ -110,13 +143,6 @@ impl Source for LlamacppLog {
             exact_from: None,
         })
     }
-    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
-        Some((&[Engine::Llamacpp], "llama.cpp's log", Setting::LlamacppLog))
-    }
-
-    fn reads_stdin(&self) -> Option<&'static str> {
-        lines::is_stdin(&self.path).then_some("llama.cpp's log")
-    }
 }
 
 /// Per drafter, the figures of each of its finished lives and its latest
@@ -125,8 +151,7 @@ type Drafters = BTreeMap<String, (Vec<Figures>, Option<Figures>)>;
 
 /// The log's `statistics` lines per drafter, its `print_timing` lines, and
 /// the number of lines read.
-fn read_lines(path: &Path, name: &str) -> Result<(Drafters, Vec<Figures>, u64), Error> {
-    let input = lines::open(path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+fn read_lines(input: impl BufRead, name: &str) -> Result<(Drafters, Vec<Figures>, u64), Error> {
     let mut lines = Lines::new(input, MAX_LINE_BYTES, Overlong::Split);
     // Per drafter: the figures of the finished lives, the latest line.
     let mut drafters: Drafters = BTreeMap::new();

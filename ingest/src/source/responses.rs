@@ -39,7 +39,7 @@
 //! naming the line.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::io::BufRead;
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -66,26 +66,66 @@ pub struct Responses {
 
 impl Source for Responses {
     fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        let (name, requests, skipped) = read_requests(&self.path)?;
-        let engine = requests[0].engine;
-        if let Some(other) = requests.iter().find(|r| r.engine != engine) {
-            return Err(Error::new(format!(
-                "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
-                other.id,
-                other.engine.name(),
-                engine.name()
-            ))
-            .into());
-        }
-        let mut by_model: BTreeMap<Option<String>, Vec<&RequestFigures>> = BTreeMap::new();
-        for r in &requests {
-            by_model.entry(r.model.clone()).or_default().push(r);
-        }
-        let mut groups = Vec::new();
-        for (model, rs) in &by_model {
-            let mut built =
-                pool(rs, settings.max_draft_len).map_err(|e| e.after(format!("{name}: ")))?;
-            built.notes.insert(
+        let name = input_name(&self.path);
+        let input =
+            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+        read_from(input, name, self.by_request, settings.max_draft_len)
+    }
+
+    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
+        Some((
+            &[Engine::Vllm, Engine::Sglang, Engine::Specdec],
+            "vLLM's, SGLang's and this crate's per-request figures",
+            Setting::Responses,
+        ))
+    }
+
+    fn reads_stdin(&self) -> Option<&'static str> {
+        lines::is_stdin(&self.path).then_some("responses (JSON Lines)")
+    }
+}
+
+/// Reads responses from `input`, called `name` in every message: what
+/// [`Responses`] does once the input is open. `by_request`: each
+/// request's figures too; `max_draft_len` is `K` where given.
+///
+/// ```
+/// use specdec_ingest::source::responses::read_from;
+///
+/// let sglang = r#"{"id":"r","model":"m","meta_info":{"spec_verify_ct":10,"spec_num_correct_drafts":10,"spec_num_proposed_drafts":30,"spec_correct_drafts_histogram":[2,6,2]}}"#;
+/// let read = read_from(sglang.as_bytes(), "r.jsonl".into(), true, None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.drafts(), 10);
+/// assert_eq!(read.requests.unwrap().len(), 1);
+///
+/// let vllm = r#"{"id":"v","model":"m","metrics":{"speculative_decoding":{"mean_acceptance_length":2.0,"draft_acceptance_rate":0.5,"acceptance_histogram":[1,0,1],"num_spec_steps":2,"num_accepted_draft_tokens":2,"num_draft_tokens":4,"num_spec_tokens":2}}}"#;
+/// let read = read_from(vllm.as_bytes(), "v.jsonl".into(), false, None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.max_draft_len(), 2);
+/// ```
+pub fn read_from(
+    input: impl BufRead,
+    name: String,
+    by_request: bool,
+    max_draft_len: Option<usize>,
+) -> Result<Read, SourceError> {
+    let (requests, skipped) = read_requests(input, &name)?;
+    let engine = requests[0].engine;
+    if let Some(other) = requests.iter().find(|r| r.engine != engine) {
+        return Err(Error::new(format!(
+            "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
+            other.id,
+            other.engine.name(),
+            engine.name()
+        ))
+        .into());
+    }
+    let mut by_model: BTreeMap<Option<String>, Vec<&RequestFigures>> = BTreeMap::new();
+    for r in &requests {
+        by_model.entry(r.model.clone()).or_default().push(r);
+    }
+    let mut groups = Vec::new();
+    for (model, rs) in &by_model {
+        let mut built = pool(rs, max_draft_len).map_err(|e| e.after(format!("{name}: ")))?;
+        built.notes.insert(
                 0,
                 Message::new(format!(
                     "{} request{} pooled{}",
@@ -102,50 +142,35 @@ impl Source for Responses {
                     }
                 )),
             );
-            groups.push(Group {
-                label: model.clone().map(|m| ("model".to_owned(), m)),
-                built,
-            });
-        }
-        let what = match engine {
-            Engine::Sglang => "SGLang responses (meta_info)",
-            _ => "vLLM responses (metrics.speculative_decoding)",
-        };
-        Ok(Read {
-            counted: Counted {
-                source: name,
-                families: Families {
-                    engine,
-                    prefix: String::new(),
-                },
-                groups,
+        groups.push(Group {
+            label: model.clone().map(|m| ("model".to_owned(), m)),
+            built,
+        });
+    }
+    let what = match engine {
+        Engine::Sglang => "SGLang responses (meta_info)",
+        _ => "vLLM responses (metrics.speculative_decoding)",
+    };
+    Ok(Read {
+        counted: Counted {
+            source: name,
+            families: Families {
+                engine,
+                prefix: String::new(),
             },
-            reconstruction: None,
-            by: Some("model".to_owned()),
-            read_as: Some(what.to_owned()),
-            requests: self.by_request.then_some(requests),
-            exact_from: Some("the responses' acceptance histograms"),
-        })
-    }
-
-    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
-        Some((
-            &[Engine::Vllm, Engine::Sglang, Engine::Specdec],
-            "vLLM's, SGLang's and this crate's per-request figures",
-            Setting::Responses,
-        ))
-    }
-
-    fn reads_stdin(&self) -> Option<&'static str> {
-        lines::is_stdin(&self.path).then_some("responses (JSON Lines)")
-    }
+            groups,
+        },
+        reconstruction: None,
+        by: Some("model".to_owned()),
+        read_as: Some(what.to_owned()),
+        requests: by_request.then_some(requests),
+        exact_from: Some("the responses' acceptance histograms"),
+    })
 }
 
 /// Every response of the input with per-request figures, and the count of
 /// lines without them.
-fn read_requests(path: &Path) -> Result<(String, Vec<RequestFigures>, u64), Error> {
-    let name = input_name(path);
-    let input = lines::open(path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>, u64), Error> {
     let mut lines = Lines::new(input, MAX_LINE_BYTES, Overlong::Refuse);
     let (mut requests, mut skipped, mut number) = (Vec::new(), 0u64, 0u64);
     loop {
@@ -187,7 +212,7 @@ fn read_requests(path: &Path) -> Result<(String, Vec<RequestFigures>, u64), Erro
             if number == 1 { "" } else { "s" }
         )));
     }
-    Ok((name, requests, skipped))
+    Ok((requests, skipped))
 }
 
 /// The requests of one response: none (a chunk without figures), one, or

@@ -40,7 +40,8 @@ impl Source for Scrape {
     }
 
     fn reads_stdin(&self) -> Option<&'static str> {
-        (self.source == "-").then_some("a Prometheus exposition")
+        (self.source == "-" || self.since.as_deref() == Some("-"))
+            .then_some("a Prometheus exposition")
     }
 }
 
