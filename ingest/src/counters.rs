@@ -67,7 +67,7 @@ pub fn value_text(v: f64) -> String {
 /// A series set: a family's name and its labels but the index labels.
 type SeriesSet = (String, Vec<(String, String)>);
 
-/// The counts of one group (one `--by` label value), summed over the
+/// The counts of one group (one `by` label value), summed over the
 /// group's series (engines, instances).
 #[derive(Clone, Debug, Default)]
 pub struct GroupCounts {
@@ -494,7 +494,7 @@ impl Builder<'_> {
     }
 
     /// Engines whose drafts vary and whose positions appear as reached
-    /// (llama.cpp, TensorRT-LLM): `--max-draft-len`, else the highest
+    /// (llama.cpp, TensorRT-LLM): `max_draft_len`, else the highest
     /// position exported plus one, with a note.
     fn k_from_highest_position(&mut self, drafts: u64) -> Result<usize, Error> {
         let (families, g) = (self.families, self.g);

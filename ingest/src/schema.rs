@@ -50,7 +50,7 @@
 //!   read predates it. The per-position series appear with the first
 //!   completed speculative request, so a position that is missing reads
 //!   0 (the accepted total must still be their sum), and `K` is the
-//!   highest position exported plus one unless `--max-draft-len` gives it
+//!   highest position exported plus one unless `max_draft_len` gives it
 //!   (`--spec-draft-n-max`). llama.cpp's drafts vary in length (`p-min`
 //!   stops a draft early, n-gram drafts end with the match): bounds unless
 //!   every draft had `K` tokens. An older server without these counters

@@ -74,7 +74,7 @@ const MAX_MESSAGE_CHARS: usize = 1000;
 /// A whole message made safe to print, whatever input it came to carry
 /// (a file name, text from a library's error): control and invisible
 /// formatting characters escaped as in [`excerpt`], and, past
-/// [`MAX_MESSAGE_CHARS`] characters, the middle cut out. Messages quote
+/// `MAX_MESSAGE_CHARS` (1,000) characters, the middle cut out. Messages quote
 /// input through [`excerpt`] already; this is the net under them.
 ///
 /// ```

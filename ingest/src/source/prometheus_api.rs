@@ -398,7 +398,7 @@ fn decode<T: DeserializeOwned>(
 
 /// The most entries (series, samples) one answer of the Prometheus API
 /// may hold: far more than any fleet's speculative-decoding series per
-/// `--by` value (`K` positions times the groups), and few enough that
+/// `by` value (`K` positions times the groups), and few enough that
 /// reading them takes tens of megabytes, not gigabytes.
 pub const MAX_SERIES: usize = 100_000;
 
@@ -468,7 +468,7 @@ struct QuerySample {
     value: Option<(serde::de::IgnoredAny, String)>,
 }
 
-/// The latest `--at` (and longest window) Prometheus can represent: its
+/// The latest `at` (and longest window) Prometheus can represent: its
 /// durations and times are nanoseconds in an `i64` (about the year 2262).
 const MAX_UNIX_SECONDS: f64 = 9_223_372_036.0;
 
@@ -533,7 +533,7 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
     Ok(total_ms as f64 / 1000.0)
 }
 
-/// `--selector '{MATCHERS}'`: PromQL label matchers (`name op "value"`,
+/// A `selector` (`'{MATCHERS}'`): PromQL label matchers (`name op "value"`,
 /// `op` one of `=`, `!=`, `=~`, `!~`, the value a double-, single- or
 /// back-quoted string, matchers separated by commas), checked and
 /// rewritten as the matchers alone with double-quoted values, so that

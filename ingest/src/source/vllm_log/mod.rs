@@ -1,4 +1,4 @@
-//! `advise --vllm-log FILE|-`: the counts behind what vLLM prints about
+//! vLLM's log: the counts behind what vLLM prints about
 //! speculative decoding, in every format it has printed, each read from
 //! the code that writes it. A file holds records of one format (the two
 //! `SpecDecoding metrics` line formats that carry per-position rates may
