@@ -195,3 +195,93 @@ pub fn is_hidden(c: char) -> bool {
             | '\u{feff}'
             | '\u{fff9}'..='\u{fffb}')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn digits_are_grouped_by_three() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
+        assert_eq!(group_digits(1_234_567), "1,234,567");
+        assert_eq!(group_digits(u64::MAX), "18,446,744,073,709,551,615");
+    }
+
+    #[test]
+    fn bytes_in_the_largest_whole_unit() {
+        assert_eq!(format_bytes(64 << 20), "64 MiB");
+        assert_eq!(format_bytes(1 << 30), "1 GiB");
+        assert_eq!(format_bytes(3 << 10), "3 KiB");
+        assert_eq!(format_bytes(1000), "1,000 bytes");
+        assert_eq!(format_bytes(1), "1 byte");
+    }
+
+    #[test]
+    fn excerpts_escape_what_would_reach_the_terminal() {
+        assert_eq!(excerpt("drafted"), r#""drafted""#);
+        assert_eq!(excerpt("\u{1b}]0;pwned\u{7}"), r#""\u001b]0;pwned\u0007""#);
+        assert_eq!(excerpt("a\"b\\c\nd\te\r"), r#""a\"b\\c\nd\te\r""#);
+        assert_eq!(excerpt("\u{7f}\u{9b}"), r#""\u007f\u009b""#);
+        assert_eq!(
+            excerpt("abc\u{202e}def\u{200b}\u{feff}"),
+            r#""abc\u202edef\u200b\ufeff""#
+        );
+        assert_eq!(excerpt("clé ✓"), "\"clé ✓\"");
+    }
+
+    #[test]
+    fn excerpts_are_short() {
+        let long = "x".repeat(1_000_000);
+        let e = excerpt(&long);
+        assert_eq!(
+            e,
+            format!("\"{}…\" (1,000,000 bytes)", "x".repeat(EXCERPT_CHARS))
+        );
+        let exactly = "y".repeat(EXCERPT_CHARS);
+        assert_eq!(excerpt(&exactly), format!("\"{exactly}\""));
+        // Cut by characters, never inside one.
+        let wide = "é".repeat(100);
+        assert!(excerpt(&wide).starts_with(&format!("\"{}…", "é".repeat(EXCERPT_CHARS))));
+    }
+
+    #[test]
+    fn messages_are_sanitized() {
+        assert_eq!(
+            sanitize("x.json: unknown field `\u{1b}]0;t\u{7}`, expected \"a\""),
+            "x.json: unknown field `\\u001b]0;t\\u0007`, expected \"a\""
+        );
+        assert_eq!(sanitize("a\nb"), "a\\nb");
+        let short = "s".repeat(MAX_MESSAGE_CHARS);
+        assert_eq!(sanitize(&short), short);
+        let long = format!(
+            "{}{}{}",
+            "h".repeat(750),
+            "m".repeat(1_000_000),
+            "t".repeat(250)
+        );
+        assert_eq!(
+            sanitize(&long),
+            format!(
+                "{}…[1,000,000 characters cut]…{}",
+                "h".repeat(750),
+                "t".repeat(250)
+            )
+        );
+    }
+
+    #[test]
+    fn paths_are_shown_escaped() {
+        assert_eq!(
+            display_path(Path::new("examples/batch/bs1-8.json")),
+            "examples/batch/bs1-8.json"
+        );
+        assert_eq!(
+            display_path(Path::new("r\u{1b}]0;pwned\u{7}.json")),
+            "r\\u001b]0;pwned\\u0007.json"
+        );
+        assert_eq!(display_path(Path::new("a\u{202e}b\nc")), "a\\u202eb\\nc");
+    }
+}
