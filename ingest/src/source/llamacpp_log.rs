@@ -419,4 +419,17 @@ mod tests {
         f.accepted_drafts = Some(60);
         assert!(reconstruct(&f).unwrap_err().contains("#acc drafts 60"));
     }
+
+    /// Found writing its fuzz target: counts in the 10^15 moved one token
+    /// a step, 4 x 10^11 steps for this line.
+    #[test]
+    fn enormous_counts_are_reconstructed_in_bounded_time() {
+        let log = "I statistics d: #gen drafts = 1000000000000000, #acc drafts = 500000000000000, #gen tokens = 2000000000000000, #acc tokens = 750400000000000, #acc rate/pos = (0.500, 0.250)\n";
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_from(log.as_bytes(), "log".into(), None).is_ok());
+        });
+        let read = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(read, Ok(true), "not read within 10 s");
+    }
 }
