@@ -62,15 +62,28 @@ const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 /// the attribute `otel.metric.overflow = true`, whose value, for an
 /// observable counter, is that of **one** of the folded sets (the SDK sets
 /// a precomputed value, it does not add them up). The largest family, by
-/// draft length, has `(K + 1)(K + 2) / 2` series: 45 at `K = 8`, 1,953 at
-/// `K = 61`, and **2,016 at `K = 62`, 2,145 at `K = 64`**, over the
-/// default. For `K >= 62` the engine must raise the limit with a view, to
-/// at least [`max_series_per_instrument`](Self::max_series_per_instrument)
-/// (`docs/opentelemetry.md` shows the view); otherwise, at `K = 64`, 145
-/// buckets of the triangle are lost (`tests/opentelemetry.rs` shows both
-/// cases). The exporter cannot set the limit itself: it belongs to the
-/// engine's `MeterProvider`. Every other family has at most `K + 1 = 65`
-/// series.
+/// draft length, has `(K + 1)(K + 2) / 2` series per exporter: 45 at
+/// `K = 8`, 1,953 at `K = 61`, and **2,016 at `K = 62`, 2,145 at
+/// `K = 64`**, over the default.
+///
+/// The limit counts **every exporter that registers the instrument name**
+/// on the provider, not one: exporters of the same prefix on one meter feed
+/// the same instruments, and their sets add up. Two models on one meter,
+/// told apart by a constant label, pass the default from `K = 44`
+/// (2 × 1,035 sets), and a limit of one exporter's
+/// [`max_series_per_instrument`](Self::max_series_per_instrument) keeps
+/// 2,146 of their 4,290 points at `K = 64` (2,145 and the overflow point).
+/// The engine must raise the limit with a view to at least the sum over
+/// those exporters (`docs/opentelemetry.md` shows the view;
+/// `tests/opentelemetry_exporter.rs` measures each figure). The exporter
+/// cannot set the limit itself: it belongs to the engine's
+/// `MeterProvider`. Every other family has at most `K + 1 = 65` series per
+/// exporter.
+///
+/// Prefixes that differ only in `:` and `_` (`spec:decode`, `spec_decode`)
+/// give the same instrument names, so two exporters so named on one meter
+/// merge silently: with the same constant labels each point keeps one of
+/// their values, not the sum.
 ///
 /// # Example
 ///
@@ -272,10 +285,11 @@ impl OpenTelemetryExporter {
         &self.options.derived().0
     }
 
-    /// The most attribute sets one instrument reports: the
-    /// `(K + 1)(K + 2) / 2` buckets of the by-draft-length family. A
-    /// `MeterProvider` whose cardinality limit is below it folds the
-    /// excess into its overflow point (see
+    /// The most attribute sets this exporter reports on one instrument:
+    /// the `(K + 1)(K + 2) / 2` buckets of the by-draft-length family.
+    /// Exporters registering the same instrument names on one provider add
+    /// up: a `MeterProvider` whose cardinality limit is below the sum of
+    /// theirs folds the excess into its overflow point (see
     /// [Cardinality limit](Self#cardinality-limit)).
     ///
     /// ```
