@@ -777,6 +777,8 @@ impl DraftController {
             .collect();
         // The one with the highest mean goodput, the shorter on a tie.
         let &(best, _) = beats.iter().reduce(|a, b| if b.1 > a.1 { b } else { a })?;
+        // `beats` never holds `current`, so `best <= current` would be the
+        // same test.
         if best < current {
             return Some(best);
         }
@@ -789,6 +791,8 @@ impl DraftController {
         let longest = beats
             .iter()
             .map(|&(k, _)| k)
+            // `k >= best` would be the same: `best` differs from itself by
+            // nothing, `0 < 0` is false, and it is the fallback anyway.
             .filter(|&k| k > best)
             .filter(|&k| {
                 let d = GoodputDifference::new(chain, &self.cost, best, k, cov[k]);
@@ -1297,5 +1301,47 @@ mod tests {
         assert_eq!((d.mean, d.variance), (0.0, 0.0));
         assert_eq!(better(&c, 1), None);
         assert_eq!(better(&c, 2), None);
+    }
+
+    /// Intervals that vary more than chance widen the test by the
+    /// dispersion (a factor on the variance): a gain of about 4 standard
+    /// deviations under binomial noise switches at dispersion 1 and not at
+    /// dispersion 4, where it is 2 (the test needs 2.33).
+    #[test]
+    fn the_dispersion_widens_the_switching_test() {
+        let mut c = remembering(&[1.0, 1.0, 1.133], &[(MANY / 2, MANY), (200, 400)]);
+        let d = difference(&c, 2, 1);
+        let sd = d.variance.sqrt();
+        assert!(d.mean > 3.3 * sd && d.mean < 4.5 * sd, "{} sd", d.mean / sd);
+        c.held = 1;
+        assert_eq!(better(&c, 1), Some(2));
+        c.dispersion = 4.0;
+        assert_eq!(better(&c, 1), None);
+    }
+
+    /// Lengths below the floor never beat the current choice, however
+    /// much better they are.
+    #[test]
+    fn no_length_below_the_floor_is_chosen() {
+        // Nothing is ever accepted: not drafting is best, then 1.
+        let c = remembering(&[1.0, 1.1, 1.2, 1.3], &[(0, MANY), (0, MANY), (0, MANY)])
+            .with_min_draft_len(1)
+            .unwrap();
+        assert_eq!(better(&c, 3), Some(1));
+    }
+
+    /// Climbing stops at an exact tie known for certain: a longer length
+    /// whose added position is never accepted, at the same cost, adds
+    /// nothing the evidence could still find, and the shorter is taken.
+    #[test]
+    fn climbing_stops_at_an_exact_tie_known_for_certain() {
+        let c = remembering(
+            &[1.0, 1.1, 1.2, 1.2],
+            &[(MANY / 2, MANY), (MANY / 2, MANY), (0, ALL)],
+        );
+        let d = difference(&c, 2, 3);
+        assert_eq!((d.mean, d.variance), (0.0, 0.0));
+        assert!(difference(&c, 3, 0).mean > 0.0);
+        assert_eq!(better(&c, 0), Some(2));
     }
 }
