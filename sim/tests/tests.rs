@@ -3,7 +3,7 @@
 //! module is one subject. `cargo test -p specdec-sim --test tests MODULE::`
 //! runs one of them. The peer rules' tests (`peer_rules.rs`) are a binary
 //! of their own: they install a counting global allocator
-//! (`counting_alloc/`), which would count every other test's allocations
+//! (`specdec-test-support`), which would count every other test's allocations
 //! too.
 
 mod policy_table_pipes;
