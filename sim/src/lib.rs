@@ -1,18 +1,12 @@
-//! A simulated speculative-decoding serving engine that embeds
-//! `specdec-metrics` the way a real one would, and the two programs built
-//! on it (see `README.md` beside `Cargo.toml`):
+//! The engine model of a simulated speculative-decoding serving engine
+//! that embeds `specdec-metrics` the way a real one would (see `README.md`
+//! beside `Cargo.toml`): what the command line's `whatif` replays traces
+//! through, and what the programs of the `specdec-demo` package (`demo/`:
+//! the `serving_engine` demo and the `policy_table`) run. A plain library:
+//! no features, no HTTP, runtime or flag parser.
 //!
-//! - `serving_engine` (`cargo run --release -p specdec-sim`): the demo.
-//!   Engine threads record every verify step, a metrics thread logs
-//!   vLLM-style interval lines and closes the drafting loop, `/metrics` is
-//!   served over HTTP, and the engine-wide report and a summary are printed
-//!   at the end;
-//! - `policy_table` (`cargo run --release -p specdec-sim --bin
-//!   policy_table`): every drafting policy on every workload, in virtual
-//!   time with the same seeds, as one markdown table.
-//!
-//! This crate is not published: it is the library's showcase and test bed.
-//! For the twenty lines an engine needs, read `examples/embed.rs` at the
+//! This crate is not published: it is the library's test bed. For the
+//! twenty lines an engine needs, read `examples/embed.rs` at the
 //! repository root instead.
 //!
 //! # Modules
@@ -37,10 +31,6 @@
 //!   library's `RequestState`, to measure it against (`--state-rule`).
 //! - [`summary`]: what a run achieved, per phase and overall (the JSON
 //!   summary the demo prints and the policy table compares).
-//! - [`engine_metrics`]: vLLM's engine metrics (running requests, generated
-//!   tokens, inter-token latency) exported next to the
-//!   speculative-decoding families, so vLLM's dashboards work against the
-//!   demo.
 //! - [`error`]: the simulator's errors, which name settings rather than
 //!   any program's flags (each program names them by its own).
 //! - [`barrier`]: the barrier of a virtual-time run, which a panicking
@@ -59,8 +49,6 @@
 
 pub mod barrier;
 pub mod engine;
-#[cfg(feature = "demo")]
-pub mod engine_metrics;
 pub mod error;
 pub mod peers;
 pub mod policy;

@@ -65,9 +65,9 @@
 //! the output and the logs in `log.rs`.
 //!
 //! ```text
-//! cargo run --release -p specdec-sim
-//! cargo run --release -p specdec-sim -- --seconds 30 --print-requests
-//! cargo run --release -p specdec-sim -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
+//! cargo run --release -p specdec-demo
+//! cargo run --release -p specdec-demo -- --seconds 30 --print-requests
+//! cargo run --release -p specdec-demo -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 //!
@@ -85,11 +85,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use prometheus_client::registry::Registry;
-use specdec_metrics::AcceptanceHistogram;
-use specdec_sim::engine;
-use specdec_sim::engine_metrics::{
+use specdec_demo::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, namespace_for,
 };
+use specdec_metrics::AcceptanceHistogram;
+use specdec_sim::engine;
 use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::state_rule::StateRule;

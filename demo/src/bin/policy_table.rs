@@ -8,8 +8,8 @@
 //! not, with its figures.
 //!
 //! ```text
-//! cargo run --release -p specdec-sim --bin policy_table
-//! cargo run --release -p specdec-sim --bin policy_table -- --seed 2 --phase-seconds 30
+//! cargo run --release -p specdec-demo --bin policy_table
+//! cargo run --release -p specdec-demo --bin policy_table -- --seed 2 --phase-seconds 30
 //! ```
 //!
 //! The simulation is the demo's own ([`specdec_sim::engine`]): two engine
