@@ -256,6 +256,21 @@ impl Settings {
     }
 }
 
+/// What a what-if found: where its traces came from, the settings, and
+/// every policy's result in the order replayed (what the command line's
+/// `whatif` prints, as a table, JSON or a plot).
+#[derive(Clone, Debug)]
+pub struct WhatIf {
+    /// Where the traces were read from, as the output names it.
+    pub source: String,
+    /// The traces replayed.
+    pub traces: Arc<TraceSet>,
+    /// The settings every policy was replayed under.
+    pub settings: Settings,
+    /// Every policy's result, in the order replayed.
+    pub results: Vec<PolicyResult>,
+}
+
 /// The best static length of `results` (the highest goodput, ties to the
 /// shorter), `none` included.
 pub fn best_static(results: &[PolicyResult]) -> Option<&PolicyResult> {

@@ -14,7 +14,7 @@ use specdec_metrics::StepCost;
 use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::trace_set::TraceSet;
-use specdec_sim::whatif::{self, PolicyResult, Settings};
+use specdec_sim::whatif::{self, PolicyResult, Settings, WhatIf};
 
 use crate::error::CliError;
 use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len};
@@ -115,14 +115,6 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
         _ => Err("expected a whole number of threads in 1..=256".into()),
     }
-}
-
-/// What `whatif` found: the settings and every policy's result.
-pub struct WhatIf {
-    pub source: String,
-    pub traces: Arc<TraceSet>,
-    pub settings: Settings,
-    pub results: Vec<PolicyResult>,
 }
 
 /// Runs `whatif`.

@@ -7,9 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::trace::TraceMeta;
-use specdec_sim::whatif::{PolicyResult, best_static};
+use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
-use crate::cmd::whatif::WhatIf;
 use crate::format::group_digits;
 
 /// The name a policy has in the output: `none` for `static:0`.

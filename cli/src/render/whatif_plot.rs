@@ -12,8 +12,8 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::whatif::WhatIf;
 
-use crate::cmd::whatif::WhatIf;
 use crate::render::whatif::{kind, policy_name};
 
 /// The colour of each non-static policy's line.
