@@ -16,9 +16,14 @@
 //!
 //! # Modules
 //!
+//! - [`policy_table`]: the `policy_table` program (its binary only calls
+//!   [`policy_table::main`]), here so that its list of policies and its
+//!   tables can be tested against a table of policies with a policy
+//!   registered by the test.
 //! - [`engine_metrics`]: vLLM's engine metrics (running requests, generated
 //!   tokens, inter-token latency) exported next to the
 //!   speculative-decoding families, so vLLM's dashboards work against the
 //!   demo.
 
 pub mod engine_metrics;
+pub mod policy_table;

@@ -20,10 +20,14 @@
 //! - [`workload`]: what the requests look like: how well the proposer
 //!   predicts them, by phase of the run and kind of request, and the fake
 //!   verifier.
-//! - [`policy`]: the drafting policies an engine thread can follow (a
-//!   static draft length, the controller's shared plan, the state
-//!   controller's per-state plan), the `--policy` values, and the cost of a
-//!   step whose requests draft different lengths.
+//! - [`policy`]: the one table of drafting policies (name, parsing, help
+//!   text, per-request or batch, a stable index, how the engine builds
+//!   each) that every program reads, and the `--policy` values.
+//! - [`drafting`]: what a drafting policy is (the `Policy` trait and what
+//!   it sees of a request), the engine model's own policies (a static
+//!   draft length, the controller's shared plan, the state controller's
+//!   per-state plan, the oracle), and the cost of a step whose requests
+//!   draft different lengths.
 //! - [`peers`]: the adaptive rules of SGLang and vLLM #44336 (one length
 //!   per step), and the per-request rules of SmartSpec and vLLM's adaptive
 //!   verification, as policies.
@@ -48,6 +52,7 @@
 //! settings and seed give the same summary, whatever the machine.
 
 pub mod barrier;
+pub mod drafting;
 pub mod engine;
 pub mod error;
 pub mod peers;
