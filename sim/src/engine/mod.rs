@@ -52,14 +52,25 @@
 //! whose throughput is its goodput). Every request of the batch takes one
 //! verify step per engine step; see the workload module for what it
 //! drafts and what the verifier accepts.
+//!
+//! # Files
+//!
+//! `config.rs` (the settings, [`Config`], and their checks), `events.rs`
+//! (what a run tells its caller, [`Events`], and returns, [`Outcome`]),
+//! this file (setting a run up and [`run`]), `coordinator.rs` (the metrics
+//! thread), `engine_thread.rs` (an engine thread and its batch),
+//! `live.rs` (the running totals each engine thread publishes for the
+//! coordinator),
+//! `tests.rs`. The children read what they share through this module
+//! (`use super::*`); none imports a sibling that imports it back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::barrier::{Barrier, BreakOnPanic, panic_message};
 use crate::error::{Error, Setting};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use specdec_metrics::{
     AcceptanceHistogram, DraftController, DraftPlan, DraftSignal, Recorder, RequestState,
