@@ -17,6 +17,9 @@
 //!   update period, feeds the controller and publishes its plan; real or
 //!   virtual time. [`engine::run`] runs one simulation and returns its
 //!   [`summary::Summary`].
+//! - [`whatif`]: every policy replayed on the same traces through one
+//!   engine model, and the result the command line's `whatif` renders
+//!   ([`whatif::WhatIf`]).
 //! - [`workload`]: what the requests look like: how well the proposer
 //!   predicts them, by phase of the run and kind of request, and the fake
 //!   verifier.
