@@ -116,9 +116,9 @@ for addr in "$DEMO_ADDR" "$PROM_ADDR"; do
 done
 
 # ---------------------------------------------------------------- build, start
-log "building the demo (cargo build --release -p specdec-sim --bin serving_engine)"
-timeout 900 cargo build --release -p specdec-sim --bin serving_engine -q ||
-  fatal "cargo build --release -p specdec-sim --bin serving_engine"
+log "building the demo (cargo build --release -p specdec-demo --bin serving_engine)"
+timeout 900 cargo build --release -p specdec-demo --bin serving_engine -q ||
+  fatal "cargo build --release -p specdec-demo --bin serving_engine"
 demo_bin="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/serving_engine"
 [ -x "$demo_bin" ] || fatal "demo binary not found at $demo_bin"
@@ -479,7 +479,7 @@ expect "controller gauge: last scrape == the summary's final controller draft_le
 
 # ------------------------------------------- engine metrics for vLLM's dashboards
 # vLLM's num_requests_running, generation_tokens and inter_token_latency_seconds
-# (sim/src/engine_metrics.rs), under the namespace of the prefix.
+# (demo/src/engine_metrics.rs), under the namespace of the prefix.
 case "$PREFIX" in *:*) NS="${PREFIX%:*}:" ;; *) NS="${PREFIX}_" ;; esac
 engine_re="${NS}(num_requests_running|generation_tokens_total|inter_token_latency_seconds_(bucket|sum|count))"
 expect "engine metrics: every series labelled model_name and engine (1 gauge, 1 counter, 20 buckets, sum, count)" \

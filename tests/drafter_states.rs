@@ -2,14 +2,14 @@
 //! states whose length is 0 that still explore, and the multi-word plan
 //! ([`SharedStateTable`]) of a [`StateController`] over many states.
 
-mod counting_alloc;
-
-use counting_alloc::allocations_during;
 use proptest::prelude::*;
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use specdec_metrics::{
     AcceptanceHistogram, ConfigError, DraftController, DraftPlan, DraftSignal, MAX_STATES,
     Recorder, RequestState, SharedStateTable, StateController, StateSpace, StepCost,
 };
+use specdec_test_support::allocations_during;
 
 /// Counts near `usize::MAX` used to wrap: `after(usize::MAX, usize::MAX)`
 /// divided by zero (`accepted + 1` wrapped to 0) and `after(1 << 50, 1 <<
@@ -48,29 +48,15 @@ fn huge_counts_saturate_instead_of_wrapping() {
     }
 }
 
-/// A small deterministic generator (SplitMix64), so tests build their own
-/// data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// `true` with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
+/// `true` with probability `p`: the top 53 bits of one draw as a fraction.
+fn chance(rng: &mut SplitMix64, p: f64) -> bool {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
 }
 
 /// A step of `k` drafts accepted position by position with probability
 /// `p`: the accepted count.
-fn accepted(rng: &mut Rng, k: usize, p: f64) -> usize {
-    (0..k).take_while(|_| rng.chance(p)).count()
+fn accepted(rng: &mut SplitMix64, k: usize, p: f64) -> usize {
+    (0..k).take_while(|_| chance(rng, p)).count()
 }
 
 /// One state of a `StateController::with_states` whose requests accept
@@ -86,7 +72,7 @@ fn updates_to_leave_zero(
     let mut controller =
         StateController::with_states(4, StepCost::linear(1.0, 0.1).unwrap(), 1).unwrap();
     let table = controller.shared_table();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let mut step = 0u64;
     let mut before = usize::MAX;
     for interval in 0..bad + limit {
@@ -273,12 +259,12 @@ fn a_controller_of_128_states_learns_each_state_apart() {
         .collect();
     let table = controller.shared_table();
     let worker = recorder.worker();
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::seed_from_u64(7);
     let mut previous = recorder.snapshot_by_state();
     let mut step = 0u64;
     for _ in 0..6 {
         for _ in 0..20_000 {
-            let state = (rng.next() % STATES as u64) as usize;
+            let state = (rng.next_u64() % STATES as u64) as usize;
             // State s accepts s / 128 per position.
             let k = table.draft_len_for(state, step);
             step += 1;

@@ -9,13 +9,11 @@
 //! `metrics::with_local_recorder` for the first publish, which binds the
 //! handles); `tests/metrics_global.rs` does, in its own process.
 
-mod counting_alloc;
 mod exposition_text;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use counting_alloc::allocations_during;
 use exposition_text::{descriptor_lines, promtool_findings, sample_lines, value_of};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
@@ -25,6 +23,7 @@ use specdec_metrics::{
     DEFAULT_METRIC_PREFIX, DraftPlan, METRIC_FAMILIES, MetricsPublisher, NameError, PLAN_GAUGE,
     Recorder, SharedPlan, SpecDecodeCollector, TextFormat, VLLM_METRIC_PREFIX,
 };
+use specdec_test_support::allocations_during;
 
 // ---------------------------------------------------------------------------
 // helpers

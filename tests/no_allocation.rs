@@ -1,10 +1,8 @@
 //! The recording paths never allocate: a counting global allocator wraps
 //! `System` and counts, per thread, every allocation and reallocation.
 
-mod counting_alloc;
-
-use counting_alloc::allocations_during;
 use specdec_metrics::{AcceptanceHistogram, Recorder};
+use specdec_test_support::allocations_during;
 
 /// Valid steps over the whole triangle of K = 8, then invalid ones of both
 /// kinds.

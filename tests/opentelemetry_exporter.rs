@@ -381,3 +381,117 @@ fn at_k_64_the_default_cardinality_limit_folds_buckets_and_a_view_keeps_them() {
     assert_eq!(buckets(&points).len(), 2145);
     assert_eq!(points, want);
 }
+
+/// The points of the by-draft-length instrument after one collection of
+/// `models` exporters of `K = k_max` registered on one meter, each model
+/// with its own constant label `model_name` (the pattern of
+/// docs/opentelemetry.md), under the cardinality limit `limit` (the SDK's
+/// default when `None`): how many points were exported, and whether one is
+/// the overflow point.
+fn buckets_of_models_on_one_meter(
+    k_max: usize,
+    models: usize,
+    limit: Option<usize>,
+) -> (usize, bool) {
+    let (provider, exported) = provider(limit);
+    let meter = provider.meter("specdec-metrics");
+    for model in 0..models {
+        let recorder = Recorder::new(k_max).unwrap();
+        recorder.observe(k_max, model % (k_max + 1)).unwrap();
+        OpenTelemetryExporter::new(recorder)
+            .with_const_labels([("model_name", format!("model-{model}"))])
+            .unwrap()
+            .register(&meter);
+    }
+    let (points, _) = collect(&provider, &exported);
+    let buckets: Vec<&Vec<(String, String)>> = points
+        .keys()
+        .filter(|(name, _)| name == "spec_decode_acceptance_by_draft_length")
+        .map(|(_, attributes)| attributes)
+        .collect();
+    let overflow = buckets.iter().any(|a| {
+        a.iter()
+            .any(|(k, v)| k == "otel.metric.overflow" && v == "true")
+    });
+    (buckets.len(), overflow)
+}
+
+/// The cardinality limit counts every attribute set of an instrument name,
+/// whichever exporter observed it: two models on one meter (one exporter
+/// each, told apart by a constant label) share one instrument, so the
+/// SDK's default of 2000 is passed from `K = 44` (2 × 1,035 sets), and a
+/// view at one exporter's `max_series_per_instrument()` keeps 2,146 points
+/// (2,145 and the overflow point) of the 4,290 at `K = 64`. A limit of
+/// the sum over the exporters keeps every one.
+#[test]
+fn exporters_sharing_an_instrument_share_its_cardinality_limit() {
+    let triangle = |k: usize| (k + 1) * (k + 2) / 2;
+    // The SDK's default limit: whole at K = 43, folded from K = 44.
+    assert_eq!(
+        buckets_of_models_on_one_meter(43, 2, None),
+        (2 * triangle(43), false)
+    );
+    assert_eq!(2 * triangle(44), 2070);
+    assert_eq!(
+        buckets_of_models_on_one_meter(44, 2, None),
+        (2000 + 1, true)
+    );
+    // One model alone is whole up to K = 61.
+    assert_eq!(
+        buckets_of_models_on_one_meter(61, 1, None),
+        (triangle(61), false)
+    );
+
+    // K = 64: the limit one exporter asks for is half of what two need.
+    let one = OpenTelemetryExporter::new(Recorder::new(64).unwrap()).max_series_per_instrument();
+    assert_eq!(one, 2145);
+    assert_eq!(
+        buckets_of_models_on_one_meter(64, 2, Some(one)),
+        (2146, true)
+    );
+    assert_eq!(
+        buckets_of_models_on_one_meter(64, 2, Some(2 * one)),
+        (4290, false)
+    );
+}
+
+/// Prefixes that differ only in `:` against `_` name the same instruments
+/// (`spec:decode` and `spec_decode` both give `spec_decode_num_drafts`):
+/// two exporters so named on one meter feed one instrument, and without
+/// constant labels to tell them apart their points merge, one value each.
+#[test]
+fn prefixes_that_differ_only_in_colon_and_underscore_merge() {
+    let colon = OpenTelemetryExporter::new(Recorder::new(2).unwrap())
+        .with_prefix("spec:decode")
+        .unwrap();
+    let underscore = OpenTelemetryExporter::new(Recorder::new(2).unwrap())
+        .with_prefix("spec_decode")
+        .unwrap();
+    assert_eq!(colon.instrument_names(), underscore.instrument_names());
+
+    let (provider, exported) = provider(None);
+    let meter = provider.meter("specdec-metrics");
+    let (first, second) = (Recorder::new(2).unwrap(), Recorder::new(2).unwrap());
+    first.observe(2, 2).unwrap();
+    for _ in 0..3 {
+        second.observe(1, 0).unwrap();
+    }
+    OpenTelemetryExporter::new(first)
+        .with_prefix("spec:decode")
+        .unwrap()
+        .register(&meter);
+    OpenTelemetryExporter::new(second)
+        .with_prefix("spec_decode")
+        .unwrap()
+        .register(&meter);
+    let (points, _) = collect(&provider, &exported);
+    let drafts: Vec<u64> = points
+        .iter()
+        .filter(|((name, _), _)| name == "spec_decode_num_drafts")
+        .map(|(_, v)| *v)
+        .collect();
+    // One point where the two exporters recorded 1 and 3 drafts: neither
+    // their sum nor both.
+    assert_eq!(drafts.len(), 1);
+    assert!(drafts[0] == 1 || drafts[0] == 3, "{drafts:?}");
+}

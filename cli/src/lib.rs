@@ -105,16 +105,9 @@ enum Command {
     /// Replay n-gram drafting traces through every drafting policy: what
     /// each would have earned on your traffic.
     ///
-    /// Reads traces as `ngram` writes them and replays every policy (no
-    /// speculation, every static k up to K, the batch-level controller
-    /// `adaptive`, the per-state controller, the peer rules of SGLang, vLLM
-    /// #44336, SmartSpec and vLLM's adaptive verification, and the per-step
-    /// oracle) through one engine model: --batch requests in flight, each
-    /// drafting min(k, L) and accepting min(d, m) at every step, a step
-    /// costing the cost of the mean tokens drafted. Prints each policy's
-    /// goodput, its ratio to the best static k, tokens and drafted tokens
-    /// per step, and the engine setting for the best static k. Exact for
-    /// greedy outputs of the rule the traces were made with.
+    /// (The long description names every kind of policy of the engine
+    /// model's table of policies: `cmd::whatif::long_about`.)
+    #[command(long_about = cmd::whatif::long_about())]
     Whatif(Box<cmd::whatif::Args>),
     /// Generate exact n-gram what-if traces from requests' text.
     ///
@@ -127,6 +120,12 @@ enum Command {
     /// for which engines and settings). Bad input stops the run with exit
     /// status 2, after the lines before it are written.
     Ngram(Box<cmd::ngram::Args>),
+}
+
+/// The command line's definition, every subcommand's flags and help as
+/// `--help` prints them (for tests that parse or render it in process).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Parses the command line, runs the subcommand, prints its errors;

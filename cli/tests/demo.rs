@@ -25,14 +25,14 @@ fn demo_binary() -> PathBuf {
     if !demo.exists() {
         let release = dir.ends_with("release");
         let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "-p", "specdec-sim", "--bin", "serving_engine"]);
+        build.args(["build", "-p", "specdec-demo", "--bin", "serving_engine"]);
         if release {
             build.arg("--release");
         }
         let status = build.status().expect("cargo build of the demo");
         assert!(
             status.success(),
-            "cargo build -p specdec-sim --bin serving_engine failed"
+            "cargo build -p specdec-demo --bin serving_engine failed"
         );
     }
     assert!(demo.exists(), "no demo binary at {}", demo.display());

@@ -52,14 +52,14 @@ fn replay(c: &mut Criterion) {
     let mut group = c.benchmark_group("whatif_replay");
     group.sample_size(10);
     for policy in [
-        PolicySpec::Static(8),
-        PolicySpec::Adaptive,
-        PolicySpec::PerState,
-        PolicySpec::Sglang,
-        PolicySpec::Vllm44336,
-        PolicySpec::SmartSpec,
-        PolicySpec::VllmAv,
-        PolicySpec::Oracle,
+        PolicySpec::fixed(8),
+        PolicySpec::adaptive(),
+        PolicySpec::per_state(),
+        PolicySpec::named("sglang").unwrap(),
+        PolicySpec::named("vllm-44336").unwrap(),
+        PolicySpec::named("smartspec").unwrap(),
+        PolicySpec::named("vllm-av").unwrap(),
+        PolicySpec::oracle(),
     ] {
         // Request-steps of one replay: its verify steps, drafted or not.
         let once = settings.replay(policy).expect("the policy replays");

@@ -3,7 +3,7 @@
 //!
 //! A message names the settings it is about by [`Setting`], not by any
 //! program's flags: [`Error`]'s `Display` names them by their
-//! [`engine::Config`](crate::engine::Config) field (`` `update` (ms) ``),
+//! `engine::Config` field (`` `update` (ms) ``),
 //! and a program shows them as its flags with [`Error::naming`]
 //! (`--update-ms`), so that the message is the one its user can act on.
 
@@ -11,6 +11,22 @@ use std::fmt;
 
 use crate::trace::TraceError;
 use crate::workload::Workload;
+
+/// The most engine steps one engine thread may take in one metrics
+/// interval of virtual time. A virtual clock advances by each step's cost:
+/// with a tiny cost (`--cost-linear 1e-9,0`) an interval would take so many
+/// steps that the run would show nothing for hours (or, when the cost
+/// underflows to 0, never end). 10^6 steps of a 32-request batch take about
+/// a second of a release build; `--step-us 1` with the default cost and
+/// 1-second interval is exactly at the limit.
+pub const MAX_STEPS_PER_INTERVAL: f64 = 1e6;
+
+/// The most phases a run of the `transition` workload may have. Each
+/// engine thread counts every phase apart and the summary has one entry
+/// per phase; `--phase-seconds 1e-9` in a 2-second run would be 2e9 of
+/// them (the run grew until the machine ran out of memory). 10,000 phases
+/// of the default 4 s are 11 hours.
+pub const MAX_PHASES: u64 = 10_000;
 
 /// A setting an [`Error`] names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,7 +62,7 @@ pub enum Setting {
 }
 
 impl Setting {
-    /// Its name in [`engine::Config`](crate::engine::Config) (with its unit
+    /// Its name in `engine::Config` (with its unit
     /// when it is a duration): how `Display` names it.
     pub fn field(self) -> &'static str {
         match self {
@@ -349,7 +365,7 @@ impl Error {
                  that every interval is logged within about a second): raise BASE or {}",
                 n(S::CostLinear),
                 n(S::StepUs),
-                crate::engine::MAX_STEPS_PER_INTERVAL,
+                MAX_STEPS_PER_INTERVAL,
                 n(S::StepUs)
             ),
             Error::TooManyPhases {
@@ -362,7 +378,7 @@ impl Error {
                  transition workload (at most {} phases, one summary entry each): make the \
                  phases longer or the run shorter",
                 n(S::PhaseSecs),
-                crate::engine::MAX_PHASES
+                MAX_PHASES
             ),
             Error::PhasesShorterThanInterval {
                 phase_secs,

@@ -1,18 +1,12 @@
-//! A simulated speculative-decoding serving engine that embeds
-//! `specdec-metrics` the way a real one would, and the two programs built
-//! on it (see `README.md` beside `Cargo.toml`):
+//! The engine model of a simulated speculative-decoding serving engine
+//! that embeds `specdec-metrics` the way a real one would (see `README.md`
+//! beside `Cargo.toml`): what the command line's `whatif` replays traces
+//! through, and what the programs of the `specdec-demo` package (`demo/`:
+//! the `serving_engine` demo and the `policy_table`) run. A plain library:
+//! no features, no HTTP, runtime or flag parser.
 //!
-//! - `serving_engine` (`cargo run --release -p specdec-sim`): the demo.
-//!   Engine threads record every verify step, a metrics thread logs
-//!   vLLM-style interval lines and closes the drafting loop, `/metrics` is
-//!   served over HTTP, and the engine-wide report and a summary are printed
-//!   at the end;
-//! - `policy_table` (`cargo run --release -p specdec-sim --bin
-//!   policy_table`): every drafting policy on every workload, in virtual
-//!   time with the same seeds, as one markdown table.
-//!
-//! This crate is not published: it is the library's showcase and test bed.
-//! For the twenty lines an engine needs, read `examples/embed.rs` at the
+//! This crate is not published: it is the library's test bed. For the
+//! twenty lines an engine needs, read `examples/embed.rs` at the
 //! repository root instead.
 //!
 //! # Modules
@@ -23,13 +17,20 @@
 //!   update period, feeds the controller and publishes its plan; real or
 //!   virtual time. [`engine::run`] runs one simulation and returns its
 //!   [`summary::Summary`].
+//! - [`whatif`]: every policy replayed on the same traces through one
+//!   engine model, and the result the command line's `whatif` renders
+//!   ([`whatif::WhatIf`]).
 //! - [`workload`]: what the requests look like: how well the proposer
 //!   predicts them, by phase of the run and kind of request, and the fake
 //!   verifier.
-//! - [`policy`]: the drafting policies an engine thread can follow (a
-//!   static draft length, the controller's shared plan, the state
-//!   controller's per-state plan), the `--policy` values, and the cost of a
-//!   step whose requests draft different lengths.
+//! - [`policy`]: the one table of drafting policies (name, parsing, help
+//!   text, per-request or batch, a stable index, how the engine builds
+//!   each) that every program reads, and the `--policy` values.
+//! - [`drafting`]: what a drafting policy is (the `Policy` trait and what
+//!   it sees of a request), the engine model's own policies (a static
+//!   draft length, the controller's shared plan, the state controller's
+//!   per-state plan, the oracle), and the cost of a step whose requests
+//!   draft different lengths.
 //! - [`peers`]: the adaptive rules of SGLang and vLLM #44336 (one length
 //!   per step), and the per-request rules of SmartSpec and vLLM's adaptive
 //!   verification, as policies.
@@ -37,10 +38,6 @@
 //!   library's `RequestState`, to measure it against (`--state-rule`).
 //! - [`summary`]: what a run achieved, per phase and overall (the JSON
 //!   summary the demo prints and the policy table compares).
-//! - [`engine_metrics`]: vLLM's engine metrics (running requests, generated
-//!   tokens, inter-token latency) exported next to the
-//!   speculative-decoding families, so vLLM's dashboards work against the
-//!   demo.
 //! - [`error`]: the simulator's errors, which name settings rather than
 //!   any program's flags (each program names them by its own).
 //! - [`barrier`]: the barrier of a virtual-time run, which a panicking
@@ -58,9 +55,8 @@
 //! settings and seed give the same summary, whatever the machine.
 
 pub mod barrier;
+pub mod drafting;
 pub mod engine;
-#[cfg(feature = "demo")]
-pub mod engine_metrics;
 pub mod error;
 pub mod peers;
 pub mod policy;

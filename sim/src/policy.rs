@@ -1,344 +1,453 @@
-//! Drafting policies: how many tokens the scheduler of one engine thread
-//! drafts for each request of its next step.
+//! The table of drafting policies: one row per policy ([`PolicyDef`]: its
+//! name, a stable index, whether it chooses per request, its help text and
+//! how the engine builds it), which every program reads: what `--policy`
+//! and `--policies` parse ([`PolicySpec`]), their help, the order of
+//! `whatif`'s table and of the policy table, and the index the command
+//! line's plot maps to a colour.
 //!
-//! Every engine thread owns one `Box<dyn Policy>`. Before each step it
-//! calls [`Policy::draft_lens`] with a view of every request of the batch
-//! ([`RequestView`]); after each request's verify step,
-//! [`Policy::after_request`]; after the step, [`Policy::after_step`]. A
-//! batch-level policy only implements [`Policy::budget`] (one length for the
-//! whole batch, which `draft_lens` gives every request). A policy whose
-//! choice is made elsewhere (the metrics thread's `DraftController`,
-//! published through a `SharedPlan`: [`Adaptive`]; its `StateController`
-//! through a `SharedStatePlan`: [`PerState`]) reads it there; a policy that
-//! learns per step (the peer rules of other engines) learns in
-//! `after_request` and `after_step`.
-//!
-//! # The step's cost with per-request lengths
-//!
-//! A step whose requests draft `k_1, ..., k_n` tokens costs `base +
-//! per_token × (k_1 + ... + k_n) / n` cost units: the per-token cost is paid
-//! for the mean drafted per request ([`mean_draft_len`]). When every request
-//! drafts the same `k` that is `base + per_token × k`, the cost of a
-//! batch-level budget `k`: the cost model of the batch-level policies is
-//! unchanged, and a policy that drafts longer for some requests and shorter
-//! for others pays for the average. The lengths are the scheduled ones: a
-//! grammar that cuts a request's draft short, or a proposer with nothing to
-//! propose, does not make the step cheaper (as before).
-//!
-//! The budget the step records with `observe_scheduled` (the
-//! `scheduled_steps_by_budget` of the report, one integer `0..=K` per
-//! engine step) is that mean, rounded half up ([`scheduled_budget`]), not
-//! the longest draft of the step: with the linear cost, the scheduled
-//! budgets then add up to the cost's draft term within half a token per
-//! step, while the maximum would count most steps of a per-request policy
-//! as drafting `K` (one easy request is enough) and overstate the draft
-//! cost about twice. An engine whose verification pads every request to
-//! the longest draft would pay the maximum, and should record it.
+//! Adding a policy is one file (its [`Policy`], under `peers/` for another
+//! engine's rule) and one row of [`POLICIES`](table). The policies
+//! themselves, the trait and what it sees are in [`crate::drafting`],
+//! re-exported here.
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Mutex, OnceLock};
 
-use specdec_metrics::{
-    DraftPlan, RequestState, SharedPlan, SharedStatePlan, SharedStateTable, StatePlan,
+pub use crate::drafting::{
+    Adaptive, Oracle, PerState, PerStateTable, Policy, RequestMemory, RequestView, Static,
+    mean_draft_len, scheduled_budget,
 };
+use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
+use crate::summary::CostLinear;
 
-use crate::trace_set::Position;
-
-/// Numbers a policy keeps for one request (for example its own estimate of
-/// the request's acceptance): zero when the request is admitted, changed
-/// only by [`Policy::after_request`], stored by the engine with the request.
-pub type RequestMemory = [f64; 2];
-
-/// What a policy sees of one request of the batch before a step.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RequestView {
-    /// The request's state, which the engine updates after each of its
-    /// verify steps ([`RequestState::after`]).
-    pub state: RequestState,
-    /// What the policy keeps for the request.
-    pub memory: RequestMemory,
-    /// On a trace, what the drafter knows at the request's next position
-    /// (its proposal length and matched `n`) and, for the oracle only, how
-    /// much of it the output continues with; `None` off traces.
-    pub position: Option<Position>,
-    /// The request's state in the run's state space (what the drafter
-    /// knows at this step composed with the request's recent acceptance;
-    /// `state.index()` without one), for a per-state plan of many states.
-    pub state_index: usize,
-}
-
-/// The mean of a step's per-request draft lengths: the draft term of its
-/// cost, `base + per_token × mean` (see the module docs). `lens` is not
-/// empty (a step has at least one request).
-pub fn mean_draft_len(lens: &[usize]) -> f64 {
-    lens.iter().sum::<usize>() as f64 / lens.len().max(1) as f64
-}
-
-/// The budget a step records with `observe_scheduled`: the mean draft
-/// length per request, rounded half up (see the module docs). Equal
-/// lengths `k` give `k`.
-pub fn scheduled_budget(lens: &[usize]) -> usize {
-    let n = lens.len().max(1);
-    (2 * lens.iter().sum::<usize>() + n) / (2 * n)
-}
-
-/// One engine thread's drafting policy (one scheduler).
-pub trait Policy: Send {
-    /// The batch-level draft budget for engine step `step` (counted from 0
-    /// on this engine thread), at most `K`. May differ from
-    /// [`chosen`](Self::chosen) on exploration or probe steps. A
-    /// per-request policy returns what it would draft for a request it
-    /// knows nothing about.
-    fn budget(&mut self, step: u64) -> usize;
-
-    /// The draft length of each request of step `step`: `lens[i]` for
-    /// `requests[i]` (the engine clamps them to `K`). By default the
-    /// step's [`budget`](Self::budget) for every request.
-    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
-        let _ = requests;
-        lens.fill(self.budget(step));
-    }
-
-    /// After the verify step of request `index` (of the views given to
-    /// `draft_lens`): it drafted `drafted` tokens (at most its length; a
-    /// grammar may have cut it short) and `accepted` of them were accepted.
-    /// Not called for a request on which the proposer had nothing to
-    /// propose (an undrafted step).
-    fn after_request(
-        &mut self,
-        index: usize,
-        memory: &mut RequestMemory,
-        drafted: usize,
-        accepted: usize,
-    ) {
-        let _ = (index, memory, drafted, accepted);
-    }
-
-    /// The outcome of that step: its scheduled budget
-    /// ([`scheduled_budget`] of the lengths), and `(drafted, accepted)` for
-    /// every request of the batch that drafted.
-    fn after_step(&mut self, budget: usize, outcomes: &[(usize, usize)]);
-
-    /// The draft length the policy currently chooses, exploration aside;
-    /// for a per-request policy, the latest step's scheduled budget.
-    fn chosen(&self) -> usize;
-
-    /// What identifies the policy's current choice: a change between two
-    /// steps counts as one switch. By default [`chosen`](Self::chosen); a
-    /// plan of one length per state counts a change of any of them.
-    fn plan_key(&self) -> u64 {
-        self.chosen() as u64
-    }
-}
-
-/// The same draft length at every step.
+/// How the engine builds a policy of the table: the static length, the two
+/// controllers and the oracle need the engine's help (a plan the metrics
+/// thread publishes, a trace); a rule needs nothing but the run's settings.
 #[derive(Clone, Copy, Debug)]
-pub struct Static {
+pub enum Build {
+    /// `static:K`: [`Static`]; `none` is `static:0`.
+    Static,
+    /// [`Adaptive`]: the metrics thread's `DraftController` publishes the
+    /// plan every engine thread reads.
+    Adaptive,
+    /// [`PerState`] (or [`PerStateTable`] for a state space): the metrics
+    /// thread's `StateController` publishes a length per request state.
+    PerState,
+    /// [`Oracle`], on a trace only.
+    Oracle,
+    /// A rule the engine builds once per engine thread from the run's
+    /// settings alone (each thread's instance learns from its own steps,
+    /// as in its engine).
+    Rule(fn(&RuleSettings) -> Box<dyn Policy>),
+}
+
+/// What a [`Build::Rule`] is built from: the run's settings, and a seed of
+/// the engine thread's own for a rule that draws.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuleSettings {
+    /// `K`: the rule never drafts more.
+    pub max_draft_len: usize,
+    /// The step cost (a cost table's end points).
+    pub cost: CostLinear,
+    /// Requests per engine thread at most.
+    pub max_batch: usize,
+    /// The seed of this engine thread's draws (a stream apart from the
+    /// engine's).
+    pub seed: u64,
+}
+
+/// One row of the table of policies ([`table`]): everything the engine
+/// model, the command line's `whatif` and the demo's programs know of a
+/// policy. Adding a policy is one file (its [`Policy`]) and one row.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyDef {
+    /// The name `--policy`, `--policies` and the output give it; the
+    /// static row's takes `:K` (`static:3`), and `none` is `static:0`.
+    pub name: &'static str,
+    /// A stable number of the row, never reused nor changed when rows are
+    /// added, removed or reordered: what a program keys its presentation
+    /// by (the command line's plot maps it to a colour).
+    pub index: usize,
+    /// Whether it gives each request its own length (its switches then
+    /// count changes of the step's rounded mean length).
+    pub per_request: bool,
+    /// What it is, in parentheses after its name in the demo's `--policy`
+    /// help (empty: the name alone).
+    pub help: &'static str,
+    /// The policy in `whatif`'s description: a rule ([`Build::Rule`]) by
+    /// whose rule it is (listed among "the peer rules of ..."), any other
+    /// by a phrase of its own.
+    pub about: &'static str,
+    /// How the engine builds it.
+    pub build: Build,
+}
+
+/// The policies, in the order the programs list them (`whatif` and the
+/// policy table put the static lengths first).
+static POLICIES: &[PolicyDef] = &[
+    PolicyDef {
+        name: "adaptive",
+        index: 0,
+        per_request: false,
+        help: "the DraftController's plan",
+        about: "the batch-level controller `adaptive`",
+        build: Build::Adaptive,
+    },
+    PolicyDef {
+        name: "per-state",
+        index: 1,
+        per_request: true,
+        help: "the StateController's plan, a length per request state",
+        about: "the per-state controller",
+        build: Build::PerState,
+    },
+    PolicyDef {
+        name: "static",
+        index: 2,
+        per_request: false,
+        help: "",
+        about: "no speculation, every static k up to K",
+        build: Build::Static,
+    },
+    PolicyDef {
+        name: "sglang",
+        index: 3,
+        per_request: false,
+        help: "SGLang's EMA tiers",
+        about: "SGLang",
+        build: Build::Rule(|s| Box::new(Sglang::new(s.max_draft_len))),
+    },
+    PolicyDef {
+        name: "vllm-44336",
+        index: 4,
+        per_request: false,
+        help: "vLLM #44336's per-position EMA",
+        about: "vLLM #44336",
+        // `new` panics on a cost that `validate` has already rejected.
+        build: Build::Rule(|s| {
+            Box::new(Vllm44336::new(
+                s.max_draft_len,
+                s.cost.base,
+                s.cost.per_token,
+                s.seed,
+            ))
+        }),
+    },
+    PolicyDef {
+        name: "smartspec",
+        index: 5,
+        per_request: true,
+        help: "a SmartSpec-style per-request rule",
+        about: "SmartSpec",
+        build: Build::Rule(|s| {
+            Box::new(SmartSpec::new(
+                s.max_draft_len,
+                s.cost.base,
+                s.cost.per_token,
+                s.max_batch,
+            ))
+        }),
+    },
+    PolicyDef {
+        name: "vllm-av",
+        index: 6,
+        per_request: true,
+        help: "vLLM's adaptive verification, per request",
+        about: "vLLM's adaptive verification",
+        build: Build::Rule(|s| {
+            Box::new(VllmAdaptiveVerification::new(
+                s.max_draft_len,
+                s.cost.base,
+                s.cost.per_token,
+                s.max_batch,
+            ))
+        }),
+    },
+    PolicyDef {
+        name: "oracle",
+        index: 7,
+        per_request: true,
+        help: "",
+        about: "the per-step oracle",
+        build: Build::Oracle,
+    },
+];
+
+/// The rows registered by [`register`], and whether [`table`] was read
+/// (after which none may be).
+static EXTRA: Mutex<(Vec<&'static PolicyDef>, bool)> = Mutex::new((Vec::new(), false));
+
+/// The table once read: [`POLICIES`] then the registered rows.
+static TABLE: OnceLock<Vec<&'static PolicyDef>> = OnceLock::new();
+
+/// The table of policies: the engine model's, then any [`register`]ed.
+pub fn table() -> &'static [&'static PolicyDef] {
+    TABLE.get_or_init(|| {
+        let mut extra = EXTRA.lock().unwrap_or_else(|e| e.into_inner());
+        // Sealed under the lock: a later `register` sees it and refuses.
+        extra.1 = true;
+        POLICIES.iter().chain(extra.0.iter().copied()).collect()
+    })
+}
+
+/// Adds a row to the table, for a program that embeds the engine model
+/// with a policy of its own (the shipped programs register none; the
+/// tests register a toy policy to show that one row reaches every
+/// program). Must come before anything reads the table (parsing a policy,
+/// a program's help): refused after, and for a name or index already in
+/// it.
+pub fn register(def: &'static PolicyDef) -> Result<(), String> {
+    let mut extra = EXTRA.lock().unwrap_or_else(|e| e.into_inner());
+    if extra.1 {
+        return Err(format!(
+            "policy {:?}: the table of policies was read already",
+            def.name
+        ));
+    }
+    let taken = POLICIES
+        .iter()
+        .chain(extra.0.iter().copied())
+        .any(|d| d.name == def.name || d.index == def.index);
+    if taken || def.name.is_empty() || def.name == "none" {
+        return Err(format!(
+            "policy {:?} (index {}): the name or index is taken",
+            def.name, def.index
+        ));
+    }
+    extra.0.push(def);
+    Ok(())
+}
+
+/// The first row built as `build`.
+fn row(is: fn(&Build) -> bool) -> &'static PolicyDef {
+    table()
+        .iter()
+        .find(|d| is(&d.build))
+        .expect("the engine model's rows are in the table")
+}
+
+/// Joins `items` with commas, and `last` before the last one.
+fn join(items: &[String], last: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., end] => format!("{}{last}{end}", init.join(", ")),
+    }
+}
+
+/// The policies a value of `--policy` may name, for the demo's help: each
+/// but the oracle (traces only), with what it is (`adaptive (the
+/// DraftController's plan), ..., static:K, ... or vllm-av (...)`).
+pub fn choices_help() -> String {
+    let items: Vec<String> = table()
+        .iter()
+        .filter(|d| !matches!(d.build, Build::Oracle))
+        .map(|d| match (d.build, d.help) {
+            (Build::Static, _) => "static:K".to_owned(),
+            (_, "") => d.name.to_owned(),
+            (_, help) => format!("{} ({help})", d.name),
+        })
+        .collect();
+    join(&items, " or ")
+}
+
+/// Every name a policy parses from, in the table's order (`adaptive,
+/// per-state, static:K, none, ... or oracle`).
+pub fn names_or() -> String {
+    let items: Vec<String> = table()
+        .iter()
+        .map(|d| match d.build {
+            Build::Static => "static:K, none".to_owned(),
+            _ => d.name.to_owned(),
+        })
+        .collect();
+    join(&items, " or ")
+}
+
+/// Every name a policy parses from, the static lengths first, as
+/// `whatif` lists them (`none, static:K, adaptive, ..., oracle`).
+pub fn names_statics_first() -> String {
+    let mut items = vec!["none".to_owned(), "static:K".to_owned()];
+    items.extend(
+        table()
+            .iter()
+            .filter(|d| !matches!(d.build, Build::Static))
+            .map(|d| d.name.to_owned()),
+    );
+    items.join(", ")
+}
+
+/// The policies `whatif` replays, in words, the static lengths first and
+/// the rules together (`no speculation, every static k up to K, the
+/// batch-level controller `adaptive`, ..., the peer rules of SGLang, ...
+/// and vLLM's adaptive verification, and the per-step oracle`).
+pub fn about_whatif() -> String {
+    let mut items: Vec<String> = Vec::new();
+    let mut rules: Vec<String> = Vec::new();
+    let statics = table().iter().filter(|d| matches!(d.build, Build::Static));
+    let others = table().iter().filter(|d| !matches!(d.build, Build::Static));
+    for d in statics.chain(others) {
+        match d.build {
+            Build::Rule(_) => {
+                if rules.is_empty() {
+                    // The rules' place in the list.
+                    items.push(String::new());
+                }
+                rules.push(d.about.to_owned());
+            }
+            _ => items.push(d.about.to_owned()),
+        }
+    }
+    if let Some(slot) = items.iter_mut().find(|i| i.is_empty()) {
+        *slot = format!("the peer rules of {}", join(&rules, " and "));
+    }
+    join(&items, ", and ")
+}
+
+/// A policy: a row of the [`table`], with its length for the static row.
+#[derive(Clone, Copy)]
+pub struct PolicySpec {
+    def: &'static PolicyDef,
+    /// The static length (0 for the other rows).
     k: usize,
 }
 
-impl Static {
-    pub fn new(k: usize) -> Self {
-        Self { k }
+impl PartialEq for PolicySpec {
+    fn eq(&self, other: &Self) -> bool {
+        // Names are unique in the table.
+        self.def.name == other.def.name && self.k == other.k
     }
 }
 
-impl Policy for Static {
-    fn budget(&mut self, _step: u64) -> usize {
-        self.k
-    }
-    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
-    fn chosen(&self) -> usize {
-        self.k
+impl Eq for PolicySpec {}
+
+impl fmt::Debug for PolicySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PolicySpec({self})")
     }
 }
 
-/// Follows the plan the metrics thread's `DraftController` publishes: the
-/// budget of a step is `plan.draft_len_for(step)`, one relaxed atomic load
-/// (no lock, no allocation). The plan read is kept, so [`chosen`] reports
-/// the plan this engine thread actually follows, without a second load.
-///
-/// [`chosen`]: Policy::chosen
-#[derive(Debug)]
-pub struct Adaptive {
-    plan: Arc<SharedPlan>,
-    last: DraftPlan,
-}
-
-impl Adaptive {
-    pub fn new(plan: Arc<SharedPlan>) -> Self {
-        let last = plan.load();
-        Self { plan, last }
-    }
-}
-
-impl Policy for Adaptive {
-    #[inline]
-    fn budget(&mut self, step: u64) -> usize {
-        self.last = self.plan.load();
-        self.last.draft_len_for(step)
-    }
-    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
-    fn chosen(&self) -> usize {
-        self.last.draft_len()
-    }
-}
-
-/// Follows the plan the metrics thread's `StateController` publishes: a
-/// request in state `s` drafts `plan.draft_len_for(s, step)`, one relaxed
-/// atomic load per request-step (no lock, no allocation). The plan is also
-/// loaded once per step to tell when it changed ([`Policy::plan_key`]: a
-/// change of any state's length is one switch); [`chosen`](Policy::chosen)
-/// is the latest step's scheduled budget (the mean length, rounded).
-#[derive(Debug)]
-pub struct PerState {
-    plan: Arc<SharedStatePlan>,
-    last: StatePlan,
-    chosen: usize,
-}
-
-impl PerState {
-    pub fn new(plan: Arc<SharedStatePlan>) -> Self {
-        let last = plan.load();
-        Self {
-            chosen: last.draft_len(RequestState::new()),
-            plan,
-            last,
-        }
-    }
-}
-
-impl Policy for PerState {
-    /// What a new request (in [`RequestState::new`]'s state) drafts.
-    fn budget(&mut self, step: u64) -> usize {
-        self.plan.draft_len_for(RequestState::new(), step)
-    }
-
-    #[inline]
-    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
-        self.last = self.plan.load();
-        for (len, request) in lens.iter_mut().zip(requests) {
-            *len = self.plan.draft_len_for(request.state, step);
-        }
-    }
-
-    fn after_step(&mut self, budget: usize, _outcomes: &[(usize, usize)]) {
-        self.chosen = budget;
-    }
-
-    fn chosen(&self) -> usize {
-        self.chosen
-    }
-
-    fn plan_key(&self) -> u64 {
-        self.last.to_bits()
-    }
-}
-
-/// A length per state of a state space (`StateSpace`): the metrics
-/// thread's `StateController` publishes one plan per state in a
-/// `SharedStateTable`, and each request-step reads its state's (one
-/// relaxed load).
-pub struct PerStateTable {
-    table: Arc<SharedStateTable>,
-    last: f64,
-}
-
-impl PerStateTable {
-    pub fn new(table: Arc<SharedStateTable>) -> Self {
-        Self { table, last: 0.0 }
-    }
-}
-
-impl Policy for PerStateTable {
-    fn budget(&mut self, step: u64) -> usize {
-        self.table.draft_len_for(0, step)
-    }
-
-    fn draft_lens(&mut self, step: u64, requests: &[RequestView], lens: &mut [usize]) {
-        for (len, view) in lens.iter_mut().zip(requests) {
-            *len = self.table.draft_len_for(view.state_index, step);
-        }
-        self.last = mean_draft_len(lens);
-    }
-
-    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
-
-    fn chosen(&self) -> usize {
-        self.last.round() as usize
-    }
-
-    fn plan_key(&self) -> u64 {
-        self.last.to_bits()
-    }
-}
-
-/// The per-step oracle of a trace: each request drafts exactly what its
-/// verifier will accept there (`m_t`), nothing where nothing would be.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Oracle {
-    last: usize,
-}
-
-impl Policy for Oracle {
-    fn budget(&mut self, _step: u64) -> usize {
-        0
-    }
-
-    fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
-        for (len, view) in lens.iter_mut().zip(requests) {
-            *len = view.position.map_or(0, |p| usize::from(p.matched));
-        }
-        self.last = scheduled_budget(lens);
-    }
-
-    fn after_step(&mut self, _budget: usize, _outcomes: &[(usize, usize)]) {}
-
-    fn chosen(&self) -> usize {
-        self.last
-    }
-}
-
-/// A `--policy` value.
+/// What kind of policy a [`PolicySpec`] is, for grouping in an output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PolicySpec {
-    /// The closed loop: `DraftController` on the metrics thread, a
-    /// `SharedPlan` read by every engine thread.
-    Adaptive,
-    /// `static:K`.
-    Static(usize),
-    /// SGLang's EMA tiers.
-    Sglang,
-    /// vLLM #44336's per-position EMA with epsilon-greedy.
-    Vllm44336,
-    /// A draft length per request state: `StateController` on the metrics
-    /// thread, a `SharedStatePlan` read at every request-step.
-    PerState,
-    /// A SmartSpec-style per-request rule (arXiv 2406.14066).
-    SmartSpec,
-    /// vLLM's adaptive verification (#47808, #52228), per request.
-    VllmAv,
-    /// On a trace only: every request drafts exactly the tokens the
-    /// verifier will accept there (`m_t`), the per-step optimum no policy
-    /// can beat (it drafts nothing where nothing would be accepted).
+pub enum Kind {
+    /// `static:0`.
+    NoSpeculation,
+    /// `static:K`, `K > 0`.
+    Static,
+    /// A controller the metrics thread runs (`adaptive`, `per-state`).
+    Controller,
+    /// A rule, one instance per engine thread (another engine's).
+    Peer,
+    /// The per-step oracle.
     Oracle,
 }
 
+impl Kind {
+    /// Its name in an output: `none`, `static`, `controller`, `peer`,
+    /// `oracle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::NoSpeculation => "none",
+            Kind::Static => "static",
+            Kind::Controller => "controller",
+            Kind::Peer => "peer",
+            Kind::Oracle => "oracle",
+        }
+    }
+}
+
 impl PolicySpec {
+    /// `static:k`: `k` at every step (`none` for 0).
+    pub fn fixed(k: usize) -> Self {
+        Self {
+            def: row(|b| matches!(b, Build::Static)),
+            k,
+        }
+    }
+
+    /// `adaptive`: the `DraftController`'s plan.
+    pub fn adaptive() -> Self {
+        Self::of(row(|b| matches!(b, Build::Adaptive)))
+    }
+
+    /// `per-state`: the `StateController`'s plan.
+    pub fn per_state() -> Self {
+        Self::of(row(|b| matches!(b, Build::PerState)))
+    }
+
+    /// `oracle`: on a trace, what the verifier will accept.
+    pub fn oracle() -> Self {
+        Self::of(row(|b| matches!(b, Build::Oracle)))
+    }
+
+    /// The policy of a row (for the static row, `static:0`).
+    pub fn of(def: &'static PolicyDef) -> Self {
+        Self { def, k: 0 }
+    }
+
+    /// The policy of the row named `name` (`static:K` and `none` aside).
+    pub fn named(name: &str) -> Option<Self> {
+        table()
+            .iter()
+            .find(|d| d.name == name && !matches!(d.build, Build::Static))
+            .map(|d| Self::of(d))
+    }
+
+    /// Every policy of the table but the static lengths, in its order.
+    pub fn non_static() -> Vec<Self> {
+        table()
+            .iter()
+            .filter(|d| !matches!(d.build, Build::Static))
+            .map(|d| Self::of(d))
+            .collect()
+    }
+
+    /// Its row of the table.
+    pub fn def(self) -> &'static PolicyDef {
+        self.def
+    }
+
+    /// How the engine builds it.
+    pub fn build(self) -> Build {
+        self.def.build
+    }
+
+    /// Its length, for a static policy.
+    pub fn static_len(self) -> Option<usize> {
+        matches!(self.def.build, Build::Static).then_some(self.k)
+    }
+
     /// Whether the policy gives each request its own length (its switches
     /// then count changes of the step's rounded mean length).
     pub fn per_request(self) -> bool {
-        matches!(
-            self,
-            PolicySpec::PerState | PolicySpec::SmartSpec | PolicySpec::VllmAv | PolicySpec::Oracle
-        )
+        self.def.per_request
+    }
+
+    /// What kind of policy it is.
+    pub fn kind(self) -> Kind {
+        match self.def.build {
+            Build::Static if self.k == 0 => Kind::NoSpeculation,
+            Build::Static => Kind::Static,
+            Build::Adaptive | Build::PerState => Kind::Controller,
+            Build::Oracle => Kind::Oracle,
+            Build::Rule(_) => Kind::Peer,
+        }
+    }
+
+    /// Its name in a table of results: `none` for `static:0`, else as
+    /// displayed.
+    pub fn label(self) -> String {
+        match self.static_len() {
+            Some(0) => "none".into(),
+            _ => self.to_string(),
+        }
     }
 
     /// Checks the policy against `--max-draft-len`.
     pub fn check(self, max_draft_len: usize) -> Result<(), crate::error::Error> {
-        match self {
-            PolicySpec::Static(k) if k > max_draft_len => {
+        match self.static_len() {
+            Some(k) if k > max_draft_len => {
                 Err(crate::error::Error::StaticAboveMax { k, max_draft_len })
             }
             _ => Ok(()),
@@ -348,15 +457,9 @@ impl PolicySpec {
 
 impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PolicySpec::Adaptive => f.write_str("adaptive"),
-            PolicySpec::Static(k) => write!(f, "static:{k}"),
-            PolicySpec::Sglang => f.write_str("sglang"),
-            PolicySpec::Vllm44336 => f.write_str("vllm-44336"),
-            PolicySpec::PerState => f.write_str("per-state"),
-            PolicySpec::SmartSpec => f.write_str("smartspec"),
-            PolicySpec::VllmAv => f.write_str("vllm-av"),
-            PolicySpec::Oracle => f.write_str("oracle"),
+        match self.static_len() {
+            Some(k) => write!(f, "{}:{k}", self.def.name),
+            None => f.write_str(self.def.name),
         }
     }
 }
@@ -364,24 +467,23 @@ impl fmt::Display for PolicySpec {
 impl FromStr for PolicySpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "adaptive" => Ok(PolicySpec::Adaptive),
-            "sglang" => Ok(PolicySpec::Sglang),
-            "vllm-44336" => Ok(PolicySpec::Vllm44336),
-            "per-state" => Ok(PolicySpec::PerState),
-            "smartspec" => Ok(PolicySpec::SmartSpec),
-            "vllm-av" => Ok(PolicySpec::VllmAv),
-            "oracle" => Ok(PolicySpec::Oracle),
-            // No speculation: the same as static:0.
-            "none" => Ok(PolicySpec::Static(0)),
-            _ => match s.strip_prefix("static:") {
-                Some(k) => k.parse().map(PolicySpec::Static).map_err(|_| {
-                    format!("{s:?}: the K of static:K must be a whole number (0..=64)")
-                }),
-                None => Err(format!(
-                    "{s:?} is not a policy (adaptive, per-state, static:K, none, sglang, vllm-44336, smartspec, vllm-av or oracle)"
-                )),
-            },
+        // No speculation: the same as static:0.
+        if s == "none" {
+            return Ok(PolicySpec::fixed(0));
+        }
+        if let Some(p) = PolicySpec::named(s) {
+            return Ok(p);
+        }
+        let statics = row(|b| matches!(b, Build::Static));
+        match s
+            .strip_prefix(statics.name)
+            .and_then(|k| k.strip_prefix(':'))
+        {
+            Some(k) => k
+                .parse()
+                .map(PolicySpec::fixed)
+                .map_err(|_| format!("{s:?}: the K of static:K must be a whole number (0..=64)")),
+            None => Err(format!("{s:?} is not a policy ({})", names_or())),
         }
     }
 }
@@ -391,76 +493,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn adaptive_follows_the_published_plan_and_reports_the_plan_it_read() {
-        let plan = Arc::new(SharedPlan::new(DraftPlan::new(2, 8).unwrap()));
-        let mut policy = Adaptive::new(Arc::clone(&plan));
-        assert_eq!((policy.budget(0), policy.chosen()), (2, 2));
-        assert_eq!(policy.budget(31), 5); // exploration: 2 * 2 + 1
-        plan.publish(DraftPlan::new(6, 8).unwrap());
-        // Not read yet: still the plan of the last step.
-        assert_eq!(policy.chosen(), 2);
-        assert_eq!((policy.budget(32), policy.chosen()), (6, 6));
-        assert_eq!(policy.budget(63), 8);
-    }
-
-    #[test]
-    fn per_state_drafts_each_requests_states_length_from_the_published_plan() {
-        let plan = Arc::new(SharedStatePlan::new(
-            StatePlan::new([1, 2, 4, 7], 8).unwrap(),
-        ));
-        let mut policy = PerState::new(Arc::clone(&plan));
-        let view = |score: f64| RequestView {
-            state: RequestState::with_score(score),
-            memory: [0.0; 2],
-            position: None,
-            state_index: 0,
-        };
-        let requests = [view(0.0), view(0.3), view(0.6), view(1.0), view(0.9)];
-        let mut lens = [0; 5];
-        policy.draft_lens(0, &requests, &mut lens);
-        assert_eq!(lens, [1, 2, 4, 7, 7]);
-        let key = policy.plan_key();
-        // Exploration on 1 step in 32: min(2 k + 1, K).
-        policy.draft_lens(31, &requests, &mut lens);
-        assert_eq!(lens, [3, 5, 8, 8, 8]);
-        assert_eq!(policy.plan_key(), key, "the same plan");
-        policy.after_step(5, &[]);
-        assert_eq!(policy.chosen(), 5);
-        // A new plan is read at the next step, and is a switch.
-        plan.publish(StatePlan::new([1, 1, 4, 8], 8).unwrap());
-        assert_eq!(policy.plan_key(), key);
-        policy.draft_lens(32, &requests, &mut lens);
-        assert_eq!(lens, [1, 1, 4, 8, 8]);
-        assert_ne!(policy.plan_key(), key);
-        // A request nothing is known about drafts the middle state's.
-        assert_eq!(policy.budget(33), 4);
-    }
-
-    #[test]
-    fn static_drafts_its_k_at_every_step() {
-        let mut policy = Static::new(3);
-        for step in 0..100 {
-            assert_eq!(policy.budget(step), 3);
-            policy.after_step(3, &[(3, 1)]);
-        }
-        assert_eq!(policy.chosen(), 3);
-    }
-
-    #[test]
     fn policy_values_parse_and_bad_ones_say_why() {
         for (text, spec) in [
-            ("adaptive", PolicySpec::Adaptive),
-            ("static:0", PolicySpec::Static(0)),
-            ("static:8", PolicySpec::Static(8)),
-            ("sglang", PolicySpec::Sglang),
-            ("vllm-44336", PolicySpec::Vllm44336),
-            ("per-state", PolicySpec::PerState),
-            ("smartspec", PolicySpec::SmartSpec),
-            ("vllm-av", PolicySpec::VllmAv),
+            ("adaptive", PolicySpec::adaptive()),
+            ("static:0", PolicySpec::fixed(0)),
+            ("static:8", PolicySpec::fixed(8)),
+            ("sglang", PolicySpec::named("sglang").unwrap()),
+            ("vllm-44336", PolicySpec::named("vllm-44336").unwrap()),
+            ("per-state", PolicySpec::per_state()),
+            ("smartspec", PolicySpec::named("smartspec").unwrap()),
+            ("vllm-av", PolicySpec::named("vllm-av").unwrap()),
+            ("oracle", PolicySpec::oracle()),
         ] {
             assert_eq!(text.parse::<PolicySpec>(), Ok(spec));
             assert_eq!(spec.to_string(), text);
         }
+        assert_eq!("none".parse::<PolicySpec>(), Ok(PolicySpec::fixed(0)));
+        assert_eq!(PolicySpec::fixed(0).label(), "none");
         assert!(
             "static:x"
                 .parse::<PolicySpec>()
@@ -468,19 +517,67 @@ mod tests {
                 .contains("whole number")
         );
         assert!("static:-1".parse::<PolicySpec>().is_err());
-        assert!(
-            "greedy"
-                .parse::<PolicySpec>()
-                .unwrap_err()
-                .contains("not a policy")
+        assert_eq!(
+            "greedy".parse::<PolicySpec>().unwrap_err(),
+            "\"greedy\" is not a policy (adaptive, per-state, static:K, none, sglang, \
+             vllm-44336, smartspec, vllm-av or oracle)"
         );
         assert!(matches!(
-            PolicySpec::Static(9).check(8),
+            PolicySpec::fixed(9).check(8),
             Err(crate::error::Error::StaticAboveMax {
                 k: 9,
                 max_draft_len: 8
             })
         ));
-        assert!(PolicySpec::Static(8).check(8).is_ok());
+        assert!(PolicySpec::fixed(8).check(8).is_ok());
+    }
+
+    /// The texts the programs' help is made of, from the table.
+    #[test]
+    fn the_tables_help_texts_name_every_policy() {
+        assert_eq!(
+            choices_help(),
+            "adaptive (the DraftController's plan), per-state (the StateController's plan, \
+             a length per request state), static:K, sglang (SGLang's EMA tiers), vllm-44336 \
+             (vLLM #44336's per-position EMA), smartspec (a SmartSpec-style per-request rule) \
+             or vllm-av (vLLM's adaptive verification, per request)"
+        );
+        assert_eq!(
+            names_statics_first(),
+            "none, static:K, adaptive, per-state, sglang, vllm-44336, smartspec, vllm-av, oracle"
+        );
+        assert_eq!(
+            about_whatif(),
+            "no speculation, every static k up to K, the batch-level controller `adaptive`, \
+             the per-state controller, the peer rules of SGLang, vLLM #44336, SmartSpec and \
+             vLLM's adaptive verification, and the per-step oracle"
+        );
+    }
+
+    #[test]
+    fn names_and_indexes_are_unique_and_the_kinds_follow_the_rows() {
+        let t = table();
+        for (i, a) in t.iter().enumerate() {
+            for b in &t[i + 1..] {
+                assert_ne!(a.name, b.name);
+                assert_ne!(a.index, b.index);
+            }
+        }
+        assert_eq!(PolicySpec::fixed(0).kind(), Kind::NoSpeculation);
+        assert_eq!(PolicySpec::fixed(3).kind(), Kind::Static);
+        assert_eq!(PolicySpec::per_state().kind(), Kind::Controller);
+        assert_eq!(PolicySpec::named("sglang").unwrap().kind(), Kind::Peer);
+        assert_eq!(PolicySpec::oracle().kind(), Kind::Oracle);
+        assert!(PolicySpec::named("static").is_none());
+        // Read already: too late to register.
+        static LATE: PolicyDef = PolicyDef {
+            name: "late",
+            index: 99,
+            per_request: false,
+            help: "",
+            about: "",
+            build: Build::Static,
+        };
+        assert!(register(&LATE).is_err());
     }
 }

@@ -131,19 +131,12 @@ impl PolicyResult {
 }
 
 /// Every policy of a what-if at `K`, in the order of its table: no
-/// speculation, every static length, the two controllers, the peer rules,
-/// the oracle.
+/// speculation, every static length, then every other policy of the table
+/// of policies in its order (the two controllers, the peer rules, the
+/// oracle).
 pub fn policies(max_draft_len: usize) -> Vec<PolicySpec> {
-    let mut all: Vec<PolicySpec> = (0..=max_draft_len).map(PolicySpec::Static).collect();
-    all.extend([
-        PolicySpec::Adaptive,
-        PolicySpec::PerState,
-        PolicySpec::Sglang,
-        PolicySpec::Vllm44336,
-        PolicySpec::SmartSpec,
-        PolicySpec::VllmAv,
-        PolicySpec::Oracle,
-    ]);
+    let mut all: Vec<PolicySpec> = (0..=max_draft_len).map(PolicySpec::fixed).collect();
+    all.extend(PolicySpec::non_static());
     all
 }
 
@@ -256,12 +249,27 @@ impl Settings {
     }
 }
 
+/// What a what-if found: where its traces came from, the settings, and
+/// every policy's result in the order replayed (what the command line's
+/// `whatif` prints, as a table, JSON or a plot).
+#[derive(Clone, Debug)]
+pub struct WhatIf {
+    /// Where the traces were read from, as the output names it.
+    pub source: String,
+    /// The traces replayed.
+    pub traces: Arc<TraceSet>,
+    /// The settings every policy was replayed under.
+    pub settings: Settings,
+    /// Every policy's result, in the order replayed.
+    pub results: Vec<PolicyResult>,
+}
+
 /// The best static length of `results` (the highest goodput, ties to the
 /// shorter), `none` included.
 pub fn best_static(results: &[PolicyResult]) -> Option<&PolicyResult> {
     results
         .iter()
-        .filter(|r| matches!(r.policy, PolicySpec::Static(_)))
+        .filter(|r| r.policy.static_len().is_some())
         .fold(None, |best: Option<&PolicyResult>, r| match best {
             Some(b) if b.goodput() >= r.goodput() => Some(b),
             _ => Some(r),
@@ -331,8 +339,8 @@ mod tests {
     #[test]
     fn a_replay_is_a_function_of_its_settings() {
         let s = settings();
-        let a = s.replay(PolicySpec::Adaptive).unwrap();
-        let b = s.replay(PolicySpec::Adaptive).unwrap();
+        let a = s.replay(PolicySpec::adaptive()).unwrap();
+        let b = s.replay(PolicySpec::adaptive()).unwrap();
         assert_eq!(a.summary, b.summary);
         assert_eq!(a.report, b.report);
     }
@@ -340,7 +348,7 @@ mod tests {
     #[test]
     fn the_report_holds_every_request_step() {
         let s = settings();
-        let r = s.replay(PolicySpec::Static(4)).unwrap();
+        let r = s.replay(PolicySpec::fixed(4)).unwrap();
         let o = &r.summary.overall;
         let steps = r.report.num_spec_steps() + r.report.num_undrafted_steps();
         // Every request-step is one observation (drafted or not).
@@ -374,7 +382,7 @@ mod tests {
         assert!(parse_state_space("levels=16,match=9").is_err());
         let mut s = settings();
         s.state_space = Some(space);
-        let r = s.replay(PolicySpec::PerState).unwrap();
+        let r = s.replay(PolicySpec::per_state()).unwrap();
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
@@ -395,7 +403,7 @@ mod tests {
         }
         let mut s = settings();
         s.state_space = Some(parse_state_space("levels=2,short-match,after-undrafted").unwrap());
-        let config = s.config(PolicySpec::PerState).unwrap();
+        let config = s.config(PolicySpec::per_state()).unwrap();
         let recorder = engine::recorder(&config).unwrap();
         let lens = Lens(Mutex::new(Vec::new()));
         engine::run(&config, &recorder, None, &AtomicBool::new(false), &lens).unwrap();
@@ -414,11 +422,11 @@ mod tests {
     fn a_k_above_the_cap_or_a_short_cost_table_is_refused() {
         let mut s = settings();
         s.max_draft_len = 65;
-        assert!(s.config(PolicySpec::Static(1)).is_err());
+        assert!(s.config(PolicySpec::fixed(1)).is_err());
         let mut s = settings();
         s.cost = StepCost::table(vec![1.0, 1.1]).unwrap();
         assert!(matches!(
-            s.config(PolicySpec::Static(1)),
+            s.config(PolicySpec::fixed(1)),
             Err(Error::WhatIfCost(_))
         ));
     }

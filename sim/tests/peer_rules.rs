@@ -3,13 +3,11 @@
 //! per-request rule and vLLM's adaptive verification, checked against
 //! sequences computed by hand from the engines' published rules.
 
-mod counting_alloc;
-
-use counting_alloc::allocations_during;
 use specdec_metrics::RequestState;
 use specdec_sim::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
 use specdec_sim::policy::{Policy, RequestMemory, RequestView};
 use specdec_sim::rng::Rng;
+use specdec_test_support::allocations_during;
 
 /// `n` requests that drafted `drafted` and had `accepted` accepted.
 fn same(n: usize, drafted: usize, accepted: usize) -> Vec<(usize, usize)> {

@@ -777,6 +777,8 @@ impl DraftController {
             .collect();
         // The one with the highest mean goodput, the shorter on a tie.
         let &(best, _) = beats.iter().reduce(|a, b| if b.1 > a.1 { b } else { a })?;
+        // `beats` never holds `current`, so `best <= current` would be the
+        // same test.
         if best < current {
             return Some(best);
         }
@@ -789,6 +791,8 @@ impl DraftController {
         let longest = beats
             .iter()
             .map(|&(k, _)| k)
+            // `k >= best` would be the same: `best` differs from itself by
+            // nothing, `0 < 0` is false, and it is the fallback anyway.
             .filter(|&k| k > best)
             .filter(|&k| {
                 let d = GoodputDifference::new(chain, &self.cost, best, k, cov[k]);
@@ -1120,5 +1124,224 @@ mod tests {
             assert_eq!(n, u64::MAX, "two huge intervals saturate the sum");
         }
         assert_eq!(c.memory(), 2);
+    }
+
+    /// A controller over the cost table `costs` (entry `k` for `k =
+    /// 0..=K`) whose memory holds the continuation counts `counts` (position
+    /// 1 first) and whose intervals vary as binomial noise does.
+    fn remembering(costs: &[f64], counts: &[(u128, u128)]) -> DraftController {
+        let table = StepCost::table(costs.to_vec()).unwrap();
+        let mut c = DraftController::new(costs.len() - 1, table).unwrap();
+        c.totals.copy_from_slice(counts);
+        c
+    }
+
+    /// What `better_than` says of `current` on the memory.
+    fn better(c: &DraftController, current: usize) -> Option<usize> {
+        c.better_than(&c.chain(), current)
+    }
+
+    /// The difference of goodputs `g(k) - g(c)` on the memory.
+    fn difference(c: &DraftController, k: usize, current: usize) -> GoodputDifference {
+        let chain = c.chain();
+        let mut cov = Vec::new();
+        chain.covariances_with(current, &mut cov);
+        GoodputDifference::new(&chain, &c.cost, k, current, cov[k])
+    }
+
+    /// Many trials: a rate known to far better than any test needs.
+    const MANY: u128 = 1 << 40;
+    /// So many trials that a position never accepted adds less than an
+    /// `f64`'s precision to the expected acceptance: lengths that differ
+    /// only by it accept exactly as much.
+    const ALL: u128 = 1 << 100;
+
+    /// The level is spent span by span: `z` for the first `2 memory`
+    /// updates a choice is held, then the upper quantile of `(1 -
+    /// evidence) / n^2` in the `n`-th span, always positive (a test level,
+    /// not its lower tail).
+    #[test]
+    fn a_held_choice_is_tested_at_a_level_spent_span_by_span() {
+        for memory in [1, 3, 8] {
+            let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1).unwrap())
+                .unwrap()
+                .with_memory(memory)
+                .unwrap();
+            let span_len = 2 * memory as u64;
+            let upper = |level: f64| normal_quantile(1.0 - level);
+            for held in 0..=7 * span_len {
+                c.held = held;
+                let span = if held == 0 {
+                    1
+                } else {
+                    (held - 1) / span_len + 1
+                };
+                let expected = if span == 1 {
+                    c.z
+                } else {
+                    upper(0.01 / (span * span) as f64)
+                };
+                let z = c.switch_z();
+                assert!(z > 0.0, "memory {memory}, held {held}: {z}");
+                // `normal_quantile` is within 1.2e-9 relative.
+                assert!(
+                    (z - expected).abs() <= 1e-6 * expected,
+                    "memory {memory}, held {held}: {z} against {expected} (span {span})"
+                );
+            }
+            // Three spans in: 3.06 standard deviations (the first span's
+            // 2.33, the second's 2.81, the fourth's 3.23).
+            c.held = 2 * span_len + 1;
+            assert!((c.switch_z() - 3.059).abs() < 1e-3, "{}", c.switch_z());
+        }
+    }
+
+    /// A choice held across spans switches only on the evidence of its
+    /// span: a difference that passes at 2.33 standard deviations but not
+    /// at the third span's 3.06 moves a fresh choice and not one held for
+    /// two spans.
+    #[test]
+    fn a_choice_held_across_spans_needs_more_evidence_to_move() {
+        // Position 1 accepts 0.5 of many trials, position 2 0.5 of 400;
+        // drafting 2 costs a little more than drafting 1, and pays off by
+        // about 2.6 standard deviations.
+        let mut c = remembering(&[1.0, 1.0, 1.145], &[(MANY / 2, MANY), (200, 400)]);
+        let d = difference(&c, 2, 1);
+        let sd = d.variance.sqrt();
+        assert!(d.mean > 2.4 * sd && d.mean < 3.0 * sd, "{} sd", d.mean / sd);
+        c.held = 1;
+        assert_eq!(better(&c, 1), Some(2));
+        c.held = 2 * c.memory() as u64; // the last update of the first span
+        assert_eq!(better(&c, 1), Some(2));
+        c.held = 4 * c.memory() as u64 + 1; // the first of the third
+        assert_eq!(better(&c, 1), None);
+    }
+
+    /// Of the lengths that beat the current one, the best by mean goodput,
+    /// the shorter on an exact tie, is taken when it is shorter than the
+    /// current one: no climbing down past it.
+    #[test]
+    fn a_shorter_best_is_taken_the_shorter_on_a_tie() {
+        // Position 1 accepts half, position 2 almost never: drafting 1 and
+        // 2 give the same expected acceptance (in `f64`) at the same cost,
+        // an exact tie; drafting 4 costs ten times as much.
+        let c = remembering(
+            &[1.0, 1.0, 1.0, 10.0, 10.0],
+            &[(MANY / 2, MANY), (0, ALL), (0, 0), (0, 0)],
+        );
+        let chain = c.chain();
+        assert_eq!(goodput(&chain, &c.cost, 1), goodput(&chain, &c.cost, 2));
+        assert!(difference(&c, 2, 4).mean > 0.0);
+        assert_eq!(better(&c, 4), Some(1));
+    }
+
+    /// When the best is shorter than the current choice it is taken as it
+    /// is, even when a longer length that also beats the current one cannot
+    /// be told from it (climbing is for a best above the current choice).
+    #[test]
+    fn a_shorter_best_is_not_climbed_from() {
+        // 1 is best; 2, at a slightly higher cost, is as good within the
+        // uncertainty of position 2's few trials; 4 is far worse.
+        let c = remembering(
+            &[1.0, 1.0, 1.15, 10.0, 10.0],
+            &[(MANY / 2, MANY), (2, 6), (0, 0), (0, 0)],
+        );
+        let chain = c.chain();
+        assert!(goodput(&chain, &c.cost, 1) > goodput(&chain, &c.cost, 2));
+        let d = difference(&c, 1, 2);
+        assert!(
+            d.mean * d.mean < c.z * c.z * d.variance,
+            "2 is as good as 1"
+        );
+        assert!(difference(&c, 2, 4).mean > 0.0);
+        assert_eq!(better(&c, 4), Some(1));
+    }
+
+    /// Climbing a flat top: of the lengths that beat the current choice,
+    /// the longest that cannot be told from the best, not the best itself
+    /// and not a longer one the evidence shows worse than the best.
+    #[test]
+    fn a_flat_top_is_climbed_to_its_longest_equivalent_length() {
+        // 0 is the current choice. 2 is the best; 3 adds a position of
+        // few trials at a little more cost, as good within its
+        // uncertainty; 4 adds one that is never accepted at half as much
+        // again: clearly worse than 2, still better than not drafting.
+        let c = remembering(
+            &[1.0, 1.0, 1.0, 1.1, 1.5],
+            &[(MANY / 2, MANY), (MANY / 2, MANY), (2, 5), (0, ALL)],
+        );
+        let z2 = c.z * c.z;
+        for k in [2, 3, 4] {
+            let d = difference(&c, k, 0);
+            assert!(
+                d.mean > 0.0 && d.mean * d.mean >= z2 * d.variance,
+                "{k} beats 0"
+            );
+        }
+        let chain = c.chain();
+        let g = |k| goodput(&chain, &c.cost, k);
+        assert!(g(2) > g(3) && g(2) > g(4), "2 is the best");
+        let flat = difference(&c, 2, 3);
+        assert!(
+            flat.mean * flat.mean < z2 * flat.variance,
+            "3 is as good as 2"
+        );
+        let worse = difference(&c, 2, 4);
+        assert!(worse.mean * worse.mean >= z2 * worse.variance, "4 is worse");
+        assert_eq!(better(&c, 0), Some(3));
+    }
+
+    /// A length that ties the current choice exactly (the same expected
+    /// acceptance to the last bit at the same cost, nothing uncertain
+    /// between them) does not beat it: a switch needs a gain.
+    #[test]
+    fn an_exact_tie_with_the_current_choice_is_no_switch() {
+        let c = remembering(&[1.0, 1.0, 1.0], &[(MANY / 2, MANY), (0, ALL)]);
+        let d = difference(&c, 2, 1);
+        assert_eq!((d.mean, d.variance), (0.0, 0.0));
+        assert_eq!(better(&c, 1), None);
+        assert_eq!(better(&c, 2), None);
+    }
+
+    /// Intervals that vary more than chance widen the test by the
+    /// dispersion (a factor on the variance): a gain of about 4 standard
+    /// deviations under binomial noise switches at dispersion 1 and not at
+    /// dispersion 4, where it is 2 (the test needs 2.33).
+    #[test]
+    fn the_dispersion_widens_the_switching_test() {
+        let mut c = remembering(&[1.0, 1.0, 1.133], &[(MANY / 2, MANY), (200, 400)]);
+        let d = difference(&c, 2, 1);
+        let sd = d.variance.sqrt();
+        assert!(d.mean > 3.3 * sd && d.mean < 4.5 * sd, "{} sd", d.mean / sd);
+        c.held = 1;
+        assert_eq!(better(&c, 1), Some(2));
+        c.dispersion = 4.0;
+        assert_eq!(better(&c, 1), None);
+    }
+
+    /// Lengths below the floor never beat the current choice, however
+    /// much better they are.
+    #[test]
+    fn no_length_below_the_floor_is_chosen() {
+        // Nothing is ever accepted: not drafting is best, then 1.
+        let c = remembering(&[1.0, 1.1, 1.2, 1.3], &[(0, MANY), (0, MANY), (0, MANY)])
+            .with_min_draft_len(1)
+            .unwrap();
+        assert_eq!(better(&c, 3), Some(1));
+    }
+
+    /// Climbing stops at an exact tie known for certain: a longer length
+    /// whose added position is never accepted, at the same cost, adds
+    /// nothing the evidence could still find, and the shorter is taken.
+    #[test]
+    fn climbing_stops_at_an_exact_tie_known_for_certain() {
+        let c = remembering(
+            &[1.0, 1.1, 1.2, 1.2],
+            &[(MANY / 2, MANY), (MANY / 2, MANY), (0, ALL)],
+        );
+        let d = difference(&c, 2, 3);
+        assert_eq!((d.mean, d.variance), (0.0, 0.0));
+        assert!(difference(&c, 3, 0).mean > 0.0);
+        assert_eq!(better(&c, 0), Some(2));
     }
 }

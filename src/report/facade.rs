@@ -20,9 +20,8 @@ use metrics::{Counter, Gauge, Key, KeyName, Label, Level, Metadata, SharedString
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{
-    HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels, check_prefix,
-};
+use super::names::{HELP, METRIC_FAMILIES, PLAN_GAUGE_HELP};
+use super::options::Options;
 use super::series::series;
 use crate::{AcceptanceHistogram, Recorder};
 
@@ -130,9 +129,7 @@ static METADATA: Metadata<'static> =
 /// ```
 pub struct MetricsPublisher {
     recorder: Arc<Recorder>,
-    prefix: String,
-    const_labels: Vec<(String, String)>,
-    plan: Option<Arc<dyn DraftLenGauge>>,
+    options: Options,
     /// Set by the first publish.
     handles: OnceLock<Handles>,
 }
@@ -184,12 +181,9 @@ impl MetricsPublisher {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(recorder: Arc<Recorder>, prefix: &str) -> Result<Self, NameError> {
-        check_prefix(prefix)?;
         Ok(Self {
             recorder,
-            prefix: prefix.to_owned(),
-            const_labels: Vec::new(),
-            plan: None,
+            options: Options::default().with_prefix(prefix)?,
             handles: OnceLock::new(),
         })
     }
@@ -223,9 +217,8 @@ impl MetricsPublisher {
         K: Into<String>,
         V: Into<String>,
     {
-        let const_labels = check_const_labels(labels)?;
         Ok(Self {
-            const_labels,
+            options: self.options.with_const_labels(labels)?,
             // New labels, new series: the next publish registers again.
             handles: OnceLock::new(),
             ..self
@@ -249,7 +242,7 @@ impl MetricsPublisher {
     /// ```
     pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
-            plan: Some(plan),
+            options: self.options.with_plan(plan),
             handles: OnceLock::new(),
             ..self
         }
@@ -257,18 +250,18 @@ impl MetricsPublisher {
 
     /// The name prefix.
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        self.options.prefix()
     }
 
     /// The constant labels, in the order they are put on the series.
     pub fn const_labels(&self) -> &[(String, String)] {
-        &self.const_labels
+        self.options.const_labels()
     }
 
     /// The plan whose draft length is published as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
     pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
-        self.plan.as_ref()
+        self.options.plan()
     }
 
     /// The recorder whose families are published.
@@ -287,7 +280,7 @@ impl MetricsPublisher {
         for ((_, value), counter) in values.zip(&handles.counters) {
             counter.absolute(value);
         }
-        if let (Some(plan), Some(gauge)) = (&self.plan, &handles.gauge) {
+        if let (Some(plan), Some(gauge)) = (self.plan(), &handles.gauge) {
             // At most 64: exact in `f64`.
             gauge.set(plan.draft_len() as f64);
         }
@@ -350,15 +343,16 @@ impl MetricsPublisher {
     /// current recorder, with their help texts.
     #[cold]
     fn register(&self, shape: &AcceptanceHistogram) -> Handles {
+        let naming = self.options.naming();
         metrics::with_recorder(|recorder| {
-            let const_labels: Vec<Label> = self
-                .const_labels
+            let const_labels: Vec<Label> = naming
+                .const_labels()
                 .iter()
                 .map(|(name, value)| Label::new(name.clone(), value.clone()))
                 .collect();
             let mut counters = Vec::new();
             for (family, help) in HELP.iter().enumerate() {
-                let name = format!("{}_{}", self.prefix, METRIC_FAMILIES[family]);
+                let name = naming.family_names[family].clone();
                 recorder.describe_counter(
                     KeyName::from(name.clone()),
                     None,
@@ -374,8 +368,8 @@ impl MetricsPublisher {
                     counters.push(recorder.register_counter(&key, &METADATA));
                 }
             }
-            let gauge = self.plan.as_ref().map(|_| {
-                let name = format!("{}_{PLAN_GAUGE}", self.prefix);
+            let gauge = self.plan().map(|_| {
+                let name = naming.gauge_name.clone();
                 recorder.describe_gauge(
                     KeyName::from(name.clone()),
                     None,
@@ -392,9 +386,9 @@ impl fmt::Debug for MetricsPublisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MetricsPublisher")
             .field("recorder", &self.recorder)
-            .field("prefix", &self.prefix)
-            .field("const_labels", &self.const_labels)
-            .field("plan", &self.plan)
+            .field("prefix", &self.prefix())
+            .field("const_labels", &self.const_labels())
+            .field("plan", &self.plan())
             .field(
                 "registered_series",
                 &self.handles.get().map(|h| h.counters.len()),

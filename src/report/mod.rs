@@ -3,8 +3,24 @@
 //! cargo feature `prometheus`), the `metrics` facade (`facade.rs`, cargo
 //! feature `metrics`), the `prometheus` crate (`prometheus_crate.rs`, cargo
 //! feature `tikv-prometheus`) or OpenTelemetry (`otel.rs`, cargo feature
-//! `opentelemetry`), with the metric names (`names.rs`) and the series of a
+//! `opentelemetry`), with the metric names (`names.rs`), the options
+//! (prefix, constant labels, plan: `options.rs`) and the series of a
 //! histogram (`series.rs`) every exporter shares.
+
+/// Compiles the items only with at least one exporter: the one list of the
+/// exporters' cargo features (a new exporter's feature goes here, beside
+/// its own `cfg` below and in `lib.rs`).
+macro_rules! with_an_exporter {
+    ($($item:item)*) => {$(
+        #[cfg(any(
+            feature = "prometheus",
+            feature = "metrics",
+            feature = "tikv-prometheus",
+            feature = "opentelemetry"
+        ))]
+        $item
+    )*};
+}
 
 mod error;
 #[cfg(feature = "metrics")]
@@ -18,14 +34,10 @@ mod plan_gauge;
 mod prometheus;
 #[cfg(feature = "tikv-prometheus")]
 mod prometheus_crate;
-#[cfg(any(
-    feature = "prometheus",
-    feature = "metrics",
-    feature = "tikv-prometheus",
-    feature = "opentelemetry",
-    test
-))]
-mod series;
+with_an_exporter! {
+    mod options;
+    mod series;
+}
 
 pub use error::{NameError, ReportError};
 #[cfg(feature = "metrics")]

@@ -10,10 +10,8 @@ use parking_lot::Mutex;
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{
-    DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, NUM_DRAFTS, PLAN_GAUGE, PLAN_GAUGE_HELP,
-    check_const_labels, check_prefix,
-};
+use super::names::{HELP, METRIC_FAMILIES, NUM_DRAFTS, PLAN_GAUGE_HELP};
+use super::options::{Derived, Naming, Options};
 use super::series::{Own, series};
 use crate::{AcceptanceHistogram, Recorder};
 
@@ -64,15 +62,28 @@ const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 /// the attribute `otel.metric.overflow = true`, whose value, for an
 /// observable counter, is that of **one** of the folded sets (the SDK sets
 /// a precomputed value, it does not add them up). The largest family, by
-/// draft length, has `(K + 1)(K + 2) / 2` series: 45 at `K = 8`, 1,953 at
-/// `K = 61`, and **2,016 at `K = 62`, 2,145 at `K = 64`**, over the
-/// default. For `K >= 62` the engine must raise the limit with a view, to
-/// at least [`max_series_per_instrument`](Self::max_series_per_instrument)
-/// (`docs/opentelemetry.md` shows the view); otherwise, at `K = 64`, 145
-/// buckets of the triangle are lost (`tests/opentelemetry.rs` shows both
-/// cases). The exporter cannot set the limit itself: it belongs to the
-/// engine's `MeterProvider`. Every other family has at most `K + 1 = 65`
-/// series.
+/// draft length, has `(K + 1)(K + 2) / 2` series per exporter: 45 at
+/// `K = 8`, 1,953 at `K = 61`, and **2,016 at `K = 62`, 2,145 at
+/// `K = 64`**, over the default.
+///
+/// The limit counts **every exporter that registers the instrument name**
+/// on the provider, not one: exporters of the same prefix on one meter feed
+/// the same instruments, and their sets add up. Two models on one meter,
+/// told apart by a constant label, pass the default from `K = 44`
+/// (2 × 1,035 sets), and a limit of one exporter's
+/// [`max_series_per_instrument`](Self::max_series_per_instrument) keeps
+/// 2,146 of their 4,290 points at `K = 64` (2,145 and the overflow point).
+/// The engine must raise the limit with a view to at least the sum over
+/// those exporters (`docs/opentelemetry.md` shows the view;
+/// `tests/opentelemetry_exporter.rs` measures each figure). The exporter
+/// cannot set the limit itself: it belongs to the engine's
+/// `MeterProvider`. Every other family has at most `K + 1 = 65` series per
+/// exporter.
+///
+/// Prefixes that differ only in `:` and `_` (`spec:decode`, `spec_decode`)
+/// give the same instrument names, so two exporters so named on one meter
+/// merge silently: with the same constant labels each point keeps one of
+/// their values, not the sum.
 ///
 /// # Example
 ///
@@ -112,61 +123,60 @@ const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 #[derive(Clone)]
 pub struct OpenTelemetryExporter {
     recorder: Recorder,
-    prefix: String,
-    const_labels: Vec<(String, String)>,
-    plan: Option<Arc<dyn DraftLenGauge>>,
-    /// The counters' names, in [`METRIC_FAMILIES`] order, then the gauge's.
-    names: Vec<String>,
+    options: Options<InstrumentNames>,
 }
 
 impl fmt::Debug for OpenTelemetryExporter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenTelemetryExporter")
             .field("recorder", &self.recorder)
-            .field("prefix", &self.prefix)
-            .field("const_labels", &self.const_labels)
-            .field("plan", &self.plan)
+            .field("prefix", &self.prefix())
+            .field("const_labels", &self.const_labels())
+            .field("plan", &self.plan())
             .finish_non_exhaustive()
     }
 }
 
-/// The instrument names for `prefix` (a Prometheus prefix): the
-/// OpenMetrics family names with `:` replaced by `_`, then the gauge's.
-fn instrument_names(prefix: &str) -> Result<Vec<String>, NameError> {
-    check_prefix(prefix)?;
-    let otel_prefix = prefix.replace(':', "_");
-    let names: Vec<String> = METRIC_FAMILIES
-        .iter()
-        .map(|family| family.strip_suffix("_total").unwrap_or(family))
-        .chain([PLAN_GAUGE])
-        .map(|family| format!("{otel_prefix}_{family}"))
-        .collect();
-    let valid = |name: &String| {
-        name.len() <= MAX_INSTRUMENT_NAME_LEN
-            && name.starts_with(|c: char| c.is_ascii_alphabetic())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
-    };
-    if names.iter().all(valid) {
-        Ok(names)
-    } else {
-        Err(NameError::Prefix(prefix.to_owned()))
+/// The instrument names: the OpenMetrics family names (without `_total`)
+/// with `:` replaced by `_`, in [`METRIC_FAMILIES`] order, then the
+/// gauge's.
+struct InstrumentNames(Vec<String>);
+
+impl Derived for InstrumentNames {
+    /// The names, or [`NameError::Prefix`] when one is not a valid
+    /// OpenTelemetry instrument name.
+    fn derive(naming: &Naming) -> Result<Self, NameError> {
+        let names: Vec<String> = naming
+            .family_names
+            .iter()
+            .map(|name| name.strip_suffix("_total").unwrap_or(name))
+            .chain([naming.gauge_name.as_str()])
+            .map(|name| name.replace(':', "_"))
+            .collect();
+        let valid = |name: &String| {
+            name.len() <= MAX_INSTRUMENT_NAME_LEN
+                && name.starts_with(|c: char| c.is_ascii_alphabetic())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
+        };
+        if names.iter().all(valid) {
+            Ok(Self(names))
+        } else {
+            Err(NameError::Prefix(naming.prefix().to_owned()))
+        }
     }
 }
 
 impl OpenTelemetryExporter {
     /// An exporter of `recorder`'s families with the prefix
-    /// [`DEFAULT_METRIC_PREFIX`] (instruments `spec_decode_num_drafts` and
+    /// [`DEFAULT_METRIC_PREFIX`](crate::DEFAULT_METRIC_PREFIX) (instruments `spec_decode_num_drafts` and
     /// so on), no constant labels and no plan. Registers nothing yet:
     /// [`register`](Self::register) does.
     pub fn new(recorder: Recorder) -> Self {
         Self {
             recorder,
-            prefix: DEFAULT_METRIC_PREFIX.to_owned(),
-            const_labels: Vec::new(),
-            plan: None,
-            names: instrument_names(DEFAULT_METRIC_PREFIX).expect("the default prefix is valid"),
+            options: Options::default(),
         }
     }
 
@@ -195,11 +205,8 @@ impl OpenTelemetryExporter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self, NameError> {
-        let prefix = prefix.into();
-        let names = instrument_names(&prefix)?;
         Ok(Self {
-            prefix,
-            names,
+            options: self.options.with_prefix(prefix)?,
             ..self
         })
     }
@@ -229,9 +236,8 @@ impl OpenTelemetryExporter {
         K: Into<String>,
         V: Into<String>,
     {
-        let const_labels = check_const_labels(labels)?;
         Ok(Self {
-            const_labels,
+            options: self.options.with_const_labels(labels)?,
             ..self
         })
     }
@@ -243,25 +249,25 @@ impl OpenTelemetryExporter {
     /// no attribute of its own. Replaces any plan set before.
     pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
-            plan: Some(plan),
+            options: self.options.with_plan(plan),
             ..self
         }
     }
 
     /// The name prefix, as given (with its `:`).
     pub fn prefix(&self) -> &str {
-        &self.prefix
+        self.options.prefix()
     }
 
     /// The constant labels, in the order they are put on the points.
     pub fn const_labels(&self) -> &[(String, String)] {
-        &self.const_labels
+        self.options.const_labels()
     }
 
     /// The plan whose draft length is registered as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
     pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
-        self.plan.as_ref()
+        self.options.plan()
     }
 
     /// The instrument names: the nine counters in
@@ -276,13 +282,14 @@ impl OpenTelemetryExporter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn instrument_names(&self) -> &[String] {
-        &self.names
+        &self.options.derived().0
     }
 
-    /// The most attribute sets one instrument reports: the
-    /// `(K + 1)(K + 2) / 2` buckets of the by-draft-length family. A
-    /// `MeterProvider` whose cardinality limit is below it folds the
-    /// excess into its overflow point (see
+    /// The most attribute sets this exporter reports on one instrument:
+    /// the `(K + 1)(K + 2) / 2` buckets of the by-draft-length family.
+    /// Exporters registering the same instrument names on one provider add
+    /// up: a `MeterProvider` whose cardinality limit is below the sum of
+    /// theirs folds the excess into its overflow point (see
     /// [Cardinality limit](Self#cardinality-limit)).
     ///
     /// ```
@@ -309,7 +316,9 @@ impl OpenTelemetryExporter {
             last: Mutex::new(None),
         });
         let consts: Vec<KeyValue> = self
-            .const_labels
+            .options
+            .naming()
+            .const_labels()
             .iter()
             .map(|(name, value)| KeyValue::new(name.clone(), value.clone()))
             .collect();
@@ -320,15 +329,15 @@ impl OpenTelemetryExporter {
                 .collect();
             let shared = Arc::clone(&shared);
             meter
-                .u64_observable_counter(self.names[family].clone())
+                .u64_observable_counter(self.instrument_names()[family].clone())
                 .with_description(*help)
                 .with_callback(move |observer| shared.observe(family, &attributes, observer))
                 .build();
         }
-        if let Some(plan) = &self.plan {
+        if let Some(plan) = self.plan() {
             let plan = Arc::clone(plan);
             meter
-                .u64_observable_gauge(self.names[METRIC_FAMILIES.len()].clone())
+                .u64_observable_gauge(self.instrument_names()[METRIC_FAMILIES.len()].clone())
                 .with_description(PLAN_GAUGE_HELP)
                 .with_callback(move |observer| {
                     // At most 64.

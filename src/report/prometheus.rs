@@ -15,10 +15,8 @@ use prometheus_client::registry::Registry;
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{
-    DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
-    check_prefix,
-};
+use super::names::{HELP, PLAN_GAUGE_HELP};
+use super::options::{Naming, Options};
 use super::series::{Own, Source, series};
 use crate::{AcceptanceHistogram, Recorder};
 
@@ -213,39 +211,11 @@ impl TextFormat {
 #[derive(Clone, Debug)]
 pub struct SpecDecodeCollector {
     source: Source,
-    naming: Arc<Naming>,
-    /// The plan whose draft length is exported as a gauge, if any.
-    plan: Option<Arc<dyn DraftLenGauge>>,
-}
-
-#[derive(Debug)]
-struct Naming {
-    prefix: String,
-    /// `<prefix>_<family>` without `_total` (the OpenMetrics family name),
-    /// in [`METRIC_FAMILIES`] order.
-    family_names: [String; 9],
-    /// `<prefix>_controller_draft_length`.
-    gauge_name: String,
-    const_labels: Vec<(String, String)>,
-}
-
-impl Naming {
-    fn new(prefix: String, const_labels: Vec<(String, String)>) -> Self {
-        let family_names = METRIC_FAMILIES.map(|family| {
-            let base = family.strip_suffix("_total").unwrap_or(family);
-            format!("{prefix}_{base}")
-        });
-        Self {
-            gauge_name: format!("{prefix}_{PLAN_GAUGE}"),
-            prefix,
-            family_names,
-            const_labels,
-        }
-    }
+    options: Options,
 }
 
 impl SpecDecodeCollector {
-    /// A collector over `recorder` with the prefix [`DEFAULT_METRIC_PREFIX`] and no
+    /// A collector over `recorder` with the prefix [`DEFAULT_METRIC_PREFIX`](crate::DEFAULT_METRIC_PREFIX) and no
     /// constant labels. Each scrape takes one snapshot of the recorder.
     pub fn new(recorder: Recorder) -> Self {
         Self::with_source(Source::Live(recorder))
@@ -273,8 +243,7 @@ impl SpecDecodeCollector {
     fn with_source(source: Source) -> Self {
         Self {
             source,
-            naming: Arc::new(Naming::new(DEFAULT_METRIC_PREFIX.to_owned(), Vec::new())),
-            plan: None,
+            options: Options::default(),
         }
     }
 
@@ -310,7 +279,7 @@ impl SpecDecodeCollector {
     /// ```
     pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
-            plan: Some(plan),
+            options: self.options.with_plan(plan),
             ..self
         }
     }
@@ -318,7 +287,7 @@ impl SpecDecodeCollector {
     /// The plan whose draft length is exported as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
     pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
-        self.plan.as_ref()
+        self.options.plan()
     }
 
     /// Sets the name prefix: samples are named `<prefix>_num_drafts_total`
@@ -339,11 +308,8 @@ impl SpecDecodeCollector {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self, NameError> {
-        let prefix = prefix.into();
-        check_prefix(&prefix)?;
-        let naming = Naming::new(prefix, self.naming.const_labels.clone());
         Ok(Self {
-            naming: Arc::new(naming),
+            options: self.options.with_prefix(prefix)?,
             ..self
         })
     }
@@ -373,22 +339,20 @@ impl SpecDecodeCollector {
         K: Into<String>,
         V: Into<String>,
     {
-        let const_labels = check_const_labels(labels)?;
-        let naming = Naming::new(self.naming.prefix.clone(), const_labels);
         Ok(Self {
-            naming: Arc::new(naming),
+            options: self.options.with_const_labels(labels)?,
             ..self
         })
     }
 
     /// The name prefix.
     pub fn prefix(&self) -> &str {
-        &self.naming.prefix
+        self.options.prefix()
     }
 
     /// The constant labels, in the order they are encoded.
     pub fn const_labels(&self) -> &[(String, String)] {
-        &self.naming.const_labels
+        self.options.const_labels()
     }
 
     /// What the next scrape encodes: a fresh snapshot of the recorder, or
@@ -421,8 +385,7 @@ impl SpecDecodeCollector {
     pub fn encode_text(&self, format: TextFormat) -> String {
         let frozen = Self {
             source: Source::Fixed(self.snapshot()),
-            naming: Arc::clone(&self.naming),
-            plan: self.plan.clone(),
+            options: self.options.clone(),
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(frozen));
@@ -475,9 +438,10 @@ impl Collector for SpecDecodeCollector {
     /// gauge if there is a plan.
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let snapshot = self.snapshot();
-        encode_families(&snapshot, &self.naming, &mut encoder)?;
-        match &self.plan {
-            Some(plan) => encode_plan_gauge(plan.as_ref(), &self.naming, &mut encoder),
+        let naming = self.options.naming();
+        encode_families(&snapshot, naming, &mut encoder)?;
+        match self.options.plan() {
+            Some(plan) => encode_plan_gauge(plan.as_ref(), naming, &mut encoder),
             None => Ok(()),
         }
     }
@@ -493,11 +457,11 @@ fn encode_plan_gauge(
         encoder.encode_descriptor(&naming.gauge_name, PLAN_GAUGE_HELP, None, MetricType::Gauge)?;
     // At most 64, so exact in `i64`.
     let gauge = ConstGauge::new(plan.draft_len() as i64);
-    if naming.const_labels.is_empty() {
+    if naming.const_labels().is_empty() {
         gauge.encode(metric)
     } else {
         let labels = Labels {
-            consts: &naming.const_labels,
+            consts: naming.const_labels(),
             own: Own::None,
         };
         gauge.encode(metric.encode_family(&labels)?)
@@ -512,17 +476,20 @@ fn encode_families(
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     for (family, (name, help)) in naming.family_names.iter().zip(HELP).enumerate() {
+        // The OpenMetrics family name: the encoder adds `_total` to the
+        // samples of a counter.
+        let name = name.strip_suffix("_total").unwrap_or(name);
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
         for (own, value) in series(h, family) {
             let counter = ConstCounter::new(value);
-            if own == Own::None && naming.const_labels.is_empty() {
+            if own == Own::None && naming.const_labels().is_empty() {
                 // The family's only series, without labels: encoded through
                 // a family with an empty label set it would read `name{}`.
                 counter.encode(metric)?;
                 break;
             }
             let labels = Labels {
-                consts: &naming.const_labels,
+                consts: naming.const_labels(),
                 own,
             };
             counter.encode(metric.encode_family(&labels)?)?;

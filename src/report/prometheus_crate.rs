@@ -11,10 +11,8 @@ use tikv_prometheus::{Encoder as _, Registry, TextEncoder};
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{
-    DEFAULT_METRIC_PREFIX, HELP, METRIC_FAMILIES, PLAN_GAUGE, PLAN_GAUGE_HELP, check_const_labels,
-    check_prefix,
-};
+use super::names::{HELP, METRIC_FAMILIES, PLAN_GAUGE_HELP};
+use super::options::{Derived, Naming, Options};
 use super::series::{Own, Source, own_label_names, series};
 use crate::{AcceptanceHistogram, Recorder};
 
@@ -91,35 +89,24 @@ use crate::{AcceptanceHistogram, Recorder};
 #[derive(Clone, Debug)]
 pub struct PrometheusCrateCollector {
     source: Source,
-    naming: Arc<Naming>,
-    /// The plan whose draft length is exported as a gauge, if any.
-    plan: Option<Arc<dyn DraftLenGauge>>,
+    options: Options<Descs>,
 }
 
+/// The families' descriptors, then the gauge's.
 #[derive(Debug)]
-struct Naming {
-    prefix: String,
-    /// `<prefix>_<family>` (with `_total`), in [`METRIC_FAMILIES`] order.
-    family_names: [String; 9],
-    /// `<prefix>_controller_draft_length`.
-    gauge_name: String,
-    const_labels: Vec<(String, String)>,
-    /// The families' descriptors, then the gauge's.
-    descs: Vec<Desc>,
-}
+struct Descs(Vec<Desc>);
 
-impl Naming {
-    fn new(prefix: String, const_labels: Vec<(String, String)>) -> Self {
-        let family_names = METRIC_FAMILIES.map(|family| format!("{prefix}_{family}"));
-        let gauge_name = format!("{prefix}_{PLAN_GAUGE}");
-        let consts: HashMap<String, String> = const_labels.iter().cloned().collect();
+impl Derived for Descs {
+    fn derive(naming: &Naming) -> Result<Self, NameError> {
+        let consts: HashMap<String, String> = naming.const_labels().iter().cloned().collect();
         // The prefix and the label names were checked, the help texts are
         // not empty: `Desc::new` accepts them.
         let desc = |name: &str, help: &str, variable: Vec<String>| {
             Desc::new(name.to_owned(), help.to_owned(), variable, consts.clone())
                 .expect("checked names make a valid descriptor")
         };
-        let mut descs: Vec<Desc> = family_names
+        let mut descs: Vec<Desc> = naming
+            .family_names
             .iter()
             .zip(HELP)
             .enumerate()
@@ -128,37 +115,32 @@ impl Naming {
                 desc(name, help, variable)
             })
             .collect();
-        descs.push(desc(&gauge_name, PLAN_GAUGE_HELP, Vec::new()));
-        Self {
-            prefix,
-            family_names,
-            gauge_name,
-            const_labels,
-            descs,
-        }
-    }
-
-    /// The constant labels, then the family's own, as label pairs.
-    fn label_pairs(&self, own: Own) -> Vec<LabelPair> {
-        let pair = |name: &str, value: String| {
-            let mut pair = LabelPair::default();
-            pair.set_name(name.to_owned());
-            pair.set_value(value);
-            pair
-        };
-        self.const_labels
-            .iter()
-            .map(|(name, value)| pair(name, value.clone()))
-            .chain(
-                own.labels()
-                    .map(|(name, value)| pair(name, value.to_string())),
-            )
-            .collect()
+        descs.push(desc(&naming.gauge_name, PLAN_GAUGE_HELP, Vec::new()));
+        Ok(Self(descs))
     }
 }
 
+/// The constant labels, then the family's own, as label pairs.
+fn label_pairs(naming: &Naming, own: Own) -> Vec<LabelPair> {
+    let pair = |name: &str, value: String| {
+        let mut pair = LabelPair::default();
+        pair.set_name(name.to_owned());
+        pair.set_value(value);
+        pair
+    };
+    naming
+        .const_labels()
+        .iter()
+        .map(|(name, value)| pair(name, value.clone()))
+        .chain(
+            own.labels()
+                .map(|(name, value)| pair(name, value.to_string())),
+        )
+        .collect()
+}
+
 impl PrometheusCrateCollector {
-    /// A collector over `recorder` with the prefix [`DEFAULT_METRIC_PREFIX`]
+    /// A collector over `recorder` with the prefix [`DEFAULT_METRIC_PREFIX`](crate::DEFAULT_METRIC_PREFIX)
     /// and no constant labels. Each gather takes one snapshot of the
     /// recorder.
     pub fn new(recorder: Recorder) -> Self {
@@ -185,8 +167,7 @@ impl PrometheusCrateCollector {
     fn with_source(source: Source) -> Self {
         Self {
             source,
-            naming: Arc::new(Naming::new(DEFAULT_METRIC_PREFIX.to_owned(), Vec::new())),
-            plan: None,
+            options: Options::default(),
         }
     }
 
@@ -208,11 +189,8 @@ impl PrometheusCrateCollector {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self, NameError> {
-        let prefix = prefix.into();
-        check_prefix(&prefix)?;
-        let naming = Naming::new(prefix, self.naming.const_labels.clone());
         Ok(Self {
-            naming: Arc::new(naming),
+            options: self.options.with_prefix(prefix)?,
             ..self
         })
     }
@@ -242,10 +220,8 @@ impl PrometheusCrateCollector {
         K: Into<String>,
         V: Into<String>,
     {
-        let const_labels = check_const_labels(labels)?;
-        let naming = Naming::new(self.naming.prefix.clone(), const_labels);
         Ok(Self {
-            naming: Arc::new(naming),
+            options: self.options.with_const_labels(labels)?,
             ..self
         })
     }
@@ -271,7 +247,7 @@ impl PrometheusCrateCollector {
     /// ```
     pub fn with_plan(self, plan: Arc<impl DraftLenGauge + 'static>) -> Self {
         Self {
-            plan: Some(plan),
+            options: self.options.with_plan(plan),
             ..self
         }
     }
@@ -279,17 +255,17 @@ impl PrometheusCrateCollector {
     /// The plan whose draft length is exported as a gauge, if one was set
     /// with [`with_plan`](Self::with_plan).
     pub fn plan(&self) -> Option<&Arc<dyn DraftLenGauge>> {
-        self.plan.as_ref()
+        self.options.plan()
     }
 
     /// The name prefix.
     pub fn prefix(&self) -> &str {
-        &self.naming.prefix
+        self.options.prefix()
     }
 
     /// The constant labels, in the order they are put on the samples.
     pub fn const_labels(&self) -> &[(String, String)] {
-        &self.naming.const_labels
+        self.options.const_labels()
     }
 
     /// What the next gather collects: a fresh snapshot of the recorder, or
@@ -334,14 +310,14 @@ impl Collector for PrometheusCrateCollector {
     /// The nine families' descriptors, then the gauge's (whether or not a
     /// plan is set, so that registering is independent of the plan).
     fn desc(&self) -> Vec<&Desc> {
-        self.naming.descs.iter().collect()
+        self.options.derived().0.iter().collect()
     }
 
     /// Every counter family from one snapshot, then the plan's gauge if
     /// there is a plan.
     fn collect(&self) -> Vec<MetricFamily> {
         let h = self.snapshot();
-        let naming = &self.naming;
+        let naming = self.options.naming();
         let mut families = Vec::with_capacity(METRIC_FAMILIES.len() + 1);
         for (family, (name, help)) in naming.family_names.iter().zip(HELP).enumerate() {
             let metrics = series(&h, family)
@@ -350,19 +326,19 @@ impl Collector for PrometheusCrateCollector {
                     // Exact up to 2^53.
                     counter.set_value(value as f64);
                     let mut metric = Metric::default();
-                    metric.set_label(naming.label_pairs(own));
+                    metric.set_label(label_pairs(naming, own));
                     metric.set_counter(counter);
                     metric
                 })
                 .collect();
             families.push(family_of(name, help, MetricType::COUNTER, metrics));
         }
-        if let Some(plan) = &self.plan {
+        if let Some(plan) = self.options.plan() {
             let mut gauge = Gauge::default();
             // At most 64: exact in `f64`.
             gauge.set_value(plan.draft_len() as f64);
             let mut metric = Metric::default();
-            metric.set_label(naming.label_pairs(Own::None));
+            metric.set_label(label_pairs(naming, Own::None));
             metric.set_gauge(gauge);
             families.push(family_of(
                 &naming.gauge_name,

@@ -14,7 +14,7 @@ use specdec_metrics::StepCost;
 use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::trace_set::TraceSet;
-use specdec_sim::whatif::{self, PolicyResult, Settings};
+use specdec_sim::whatif::{self, PolicyResult, Settings, WhatIf};
 
 use crate::error::CliError;
 use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len};
@@ -71,11 +71,11 @@ pub struct Args {
     /// controllers, the peer rules and the oracle, as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// Replay only these policies (comma-separated names as in the table:
-    /// none, static:K, adaptive, per-state, sglang, vllm-44336, smartspec,
-    /// vllm-av, oracle); the ratio to the best static length is then over
-    /// the static lengths among them (null without one).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy)]
+    /// Replay only these policies (comma-separated names as in the table,
+    /// every name of the table of policies: `policies_help`); the ratio to
+    /// the best static length is then over the static lengths among them
+    /// (null without one).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy, help = policies_help())]
     policies: Option<Vec<PolicySpec>>,
     /// The request states of per-state: levels=N (recent acceptance in N
     /// levels) and any of match=N, short-match, short-proposal,
@@ -106,6 +106,32 @@ fn parse_interval(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `--policies`' help: every name of the table of policies.
+fn policies_help() -> String {
+    format!(
+        "Replay only these policies (comma-separated names as in the table: {}); the ratio \
+         to the best static length is then over the static lengths among them (null without \
+         one)",
+        specdec_sim::policy::names_statics_first()
+    )
+}
+
+/// `whatif`'s description in `--help`: every kind of policy of the table
+/// of policies.
+pub fn long_about() -> String {
+    format!(
+        "Replay n-gram drafting traces through every drafting policy: what each would have \
+         earned on your traffic.\n\n\
+         Reads traces as `ngram` writes them and replays every policy ({}) through one engine \
+         model: --batch requests in flight, each drafting min(k, L) and accepting min(d, m) at \
+         every step, a step costing the cost of the mean tokens drafted. Prints each policy's \
+         goodput, its ratio to the best static k, tokens and drafted tokens per step, and the \
+         engine setting for the best static k. Exact for greedy outputs of the rule the traces \
+         were made with.",
+        specdec_sim::policy::about_whatif()
+    )
+}
+
 fn parse_policy(s: &str) -> Result<PolicySpec, String> {
     s.trim().parse()
 }
@@ -115,14 +141,6 @@ fn parse_jobs(s: &str) -> Result<usize, String> {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
         _ => Err("expected a whole number of threads in 1..=256".into()),
     }
-}
-
-/// What `whatif` found: the settings and every policy's result.
-pub struct WhatIf {
-    pub source: String,
-    pub traces: Arc<TraceSet>,
-    pub settings: Settings,
-    pub results: Vec<PolicyResult>,
 }
 
 /// Runs `whatif`.
@@ -191,8 +209,8 @@ fn chosen_policies(
     let policies = match given {
         Some(list) => {
             for p in &list {
-                if let PolicySpec::Static(k) = p {
-                    if *k > max_draft_len {
+                if let Some(k) = p.static_len() {
+                    if k > max_draft_len {
                         return Err(CliError::new(format!(
                             "--policies static:{k}: above --max-draft-len {max_draft_len}"
                         )));

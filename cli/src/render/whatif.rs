@@ -5,30 +5,20 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use specdec_sim::policy::PolicySpec;
+use specdec_sim::policy::{Kind, PolicySpec};
 use specdec_sim::trace::TraceMeta;
-use specdec_sim::whatif::{PolicyResult, best_static};
+use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
-use crate::cmd::whatif::WhatIf;
 use crate::format::group_digits;
 
 /// The name a policy has in the output: `none` for `static:0`.
 pub fn policy_name(policy: PolicySpec) -> String {
-    match policy {
-        PolicySpec::Static(0) => "none".into(),
-        p => p.to_string(),
-    }
+    policy.label()
 }
 
 /// What kind of policy a row is, for the table's grouping and the plot.
 pub fn kind(policy: PolicySpec) -> &'static str {
-    match policy {
-        PolicySpec::Static(0) => "none",
-        PolicySpec::Static(_) => "static",
-        PolicySpec::Adaptive | PolicySpec::PerState => "controller",
-        PolicySpec::Oracle => "oracle",
-        _ => "peer",
-    }
+    policy.kind().as_str()
 }
 
 /// One row of the output.
@@ -120,15 +110,12 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
 
 /// The best static length, when static lengths were replayed.
 fn best_k(w: &WhatIf) -> Option<usize> {
-    match best_static(&w.results).map(|r| r.policy) {
-        Some(PolicySpec::Static(k)) => Some(k),
-        _ => None,
-    }
+    best_static(&w.results).and_then(|r| r.policy.static_len())
 }
 
 fn oracle_headroom(w: &WhatIf) -> Option<f64> {
     let best = best_static(&w.results)?.goodput();
-    let oracle = w.results.iter().find(|r| r.policy == PolicySpec::Oracle)?;
+    let oracle = w.results.iter().find(|r| r.policy.kind() == Kind::Oracle)?;
     Some(oracle.goodput() / best - 1.0)
 }
 

@@ -12,21 +12,36 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::whatif::WhatIf;
 
-use crate::cmd::whatif::WhatIf;
 use crate::render::whatif::{kind, policy_name};
 
-/// The colour of each non-static policy's line.
-fn colour(policy: PolicySpec) -> RGBColor {
-    match policy {
-        PolicySpec::Adaptive => RGBColor(214, 39, 40),
-        PolicySpec::PerState => RGBColor(44, 160, 44),
-        PolicySpec::Sglang => RGBColor(148, 103, 189),
-        PolicySpec::Vllm44336 => RGBColor(140, 86, 75),
-        PolicySpec::SmartSpec => RGBColor(227, 119, 194),
-        PolicySpec::VllmAv => RGBColor(188, 189, 34),
-        _ => RGBColor(0, 0, 0),
-    }
+/// The colours of the policies' lines, by the stable index of their row
+/// in the engine model's table of policies (`PolicyDef::index`): the
+/// category palette of matplotlib ("tab10"), black for the oracle (index
+/// 7), and the static lengths' blue at index 2 (they are drawn as dots,
+/// in [`STATIC_BLUE`]). A row past the palette takes its colours again,
+/// in turn.
+const PALETTE: [RGBColor; 11] = [
+    RGBColor(214, 39, 40),   // 0 adaptive
+    RGBColor(44, 160, 44),   // 1 per-state
+    STATIC_BLUE,             // 2 static
+    RGBColor(148, 103, 189), // 3 sglang
+    RGBColor(140, 86, 75),   // 4 vllm-44336
+    RGBColor(227, 119, 194), // 5 smartspec
+    RGBColor(188, 189, 34),  // 6 vllm-av
+    RGBColor(0, 0, 0),       // 7 oracle
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
+];
+
+/// The static lengths' line and dots.
+const STATIC_BLUE: RGBColor = RGBColor(31, 119, 180);
+
+/// The colour of a policy's line.
+pub fn colour(policy: PolicySpec) -> RGBColor {
+    PALETTE[policy.def().index % PALETTE.len()]
 }
 
 /// Renders the plot as an SVG document.
@@ -91,10 +106,7 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
 fn static_goodputs(w: &WhatIf) -> Vec<(usize, f64)> {
     w.results
         .iter()
-        .filter_map(|r| match r.policy {
-            PolicySpec::Static(k) => Some((k, r.goodput())),
-            _ => None,
-        })
+        .filter_map(|r| r.policy.static_len().map(|k| (k, r.goodput())))
         .collect()
 }
 
@@ -103,7 +115,7 @@ fn static_goodputs(w: &WhatIf) -> Vec<(usize, f64)> {
 fn other_goodputs(w: &WhatIf) -> Vec<(PolicySpec, f64)> {
     w.results
         .iter()
-        .filter(|r| !matches!(r.policy, PolicySpec::Static(_)))
+        .filter(|r| r.policy.static_len().is_none())
         .map(|r| (r.policy, r.goodput()))
         .collect()
 }
@@ -127,7 +139,7 @@ fn draw_statics(
     chart: &mut Chart<'_, '_>,
     statics: &[(usize, f64)],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let blue = RGBColor(31, 119, 180);
+    let blue = STATIC_BLUE;
     chart.draw_series(LineSeries::new(
         statics.iter().map(|&(k, g)| (k as f64, g)),
         blue.stroke_width(2),
@@ -171,7 +183,7 @@ fn draw_levels(
             c.stroke_width(1)
         };
         let line = [(-0.5, g), (max as f64 + 0.5, g)];
-        if kind(policy) == "peer" || policy == PolicySpec::Oracle {
+        if kind(policy) == "peer" || kind(policy) == "oracle" {
             chart.draw_series(DashedLineSeries::new(line, 8, 5, style))?;
         } else {
             chart.draw_series(LineSeries::new(line, style))?;

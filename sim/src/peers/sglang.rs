@@ -1,6 +1,6 @@
 //! SGLang's adaptive speculative decoding: [`Sglang`].
 
-use crate::policy::Policy;
+use crate::drafting::Policy;
 
 /// SGLang's default tiers (`candidate_steps`): the draft lengths it keeps a
 /// pre-captured CUDA graph for.

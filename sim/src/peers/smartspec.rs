@@ -1,7 +1,7 @@
 //! A SmartSpec-style per-request rule: [`SmartSpec`].
 
 use super::allocate_by_survival;
-use crate::policy::{Policy, RequestMemory, RequestView};
+use crate::drafting::{Policy, RequestMemory, RequestView};
 
 /// Weight of the newest verify step in SmartSpec's per-request acceptance
 /// estimate (decided here; see [`SmartSpec`]).

@@ -1,6 +1,6 @@
 //! The "Adaptive K*" rule of vLLM pull request #44336: [`Vllm44336`].
 
-use crate::policy::Policy;
+use crate::drafting::Policy;
 use crate::rng::Rng;
 
 /// Weight of the newest window in the per-position averages

@@ -1,7 +1,7 @@
 //! vLLM's adaptive verification: [`VllmAdaptiveVerification`].
 
 use super::allocate_by_survival;
-use crate::policy::{Policy, RequestMemory, RequestView};
+use crate::drafting::{Policy, RequestMemory, RequestView};
 
 /// Steps between two refits of the acceptance estimator
 /// (`OnlineAcceptanceEstimator.REFIT_INTERVAL`).

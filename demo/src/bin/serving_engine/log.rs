@@ -7,11 +7,11 @@ use std::io::{self, Write as _};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use specdec_demo::engine_metrics::EngineMetrics;
 use specdec_metrics::{AcceptanceHistogram, RequestState};
 use specdec_sim::engine::{
     ControllerStep, EngineStep, Events, FinishedRequest, Interval, StateControllerStep,
 };
-use specdec_sim::engine_metrics::EngineMetrics;
 
 /// Writes one line on standard error through an [`Output`], like
 /// `eprintln!` but without ever panicking.

@@ -31,7 +31,7 @@ fn write_trace(dir: &Path) -> PathBuf {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("specdec-sim-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("specdec-demo-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

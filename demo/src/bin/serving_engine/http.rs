@@ -14,7 +14,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::registry::Registry;
-use specdec_sim::engine_metrics::{TextFormat, encode_registry};
+use specdec_demo::engine_metrics::{TextFormat, encode_registry};
 
 /// Binds `addr` and serves `registry` on it (`/metrics`, and an index at
 /// `/`) from `runtime`, within `limits`; returns the address bound (port 0

@@ -65,9 +65,9 @@
 //! the output and the logs in `log.rs`.
 //!
 //! ```text
-//! cargo run --release -p specdec-sim
-//! cargo run --release -p specdec-sim -- --seconds 30 --print-requests
-//! cargo run --release -p specdec-sim -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
+//! cargo run --release -p specdec-demo
+//! cargo run --release -p specdec-demo -- --seconds 30 --print-requests
+//! cargo run --release -p specdec-demo -- --virtual-time --seconds 80 --phase-seconds 20 --policy static:3
 //! curl -s http://127.0.0.1:9464/metrics | promtool check metrics
 //! ```
 //!
@@ -85,13 +85,13 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use prometheus_client::registry::Registry;
-use specdec_metrics::AcceptanceHistogram;
-use specdec_sim::engine;
-use specdec_sim::engine_metrics::{
+use specdec_demo::engine_metrics::{
     DEFAULT_PREFIX, EngineMetrics, SpecDecodeCollector, namespace_for,
 };
+use specdec_metrics::AcceptanceHistogram;
+use specdec_sim::engine;
 use specdec_sim::error::Setting;
-use specdec_sim::policy::PolicySpec;
+use specdec_sim::policy::{self, PolicySpec};
 use specdec_sim::state_rule::StateRule;
 use specdec_sim::stdio;
 use specdec_sim::summary::CostLinear;
@@ -182,12 +182,10 @@ struct Args {
     /// Random seed.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Drafting policy: adaptive (the DraftController's plan), per-state
-    /// (the StateController's plan, a length per request state), static:K,
-    /// sglang (SGLang's EMA tiers), vllm-44336 (vLLM #44336's per-position
-    /// EMA), smartspec (a SmartSpec-style per-request rule) or vllm-av
-    /// (vLLM's adaptive verification, per request).
-    #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy)]
+    /// Drafting policy: every policy of the table of policies but the
+    /// oracle, with what it is (`policy::choices_help`).
+    #[arg(long, value_name = "P", default_value = "adaptive", value_parser = parse_policy,
+          help = format!("Drafting policy: {}", policy::choices_help()))]
     policy: PolicySpec,
     /// Workload: transition (low- and high-acceptance phases in turn),
     /// steady (one level), mixed (code-like and chat-like requests in every

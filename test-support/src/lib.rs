@@ -1,11 +1,12 @@
-//! A counting global allocator for the test binaries that show a path
-//! allocates nothing: it wraps `System` and counts, per thread, every
-//! allocation and reallocation. A test binary declares `mod counting_alloc;`
-//! and calls [`allocations_during`].
+//! Helpers shared by the tests of the workspace's packages (a dev-dependency
+//! only, never published).
 //!
-//! The same file as the library's `tests/counting_alloc/mod.rs`: a helper of
-//! one package's tests cannot be included by another's without `#[path]`
-//! into a sibling crate or a crate of its own, and it is 50 lines.
+//! Linking this crate installs a counting global allocator: it wraps
+//! `System` and counts, per thread, every allocation and reallocation, for
+//! the test binaries that show a path allocates nothing. Such a binary
+//! imports [`allocations_during`] (which links the crate, and so installs
+//! the allocator in that binary alone) and is a `[[test]]` of its own: the
+//! allocator would count every other test's allocations too.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
