@@ -7,3 +7,6 @@
 //! command line maps them to its own.
 
 #![deny(missing_docs)]
+
+pub mod excerpt;
+pub mod trace;

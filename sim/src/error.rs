@@ -9,7 +9,8 @@
 
 use std::fmt;
 
-use crate::trace::TraceError;
+use specdec_ingest::trace::TraceError;
+
 use crate::workload::Workload;
 
 /// A setting an [`Error`] names.

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use specdec_ingest::trace::TraceMeta;
 use specdec_sim::policy::PolicySpec;
-use specdec_sim::trace::TraceMeta;
 use specdec_sim::whatif::{PolicyResult, best_static};
 
 use crate::cmd::whatif::WhatIf;

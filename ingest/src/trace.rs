@@ -10,8 +10,8 @@
 //! many of its tokens agree with the output from `t` on. Drafting `k` at
 //! `t` drafts `min(k, L_t)` tokens, accepts `a = min(k, m_t)` and moves to
 //! `min(t + a + 1, M)`. Position 0 is never drafted: the first output token
-//! comes from the prefill. `specdec-metrics ngram` writes these files;
-//! the engine model reads them.
+//! comes from the prefill. `specdec-metrics ngram` writes these files
+//! from [requests](#requests); the engine model reads them.
 //!
 //! # The format
 //!
@@ -51,10 +51,18 @@
 //! [`TraceReader::with_max_line_bytes`] says otherwise); a metadata line
 //! after the first line.
 //!
+//! # Requests
+//!
+//! What a trace is made from: JSON Lines, UTF-8, one request a line,
+//! `{"prompt": TEXT, "output": TEXT}` with an optional `"id"` (a string or
+//! an integer; the line number when absent); other keys are ignored, blank
+//! lines skipped. [`RequestReader`] reads them, one bounded line at a time,
+//! and stops at the first line that is not a request ([`RequestError`]).
+//!
 //! # Example
 //!
 //! ```
-//! use specdec_sim::trace::{TraceMeta, TraceReader, TraceRequest, write_meta, write_request};
+//! use specdec_ingest::trace::{TraceMeta, TraceReader, TraceRequest, write_meta, write_request};
 //!
 //! let meta = TraceMeta {
 //!     tokenizer: "o200k_base".into(), rule: "vllm".into(),
@@ -79,6 +87,8 @@ use std::io::{self, BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::excerpt::excerpt;
 
 /// The cap of a file without metadata: values are at most 64.
 pub const DEFAULT_CAP: usize = 64;
@@ -136,8 +146,8 @@ impl TraceRequest {
     }
 }
 
-/// A malformed trace: the line, the key when one is to blame, and what is
-/// wrong.
+/// A malformed line of a trace, or of a [requests](self#requests) file: the
+/// line, the key when one is to blame, and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
     /// The line number, from 1.
@@ -171,7 +181,7 @@ impl std::error::Error for TraceError {}
 
 /// What [`read_line_bounded`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
+pub(crate) enum LineRead {
     /// The input ended before any byte of a new line.
     Eof,
     /// A line, without its `\n`, is in the buffer.
@@ -185,7 +195,7 @@ pub enum LineRead {
 /// first, holding at most `max` bytes of it: a longer line stops the read
 /// at once with [`LineRead::TooLong`], so memory stays bounded whatever the
 /// input.
-pub fn read_line_bounded<R: BufRead>(
+pub(crate) fn read_line_bounded<R: BufRead>(
     reader: &mut R,
     buf: &mut Vec<u8>,
     max: usize,
@@ -491,13 +501,23 @@ fn parse_request(
 fn parse_id(line: u64, object: &mut Map<String, Value>) -> Result<Value, TraceError> {
     match object.remove("id") {
         None => Ok(Value::from(line)),
-        Some(id @ Value::String(_)) => Ok(id),
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Value::Number(n)),
-        Some(other) => Err(TraceError::new(
-            line,
-            Some("id"),
-            format!("must be a string or an integer, not {}", kind(&other)),
-        )),
+        Some(id) => id_value(id).map_err(|other| {
+            TraceError::new(
+                line,
+                Some("id"),
+                format!("must be a string or an integer, not {}", kind(&other)),
+            )
+        }),
+    }
+}
+
+/// An id as given, when it is one (a string or an integer), else the value
+/// back, for the message.
+fn id_value(id: Value) -> Result<Value, Value> {
+    match id {
+        Value::String(_) => Ok(id),
+        Value::Number(ref n) if n.is_u64() || n.is_i64() => Ok(id),
+        other => Err(other),
     }
 }
 
@@ -577,6 +597,201 @@ fn check_matches(
         }
     }
     Ok(())
+}
+
+/// A request as text, one line of a [requests](self#requests) file: what
+/// a trace line is made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextRequest {
+    /// The line it was read from, from 1.
+    pub line: u64,
+    /// A string or an integer, as given; the line number when absent.
+    pub id: Value,
+    /// The prompt's text.
+    pub prompt: String,
+    /// The output's text.
+    pub output: String,
+}
+
+impl TextRequest {
+    /// One line (without its `\n`) as a request; `line` is its number, and
+    /// its id when it gives none.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::TextRequest;
+    /// let r = TextRequest::parse(br#"{"prompt": "a b", "output": "c"}"#, 7).unwrap();
+    /// assert_eq!((r.id, r.prompt.as_str(), r.output.as_str()), (7.into(), "a b", "c"));
+    /// let e = TextRequest::parse(br#"{"prompt": "a b"}"#, 7).unwrap_err();
+    /// assert_eq!(e.to_string(), "line 7: field \"output\": missing");
+    /// ```
+    pub fn parse(buf: &[u8], line: u64) -> Result<Self, TraceError> {
+        let text = std::str::from_utf8(buf).map_err(|e| {
+            TraceError::new(
+                line,
+                None,
+                format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
+            )
+        })?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| TraceError::new(line, None, format!("not JSON: {e}")))?;
+        let Value::Object(mut object) = value else {
+            return Err(TraceError::new(line, None, "not a JSON object"));
+        };
+        let mut text_field = |key: &'static str| match object.remove(key) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(TraceError::new(
+                line,
+                Some(key),
+                format!("must be a string, not {}", excerpt(&other.to_string())),
+            )),
+            None => Err(TraceError::new(line, Some(key), "missing")),
+        };
+        let prompt = text_field("prompt")?;
+        let output = text_field("output")?;
+        let id = match object.remove("id") {
+            None => Value::from(line),
+            Some(id) => id_value(id).map_err(|other| {
+                TraceError::new(
+                    line,
+                    Some("id"),
+                    format!(
+                        "must be a string or an integer, not {}",
+                        excerpt(&other.to_string())
+                    ),
+                )
+            })?,
+        };
+        Ok(Self {
+            line,
+            id,
+            prompt,
+            output,
+        })
+    }
+}
+
+/// Why a [`RequestReader`] stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The input could not be read.
+    Read {
+        /// The line being read, from 1.
+        line: u64,
+        /// Why.
+        source: io::Error,
+    },
+    /// A line longer than the limit; the rest of the input was not read.
+    TooLong {
+        /// The line, from 1.
+        line: u64,
+        /// The limit, bytes (the line terminator not counted).
+        limit: usize,
+    },
+    /// A line that is not a request.
+    Malformed(TraceError),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Read { line, source } => write!(f, "line {line}: cannot read: {source}"),
+            RequestError::TooLong { line, limit } => write!(
+                f,
+                "line {line}: longer than {limit} bytes (the line limit); the rest of the input \
+                 was not read"
+            ),
+            RequestError::Malformed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Read { source, .. } => Some(source),
+            RequestError::Malformed(e) => Some(e),
+            RequestError::TooLong { .. } => None,
+        }
+    }
+}
+
+/// Reads a [requests](self#requests) file one line at a time, each at most
+/// [`DEFAULT_MAX_LINE_BYTES`] long unless told otherwise, blank lines
+/// skipped. After the first error it yields nothing more.
+///
+/// ```
+/// use specdec_ingest::trace::{RequestError, RequestReader};
+/// let input = b"{\"prompt\": \"a\", \"output\": \"b\", \"id\": \"r1\"}\n\n{\"prompt\": 1}\n";
+/// let mut reader = RequestReader::new(&input[..]);
+/// let first = reader.next().unwrap().unwrap();
+/// assert_eq!((first.line, first.id.as_str()), (1, Some("r1")));
+/// let Some(Err(RequestError::Malformed(e))) = reader.next() else { panic!() };
+/// assert_eq!(e.line, 3);
+/// assert!(reader.next().is_none());
+/// ```
+pub struct RequestReader<R: BufRead> {
+    reader: R,
+    buf: Vec<u8>,
+    line: u64,
+    max_line_bytes: usize,
+    done: bool,
+}
+
+impl<R: BufRead> RequestReader<R> {
+    /// A reader of `reader`.
+    pub fn new(reader: R) -> Self {
+        Self {
+            reader,
+            buf: Vec::new(),
+            line: 0,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            done: false,
+        }
+    }
+
+    /// The same reader, accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
+        self.max_line_bytes = n;
+        self
+    }
+
+    fn next_request(&mut self) -> Result<Option<TextRequest>, RequestError> {
+        loop {
+            self.line += 1;
+            let line = self.line;
+            match read_line_bounded(&mut self.reader, &mut self.buf, self.max_line_bytes) {
+                Err(source) => return Err(RequestError::Read { line, source }),
+                Ok(LineRead::Eof) => return Ok(None),
+                Ok(LineRead::TooLong) => {
+                    return Err(RequestError::TooLong {
+                        line,
+                        limit: self.max_line_bytes,
+                    });
+                }
+                Ok(LineRead::Line) => {}
+            }
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return TextRequest::parse(&self.buf, line)
+                .map(Some)
+                .map_err(RequestError::Malformed);
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for RequestReader<R> {
+    type Item = Result<TextRequest, RequestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = self.next_request();
+        self.done = !matches!(next, Ok(Some(_)));
+        next.transpose()
+    }
 }
 
 #[derive(Serialize)]
@@ -859,6 +1074,102 @@ mod tests {
         let e = reader.meta().unwrap_err();
         assert_eq!((e.line, e.field), (1, Some("cap")));
         assert!(reader.next().unwrap().is_err());
+        assert!(reader.next().is_none());
+    }
+
+    fn requests(text: &[u8], max: usize) -> Vec<Result<TextRequest, String>> {
+        RequestReader::new(text)
+            .with_max_line_bytes(max)
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn requests_skip_blank_lines_and_default_the_id_to_the_line() {
+        let text = b"\n  \t\n{\"output\":\"o\",\"prompt\":\"p\",\"x\":1}\r\n{\"prompt\":\"\",\"output\":\"\",\"id\":-3}";
+        let got = requests(text, 1000);
+        assert_eq!(
+            got,
+            vec![
+                Ok(TextRequest {
+                    line: 3,
+                    id: Value::from(3),
+                    prompt: "p".into(),
+                    output: "o".into()
+                }),
+                Ok(TextRequest {
+                    line: 4,
+                    id: Value::from(-3),
+                    prompt: String::new(),
+                    output: String::new()
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_request_stops_the_reader_naming_line_and_field() {
+        for (text, message) in [
+            (
+                &b"{\"prompt\":\"p\"}"[..],
+                "line 1: field \"output\": missing",
+            ),
+            (
+                b"\n{\"prompt\":[1],\"output\":\"o\"}",
+                "line 2: field \"prompt\": must be a string, not \"[1]\"",
+            ),
+            (
+                b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":1.5}",
+                "line 1: field \"id\": must be a string or an integer, not \"1.5\"",
+            ),
+            (b"[]", "line 1: not a JSON object"),
+            (b"{\"prompt\":\"\xff\"}", "line 1: not UTF-8 text (byte 12)"),
+            (
+                b"{\"prompt\":\"p\",\"output\":\"o\"}\n{{{\n{}",
+                "line 2: not JSON: key must be a string at line 1 column 2",
+            ),
+        ] {
+            let got = requests(text, 1000);
+            assert_eq!(got.last(), Some(&Err(message.to_owned())), "{got:?}");
+            assert!(got[..got.len() - 1].iter().all(Result::is_ok), "{got:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_request_line_stops_the_reader_unread() {
+        let line = br#"{"prompt":"p","output":"o"}"#;
+        assert_eq!(requests(line, line.len()).len(), 1);
+        let mut reader = RequestReader::new(&line[..]).with_max_line_bytes(line.len() - 1);
+        let Some(Err(RequestError::TooLong { line: 1, limit })) = reader.next() else {
+            panic!("not too long")
+        };
+        assert_eq!(limit, line.len() - 1);
+        assert!(reader.next().is_none());
+        let endless = io::BufReader::new(io::repeat(b'{').take(1 << 40));
+        let e = RequestReader::new(endless)
+            .with_max_line_bytes(10)
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: longer than 10 bytes (the line limit); the rest of the input was not read"
+        );
+    }
+
+    #[test]
+    fn a_read_error_names_its_line() {
+        struct Broken;
+        impl io::Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("gone"))
+            }
+        }
+        let mut reader = RequestReader::new(io::BufReader::new(Broken));
+        let e = reader.next().unwrap().unwrap_err();
+        assert!(matches!(e, RequestError::Read { line: 1, .. }), "{e:?}");
+        assert_eq!(e.to_string(), "line 1: cannot read: gone");
+        assert!(std::error::Error::source(&e).is_some());
         assert!(reader.next().is_none());
     }
 
