@@ -9,4 +9,5 @@
 #![deny(missing_docs)]
 
 pub mod excerpt;
+pub mod steps;
 pub mod trace;
