@@ -9,5 +9,6 @@
 #![deny(missing_docs)]
 
 pub mod excerpt;
+pub mod lines;
 pub mod steps;
 pub mod trace;
