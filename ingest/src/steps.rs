@@ -50,11 +50,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{self, BufRead, Read as _};
+use std::io::BufRead;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::excerpt::excerpt;
+use crate::lines::{LineError, Lines, Overlong};
 
 /// What every line must be, quoted in the error messages.
 pub const EXPECTED_SHAPES: &str = "expected {\"drafted\": k, \"accepted\": a}, {\"undrafted\": true}, \
@@ -188,20 +189,9 @@ pub struct StepLine<'p> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum StepsError {
-    /// The input could not be read.
-    Read {
-        /// The lines read before.
-        after_line: u64,
-        /// Why.
-        source: io::Error,
-    },
-    /// A line longer than the limit; the rest of the input was not read.
-    TooLong {
-        /// The line, from 1.
-        line: u64,
-        /// The limit, bytes (the line terminator not counted).
-        limit: u64,
-    },
+    /// The input could not be read, or a line is longer than the limit
+    /// (the rest of the input was not read).
+    Line(LineError),
     /// A line that is none of the accepted shapes.
     Malformed {
         /// The line, from 1.
@@ -214,14 +204,7 @@ pub enum StepsError {
 impl fmt::Display for StepsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StepsError::Read { after_line, source } => {
-                write!(f, "read error after line {after_line}: {source}")
-            }
-            StepsError::TooLong { line, limit } => write!(
-                f,
-                "line {line} is longer than {limit} bytes (the line limit); the rest of the \
-                 input was not read"
-            ),
+            StepsError::Line(e) => write!(f, "{e}"),
             StepsError::Malformed { line, error } => write!(f, "line {line}: {error}"),
         }
     }
@@ -230,9 +213,8 @@ impl fmt::Display for StepsError {
 impl std::error::Error for StepsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            StepsError::Read { source, .. } => Some(source),
+            StepsError::Line(e) => Some(e),
             StepsError::Malformed { error, .. } => Some(error),
-            StepsError::TooLong { .. } => None,
         }
     }
 }
@@ -255,11 +237,8 @@ impl std::error::Error for StepsError {
 /// assert!(reader.next_line().unwrap().is_none());
 /// ```
 pub struct StepReader<R> {
-    input: R,
-    line: Vec<u8>,
+    lines: Lines<R>,
     parser: LineParser,
-    number: u64,
-    max_line_bytes: u64,
     done: bool,
 }
 
@@ -267,12 +246,10 @@ impl<R: BufRead> StepReader<R> {
     /// A reader of `input` whose lines are at most `max_line_bytes` long,
     /// the terminator not counted.
     pub fn new(input: R, max_line_bytes: u64) -> Self {
+        let max = usize::try_from(max_line_bytes).unwrap_or(usize::MAX);
         Self {
-            input,
-            line: Vec::with_capacity(256),
+            lines: Lines::new(input, max, Overlong::Refuse),
             parser: LineParser::new(),
-            number: 0,
-            max_line_bytes,
             done: false,
         }
     }
@@ -285,35 +262,16 @@ impl<R: BufRead> StepReader<R> {
         }
         // Until this line is read and parsed: an early return is the end.
         self.done = true;
-        if self.line.capacity() > 1 << 20 {
-            // Do not keep a huge buffer after one huge line.
-            self.line = Vec::with_capacity(256);
-        }
         self.parser.shrink();
-        self.line.clear();
-        // One byte more than a line may hold: reading that many without
-        // meeting a newline proves the line too long, and nothing more is
-        // ever buffered.
-        let read_limit = self.max_line_bytes.saturating_add(1);
-        let len = (&mut self.input)
-            .take(read_limit)
-            .read_until(b'\n', &mut self.line)
-            .map_err(|source| StepsError::Read {
-                after_line: self.number,
-                source,
-            })?;
-        if len == 0 {
-            return Ok(None);
-        }
-        self.number += 1;
-        let number = self.number;
-        if len as u64 == read_limit && self.line.last() != Some(&b'\n') {
-            return Err(StepsError::TooLong {
-                line: number,
-                limit: self.max_line_bytes,
-            });
-        }
-        match self.parser.parse(&self.line) {
+        let before = self.lines.bytes();
+        let parsed = match self.lines.next_line() {
+            Ok(Some(line)) => self.parser.parse(line),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(StepsError::Line(e)),
+        };
+        let number = self.lines.number();
+        let len = (self.lines.bytes() - before) as usize;
+        match parsed {
             Ok(record) => {
                 self.done = false;
                 Ok(Some(StepLine {
@@ -1021,6 +979,8 @@ impl Fields {
 
 #[cfg(test)]
 mod tests {
+    use std::io::{self, Read as _};
+
     use super::*;
 
     fn parse(line: &str) -> Result<String, String> {
@@ -1090,12 +1050,7 @@ mod tests {
         for input in [&line[..], &[&line[..], b"\n"].concat()] {
             assert_eq!(read_lines(input, limit).len(), 1);
         }
-        let message = |limit: u64| {
-            Err(format!(
-                "line 2 is longer than {limit} bytes (the line limit); the rest of the input was \
-                 not read"
-            ))
-        };
+        let message = |limit: u64| Err(format!("line 2 is longer than {limit} bytes"));
         assert_eq!(
             read_lines(b"\n{\"scheduled\":2}", limit - 1).last(),
             Some(&message(limit - 1))
@@ -1110,10 +1065,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                StepsError::TooLong {
-                    line: 1,
-                    limit: 1000
-                }
+                StepsError::Line(LineError::TooLong { line: 1, max: 1000 })
             ),
             "{e}"
         );

@@ -89,6 +89,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::excerpt::excerpt;
+use crate::lines::{LineError, Lines, Overlong};
 
 /// The cap of a file without metadata: values are at most 64.
 pub const DEFAULT_CAP: usize = 64;
@@ -179,69 +180,11 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// What [`read_line_bounded`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum LineRead {
-    /// The input ended before any byte of a new line.
-    Eof,
-    /// A line, without its `\n`, is in the buffer.
-    Line,
-    /// The line is longer than the limit; the buffer holds its first bytes
-    /// and the rest was not read.
-    TooLong,
-}
-
-/// Reads one line (up to `\n` or the end of the input) into `buf`, cleared
-/// first, holding at most `max` bytes of it: a longer line stops the read
-/// at once with [`LineRead::TooLong`], so memory stays bounded whatever the
-/// input.
-pub(crate) fn read_line_bounded<R: BufRead>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<LineRead> {
-    buf.clear();
-    let mut read_any = false;
-    loop {
-        let chunk = match reader.fill_buf() {
-            Ok(chunk) => chunk,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok(if read_any {
-                LineRead::Line
-            } else {
-                LineRead::Eof
-            });
-        }
-        read_any = true;
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i, true),
-            None => (chunk.len(), false),
-        };
-        if buf.len() + take > max {
-            let room = max - buf.len();
-            buf.extend_from_slice(&chunk[..room]);
-            reader.consume(room);
-            return Ok(LineRead::TooLong);
-        }
-        buf.extend_from_slice(&chunk[..take]);
-        reader.consume(take + usize::from(done));
-        if done {
-            return Ok(LineRead::Line);
-        }
-    }
-}
-
 /// Reads a trace one line at a time (see the [module docs](self)): the
 /// metadata, then one [`TraceRequest`] per line. After the first error it
 /// yields nothing more.
 pub struct TraceReader<R: BufRead> {
-    reader: R,
-    buf: Vec<u8>,
-    line: u64,
-    max_line_bytes: usize,
+    lines: Lines<R>,
     meta: Option<TraceMeta>,
     /// Whether the first non-blank line was read (and taken as metadata or
     /// kept in `pending`).
@@ -257,23 +200,19 @@ impl<R: BufRead> TraceReader<R> {
     /// A reader of `reader`, which it reads one line at a time, each at
     /// most [`DEFAULT_MAX_LINE_BYTES`] long.
     pub fn new(reader: R) -> Self {
+        Self::with_max_line_bytes(reader, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// A reader of `reader` accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(reader: R, n: usize) -> Self {
         Self {
-            reader,
-            buf: Vec::new(),
-            line: 0,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            lines: Lines::new(reader, n, Overlong::Refuse),
             meta: None,
             started: false,
             pending: None,
             failed: None,
             done: false,
         }
-    }
-
-    /// The same reader, accepting lines of at most `n` bytes.
-    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
-        self.max_line_bytes = n;
-        self
     }
 
     /// The metadata line, reading the first line if it was not yet read;
@@ -291,7 +230,7 @@ impl<R: BufRead> TraceReader<R> {
 
     /// The line number of the last line read (0 before the first).
     pub fn line(&self) -> u64 {
-        self.line
+        self.lines.number()
     }
 
     fn start(&mut self) -> Result<(), TraceError> {
@@ -330,25 +269,23 @@ impl<R: BufRead> TraceReader<R> {
     /// The next non-blank line as a JSON object, with its line number.
     fn next_object(&mut self) -> Result<Option<NumberedObject>, TraceError> {
         loop {
-            self.line += 1;
-            let line = self.line;
-            let read = read_line_bounded(&mut self.reader, &mut self.buf, self.max_line_bytes)
-                .map_err(|e| TraceError::new(line, None, format!("cannot read: {e}")))?;
-            match read {
-                LineRead::Eof => return Ok(None),
-                LineRead::TooLong => {
+            // The number of the line read next, or refused.
+            let line = self.lines.number() + 1;
+            let buf = match self.lines.next_line() {
+                Ok(Some(buf)) => buf,
+                Ok(None) => return Ok(None),
+                Err(LineError::Read { error, .. }) => {
+                    return Err(TraceError::new(line, None, format!("cannot read: {error}")));
+                }
+                Err(LineError::TooLong { max, .. }) => {
                     return Err(TraceError::new(
                         line,
                         None,
-                        format!(
-                            "the line is longer than {} bytes; the rest was not read",
-                            self.max_line_bytes
-                        ),
+                        format!("the line is longer than {max} bytes; the rest was not read"),
                     ));
                 }
-                LineRead::Line => {}
-            }
-            let text = std::str::from_utf8(&self.buf).map_err(|e| {
+            };
+            let text = std::str::from_utf8(buf).map_err(|e| {
                 TraceError::new(
                     line,
                     None,
@@ -674,20 +611,9 @@ impl TextRequest {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// The input could not be read.
-    Read {
-        /// The line being read, from 1.
-        line: u64,
-        /// Why.
-        source: io::Error,
-    },
-    /// A line longer than the limit; the rest of the input was not read.
-    TooLong {
-        /// The line, from 1.
-        line: u64,
-        /// The limit, bytes (the line terminator not counted).
-        limit: usize,
-    },
+    /// The input could not be read, or a line is longer than the limit
+    /// (the rest of the input was not read).
+    Line(LineError),
     /// A line that is not a request.
     Malformed(TraceError),
 }
@@ -695,12 +621,7 @@ pub enum RequestError {
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RequestError::Read { line, source } => write!(f, "line {line}: cannot read: {source}"),
-            RequestError::TooLong { line, limit } => write!(
-                f,
-                "line {line}: longer than {limit} bytes (the line limit); the rest of the input \
-                 was not read"
-            ),
+            RequestError::Line(e) => write!(f, "{e}"),
             RequestError::Malformed(e) => write!(f, "{e}"),
         }
     }
@@ -709,9 +630,8 @@ impl fmt::Display for RequestError {
 impl std::error::Error for RequestError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RequestError::Read { source, .. } => Some(source),
+            RequestError::Line(e) => Some(e),
             RequestError::Malformed(e) => Some(e),
-            RequestError::TooLong { .. } => None,
         }
     }
 }
@@ -731,50 +651,34 @@ impl std::error::Error for RequestError {
 /// assert!(reader.next().is_none());
 /// ```
 pub struct RequestReader<R: BufRead> {
-    reader: R,
-    buf: Vec<u8>,
-    line: u64,
-    max_line_bytes: usize,
+    lines: Lines<R>,
     done: bool,
 }
 
 impl<R: BufRead> RequestReader<R> {
     /// A reader of `reader`.
     pub fn new(reader: R) -> Self {
+        Self::with_max_line_bytes(reader, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// A reader of `reader` accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(reader: R, n: usize) -> Self {
         Self {
-            reader,
-            buf: Vec::new(),
-            line: 0,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            lines: Lines::new(reader, n, Overlong::Refuse),
             done: false,
         }
     }
 
-    /// The same reader, accepting lines of at most `n` bytes.
-    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
-        self.max_line_bytes = n;
-        self
-    }
-
     fn next_request(&mut self) -> Result<Option<TextRequest>, RequestError> {
         loop {
-            self.line += 1;
-            let line = self.line;
-            match read_line_bounded(&mut self.reader, &mut self.buf, self.max_line_bytes) {
-                Err(source) => return Err(RequestError::Read { line, source }),
-                Ok(LineRead::Eof) => return Ok(None),
-                Ok(LineRead::TooLong) => {
-                    return Err(RequestError::TooLong {
-                        line,
-                        limit: self.max_line_bytes,
-                    });
-                }
-                Ok(LineRead::Line) => {}
-            }
-            if self.buf.iter().all(u8::is_ascii_whitespace) {
+            let line = self.lines.number() + 1;
+            let Some(buf) = self.lines.next_line().map_err(RequestError::Line)? else {
+                return Ok(None);
+            };
+            if buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            return TextRequest::parse(&self.buf, line)
+            return TextRequest::parse(buf, line)
                 .map(Some)
                 .map_err(RequestError::Malformed);
         }
@@ -1033,16 +937,16 @@ mod tests {
         // A reader that would yield endless bytes without a newline: the
         // read stops at the limit.
         let endless = io::repeat(b' ').take(1 << 40);
-        let mut reader = TraceReader::new(io::BufReader::new(endless)).with_max_line_bytes(1000);
+        let mut reader = TraceReader::with_max_line_bytes(io::BufReader::new(endless), 1000);
         let e = reader.next().unwrap().unwrap_err();
         assert_eq!((e.line, e.field), (1, None));
         assert!(e.message.contains("longer than 1000 bytes"), "{e}");
         assert!(reader.next().is_none(), "nothing after an error");
         // Exactly at the limit is fine.
         let line = b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}";
-        let ok = TraceReader::new(&line[..]).with_max_line_bytes(line.len());
+        let ok = TraceReader::with_max_line_bytes(&line[..], line.len());
         assert_eq!(ok.count(), 1);
-        let too_long = TraceReader::new(&line[..]).with_max_line_bytes(line.len() - 1);
+        let too_long = TraceReader::with_max_line_bytes(&line[..], line.len() - 1);
         assert!(too_long.last().unwrap().is_err());
     }
 
@@ -1078,8 +982,7 @@ mod tests {
     }
 
     fn requests(text: &[u8], max: usize) -> Vec<Result<TextRequest, String>> {
-        RequestReader::new(text)
-            .with_max_line_bytes(max)
+        RequestReader::with_max_line_bytes(text, max)
             .map(|r| r.map_err(|e| e.to_string()))
             .collect()
     }
@@ -1139,22 +1042,19 @@ mod tests {
     fn a_long_request_line_stops_the_reader_unread() {
         let line = br#"{"prompt":"p","output":"o"}"#;
         assert_eq!(requests(line, line.len()).len(), 1);
-        let mut reader = RequestReader::new(&line[..]).with_max_line_bytes(line.len() - 1);
-        let Some(Err(RequestError::TooLong { line: 1, limit })) = reader.next() else {
+        let mut reader = RequestReader::with_max_line_bytes(&line[..], line.len() - 1);
+        let Some(Err(RequestError::Line(LineError::TooLong { line: 1, max }))) = reader.next()
+        else {
             panic!("not too long")
         };
-        assert_eq!(limit, line.len() - 1);
+        assert_eq!(max, line.len() - 1);
         assert!(reader.next().is_none());
         let endless = io::BufReader::new(io::repeat(b'{').take(1 << 40));
-        let e = RequestReader::new(endless)
-            .with_max_line_bytes(10)
+        let e = RequestReader::with_max_line_bytes(endless, 10)
             .next()
             .unwrap()
             .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "line 1: longer than 10 bytes (the line limit); the rest of the input was not read"
-        );
+        assert_eq!(e.to_string(), "line 1 is longer than 10 bytes");
     }
 
     #[test]
@@ -1167,8 +1067,11 @@ mod tests {
         }
         let mut reader = RequestReader::new(io::BufReader::new(Broken));
         let e = reader.next().unwrap().unwrap_err();
-        assert!(matches!(e, RequestError::Read { line: 1, .. }), "{e:?}");
-        assert_eq!(e.to_string(), "line 1: cannot read: gone");
+        assert!(
+            matches!(e, RequestError::Line(LineError::Read { after: 0, .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "read error after line 0: gone");
         assert!(std::error::Error::source(&e).is_some());
         assert!(reader.next().is_none());
     }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use serde_json::Value;
+use specdec_ingest::lines::LineError;
 use specdec_ingest::trace::{
     MAX_CAP, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta, write_request,
 };
@@ -432,7 +433,7 @@ fn read_requests(
             }
         }
         Source::Lines { name, reader } => {
-            let mut requests = RequestReader::new(reader).with_max_line_bytes(max_line_bytes);
+            let mut requests = RequestReader::with_max_line_bytes(reader, max_line_bytes);
             let mut index = 0;
             loop {
                 if credits.recv().is_err() {
@@ -462,9 +463,12 @@ fn read_requests(
 /// line limit by its flag.
 fn request_error(name: &str, e: RequestError) -> CliError {
     CliError::new(match e {
-        RequestError::TooLong { line, limit } => format!(
-            "{name}: line {line}: longer than {limit} bytes (--max-line-bytes); the rest of the input was not read"
+        RequestError::Line(LineError::TooLong { line, max }) => format!(
+            "{name}: line {line}: longer than {max} bytes (--max-line-bytes); the rest of the input was not read"
         ),
+        RequestError::Line(LineError::Read { after, error }) => {
+            format!("{name}: line {}: cannot read: {error}", after + 1)
+        }
         e => format!("{name}: {e}"),
     })
 }

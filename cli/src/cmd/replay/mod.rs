@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
+use specdec_ingest::lines::LineError;
 use specdec_ingest::steps::{Record, StepLine, StepReader, StepsError};
 use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 
@@ -419,9 +420,9 @@ fn apply<S: Sink>(
 #[cold]
 fn steps_error(source: &str, e: StepsError) -> CliError {
     CliError::new(match e {
-        StepsError::TooLong { line, limit } => format!(
+        StepsError::Line(LineError::TooLong { line, max }) => format!(
             "{source}: line {line} is longer than {} (--max-line-bytes); the rest of the input was not read",
-            format_bytes(limit)
+            format_bytes(max as u64)
         ),
         e => format!("{source}: {e}"),
     })
