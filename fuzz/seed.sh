@@ -52,7 +52,7 @@ for f in cli/tests/fixtures/*.prom cli/tests/fixtures/*.om; do
     seed exposition <"$f"
     head -n 12 "$f" | seed exposition
 done
-grep -ohE '^ *(let text = )?"[^"]*(\\"[^"]*)*\\n' cli/src/exposition.rs \
+grep -ohE '^ *(let text = )?"[^"]*(\\"[^"]*)*\\n' ingest/src/exposition.rs \
     | sed -e 's/^ *let text = //' -e 's/^ *"//' | while IFS= read -r line; do
         printf '%b' "$line" | seed exposition
     done
@@ -70,6 +70,17 @@ done
 for f in cli/tests/fixtures/*.log; do
     seed vllm_log <"$f"
     head -n 4 "$f" | seed vllm_log
+done
+
+# llamacpp_log: the log lines of the reader's docs and tests.
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | seed llamacpp_log
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | lines llamacpp_log
+grep -ohE '"(I |0\.|draft acceptance| #calls)[^"]*"' ingest/src/source/llamacpp_log.rs cli/tests/engines.rs \
+    | sed -e 's/^"//' -e 's/"$//' | lines llamacpp_log
+
+# responses: the response lines of the reader's docs (vLLM's and SGLang's).
+for key in '"speculative_decoding"' '"spec_verify_ct"'; do
+    raw_objects "$key" ingest/src/source/*.rs cli/tests/*.rs | lines responses
 done
 
 # trace: the traces of the format's own tests and docs, and of the

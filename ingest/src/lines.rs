@@ -193,6 +193,12 @@ impl<R: BufRead> Lines<R> {
     /// The next line without its `\n` (a `\r` before it is kept), `None`
     /// at the end of the input.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, LineError> {
+        Ok(self.next_numbered()?.map(|(_, line)| line))
+    }
+
+    /// The next line with its number, as [`next_line`](Self::next_line)
+    /// gives it.
+    pub fn next_numbered(&mut self) -> Result<Option<(u64, &[u8])>, LineError> {
         if self.buf.capacity() > KEEP_CAPACITY {
             self.buf = Vec::with_capacity(256);
         }
@@ -216,7 +222,7 @@ impl<R: BufRead> Lines<R> {
         }
         self.number += 1;
         self.bytes += self.buf.len() as u64 + u64::from(newline);
-        Ok(Some(&self.buf))
+        Ok(Some((self.number, &self.buf)))
     }
 
     /// The number of the line [`next_line`](Self::next_line) last gave (or

@@ -28,7 +28,7 @@
 //! malformed too (JSON does not allow one) and named as such.
 //!
 //! **Messages.** Input quoted in a message goes through
-//! [`excerpt`](crate::excerpt::excerpt): control characters escaped, cut
+//! [`excerpt`](crate::text::excerpt): control characters escaped, cut
 //! short.
 //!
 //! **Lines.** [`StepReader`] reads at most its limit of bytes of a line
@@ -54,8 +54,8 @@ use std::io::BufRead;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::excerpt::excerpt;
 use crate::lines::{LineError, Lines, Overlong};
+use crate::text::excerpt;
 
 /// What every line must be, quoted in the error messages.
 pub const EXPECTED_SHAPES: &str = "expected {\"drafted\": k, \"accepted\": a}, {\"undrafted\": true}, \

@@ -88,8 +88,8 @@ use std::io::{self, BufRead, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::excerpt::excerpt;
 use crate::lines::{LineError, Lines, Overlong};
+use crate::text::excerpt;
 
 /// The cap of a file without metadata: values are at most 64.
 pub const DEFAULT_CAP: usize = 64;
