@@ -27,9 +27,8 @@
 //! value that is ignored. A byte-order mark at the start of a line is
 //! malformed too (JSON does not allow one) and named as such.
 //!
-//! **Messages.** Input quoted in a message goes through
-//! [`excerpt`](crate::text::excerpt): control characters escaped, cut
-//! short.
+//! **Messages.** Input quoted in a message goes through [`excerpt`]:
+//! control characters escaped, cut short.
 //!
 //! **Lines.** [`StepReader`] reads at most its limit of bytes of a line
 //! (the terminator not counted): a longer line stops it at once, so memory
