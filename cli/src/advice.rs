@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use specdec_metrics::{Extrapolation, Recommendation};
 
-use crate::engines::Engine;
-use crate::responses::RequestFigures;
-use crate::vllm_log::Reconstruction;
+use specdec_ingest::schema::Engine;
+use specdec_ingest::{Reconstruction, RequestFigures};
 
 /// What `advise` prints for engine counters (`--format json`).
 #[derive(Debug, Serialize)]
@@ -85,7 +84,7 @@ impl GroupAdvice {
     pub fn name(&self) -> String {
         self.labels
             .iter()
-            .map(|(l, v)| crate::sources::selector_of(Some(&(l.clone(), v.clone()))))
+            .map(|(l, v)| specdec_ingest::selector_of(Some(&(l.clone(), v.clone()))))
             .next()
             .unwrap_or_default()
     }

@@ -28,20 +28,8 @@ pub fn read_report(path: &Path, name: &str) -> Result<AcceptanceHistogram, CliEr
     parse(&mut file)
 }
 
-/// Whether `path` stands for standard input (`-`).
-pub fn is_stdin(path: &Path) -> bool {
-    path == Path::new("-")
-}
-
-/// How messages name the input at `path`: `<stdin>` for `-`, the path
-/// [escaped](display_path) otherwise.
-pub fn input_name(path: &Path) -> String {
-    if is_stdin(path) {
-        "<stdin>".to_owned()
-    } else {
-        display_path(path)
-    }
-}
+pub use specdec_ingest::lines::is_stdin;
+pub use specdec_ingest::text::input_name;
 
 /// Standard input can be read once: refuses a second `-` among `paths`
 /// (the reports of one run, in order), before any of them is read. `what`

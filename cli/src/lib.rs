@@ -13,8 +13,8 @@
 //! [`advice`](mod@advice) (what `advise` decided on engine counters: the
 //! one output model its JSON and its table are made from). No module
 //! imports from another subcommand, and nothing in [`render`] from
-//! [`cmd`]. The parsers live here, not in the
-//! binary, so that benches and fuzz targets can link against them.
+//! [`cmd`]. Engines' scrapes, logs and responses are read by
+//! `specdec-ingest`, whose typed errors `cmd` maps to its flags.
 //!
 //! Exit status: 0 on success, 3 when `advise` on engine counters gives
 //! bounds instead of advice (or, for a vLLM log line, cannot tell the
@@ -29,20 +29,12 @@
 
 pub mod advice;
 pub mod cmd;
-pub mod engines;
 pub mod error;
-pub mod exposition;
 pub mod flags;
 pub mod format;
-pub mod http;
 pub mod io;
-pub mod llamacpp_log;
 pub mod ngram;
 pub mod render;
-pub mod responses;
-pub mod source;
-pub mod sources;
-pub mod vllm_log;
 
 use std::io::Write as _;
 use std::process::ExitCode;

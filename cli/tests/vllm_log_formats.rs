@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
+use specdec_ingest::Counted;
+use specdec_ingest::Reconstruction;
+use specdec_ingest::source::vllm_log::{Format, read_from};
 use specdec_metrics::Identified;
-use specdec_metrics_cli::sources::Counted;
-use specdec_metrics_cli::vllm_log::{Format, Reconstruction, read_from};
 
 fn bin() -> assert_cmd::Command {
     let mut c = assert_cmd::cargo::cargo_bin_cmd!("specdec-metrics");
@@ -49,7 +50,13 @@ fn exact(counted: &Counted) -> (u64, Vec<(u64, u64)>) {
 }
 
 fn notes(counted: &Counted) -> String {
-    counted.groups[0].built.notes.join("\n")
+    let notes: Vec<String> = counted.groups[0]
+        .built
+        .notes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    notes.join("\n")
 }
 
 fn rates(drafts: u64, per_pos: &[u64], decimals: usize) -> String {

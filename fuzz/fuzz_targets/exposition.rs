@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use specdec_metrics_cli::exposition::{Exposition, Format, Sample, parse};
+use specdec_ingest::exposition::{Exposition, Format, Sample, parse};
 
 const CLASSIC_TYPES: &[&str] = &["counter", "gauge", "histogram", "summary", "untyped"];
 

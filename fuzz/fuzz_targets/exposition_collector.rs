@@ -11,8 +11,8 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use specdec_ingest::exposition::{Format, Sample, parse};
 use specdec_metrics::{AcceptanceHistogram, SpecDecodeCollector, TextFormat};
-use specdec_metrics_cli::exposition::{Format, Sample, parse};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

@@ -1,5 +1,5 @@
-//! The Prometheus HTTP API answer reader (`sources::read_series_answer`,
-//! `sources::read_query_answer`): what `advise --prometheus` reads from
+//! The Prometheus HTTP API answer reader (`prometheus_api::read_series_answer`,
+//! `prometheus_api::read_query_answer`): what `advise --prometheus` reads from
 //! `/api/v1/series` and `/api/v1/query`.
 //!
 //! The first byte chooses the endpoint and the HTTP status (200, 400, 422,
@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use specdec_metrics_cli::sources::{MAX_SERIES, read_query_answer, read_series_answer};
+use specdec_ingest::source::prometheus_api::{MAX_SERIES, read_query_answer, read_series_answer};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&first, body)) = data.split_first() else {

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use specdec_metrics_cli::vllm_log::read_from;
+use specdec_ingest::source::vllm_log::read_from;
 
 fuzz_target!(|data: &[u8]| {
     let (max_draft_len, log) = match data.split_first() {

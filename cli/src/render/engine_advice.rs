@@ -7,12 +7,13 @@
 
 use std::fmt::Write as _;
 
+use specdec_ingest::RequestFigures;
+use specdec_ingest::source::responses::quantile;
 use specdec_metrics::{Recommendation, StepCost};
 
 use super::table::{Column, Table};
 use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Verdict};
 use crate::format::{group_digits, level_percent, percent};
-use crate::responses::{RequestFigures, quantile};
 
 /// The text, ending in a newline.
 pub fn render(view: &EngineAdvice, cost: &StepCost) -> String {

@@ -1,7 +1,9 @@
-//! `advise --metrics`, `--prometheus`, `--vllm-log`: advice from the
-//! counters other engines already export (see [`crate::engines`] for what
-//! each exports, [`crate::sources`] and [`crate::vllm_log`] for how they
-//! are read).
+//! `advise --metrics`, `--prometheus`, `--vllm-log`, `--llamacpp-log`,
+//! `--responses`: advice from the counters, logs and responses other
+//! engines already write (`specdec_ingest::schema` for what each exports,
+//! `specdec_ingest::source` for how they are read). This module maps the
+//! flags to a source and its settings, and the readers' typed errors back
+//! to the flags ([`flag`]).
 //!
 //! Per group (one `--by` label value, `model_name` by default) the
 //! library's [`EngineCounters::identify`](specdec_metrics::EngineCounters::identify)
@@ -18,7 +20,7 @@
 //!   them for advice).
 //!
 //! A source whose counts cannot be told at all (a vLLM log line of drafts
-//! of different lengths, [`SourceError::NotIdentified`]) gives no output:
+//! of different lengths, `SourceError::NotIdentified`) gives no output:
 //! its message on standard error, and exit status 3 too. Status 3 is this
 //! command's `ExitCode`, never a [`CliError`]'s: it is not an error.
 //!
@@ -30,22 +32,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use specdec_ingest::http::Limits;
+use specdec_ingest::schema::Engine;
+use specdec_ingest::source::llamacpp_log::LlamacppLog;
+use specdec_ingest::source::prometheus_api::PrometheusQuery;
+use specdec_ingest::source::responses::Responses;
+use specdec_ingest::source::scrape::Scrape;
+use specdec_ingest::source::vllm_log::VllmLog;
+use specdec_ingest::{Counted, Group, Read, Setting, Settings, Source, SourceError};
 use specdec_metrics::{
     Advisor, Continuation, ContinuationBounds, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost,
 };
 
 use crate::advice::{EngineAdvice, ExactBecause, GroupAdvice, PositionBounds, Verdict, Versus};
-use crate::engines::Engine;
 use crate::error::CliError;
 use crate::flags::{Format, parse_size};
 use crate::format::{escape_hidden, excerpt, sanitize};
-use crate::http::Limits;
-use crate::io::write_stdout;
-use crate::llamacpp_log::LlamacppLog;
+use crate::io::{note_reading_stdin, write_stdout};
 use crate::render::{self, json_line};
-use crate::responses::Responses;
-use crate::source::{PrometheusQuery, Read, Scrape, Source, SourceError, VllmLog};
-use crate::sources::{Counted, Group, Settings};
 
 /// The labels that index the series of one family (positions, buckets):
 /// never a grouping.
@@ -112,7 +116,7 @@ pub struct SourceArgs {
     /// Read the counters of this engine and no other [default: detected
     /// from the names].
     #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<Engine>,
+    pub engine: Option<EngineFlag>,
     /// Read the families under this prefix only (the part of their names
     /// before _num_drafts_total, e.g. vllm:spec_decode), where a scrape or
     /// Prometheus holds several.
@@ -168,6 +172,69 @@ impl SourceArgs {
     }
 }
 
+/// An engine whose counters `advise` reads (`--engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineFlag {
+    /// vLLM's four vllm:spec_decode_* counters (a by-draft-length family
+    /// beside them is ignored).
+    Vllm,
+    /// llama.cpp's server: vLLM's four counters under `llamacpp:` (since
+    /// llama.cpp PR #26389), positions exported as they are reached.
+    Llamacpp,
+    /// mistral.rs's mistralrs_speculative_* counters.
+    Mistralrs,
+    /// This crate's families, under any prefix (the by-draft-length family
+    /// required).
+    Specdec,
+    /// TensorRT-LLM's drafted and accepted counts per position
+    /// (trtllm_spec_decode_{drafted,accepted}_tokens_total{token_position}).
+    Trtllm,
+    /// SGLang's gauges (sglang:spec_accept_length, sglang:spec_accept_rate):
+    /// means only, an error that says what to read instead.
+    Sglang,
+}
+
+impl From<EngineFlag> for Engine {
+    fn from(e: EngineFlag) -> Self {
+        match e {
+            EngineFlag::Vllm => Engine::Vllm,
+            EngineFlag::Llamacpp => Engine::Llamacpp,
+            EngineFlag::Mistralrs => Engine::Mistralrs,
+            EngineFlag::Specdec => Engine::Specdec,
+            EngineFlag::Trtllm => Engine::Trtllm,
+            EngineFlag::Sglang => Engine::Sglang,
+        }
+    }
+}
+
+/// The flag of `advise` that gives a setting the readers name.
+pub fn flag(s: Setting) -> &'static str {
+    match s {
+        Setting::Metrics => "--metrics",
+        Setting::Since => "--since",
+        Setting::Prometheus => "--prometheus",
+        Setting::Window => "--window",
+        Setting::Selector => "--selector",
+        Setting::At => "--at",
+        Setting::By => "--by",
+        Setting::Prefix => "--prefix",
+        Setting::Engine => "--engine",
+        Setting::MaxDraftLen => "--max-draft-len",
+        Setting::MaxBytes => "--max-bytes",
+        Setting::Timeout => "--timeout",
+        Setting::VllmLog => "--vllm-log",
+        Setting::LlamacppLog => "--llamacpp-log",
+        Setting::Responses => "--responses",
+        Setting::ByRequest => "--by-request",
+        other => other.field(),
+    }
+}
+
+/// A reader's message with the settings it names as `advise`'s flags.
+fn flagged(m: &specdec_ingest::Message) -> String {
+    m.naming(&flag).to_string()
+}
+
 fn parse_label(s: &str) -> Result<String, String> {
     let mut chars = s.chars();
     let ok = chars
@@ -202,11 +269,12 @@ pub fn run(
     format: Format,
 ) -> Result<ExitCode, CliError> {
     let settings = src.settings(max_draft_len)?;
-    let read = match src.source()?.read(&settings) {
+    let source = src.source()?;
+    let read = match read_source(&*source, &settings) {
         Ok(read) => read,
-        Err(SourceError::Error(e)) => return Err(e),
+        Err(SourceError::Error(e)) => return Err(CliError::new(flagged(&e))),
         Err(SourceError::NotIdentified(msg)) => {
-            let _ = writeln!(io::stderr().lock(), "error: {}", sanitize(&msg));
+            let _ = writeln!(io::stderr().lock(), "error: {}", sanitize(&flagged(&msg)));
             return Ok(ExitCode::from(NOT_IDENTIFIED));
         }
     };
@@ -246,6 +314,18 @@ pub fn run(
     print(&out, cost, format, &warnings)
 }
 
+/// [`specdec_ingest::read`], with the note for a person at a terminal
+/// that standard input is read.
+fn read_source(source: &dyn Source, settings: &Settings) -> Result<Read, SourceError> {
+    let applies = source
+        .reads_only()
+        .is_none_or(|(engines, _, _)| settings.engine.is_none_or(|e| engines.contains(&e)));
+    if let Some(what) = source.reads_stdin().filter(|_| applies) {
+        note_reading_stdin(what);
+    }
+    specdec_ingest::read(source, settings)
+}
+
 impl SourceArgs {
     /// The settings every source reads with; `--by` an index label is an
     /// error.
@@ -260,7 +340,7 @@ impl SourceArgs {
                 timeout: self.timeout,
                 max_bytes: self.max_bytes,
             },
-            engine: self.engine,
+            engine: self.engine.map(Engine::from),
             by: self.by.clone(),
             max_draft_len,
             prefix: self.prefix.clone(),
@@ -299,7 +379,7 @@ fn advise_group(
         drafts: counters.drafts(),
         identified: Verdict::Exact,
         exact_because: None,
-        notes: group.built.notes.clone(),
+        notes: group.built.notes.iter().map(flagged).collect(),
         recommendation: None,
         versus_current: None,
         setting: None,

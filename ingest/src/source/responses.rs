@@ -1,6 +1,6 @@
-//! `advise --responses FILE|-`: the per-request speculative-decoding
-//! figures engines put in their responses, one response per line, pooled
-//! over the requests (and, with `--by-request`, their spread).
+//! The per-request speculative-decoding figures engines put in their
+//! responses, one response per line, pooled over the requests (and, with
+//! [`Responses::by_request`], each request's figures too).
 //!
 //! What each engine writes (read in its own sources and pull requests):
 //!
@@ -39,87 +39,95 @@
 //! naming the line.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::BufRead;
 use std::path::PathBuf;
 
-use serde::Serialize;
 use serde_json::Value;
 use specdec_metrics::{AcceptanceHistogram, EngineCounters, MAX_MAX_DRAFT_LEN};
 
-use crate::engines::{Built, Engine, Families};
-use crate::error::CliError;
-use crate::format::{excerpt, group_digits};
-use crate::io::{input_name, is_stdin, note_reading_stdin};
-use crate::source::{Read, Source, SourceError};
-use crate::sources::{Counted, Group, Settings};
+use crate::counters::Built;
+use crate::error::{Error, Message, Setting, SourceError};
+use crate::lines::{self, LineError, Lines, Overlong};
+use crate::schema::{Engine, Families};
+use crate::text::{excerpt, group_digits, input_name};
+use crate::{Counted, Group, Read, RequestFigures, Settings, Source, message};
 
 /// The longest line read (a `detailed` response carries per-step arrays).
-const MAX_LINE_BYTES: u64 = 16 << 20;
+const MAX_LINE_BYTES: usize = 16 << 20;
 
-/// `--responses FILE|-` (`--by-request`: the spread across requests too).
+/// Engines' responses, one per line: a file, or `-` for standard input.
 #[derive(Debug)]
 pub struct Responses {
+    /// The responses.
     pub path: PathBuf,
+    /// Each request's figures too ([`Read::requests`]).
     pub by_request: bool,
-}
-
-/// One request's figures, as its response gave them.
-#[derive(Clone, Debug, Serialize)]
-pub struct RequestFigures {
-    /// The response's `id` (or `meta_info.id`), else `line N`.
-    pub id: String,
-    pub model: Option<String>,
-    #[serde(skip)]
-    pub engine: Engine,
-    pub steps: u64,
-    pub draft_tokens: u64,
-    pub accepted: u64,
-    /// `acceptance_histogram[j]`: steps that accepted exactly `j`.
-    #[serde(skip)]
-    pub by_accepted: Vec<u64>,
-    /// The rows by draft length, where the request identifies them.
-    #[serde(skip)]
-    pub rows: Option<Vec<(usize, usize, u64)>>,
-    /// `1 + accepted / steps`.
-    pub mean_acceptance_length: f64,
-    /// `accepted / draft_tokens`.
-    pub draft_acceptance_rate: Option<f64>,
 }
 
 impl Source for Responses {
     fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        if let Some(e) = settings
-            .engine
-            .filter(|e| !matches!(e, Engine::Vllm | Engine::Sglang | Engine::Specdec))
-        {
-            return Err(CliError::new(format!(
-                "--responses reads vLLM's, SGLang's and this crate's per-request figures; --engine {} does not apply",
-                e.name()
-            ))
-            .into());
-        }
-        let (name, requests, skipped) = read_requests(&self.path)?;
-        let engine = requests[0].engine;
-        if let Some(other) = requests.iter().find(|r| r.engine != engine) {
-            return Err(CliError::new(format!(
-                "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
-                other.id,
-                other.engine.name(),
-                engine.name()
-            ))
-            .into());
-        }
-        let mut by_model: BTreeMap<Option<String>, Vec<&RequestFigures>> = BTreeMap::new();
-        for r in &requests {
-            by_model.entry(r.model.clone()).or_default().push(r);
-        }
-        let mut groups = Vec::new();
-        for (model, rs) in &by_model {
-            let mut built = pool(rs, settings.max_draft_len)
-                .map_err(|e| CliError::new(format!("{name}: {e}")))?;
-            built.notes.insert(
+        let name = input_name(&self.path);
+        let input =
+            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+        read_from(input, name, self.by_request, settings.max_draft_len)
+    }
+
+    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
+        Some((
+            &[Engine::Vllm, Engine::Sglang, Engine::Specdec],
+            "vLLM's, SGLang's and this crate's per-request figures",
+            Setting::Responses,
+        ))
+    }
+
+    fn reads_stdin(&self) -> Option<&'static str> {
+        lines::is_stdin(&self.path).then_some("responses (JSON Lines)")
+    }
+}
+
+/// Reads responses from `input`, called `name` in every message: what
+/// [`Responses`] does once the input is open. `by_request`: each
+/// request's figures too; `max_draft_len` is `K` where given.
+///
+/// ```
+/// use specdec_ingest::source::responses::read_from;
+///
+/// let sglang = r#"{"id":"r","model":"m","meta_info":{"spec_verify_ct":10,"spec_num_correct_drafts":10,"spec_num_proposed_drafts":30,"spec_correct_drafts_histogram":[2,6,2]}}"#;
+/// let read = read_from(sglang.as_bytes(), "r.jsonl".into(), true, None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.drafts(), 10);
+/// assert_eq!(read.requests.unwrap().len(), 1);
+///
+/// let vllm = r#"{"id":"v","model":"m","metrics":{"speculative_decoding":{"mean_acceptance_length":2.0,"draft_acceptance_rate":0.5,"acceptance_histogram":[1,0,1],"num_spec_steps":2,"num_accepted_draft_tokens":2,"num_draft_tokens":4,"num_spec_tokens":2}}}"#;
+/// let read = read_from(vllm.as_bytes(), "v.jsonl".into(), false, None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.max_draft_len(), 2);
+/// ```
+pub fn read_from(
+    input: impl BufRead,
+    name: String,
+    by_request: bool,
+    max_draft_len: Option<usize>,
+) -> Result<Read, SourceError> {
+    let (requests, skipped) = read_requests(input, &name)?;
+    let engine = requests[0].engine;
+    if let Some(other) = requests.iter().find(|r| r.engine != engine) {
+        return Err(Error::new(format!(
+            "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
+            other.id,
+            other.engine.name(),
+            engine.name()
+        ))
+        .into());
+    }
+    let mut by_model: BTreeMap<Option<String>, Vec<&RequestFigures>> = BTreeMap::new();
+    for r in &requests {
+        by_model.entry(r.model.clone()).or_default().push(r);
+    }
+    let mut groups = Vec::new();
+    for (model, rs) in &by_model {
+        let mut built = pool(rs, max_draft_len).map_err(|e| e.after(format!("{name}: ")))?;
+        built.notes.insert(
                 0,
-                format!(
+                Message::new(format!(
                     "{} request{} pooled{}",
                     group_digits(rs.len() as u64),
                     if rs.len() == 1 { "" } else { "s" },
@@ -132,69 +140,56 @@ impl Source for Responses {
                     } else {
                         String::new()
                     }
-                ),
+                )),
             );
-            groups.push(Group {
-                label: model.clone().map(|m| ("model".to_owned(), m)),
-                built,
-            });
-        }
-        let what = match engine {
-            Engine::Sglang => "SGLang responses (meta_info)",
-            _ => "vLLM responses (metrics.speculative_decoding)",
-        };
-        Ok(Read {
-            counted: Counted {
-                source: name,
-                families: Families {
-                    engine,
-                    prefix: String::new(),
-                },
-                groups,
-            },
-            reconstruction: None,
-            by: Some("model".to_owned()),
-            read_as: Some(what.to_owned()),
-            requests: self.by_request.then_some(requests),
-            exact_from: Some("the responses' acceptance histograms"),
-        })
+        groups.push(Group {
+            label: model.clone().map(|m| ("model".to_owned(), m)),
+            built,
+        });
     }
+    let what = match engine {
+        Engine::Sglang => "SGLang responses (meta_info)",
+        _ => "vLLM responses (metrics.speculative_decoding)",
+    };
+    Ok(Read {
+        counted: Counted {
+            source: name,
+            families: Families {
+                engine,
+                prefix: String::new(),
+            },
+            groups,
+        },
+        reconstruction: None,
+        by: Some("model".to_owned()),
+        read_as: Some(what.to_owned()),
+        requests: by_request.then_some(requests),
+        exact_from: Some("the responses' acceptance histograms"),
+    })
 }
 
 /// Every response of the input with per-request figures, and the count of
 /// lines without them.
-fn read_requests(path: &std::path::Path) -> Result<(String, Vec<RequestFigures>, u64), CliError> {
-    let name = input_name(path);
-    let input: Box<dyn std::io::Read> = if is_stdin(path) {
-        note_reading_stdin("responses (JSON Lines)");
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(
-            std::fs::File::open(path)
-                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
-        )
-    };
-    let mut reader = BufReader::new(input);
+fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>, u64), Error> {
+    let mut lines = Lines::new(input, MAX_LINE_BYTES, Overlong::Refuse);
     let (mut requests, mut skipped, mut number) = (Vec::new(), 0u64, 0u64);
-    let mut buf = Vec::new();
     loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE_BYTES + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::new(format!("{name}: read error after line {number}: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        number += 1;
-        let at_line = |msg: String| CliError::new(format!("{name}: line {number}: {msg}"));
-        if n as u64 > MAX_LINE_BYTES {
-            return Err(at_line(format!(
-                "longer than {} bytes: one response per line",
-                group_digits(MAX_LINE_BYTES)
-            )));
-        }
-        let text = std::str::from_utf8(&buf).map_err(|_| at_line("not UTF-8".into()))?;
+        let buf = match lines.next_numbered() {
+            Ok(Some((n, buf))) => {
+                number = n;
+                buf
+            }
+            Ok(None) => break,
+            Err(LineError::TooLong { line, max }) => {
+                return Err(Error::new(format!(
+                    "{name}: line {line}: longer than {} bytes: one response per line",
+                    group_digits(max as u64)
+                )));
+            }
+            Err(e) => return Err(Error::new(format!("{name}: {e}"))),
+        };
+        let at_line = |msg: String| Error::new(format!("{name}: line {number}: {msg}"));
+        let text = std::str::from_utf8(buf).map_err(|_| at_line("not UTF-8".into()))?;
         let mut line = text.trim();
         if let Some(rest) = line.strip_prefix("data:") {
             line = rest.trim_start();
@@ -211,13 +206,13 @@ fn read_requests(path: &std::path::Path) -> Result<(String, Vec<RequestFigures>,
         requests.extend(found);
     }
     if requests.is_empty() {
-        return Err(CliError::new(format!(
+        return Err(Error::new(format!(
             "{name}: no response holds per-request speculative-decoding figures ({} line{} read): vLLM writes metrics.speculative_decoding when started with --per-request-spec-decode-metrics summary; SGLang writes meta_info.spec_verify_ct",
             group_digits(number),
             if number == 1 { "" } else { "s" }
         )));
     }
-    Ok((name, requests, skipped))
+    Ok((requests, skipped))
 }
 
 /// The requests of one response: none (a chunk without figures), one, or
@@ -489,7 +484,7 @@ fn figures_of(
 
 /// The pooled counters of some requests: exact where every request gives
 /// its rows by draft length.
-fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, CliError> {
+fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, Error> {
     let longest = rs
         .iter()
         .map(|r| r.by_accepted.len().saturating_sub(1))
@@ -497,19 +492,21 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, C
         .unwrap_or(0);
     let k = match max_draft_len {
         Some(given) if given < longest => {
-            return Err(CliError::new(format!(
-                "a request has drafts of {longest} tokens but --max-draft-len is {given}"
-            )));
+            return Err(message![
+                format!("a request has drafts of {longest} tokens but "),
+                Setting::MaxDraftLen,
+                format!(" is {given}"),
+            ]);
         }
         Some(given) => given,
         None => longest,
     };
     if k == 0 {
-        return Err(CliError::new("no request drafted a token"));
+        return Err(Error::new("no request drafted a token"));
     }
     let (mut steps, mut drafted, mut accepted) = (0u64, 0u64, 0u64);
     let mut per_pos = vec![0u64; k];
-    let overflow = || CliError::new("the pooled counts pass 18446744073709551615");
+    let overflow = || Error::new("the pooled counts pass 18446744073709551615");
     for r in rs {
         steps = steps.checked_add(r.steps).ok_or_else(overflow)?;
         drafted = drafted.checked_add(r.draft_tokens).ok_or_else(overflow)?;
@@ -520,7 +517,7 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, C
             }
         }
     }
-    let fail = |e: specdec_metrics::EngineCountersError| CliError::new(e.to_string());
+    let fail = |e: specdec_metrics::EngineCountersError| Error::new(e.to_string());
     let mut counters = EngineCounters::new(k, steps, drafted, accepted, per_pos).map_err(fail)?;
     let mut notes = Vec::new();
     let varied = rs.iter().filter(|r| r.rows.is_none()).count();
@@ -532,15 +529,15 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, C
         counters = counters
             .with_by_draft_length_buckets(buckets)
             .map_err(fail)?;
-        notes.push(
-            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact".to_owned(),
-        );
+        notes.push(Message::new(
+            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact",
+        ));
     } else {
-        notes.push(format!(
+        notes.push(Message::new(format!(
             "{} request{} drafted tokens of varying length (drafted tokens not a multiple of the steps): only bounds are known for the pool",
             group_digits(varied as u64),
             if varied == 1 { "" } else { "s" }
-        ));
+        )));
     }
     Ok(Built { counters, notes })
 }

@@ -1,296 +1,60 @@
-//! Where `advise` reads other engines' counters: a scrape of `/metrics`
-//! (`--metrics FILE|URL|-`, optionally `--since` an earlier one) and the
-//! Prometheus HTTP API (`--prometheus URL --window D`). Both end as
-//! samples of the [`Families`] found, grouped by the `--by` label and
-//! built into [`EngineCounters`](specdec_metrics::EngineCounters)
-//! ([`engines::build`]). vLLM's log lines are [`crate::vllm_log`].
+//! The Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics):
+//! `increase()` of an engine's [families](crate::schema) over a window,
+//! summed by [`Settings::by`] across instances, through `/api/v1/query`;
+//! the families are found with `/api/v1/series` over the same window.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Read};
-use std::path::Path;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::engines::{self, Built, Engine, Families, GroupCounts, Values};
-use crate::error::CliError;
-use crate::exposition::{self, Sample, series_name};
-use crate::format::{display_url, excerpt, format_bytes, group_digits};
+use crate::counters::{self, Values};
+use crate::error::{Error, Message, Setting, SourceError};
+use crate::exposition::Sample;
 use crate::http::{self, Limits};
-use crate::io::{input_name, note_reading_stdin};
+use crate::schema::{self, Families};
+use crate::text::{display_url, excerpt, group_digits};
+use crate::{Counted, Read, Settings, Source, message};
 
-/// One group's counters, named by its label (`model_name="m"`, or "" for
-/// the series without the `--by` label).
+use super::finish;
+
+/// `increase()` over `window` (a Prometheus duration) ending at `at`
+/// (Unix seconds, default now) of the series of the Prometheus at `url`
+/// that match `selector` (label matchers in braces).
 #[derive(Debug)]
-pub struct Group {
-    /// `(label, value)`, absent for the series without the label.
-    pub label: Option<(String, String)>,
-    pub built: Built,
+pub struct PrometheusQuery {
+    /// The server's base URL.
+    pub url: String,
+    /// The window, as Prometheus writes durations.
+    pub window: String,
+    /// Label matchers every series must match.
+    pub selector: Option<String>,
+    /// The end of the window, Unix seconds.
+    pub at: Option<String>,
 }
 
-impl Group {
-    /// `by="value"` as a series would write it, "" without the label.
-    pub fn selector(&self) -> String {
-        selector_of(self.label.as_ref())
+impl Source for PrometheusQuery {
+    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
+        Ok(Read {
+            counted: from_prometheus(
+                &self.url,
+                &self.window,
+                self.selector.as_deref(),
+                self.at.as_deref(),
+                settings,
+            )?,
+            reconstruction: None,
+            by: Some(settings.by.clone()),
+            read_as: None,
+            requests: None,
+            exact_from: None,
+        })
     }
 }
 
-/// `label="value"` as a series writes it (escaped), "" for none.
-pub fn selector_of(label: Option<&(String, String)>) -> String {
-    label.map_or(String::new(), |(l, v)| {
-        let s = series_name("", &[(l.clone(), v.clone())]);
-        s[1..s.len() - 1].to_owned()
-    })
-}
-
-/// What a source gave: its name, the families read, the groups.
-#[derive(Debug)]
-pub struct Counted {
-    pub source: String,
-    pub families: Families,
-    pub groups: Vec<Group>,
-}
-
-/// What `Accept` asks of a `/metrics` endpoint: OpenMetrics first, the
-/// classic text format next, as Prometheus asks.
-const SCRAPE_ACCEPT: &str =
-    "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-
-/// The body of `source`: a file, standard input (`-`) or an http(s) URL,
-/// at most `limits.max_bytes`, as UTF-8 text. Returns its name for
-/// messages and the text.
-pub fn read_text(source: &str, limits: Limits) -> Result<(String, String), CliError> {
-    let (name, bytes) = if http::is_url(source) {
-        let name = display_url(source);
-        let response = http::get(source, &[], SCRAPE_ACCEPT, limits)?.success(source)?;
-        if response
-            .mime_type
-            .as_deref()
-            .is_some_and(|m| m.eq_ignore_ascii_case("text/html"))
-        {
-            return Err(CliError::new(format!(
-                "{name}: the answer is an HTML page (Content-Type text/html), not a Prometheus exposition: is the URL the engine's /metrics path?"
-            )));
-        }
-        (name, response.body)
-    } else {
-        let path = Path::new(source);
-        let name = input_name(path);
-        let mut bytes = Vec::new();
-        let limit = limits.max_bytes.saturating_add(1);
-        let read = if source == "-" {
-            note_reading_stdin("a Prometheus exposition");
-            io::stdin().lock().take(limit).read_to_end(&mut bytes)
-        } else {
-            std::fs::File::open(path)
-                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?
-                .take(limit)
-                .read_to_end(&mut bytes)
-        };
-        read.map_err(|e| CliError::new(format!("{name}: read error: {e}")))?;
-        if bytes.len() as u64 > limits.max_bytes {
-            return Err(CliError::new(format!(
-                "{name}: larger than --max-bytes {}; raise the limit if that much is expected",
-                format_bytes(limits.max_bytes)
-            )));
-        }
-        (name, bytes)
-    };
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        return Err(CliError::new(format!(
-            "{name}: the body is gzip-compressed (Content-Encoding gzip, or a .gz file), which advise does not read: ask the endpoint for identity encoding, or decompress the file first (gunzip, zcat)"
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        CliError::new(format!(
-            "{name}: not UTF-8 text (byte {}): not a Prometheus exposition",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
-    Ok((name, text))
-}
-
-/// A scrape read (`name`, `text`) checked: every sample of `families`,
-/// typed counter.
-fn scrape(
-    name: String,
-    text: &str,
-    forced: Option<Engine>,
-    prefix: Option<&str>,
-    families: Option<&Families>,
-) -> Result<(String, Families, Vec<Sample>), CliError> {
-    let exposition = exposition::parse(text).map_err(|e| CliError::new(format!("{name}: {e}")))?;
-    let families = match families {
-        Some(f) => f.clone(),
-        None => engines::detect(
-            exposition.samples.iter().map(|s| s.name.as_str()),
-            forced,
-            prefix,
-            &name,
-        )?,
-    };
-    let wanted = families.all();
-    for family in &wanted {
-        if let Some(t) = exposition
-            .type_of(family)
-            .filter(|t| !matches!(*t, "counter" | "untyped" | "unknown"))
-        {
-            return Err(CliError::new(format!(
-                "{name}: {family} is a {t}, not a counter"
-            )));
-        }
-    }
-    let samples = exposition
-        .samples
-        .into_iter()
-        .filter(|s| wanted.contains(&s.name))
-        .collect();
-    Ok((name, families, samples))
-}
-
-/// `--metrics SOURCE [--since EARLIER]`: the counters of one scrape, or
-/// the counts between two (each series of `SOURCE` minus the same series
-/// of `EARLIER`; a series lower than before is a counter reset, an error:
-/// the engine restarted between the scrapes, and what it counted before
-/// is lost, so use `SOURCE` alone or Prometheus' `increase()`).
-pub fn from_metrics(
-    source: &str,
-    since: Option<&str>,
-    settings: &Settings,
-) -> Result<Counted, CliError> {
-    if source == "-" && since == Some("-") {
-        return Err(CliError::new(
-            "--metrics - and --since - both read standard input, which holds one scrape; give the earlier scrape as a file or URL",
-        ));
-    }
-    // The earlier scrape is fetched first: with both on one live URL, the
-    // other order would take the later scrape first and read the counts
-    // between them as a reset.
-    let earlier = since.map(|e| read_text(e, settings.limits)).transpose()?;
-    let (name, text) = read_text(source, settings.limits)?;
-    let (name, families, mut samples) = scrape(
-        name,
-        &text,
-        settings.engine,
-        settings.prefix.as_deref(),
-        None,
-    )?;
-    let mut source_name = name.clone();
-    if let Some((earlier_name, earlier_text)) = earlier {
-        let (earlier_name, _, before) =
-            scrape(earlier_name, &earlier_text, None, None, Some(&families))?;
-        if before.is_empty() {
-            return Err(CliError::new(format!(
-                "--since {earlier_name} has none of the families of {name} ({}...): not a scrape of the same engine",
-                families.drafts()
-            )));
-        }
-        samples = subtract(samples, &before, &name, &earlier_name)?;
-        source_name = format!("{name} since {earlier_name}");
-    }
-    let groups = engines::group(&samples, &families, &settings.by, Values::Exact)
-        .map_err(|e| CliError::new(format!("{source_name}: {e}")))?;
-    finish(source_name, families, groups, settings, Values::Exact)
-}
-
-/// Each series of `now` minus the same series of `before` (absent before:
-/// zero, as a series mistral.rs creates lazily).
-fn subtract(
-    now: Vec<Sample>,
-    before: &[Sample],
-    now_name: &str,
-    before_name: &str,
-) -> Result<Vec<Sample>, CliError> {
-    let key = |s: &Sample| {
-        let mut labels = s.labels.clone();
-        labels.sort();
-        (s.name.clone(), labels)
-    };
-    let mut earlier: HashMap<_, &Sample> = before.iter().map(|s| (key(s), s)).collect();
-    let mut out = Vec::with_capacity(now.len());
-    for mut s in now {
-        if let Some(b) = earlier.remove(&key(&s)) {
-            // Values are checked as counts first, so that a NaN is named
-            // as such rather than as a reset.
-            let (a, b_count) = (
-                engines::count(&s, Values::Exact)
-                    .map_err(|e| CliError::new(format!("{now_name}: {e}")))?,
-                engines::count(b, Values::Exact)
-                    .map_err(|e| CliError::new(format!("--since {before_name}: {e}")))?,
-            );
-            if a < b_count {
-                return Err(CliError::new(format!(
-                    "{} is {a} in {now_name} but {b_count} in --since {before_name}: the counter was reset (the engine restarted between the scrapes), so the counts between them are lost; advise on {now_name} alone, or on Prometheus' increase() (--prometheus), which handles resets",
-                    series_name(&s.name, &s.labels)
-                )));
-            }
-            s.value = (a - b_count) as f64;
-        }
-        out.push(s);
-    }
-    if let Some((_, s)) = earlier.into_iter().next() {
-        return Err(CliError::new(format!(
-            "{} is in --since {before_name} but not in {now_name}: the series vanished (an engine restarted or was removed between the scrapes)",
-            series_name(&s.name, &s.labels)
-        )));
-    }
-    Ok(out)
-}
-
-/// What every source needs besides its input.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub limits: Limits,
-    pub engine: Option<Engine>,
-    pub by: String,
-    pub max_draft_len: Option<usize>,
-    /// `--prefix`: the families under this prefix only.
-    pub prefix: Option<String>,
-}
-
-/// The most groups one run advises (each is a recommendation, a table):
-/// a bound on the time and output an endpoint can cause.
-pub const MAX_GROUPS: usize = 1000;
-
-fn finish(
-    source: String,
-    families: Families,
-    groups: BTreeMap<String, GroupCounts>,
-    settings: &Settings,
-    values: Values,
-) -> Result<Counted, CliError> {
-    if groups.is_empty() {
-        return Err(CliError::new(format!(
-            "{source}: no series of {}",
-            families.drafts()
-        )));
-    }
-    if groups.len() > MAX_GROUPS {
-        return Err(CliError::new(format!(
-            "{source}: {} groups (values of --by {}), more than the {} one run advises: narrow the input (--selector, --prefix) or give --by a label with fewer values",
-            group_digits(groups.len() as u64),
-            settings.by,
-            group_digits(MAX_GROUPS as u64)
-        )));
-    }
-    let mut out = Vec::new();
-    for (value, g) in groups {
-        let label = (!value.is_empty()).then(|| (settings.by.clone(), value));
-        let selector = selector_of(label.as_ref());
-        let built = engines::build(&families, &selector, &g, settings.max_draft_len, values)
-            .map_err(|e| CliError::new(format!("{source}: {e}")))?;
-        out.push(Group { label, built });
-    }
-    Ok(Counted {
-        source,
-        families,
-        groups: out,
-    })
-}
-
-/// `--prometheus URL --window D`: `increase()` of every family over the
-/// window ending at `at` (default: now), summed by the `--by` label across
+/// A Prometheus server at `url`: `increase()` of every family over the
+/// `window` ending at `at` (default: now), summed by [`Settings::by`] across
 /// instances and engines, through `/api/v1/query`; the families are found
 /// with `/api/v1/series` over the same window.
 pub fn from_prometheus(
@@ -299,15 +63,16 @@ pub fn from_prometheus(
     selector: Option<&str>,
     at: Option<&str>,
     settings: &Settings,
-) -> Result<Counted, CliError> {
+) -> Result<Counted, Error> {
     let base = url.trim_end_matches('/');
     let shown = display_url(base);
     let inner = match selector {
         None => String::new(),
         Some(s) => parse_selector(s)
-            .map_err(|e| CliError::new(format!("--selector {}: {e}", excerpt(s))))?,
+            .map_err(|e| message![Setting::Selector, format!(" {}: {e}", excerpt(s))])?,
     };
-    let seconds = parse_duration(window).map_err(|e| CliError::new(format!("--window: {e}")))?;
+    let seconds =
+        parse_duration(window).map_err(|e| message![Setting::Window, format!(": {e}")])?;
     let end = window_end(at)?;
     let end_text = format!("{end:.3}");
     let start_text = format!("{:.3}", (end - seconds).max(0.0));
@@ -332,7 +97,7 @@ pub fn from_prometheus(
         &mut warnings,
     )?;
     let names: Vec<String> = series.0.into_iter().filter_map(|s| s.name).collect();
-    let families = engines::detect(
+    let families = schema::detect(
         names.iter().map(String::as_str),
         settings.engine,
         settings.prefix.as_deref(),
@@ -352,8 +117,8 @@ pub fn from_prometheus(
         )?;
         samples.extend(query_samples(data, family, query, &shown)?);
     }
-    let groups = engines::group(&samples, &families, by, Values::Extrapolated)
-        .map_err(|e| CliError::new(format!("{shown}: {e}")))?;
+    let groups = counters::group(&samples, &families, by, Values::Extrapolated)
+        .map_err(|e| e.after(format!("{shown}: ")))?;
     let mut counted = finish(
         format!("{shown}, increase() over {window} ending at {end_text}"),
         families,
@@ -365,8 +130,8 @@ pub fn from_prometheus(
     Ok(counted)
 }
 
-/// The end of the `--prometheus` window: `--at`, or now.
-fn window_end(at: Option<&str>) -> Result<f64, CliError> {
+/// The end of the window: `at`, or now.
+fn window_end(at: Option<&str>) -> Result<f64, Error> {
     Ok(match at {
         Some(t) => t
             .trim()
@@ -374,10 +139,13 @@ fn window_end(at: Option<&str>) -> Result<f64, CliError> {
             .ok()
             .filter(|t| t.is_finite() && (0.0..=MAX_UNIX_SECONDS).contains(t))
             .ok_or_else(|| {
-                CliError::new(format!(
-                    "--at {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
-                    excerpt(t)
-                ))
+                message![
+                    Setting::At,
+                    format!(
+                        " {}: give the end of the window as Unix seconds from 0 to {MAX_UNIX_SECONDS} (e.g. 1700000000)",
+                        excerpt(t)
+                    ),
+                ]
             })?,
         None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -437,12 +205,12 @@ fn note_partial(counted: &mut Counted, warnings: &[String]) {
     // data that may be missing: every group's advice says so.
     if !warnings.is_empty() {
         for g in &mut counted.groups {
-            g.built.notes.push(format!(
+            g.built.notes.push(Message::new(format!(
                 "PARTIAL DATA? Prometheus (or Thanos, Mimir) sent {} warning{} with its answers, as it does with a partial response: the counts, and so this advice, may miss series",
                 warnings.len(),
                 if warnings.len() == 1 { "" } else { "s" }
-            ));
-            g.built.notes.extend(warnings.iter().cloned());
+            )));
+            g.built.notes.extend(warnings.iter().map(Message::new));
         }
     }
 }
@@ -454,9 +222,9 @@ fn query_samples(
     family: &str,
     query: &str,
     shown: &str,
-) -> Result<Vec<Sample>, CliError> {
+) -> Result<Vec<Sample>, Error> {
     let result = data.result.ok_or_else(|| {
-        CliError::new(format!(
+        Error::new(format!(
             "{shown}: the answer to {query} has no result vector"
         ))
     })?;
@@ -470,7 +238,7 @@ fn query_samples(
                 "-Inf" => Some(f64::NEG_INFINITY),
                 v => v.parse().ok(),
             })
-            .ok_or_else(|| CliError::new(format!("{shown}: a sample of {query} has no value")))?;
+            .ok_or_else(|| Error::new(format!("{shown}: a sample of {query} has no value")))?;
         samples.push(Sample {
             name: family.to_owned(),
             labels: r.metric.into_iter().collect(),
@@ -480,21 +248,18 @@ fn query_samples(
     Ok(samples)
 }
 
-/// An answer of `/api/v1/series` (HTTP `status`, `body`) as `--prometheus`
+/// An answer of `/api/v1/series` (HTTP `status`, `body`) as [`PrometheusQuery`]
 /// reads it: the names of its series, and the warnings it carried. For the
 /// fuzz targets (`fuzz/`), which feed it answers without a server.
 ///
 /// ```
-/// use specdec_metrics_cli::sources::read_series_answer;
+/// use specdec_ingest::source::prometheus_api::read_series_answer;
 /// let body = br#"{"status":"success","data":[{"__name__":"a_total","job":"x"},{}]}"#;
 /// let (names, warnings) = read_series_answer(200, body.to_vec()).unwrap();
 /// assert_eq!((names, warnings.len()), (vec!["a_total".to_owned()], 0));
 /// assert!(read_series_answer(200, b"<html>".to_vec()).is_err());
 /// ```
-pub fn read_series_answer(
-    status: u16,
-    body: Vec<u8>,
-) -> Result<(Vec<String>, Vec<String>), CliError> {
+pub fn read_series_answer(status: u16, body: Vec<u8>) -> Result<(Vec<String>, Vec<String>), Error> {
     let mut warnings = Vec::new();
     let series: Capped<SeriesName> = decode(
         "http://prometheus/api/v1/series",
@@ -506,12 +271,12 @@ pub fn read_series_answer(
     Ok((names, warnings))
 }
 
-/// An answer of `/api/v1/query` (HTTP `status`, `body`) as `--prometheus`
+/// An answer of `/api/v1/query` (HTTP `status`, `body`) as [`PrometheusQuery`]
 /// reads it: its samples, each named `family`, and the warnings it
 /// carried. For the fuzz targets (`fuzz/`).
 ///
 /// ```
-/// use specdec_metrics_cli::sources::read_query_answer;
+/// use specdec_ingest::source::prometheus_api::read_query_answer;
 /// let body = br#"{"status":"success","data":{"result":[{"metric":{"m":"a"},"value":[1,"2.5"]}]}}"#;
 /// let (samples, _) = read_query_answer(200, body.to_vec(), "d_total").unwrap();
 /// assert_eq!((samples[0].value, samples[0].label("m")), (2.5, Some("a")));
@@ -520,7 +285,7 @@ pub fn read_query_answer(
     status: u16,
     body: Vec<u8>,
     family: &str,
-) -> Result<(Vec<Sample>, Vec<String>), CliError> {
+) -> Result<(Vec<Sample>, Vec<String>), Error> {
     let url = "http://prometheus/api/v1/query";
     let query = format!("sum (increase({family}[1h]))");
     let mut warnings = Vec::new();
@@ -553,7 +318,7 @@ fn api<T: DeserializeOwned>(
     params: &[(&str, &str)],
     limits: Limits,
     warnings: &mut Vec<String>,
-) -> Result<T, CliError> {
+) -> Result<T, Error> {
     let url = format!("{base}/api/v1/{endpoint}");
     let response = http::get(&url, params, "application/json", limits)?;
     decode(&url, params, response, warnings)
@@ -565,7 +330,7 @@ fn decode<T: DeserializeOwned>(
     params: &[(&str, &str)],
     response: http::Response,
     warnings: &mut Vec<String>,
-) -> Result<T, CliError> {
+) -> Result<T, Error> {
     let shown = display_url(url);
     // Read into the types needed, never into a whole `Value` tree (which
     // takes tens of times the body), and at most MAX_SERIES entries.
@@ -577,10 +342,16 @@ fn decode<T: DeserializeOwned>(
                 .iter()
                 .find(|(k, _)| *k == "query" || *k == "match[]")
                 .map_or(String::new(), |(_, v)| format!(" to {}", excerpt(v)));
-            return Err(CliError::new(format!(
-                "{shown}: the answer{what} has more than {} series, more than advice needs or this command holds: narrow it with --selector, or give --by a label with fewer values",
-                group_digits(MAX_SERIES as u64)
-            )));
+            return Err(message![
+                format!(
+                    "{shown}: the answer{what} has more than {} series, more than advice needs or this command holds: narrow it with ",
+                    group_digits(MAX_SERIES as u64)
+                ),
+                Setting::Selector,
+                ", or give ",
+                Setting::By,
+                " a label with fewer values",
+            ]);
         }
         _ => {
             // Not the API's JSON: say the status, or what came instead.
@@ -590,7 +361,7 @@ fn decode<T: DeserializeOwned>(
                 .chars()
                 .take(100)
                 .collect();
-            return Err(CliError::new(format!(
+            return Err(Error::new(format!(
                 "{shown}: not a Prometheus API answer (JSON with a status): {}",
                 excerpt(&head)
             )));
@@ -612,8 +383,8 @@ fn decode<T: DeserializeOwned>(
     match json.status.as_ref().and_then(Value::as_str) {
         Some("success") => json
             .data
-            .ok_or_else(|| CliError::new(format!("{shown}: a success without data"))),
-        _ => Err(CliError::new(format!(
+            .ok_or_else(|| Error::new(format!("{shown}: a success without data"))),
+        _ => Err(Error::new(format!(
             "{shown}: Prometheus answered an error (HTTP status {}): {}: {}",
             response.status,
             json.error_type
@@ -627,7 +398,7 @@ fn decode<T: DeserializeOwned>(
 
 /// The most entries (series, samples) one answer of the Prometheus API
 /// may hold: far more than any fleet's speculative-decoding series per
-/// `--by` value (`K` positions times the groups), and few enough that
+/// `by` value (`K` positions times the groups), and few enough that
 /// reading them takes tens of megabytes, not gigabytes.
 pub const MAX_SERIES: usize = 100_000;
 
@@ -697,7 +468,7 @@ struct QuerySample {
     value: Option<(serde::de::IgnoredAny, String)>,
 }
 
-/// The latest `--at` (and longest window) Prometheus can represent: its
+/// The latest `at` (and longest window) Prometheus can represent: its
 /// durations and times are nanoseconds in an `i64` (about the year 2262).
 const MAX_UNIX_SECONDS: f64 = 9_223_372_036.0;
 
@@ -762,7 +533,7 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
     Ok(total_ms as f64 / 1000.0)
 }
 
-/// `--selector '{MATCHERS}'`: PromQL label matchers (`name op "value"`,
+/// A `selector` (`'{MATCHERS}'`): PromQL label matchers (`name op "value"`,
 /// `op` one of `=`, `!=`, `=~`, `!~`, the value a double-, single- or
 /// back-quoted string, matchers separated by commas), checked and
 /// rewritten as the matchers alone with double-quoted values, so that
@@ -915,28 +686,5 @@ mod tests {
             let e = parse_selector(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn since_subtracts_each_series_and_refuses_resets() {
-        let s = |name: &str, v: f64| Sample {
-            name: name.into(),
-            labels: vec![("position".into(), "0".into())],
-            value: v,
-        };
-        let out = subtract(
-            vec![s("a", 10.0), s("b", 3.0)],
-            &[s("a", 4.0)],
-            "now",
-            "then",
-        )
-        .unwrap();
-        assert_eq!((out[0].value, out[1].value), (6.0, 3.0));
-        let e = subtract(vec![s("a", 3.0)], &[s("a", 4.0)], "now", "then").unwrap_err();
-        assert!(e.to_string().starts_with(
-            "a{position=\"0\"} is 3 in now but 4 in --since then: the counter was reset"
-        ));
-        let e = subtract(vec![], &[s("a", 4.0)], "now", "then").unwrap_err();
-        assert!(e.to_string().contains("vanished"));
     }
 }

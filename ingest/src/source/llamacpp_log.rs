@@ -1,4 +1,4 @@
-//! `advise --llamacpp-log FILE|-`: llama.cpp's speculative-decoding log
+//! llama.cpp's speculative-decoding log
 //! lines, as llama.cpp PR #24536 (merged 2026-06) prints them (read from
 //! the pull request's description and its examples: the snapshot of
 //! llama.cpp this project can read predates it):
@@ -23,7 +23,8 @@
 //!
 //! Counts at each position are the rates times the drafts, rounded, kept
 //! within the rates' rounding (±0.0005 per draft) and adjusted there so
-//! that they add up to the accepted tokens; position 1 is `#acc drafts`.
+//! that they add up to the accepted tokens ([`crate::fit`], by
+//! [`Rule::InOrder`]); position 1 is `#acc drafts`.
 //! llama.cpp's drafts vary in length (`--spec-draft-p-min` stops a draft
 //! early, n-gram drafts end with the match): the counts identify the
 //! continuation counts only when every draft had `K` tokens (`#gen tokens`
@@ -32,24 +33,28 @@
 //! rate/pos`) give totals only, and are refused with what to update.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::BufRead;
 use std::path::PathBuf;
 
 use specdec_metrics::{EngineCounters, MAX_MAX_DRAFT_LEN};
 
-use crate::engines::{Built, Engine, Families};
-use crate::error::CliError;
-use crate::format::{excerpt, group_digits};
-use crate::io::{input_name, is_stdin, note_reading_stdin};
-use crate::source::{Read, Source, SourceError};
-use crate::sources::{Counted, Group, Settings};
-use crate::vllm_log::strip_sgr;
+use crate::counters::Built;
+use crate::error::{Error, Message, Setting, SourceError};
+use crate::fit::{self, NoFit, Rule};
+use crate::lines::{self, Lines, Overlong, strip_sgr};
+use crate::schema::{Engine, Families};
+use crate::text::{excerpt, group_digits, input_name};
+use crate::{Counted, Group, Read, Settings, Source, message};
 
-/// `--llamacpp-log FILE|-`.
+/// llama.cpp's log: a file, or `-` for standard input.
 #[derive(Debug)]
 pub struct LlamacppLog {
+    /// The log.
     pub path: PathBuf,
 }
+
+/// Lines are cut at 1 MiB: a log line is far shorter.
+const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// One line's figures.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,22 +69,47 @@ struct Figures {
 
 impl Source for LlamacppLog {
     fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        if let Some(e) = settings.engine.filter(|&e| e != Engine::Llamacpp) {
-            return Err(CliError::new(format!(
-                "--llamacpp-log reads llama.cpp's log; --engine {} does not apply",
-                e.name()
-            ))
-            .into());
-        }
         let name = input_name(&self.path);
-        let (drafters, requests, number) = read_lines(&self.path, &name)?;
+        let input =
+            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
+        read_from(input, name, settings.max_draft_len)
+    }
+
+    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
+        Some((&[Engine::Llamacpp], "llama.cpp's log", Setting::LlamacppLog))
+    }
+
+    fn reads_stdin(&self) -> Option<&'static str> {
+        lines::is_stdin(&self.path).then_some("llama.cpp's log")
+    }
+}
+
+/// Reads a log from `input`, called `name` in every message: what
+/// [`LlamacppLog`] does once the input is open. `max_draft_len` is `K`
+/// where given (the lines must agree with it).
+///
+/// ```
+/// use specdec_ingest::source::llamacpp_log::read_from;
+///
+/// let log = "I statistics draft: #gen drafts = 1000, #acc drafts = 800, #gen tokens = 2000, \
+///            #acc tokens = 1300, #acc rate/pos = (0.800, 0.500)\n";
+/// let read = read_from(log.as_bytes(), "llama.log".into(), None).unwrap();
+/// assert_eq!(read.counted.groups[0].built.counters.drafts(), 1000);
+/// ```
+pub fn read_from(
+    input: impl BufRead,
+    name: String,
+    max_draft_len: Option<usize>,
+) -> Result<Read, SourceError> {
+    {
+        let (drafters, requests, number) = read_lines(input, &name)?;
         let mut groups = Vec::new();
         let mut read_as = "llama.cpp log: statistics lines";
         if !drafters.is_empty() {
             for (drafter, (mut lives, last)) in drafters {
                 lives.extend(last);
-                let built = build(&lives, settings.max_draft_len, "statistics")
-                    .map_err(|e| CliError::new(format!("{name}: {drafter}: {e}")))?;
+                let built = build(&lives, max_draft_len, "statistics")
+                    .map_err(|e| e.after(format!("{name}: {drafter}: ")))?;
                 groups.push(Group {
                     label: Some(("drafter".to_owned(), drafter)),
                     built,
@@ -87,11 +117,11 @@ impl Source for LlamacppLog {
             }
         } else if !requests.is_empty() {
             read_as = "llama.cpp log: print_timing lines (one per request)";
-            let built = build(&requests, settings.max_draft_len, "print_timing")
-                .map_err(|e| CliError::new(format!("{name}: {e}")))?;
+            let built = build(&requests, max_draft_len, "print_timing")
+                .map_err(|e| e.after(format!("{name}: ")))?;
             groups.push(Group { label: None, built });
         } else {
-            return Err(CliError::new(format!(
+            return Err(Error::new(format!(
                 "{name}: no llama.cpp speculative-decoding line (\"statistics <drafter>: ... #gen drafts = ...\" or \"slot print_timing: ... draft acceptance = ...\") in {} lines",
                 group_digits(number)
             ))
@@ -121,36 +151,20 @@ type Drafters = BTreeMap<String, (Vec<Figures>, Option<Figures>)>;
 
 /// The log's `statistics` lines per drafter, its `print_timing` lines, and
 /// the number of lines read.
-fn read_lines(
-    path: &std::path::Path,
-    name: &str,
-) -> Result<(Drafters, Vec<Figures>, u64), CliError> {
-    let input: Box<dyn std::io::Read> = if is_stdin(path) {
-        note_reading_stdin("llama.cpp's log");
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(
-            std::fs::File::open(path)
-                .map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?,
-        )
-    };
-    let mut reader = BufReader::new(input);
+fn read_lines(input: impl BufRead, name: &str) -> Result<(Drafters, Vec<Figures>, u64), Error> {
+    let mut lines = Lines::new(input, MAX_LINE_BYTES, Overlong::Split);
     // Per drafter: the figures of the finished lives, the latest line.
     let mut drafters: Drafters = BTreeMap::new();
     let mut requests: Vec<Figures> = Vec::new();
-    let (mut buf, mut number) = (Vec::new(), 0u64);
-    loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(1 << 20)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::new(format!("{name}: read error after line {number}: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        number += 1;
-        let text = strip_sgr(&String::from_utf8_lossy(&buf));
-        let at_line = |msg: String| CliError::new(format!("{name}: line {number}: {msg}"));
+    let mut number = 0;
+    while let Some((n, buf)) = lines
+        .next_numbered()
+        .map_err(|e| Error::new(format!("{name}: {e}")))?
+    {
+        number = n;
+        let raw = String::from_utf8_lossy(buf);
+        let text = strip_sgr(&raw);
+        let at_line = |msg: String| Error::new(format!("{name}: line {number}: {msg}"));
         if let Some(at) = text.find("statistics ") {
             let rest = &text[at + "statistics ".len()..];
             let Some((drafter, body)) = rest.split_once(':') else {
@@ -304,74 +318,47 @@ fn parse_timing(text: &str) -> Result<Figures, String> {
 /// drafts, rounded within their rounding, non-increasing, adding up to the
 /// accepted tokens; position 1 is the accepted drafts where printed.
 fn reconstruct(f: &Figures) -> Result<Vec<u64>, String> {
-    let n = f.drafts as f64;
-    let window = |r: f64| {
-        (
-            ((r - 0.0005) * n).ceil().max(0.0) as u64,
-            (((r + 0.0005) * n).floor() as u64).min(f.drafts),
-        )
-    };
-    let mut counts: Vec<u64> = f.rates.iter().map(|&r| (r * n).round() as u64).collect();
-    let mut windows: Vec<(u64, u64)> = f.rates.iter().map(|&r| window(r)).collect();
-    if let Some(a) = f.accepted_drafts {
-        if a < windows[0].0 || a > windows[0].1 {
-            return Err(format!(
-                "#acc drafts {a} is not the first rate {} times #gen drafts {}",
-                f.rates[0], f.drafts
-            ));
-        }
-        counts[0] = a;
-        windows[0] = (a, a);
-    }
-    for i in 1..counts.len() {
-        counts[i] = counts[i].min(counts[i - 1]);
-        windows[i].1 = windows[i].1.min(windows[i - 1].1);
-    }
-    // Move the sum onto the accepted tokens within the windows.
-    let mut sum: u64 = counts.iter().sum();
-    while sum != f.accepted {
-        let step = if sum < f.accepted {
-            (0..counts.len())
-                .find(|&i| counts[i] < windows[i].1 && (i == 0 || counts[i] < counts[i - 1]))
-        } else {
-            (0..counts.len()).rev().find(|&i| {
-                counts[i] > windows[i].0 && counts.get(i + 1).is_none_or(|&next| counts[i] > next)
-            })
-        };
-        let Some(i) = step else {
-            return Err(format!(
-                "the rates times {} drafts add up to {sum}, and no count within their rounding gives the {} accepted tokens",
-                f.drafts, f.accepted
-            ));
-        };
-        if sum < f.accepted {
-            counts[i] += 1;
-            sum += 1;
-        } else {
-            counts[i] -= 1;
-            sum -= 1;
-        }
-    }
-    Ok(counts)
+    fit::fit(
+        &f.rates,
+        0.0005,
+        f.drafts,
+        f.accepted,
+        f.accepted_drafts,
+        Rule::InOrder,
+    )
+    .map_err(|e| match e {
+        NoFit::First => format!(
+            "#acc drafts {} is not the first rate {} times #gen drafts {}",
+            f.accepted_drafts.unwrap_or(0),
+            f.rates[0],
+            f.drafts
+        ),
+        NoFit::Sum { sum } => format!(
+            "the rates times {} drafts add up to {sum}, and no count within their rounding gives the {} accepted tokens",
+            f.drafts, f.accepted
+        ),
+    })
 }
 
-fn build(lines: &[Figures], max_draft_len: Option<usize>, what: &str) -> Result<Built, CliError> {
+fn build(lines: &[Figures], max_draft_len: Option<usize>, what: &str) -> Result<Built, Error> {
     let k = lines.iter().map(|f| f.rates.len()).max().unwrap_or(0);
     if let Some(other) = lines.iter().find(|f| f.rates.len() != k) {
-        return Err(CliError::new(format!(
+        return Err(Error::new(format!(
             "lines of {} and of {k} per-position rates: runs of different --spec-draft-n-max; advise them apart",
             other.rates.len()
         )));
     }
     if let Some(given) = max_draft_len.filter(|&g| g != k) {
-        return Err(CliError::new(format!(
-            "the lines have {k} per-position rates (K = {k}) but --max-draft-len is {given}"
-        )));
+        return Err(message![
+            format!("the lines have {k} per-position rates (K = {k}) but "),
+            Setting::MaxDraftLen,
+            format!(" is {given}"),
+        ]);
     }
     let (mut drafts, mut drafted, mut accepted, mut error) = (0u64, 0u64, 0u64, 0u64);
     let mut per_pos = vec![0u64; k];
     for f in lines.iter().filter(|f| f.drafts > 0) {
-        let counts = reconstruct(f).map_err(CliError::new)?;
+        let counts = reconstruct(f).map_err(Error::new)?;
         drafts = drafts.saturating_add(f.drafts);
         drafted = drafted.saturating_add(f.drafted);
         accepted = accepted.saturating_add(f.accepted);
@@ -381,8 +368,8 @@ fn build(lines: &[Figures], max_draft_len: Option<usize>, what: &str) -> Result<
         error += f.drafts.div_ceil(1000);
     }
     let counters = EngineCounters::new(k, drafts, drafted, accepted, per_pos)
-        .map_err(|e| CliError::new(e.to_string()))?;
-    let notes = vec![format!(
+        .map_err(|e| Error::new(e.to_string()))?;
+    let notes = vec![Message::new(format!(
         "reconstructed from {} {what} line{} (rates printed to 3 decimals): every per-position count is within ±{} of the true one (±{:.5} of each rate)",
         group_digits(lines.len() as u64),
         if lines.len() == 1 { "" } else { "s" },
@@ -392,7 +379,7 @@ fn build(lines: &[Figures], max_draft_len: Option<usize>, what: &str) -> Result<
         } else {
             0.0
         },
-    )];
+    ))];
     Ok(Built { counters, notes })
 }
 
@@ -431,5 +418,18 @@ mod tests {
         f.accepted = 167;
         f.accepted_drafts = Some(60);
         assert!(reconstruct(&f).unwrap_err().contains("#acc drafts 60"));
+    }
+
+    /// Found writing its fuzz target: counts in the 10^15 moved one token
+    /// a step, 4 x 10^11 steps for this line.
+    #[test]
+    fn enormous_counts_are_reconstructed_in_bounded_time() {
+        let log = "I statistics d: #gen drafts = 1000000000000000, #acc drafts = 500000000000000, #gen tokens = 2000000000000000, #acc tokens = 750400000000000, #acc rate/pos = (0.500, 0.250)\n";
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_from(log.as_bytes(), "log".into(), None).is_ok());
+        });
+        let read = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(read, Ok(true), "not read within 10 s");
     }
 }

@@ -1,41 +1,50 @@
-//! HTTP GET with limits, for `advise --metrics URL` and `advise
-//! --prometheus`: one blocking request through `ureq`, bounded in time
-//! (`--timeout`, end to end: connecting, the headers and the whole body,
-//! however slowly it trickles) and in size (`--max-bytes`: the body is read
-//! up to the limit and one byte more, never further). Errors name the URL.
+//! HTTP GET with limits, for scrapes by URL and the Prometheus API: one
+//! blocking request through `ureq` (the feature `http`), bounded in time
+//! ([`Limits::timeout`], end to end: connecting, the headers and the whole
+//! body, however slowly it trickles) and in size ([`Limits::max_bytes`]:
+//! the body is read up to the limit and one byte more, never further).
+//! Errors name the URL. Without the feature `http`, every request is an
+//! error that says so.
 
 use std::time::Duration;
 
-use crate::error::CliError;
-use crate::format::{excerpt, format_bytes};
+use crate::error::Error;
+use crate::text::{display_url, excerpt};
+#[cfg(feature = "http")]
+use crate::{error::Setting, message};
 
-/// What one request may take.
+/// What one input may take.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// The longest an HTTP request may take, answer included.
     pub timeout: Duration,
+    /// The largest input (a file, standard input, an HTTP body) read.
     pub max_bytes: u64,
 }
 
 /// A response: its status, media type and body.
 #[derive(Debug)]
 pub struct Response {
+    /// The HTTP status.
     pub status: u16,
+    /// The media type of `Content-Type`, without its parameters.
     pub mime_type: Option<String>,
+    /// The body.
     pub body: Vec<u8>,
 }
 
 impl Response {
     /// The response when its status is 2xx; otherwise an error naming
     /// `url` that quotes the start of the body (which often says why).
-    pub fn success(self, url: &str) -> Result<Self, CliError> {
+    pub fn success(self, url: &str) -> Result<Self, Error> {
         if (200..300).contains(&self.status) {
             return Ok(self);
         }
         let text = String::from_utf8_lossy(&self.body);
         let head: String = text.trim().chars().take(200).collect();
-        Err(CliError::new(format!(
+        Err(Error::new(format!(
             "{}: HTTP status {}{}",
-            crate::format::display_url(url),
+            display_url(url),
             self.status,
             if head.is_empty() {
                 String::new()
@@ -56,12 +65,13 @@ pub fn is_url(source: &str) -> bool {
 /// `Accept` header `accept`, whatever the status ([`Response::success`]
 /// checks it). A body past `limits.max_bytes`, a time past
 /// `limits.timeout` and any network failure are errors naming `url`.
+#[cfg(feature = "http")]
 pub fn get(
     url: &str,
     query: &[(&str, &str)],
     accept: &str,
     limits: Limits,
-) -> Result<Response, CliError> {
+) -> Result<Response, Error> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(limits.timeout))
         .http_status_as_error(false)
@@ -73,7 +83,7 @@ pub fn get(
         .user_agent(concat!("specdec-metrics/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let shown = crate::format::display_url(url);
+    let shown = display_url(url);
     let mut request = agent.get(url).header("Accept", accept);
     for (k, v) in query {
         request = request.query(*k, *v);
@@ -96,33 +106,54 @@ pub fn get(
     })
 }
 
+/// Without the feature `http`: an error naming `url`, whatever it is.
+#[cfg(not(feature = "http"))]
+pub fn get(
+    url: &str,
+    _query: &[(&str, &str)],
+    _accept: &str,
+    _limits: Limits,
+) -> Result<Response, Error> {
+    Err(Error::new(format!(
+        "{}: this build reads no URL (specdec-ingest without its feature `http`)",
+        display_url(url)
+    )))
+}
+
 /// The error of a request to `raw` (shown as `url`); the library's own
 /// text is cleared of the URL's userinfo too, should it quote the URL.
-fn network_error(raw: &str, url: &str, e: &ureq::Error, limits: Limits) -> CliError {
+#[cfg(feature = "http")]
+fn network_error(raw: &str, url: &str, e: &ureq::Error, limits: Limits) -> Error {
     match e {
-        ureq::Error::BodyExceedsLimit(_) => CliError::new(format!(
-            "{url}: the response is larger than --max-bytes {}; raise the limit if that much is expected",
-            format_bytes(limits.max_bytes)
-        )),
-        ureq::Error::Timeout(_) => CliError::new(format!(
-            "{url}: no complete response within --timeout {} s",
-            limits.timeout.as_secs_f64()
-        )),
+        ureq::Error::BodyExceedsLimit(_) => message![
+            format!("{url}: the response is larger than "),
+            Setting::MaxBytes,
+            format!(
+                " {}; raise the limit if that much is expected",
+                crate::text::format_bytes(limits.max_bytes)
+            ),
+        ],
+        ureq::Error::Timeout(_) => message![
+            format!("{url}: no complete response within "),
+            Setting::Timeout,
+            format!(" {} s", limits.timeout.as_secs_f64()),
+        ],
         other => {
             let mut text = other.to_string();
-            let redacted = crate::format::redact_userinfo(raw);
+            let redacted = crate::text::redact_userinfo(raw);
             if redacted != raw {
                 text = text.replace(raw, &redacted);
                 if let Some(userinfo) = userinfo(raw) {
                     text = text.replace(userinfo, "***");
                 }
             }
-            CliError::new(format!("{url}: {text}"))
+            Error::new(format!("{url}: {text}"))
         }
     }
 }
 
 /// The userinfo of `url` (`user:password`), if it has one.
+#[cfg(feature = "http")]
 fn userinfo(url: &str) -> Option<&str> {
     let start = url.find("://")? + 3;
     let rest = &url[start..];

@@ -29,7 +29,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use crate::format::excerpt;
+use crate::text::excerpt;
 
 /// Which of the two formats a text is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,8 +43,11 @@ pub enum Format {
 /// One sample: a metric name, its labels in the order given, its value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// The sample's name (a family's name with any suffix).
     pub name: String,
+    /// Its labels, in the order given.
     pub labels: Vec<(String, String)>,
+    /// Its value.
     pub value: f64,
 }
 
@@ -63,7 +66,9 @@ impl Sample {
 /// format the sample name).
 #[derive(Clone, Debug)]
 pub struct Exposition {
+    /// The format the text is in.
     pub format: Format,
+    /// Every sample, in order.
     pub samples: Vec<Sample>,
     types: HashMap<String, String>,
 }
@@ -92,7 +97,9 @@ impl Exposition {
 /// What is wrong, and on which line (from 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {
+    /// The line, from 1.
     pub line: usize,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -389,7 +396,7 @@ pub fn series_name(name: &str, labels: &[(String, String)]) -> String {
                     '\\' => escaped.push_str("\\\\"),
                     '"' => escaped.push_str("\\\""),
                     '\n' => escaped.push_str("\\n"),
-                    c => crate::format::push_hidden_escaped(&mut escaped, c),
+                    c => crate::text::push_hidden_escaped(&mut escaped, c),
                 }
             }
             format!("{n}=\"{escaped}\"")
