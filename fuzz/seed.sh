@@ -43,7 +43,7 @@ raw_objects '"acceptance_histogram_by_draft_length"' tests/*.rs cli/tests/*.rs |
 
 # replay_line: the step lines and detailed reports the CLI's tests replay.
 for key in '"drafted"' '"undrafted"' '"scheduled"' '"per_step_drafted"'; do
-    raw_objects "$key" cli/tests/*.rs cli/src/cmd/replay/*.rs | lines replay_line
+    raw_objects "$key" cli/tests/*.rs ingest/src/steps.rs | lines replay_line
 done
 
 # exposition: the scrapes of cli/tests/fixtures, whole and cut at every
@@ -83,12 +83,13 @@ for key in '"speculative_decoding"' '"spec_verify_ct"'; do
     raw_objects "$key" ingest/src/source/*.rs cli/tests/*.rs | lines responses
 done
 
-# trace: the traces of the simulator's and the CLI's tests and docs.
-raw_objects '"output_tokens"' sim/src/*.rs sim/tests/*.rs cli/tests/*.rs | lines trace
-grep -h '^//! {"' sim/src/trace.rs | sed 's#^//! ##' | seed trace
+# trace: the traces of the format's own tests and docs, and of the
+# simulator's and the CLI's tests.
+raw_objects '"output_tokens"' ingest/src/trace.rs sim/src/*.rs sim/tests/*.rs cli/tests/*.rs | lines trace
+grep -h '^//! {"' ingest/src/trace.rs | sed 's#^//! ##' | seed trace
 
 # ngram_request: the request lines of the ngram tests.
-raw_objects '"prompt"' cli/tests/*.rs cli/src/ngram/*.rs cli/src/cmd/ngram.rs | lines ngram_request
+raw_objects '"prompt"' cli/tests/*.rs cli/src/ngram/*.rs ingest/src/trace.rs | lines ngram_request
 printf '%s\n' '{"prompt": "def f(x):\n    return x\n", "output": "def g(x):\n    return x\n", "id": "r1"}' \
     '{"prompt": "a b a b", "output": "a b", "id": 7}' | seed ngram_request
 

@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value, json};
+use specdec_ingest::trace::{TraceMeta, TraceReader, TraceRequest};
 use specdec_metrics_cli::ngram::tokenize::EOS;
 use specdec_metrics_cli::ngram::{Config, Rule, generate};
-use specdec_sim::trace::{TraceMeta, TraceReader, TraceRequest};
 use tempfile::TempDir;
 
 fn bin() -> Command {

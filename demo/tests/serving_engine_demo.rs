@@ -1241,9 +1241,18 @@ fn connections_beyond_the_cap_wait_for_one_to_end() {
     let addr = metrics_addr(&first_line(&mut stderr));
     let _log = drain(stderr);
 
-    // The one connection allowed, idle.
-    let first = TcpStream::connect(addr).unwrap();
-    thread::sleep(Duration::from_millis(200));
+    // The one connection allowed: served once (so it holds the slot, an
+    // event rather than a guess at how long accepting takes), then idle.
+    let mut first = TcpStream::connect(addr).unwrap();
+    first
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\n\r\n")
+        .unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = [0u8; 15];
+    first.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 OK");
     // A second one is not served while the first is open...
     let mut second = TcpStream::connect(addr).unwrap();
     second

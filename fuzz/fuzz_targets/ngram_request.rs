@@ -1,34 +1,34 @@
-//! The `ngram` request reader: JSON Lines of `{"prompt", "output", "id"}`,
-//! split as `ngram` splits them (`read_line_bounded`, blank lines skipped)
-//! and read by `cmd::ngram::read_request`.
+//! The `ngram` request reader (`specdec_ingest::trace::RequestReader`):
+//! JSON Lines of `{"prompt", "output", "id"}`, blank lines skipped.
 //!
 //! Properties: no panic, no hang, memory bounded by the line limit (4 KiB
-//! here); a request read, written back as JSON, reads back the same.
+//! here); it stops at its first error; every request read has the line
+//! number of a non-blank line, and written back as JSON reads back the
+//! same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use specdec_metrics_cli::cmd::ngram::read_request;
-use specdec_sim::trace::{LineRead, read_line_bounded};
+use specdec_ingest::trace::{RequestReader, TextRequest};
 
 fuzz_target!(|data: &[u8]| {
-    let mut reader = data;
-    let mut buf = Vec::new();
-    let mut line = 0u64;
-    loop {
-        line += 1;
-        match read_line_bounded(&mut reader, &mut buf, 4096).unwrap() {
-            LineRead::Eof | LineRead::TooLong => return,
-            LineRead::Line => {}
-        }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let Ok((id, prompt, output)) = read_request(&buf, line) else {
-            return;
-        };
+    let mut reader = RequestReader::with_max_line_bytes(data, 4096);
+    let mut last_line = 0;
+    for request in reader.by_ref() {
+        let Ok(request) = request else { break };
+        let TextRequest {
+            line,
+            id,
+            prompt,
+            output,
+        } = request.clone();
+        assert!(line > last_line, "line {line} after line {last_line}");
+        last_line = line;
+        let text = data.split(|&b| b == b'\n').nth(line as usize - 1).unwrap();
+        assert!(!text.iter().all(u8::is_ascii_whitespace), "line {line} is blank");
         assert!(id.is_string() || id.is_u64() || id.is_i64(), "{id}");
         let written = serde_json::json!({"prompt": prompt, "output": output, "id": id});
-        let back = read_request(written.to_string().as_bytes(), line + 1).unwrap();
-        assert_eq!(back, (id, prompt, output));
+        let back = TextRequest::parse(written.to_string().as_bytes(), line).unwrap();
+        assert_eq!(back, request);
     }
+    assert!(reader.next().is_none(), "yields after its end");
 });

@@ -1,4 +1,4 @@
-//! One line of a `replay` trace (`cmd::replay::input::LineParser`).
+//! One line of `replay`'s input (`specdec_ingest::steps::LineParser`).
 //!
 //! Properties: no panic; `parse` (fast path first) gives exactly what the
 //! serde path `parse_slow` gives, accept or reject, values and message;
@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde::Deserialize;
-use specdec_metrics_cli::cmd::replay::input::{LineParser, Record};
+use specdec_ingest::steps::{LineParser, Record};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

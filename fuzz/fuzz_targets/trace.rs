@@ -1,4 +1,4 @@
-//! The n-gram what-if trace reader (`specdec_sim::trace::TraceReader`),
+//! The n-gram what-if trace reader (`specdec_ingest::trace::TraceReader`),
 //! what `whatif` reads.
 //!
 //! Properties: no panic, no hang, memory bounded by the line limit (4 KiB
@@ -9,10 +9,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use specdec_sim::trace::{TraceReader, write_meta, write_request};
+use specdec_ingest::trace::{TraceReader, write_meta, write_request};
 
 fuzz_target!(|data: &[u8]| {
-    let mut reader = TraceReader::new(data).with_max_line_bytes(4096);
+    let mut reader = TraceReader::with_max_line_bytes(data, 4096);
     let meta = match reader.meta() {
         Ok(m) => m.cloned(),
         Err(_) => return,

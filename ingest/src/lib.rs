@@ -37,7 +37,9 @@ pub mod http;
 pub mod lines;
 pub mod schema;
 pub mod source;
+pub mod steps;
 pub mod text;
+pub mod trace;
 
 pub use error::{Error, Message, Setting, SourceError};
 

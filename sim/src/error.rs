@@ -9,7 +9,8 @@
 
 use std::fmt;
 
-use crate::trace::TraceError;
+use specdec_ingest::trace::TraceError;
+
 use crate::workload::Workload;
 
 /// The most engine steps one engine thread may take in one metrics

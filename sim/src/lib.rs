@@ -45,11 +45,11 @@
 //! - [`rng`]: the seeded random numbers every part draws from.
 //! - [`stdio`]: whether standard output was closed before the start
 //!   (`>&-`), for the programs.
-//! - [`trace`]: exact n-gram what-if traces (what an n-gram drafter could
-//!   propose at each output position and how much of it the output
-//!   confirms): the format `specdec-metrics ngram` writes, its reader and
-//!   writer; [`trace_set`]: traces held for replay (`--traces`, the
-//!   `traces` workload).
+//! - [`trace_set`]: exact n-gram what-if traces (what an n-gram drafter
+//!   could propose at each output position and how much of it the output
+//!   confirms) held for replay (`--traces`, the `traces` workload); their
+//!   format, which `specdec-metrics ngram` writes, is
+//!   `specdec_ingest::trace`.
 //!
 //! A virtual-time run is a function of its [`engine::Config`]: the same
 //! settings and seed give the same summary, whatever the machine.
@@ -64,7 +64,6 @@ pub mod rng;
 pub mod state_rule;
 pub mod stdio;
 pub mod summary;
-pub mod trace;
 pub mod trace_set;
 pub mod whatif;
 pub mod workload;

@@ -1,21 +1,22 @@
 //! Traces held for replay: every request of a trace file, compactly (three
 //! bytes per output position), in file order.
 //!
-//! A trace (see [`crate::trace`]) says, for every output position `t >= 1`
-//! of a logged request, how many tokens an n-gram drafter could propose
-//! there (`L_t`, 0 = no match), how many of them the true output continues
-//! with (`m_t`), and, when the generator knew it, the matched `n`. With
-//! greedy verification the output does not depend on the drafting policy,
-//! so any policy can be replayed on it exactly: drafting `k` at `t` drafts
-//! `d = min(k, L_t)`, accepts `a = min(d, m_t)` and moves to
-//! `t + min(a + 1, M - t)` (the engine model in [`crate::engine`]).
+//! A trace (see [`specdec_ingest::trace`]) says, for every output position
+//! `t >= 1` of a logged request, how many tokens an n-gram drafter could
+//! propose there (`L_t`, 0 = no match), how many of them the true output
+//! continues with (`m_t`), and, when the generator knew it, the matched
+//! `n`. With greedy verification the output does not depend on the
+//! drafting policy, so any policy can be replayed on it exactly: drafting
+//! `k` at `t` drafts `d = min(k, L_t)`, accepts `a = min(d, m_t)` and moves
+//! to `t + min(a + 1, M - t)` (the engine model in [`crate::engine`]).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
+use specdec_ingest::trace::{TraceMeta, TraceReader, TraceRequest};
+
 use crate::error::Error;
-use crate::trace::{TraceMeta, TraceReader, TraceRequest};
 
 /// What a trace says of one output position.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! `ngram`: requests (prompt and output text) into an exact n-gram what-if
-//! trace (the format of `specdec_sim::trace`), for one engine's rule
+//! trace (the format of `specdec_ingest::trace`), for one engine's rule
 //! ([`crate::ngram`]).
 //!
 //! A reading thread reads one line at a time (or, with `--git`, one edit of
@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use serde_json::Value;
-use specdec_sim::trace::{
-    LineRead, MAX_CAP, TraceMeta, TraceRequest, read_line_bounded, write_meta, write_request,
+use specdec_ingest::lines::LineError;
+use specdec_ingest::trace::{
+    MAX_CAP, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta, write_request,
 };
 
 use crate::error::CliError;
@@ -431,43 +432,23 @@ fn read_requests(
                 index += 1;
             }
         }
-        Source::Lines { name, mut reader } => {
-            let mut buf = Vec::new();
+        Source::Lines { name, reader } => {
+            let mut requests = RequestReader::with_max_line_bytes(reader, max_line_bytes);
             let mut index = 0;
-            let mut line = 0u64;
             loop {
                 if credits.recv().is_err() {
                     return None;
                 }
-                let message = loop {
-                    line += 1;
-                    match read_line_bounded(&mut reader, &mut buf, max_line_bytes) {
-                        Err(e) => {
-                            break Some(Message::Failed(
-                                index,
-                                CliError::new(format!("{name}: line {line}: cannot read: {e}")),
-                            ));
-                        }
-                        Ok(LineRead::Eof) => break None,
-                        Ok(LineRead::TooLong) => {
-                            break Some(Message::Failed(
-                                index,
-                                CliError::new(format!(
-                                    "{name}: line {line}: longer than {max_line_bytes} bytes (--max-line-bytes); the rest of the input was not read"
-                                )),
-                            ));
-                        }
-                        Ok(LineRead::Line) => {}
-                    }
-                    if buf.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    break Some(match parse_request(&buf, line, index) {
-                        Ok(job) => Message::Job(job),
-                        Err(e) => Message::Failed(index, CliError::new(format!("{name}: {e}"))),
-                    });
+                let message = match requests.next()? {
+                    Ok(request) => Message::Job(Job {
+                        index,
+                        line: request.line,
+                        id: request.id,
+                        prompt: request.prompt,
+                        output: request.output,
+                    }),
+                    Err(e) => Message::Failed(index, request_error(&name, e)),
                 };
-                let message = message?;
                 let failed = matches!(message, Message::Failed(..));
                 if jobs.send(message).is_err() || failed {
                     return None;
@@ -478,59 +459,17 @@ fn read_requests(
     }
 }
 
-/// One input line (without its `\n`) as `ngram` reads it: the request's
-/// id, prompt and output, or the message that stops the run. `line` is its
-/// line number, the id when the line gives none. For the fuzz targets
-/// (`fuzz/`).
-///
-/// ```
-/// use specdec_metrics_cli::cmd::ngram::read_request;
-/// let (id, prompt, output) = read_request(br#"{"prompt": "a b", "output": "c"}"#, 7).unwrap();
-/// assert_eq!((id, prompt.as_str(), output.as_str()), (7.into(), "a b", "c"));
-/// assert!(read_request(br#"{"prompt": "a b"}"#, 7).is_err());
-/// ```
-pub fn read_request(buf: &[u8], line: u64) -> Result<(Value, String, String), String> {
-    parse_request(buf, line, 0).map(|job| (job.id, job.prompt, job.output))
-}
-
-/// One input line into a request: `{"prompt": TEXT, "output": TEXT}` with
-/// an optional `"id"` (a string or an integer; the line number when
-/// absent).
-fn parse_request(buf: &[u8], line: u64, index: usize) -> Result<Job, String> {
-    let text = std::str::from_utf8(buf)
-        .map_err(|e| format!("line {line}: not UTF-8 text (byte {})", e.valid_up_to() + 1))?;
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("line {line}: not JSON: {e}"))?;
-    let Value::Object(mut object) = value else {
-        return Err(format!("line {line}: not a JSON object"));
-    };
-    let mut text_field = |key: &'static str| match object.remove(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "line {line}: field \"{key}\": must be a string, not {}",
-            excerpt(&other.to_string())
-        )),
-        None => Err(format!("line {line}: field \"{key}\": missing")),
-    };
-    let prompt = text_field("prompt")?;
-    let output = text_field("output")?;
-    let id = match object.remove("id") {
-        None => Value::from(line),
-        Some(id @ Value::String(_)) => id,
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Value::Number(n),
-        Some(other) => {
-            return Err(format!(
-                "line {line}: field \"id\": must be a string or an integer, not {}",
-                excerpt(&other.to_string())
-            ));
+/// The message of a request the input `name` could not give, naming the
+/// line limit by its flag.
+fn request_error(name: &str, e: RequestError) -> CliError {
+    CliError::new(match e {
+        RequestError::Line(LineError::TooLong { line, max }) => format!(
+            "{name}: line {line}: longer than {max} bytes (--max-line-bytes); the rest of the input was not read"
+        ),
+        RequestError::Line(LineError::Read { after, error }) => {
+            format!("{name}: line {}: cannot read: {error}", after + 1)
         }
-    };
-    Ok(Job {
-        index,
-        line,
-        id,
-        prompt,
-        output,
+        e => format!("{name}: {e}"),
     })
 }
 

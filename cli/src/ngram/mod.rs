@@ -1,6 +1,6 @@
 //! Exact n-gram what-if traces: what each engine's n-gram (prompt-lookup)
 //! drafter would propose at every output position, and how much of it the
-//! true output confirms (the trace format is `specdec_sim::trace`).
+//! true output confirms (the trace format is `specdec_ingest::trace`).
 //!
 //! [`generate`] walks the context (prompt tokens, then output tokens) once.
 //! Each n-gram ending at a position is given a canonical id, built from the

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use specdec_ingest::trace::TraceMeta;
 use specdec_sim::policy::{Kind, PolicySpec};
-use specdec_sim::trace::TraceMeta;
 use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
 use crate::format::group_digits;

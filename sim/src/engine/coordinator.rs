@@ -48,7 +48,11 @@ impl Coordinator<'_> {
         stop: &AtomicBool,
     ) -> Result<Ran, Error> {
         let (config, recorder, events, live) = (self.config, self.recorder, self.events, self.live);
-        let done = AtomicBool::new(false);
+        // A run stopped before it starts (a signal during the demo's
+        // --delay-seconds) takes no step: real-time engine threads test
+        // `done` before their first. Relaxed: a flag, polled; the caller's
+        // store happened-before this call on its own thread.
+        let done = AtomicBool::new(stop.load(Ordering::Relaxed));
         // Set by an engine thread that panics, so that a real-time coordinator
         // stops (in virtual time the broken barrier stops it).
         let failed = AtomicBool::new(false);

@@ -365,3 +365,26 @@ fn a_cost_table_is_interpolated_between_lengths() {
     assert_eq!(interpolate(&table, 2.0), 3.0);
     assert_eq!(interpolate(&table, 7.0), 3.0);
 }
+
+#[test]
+fn a_run_stopped_before_it_starts_takes_no_step() {
+    // The demo stopped by a signal during --delay-seconds: its report must
+    // be all zeros, however late the engine threads first poll `done`.
+    for virtual_time in [false, true] {
+        for _ in 0..20 {
+            let config = Config {
+                virtual_time,
+                step_us: if virtual_time { 8000 } else { 0 },
+                ..config(PolicySpec::fixed(3))
+            };
+            let recorder = Recorder::new(config.max_draft_len).unwrap();
+            let outcome = run(&config, &recorder, None, &AtomicBool::new(true), &NoEvents).unwrap();
+            assert_eq!(
+                recorder.snapshot().num_spec_steps(),
+                0,
+                "virtual {virtual_time}"
+            );
+            assert_eq!(outcome.requests_finished, 0);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `replay`: JSON Lines of verify steps into one engine-wide histogram.
 //!
 //! The reading thread reads one line at a time into a reused buffer, parses
-//! it ([`input`]) and checks each step against `K`, so that every
+//! it ([`specdec_ingest::steps`]) and checks each step against `K`, so that every
 //! warning and error carries its line number whatever the number of workers.
 //! Then either
 //!
@@ -19,20 +19,18 @@
 //! thread records it, and counts add up in any order.
 
 mod diagnostics;
-// Public for the fuzz targets (`fuzz/`), which check that its fast path
-// agrees with its serde path.
-pub mod input;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
 use std::thread;
 
 use crossbeam_channel::{Receiver, Sender};
+use specdec_ingest::lines::LineError;
+use specdec_ingest::steps::{Record, StepLine, StepReader, StepsError};
 use specdec_metrics::{AcceptanceHistogram, ObserveError, Recorder, Worker};
 
 use self::diagnostics::{Diagnostics, Source, stderr_is_terminal};
-use self::input::{LineParser, Record};
 use super::output::{OutputArgs, output};
 use crate::error::CliError;
 use crate::flags::parse_max_draft_len;
@@ -344,58 +342,27 @@ impl Sink for BatchSink {
 /// line, the first line longer than `config.max_line_bytes` (or, with
 /// `--strict`, the first invalid step).
 fn read_all<R: BufRead, S: Sink>(
-    mut input: R,
+    input: R,
     sink: &mut S,
     config: &ReplayConfig,
     diag: &mut Diagnostics<'_>,
 ) -> Result<(), CliError> {
-    let mut line = Vec::with_capacity(256);
-    let mut parser = LineParser::new();
-    let mut line_no: u64 = 0;
-    // One byte more than a line may hold: reading that many without meeting
-    // a newline proves the line too long, and nothing more is ever buffered.
-    let read_limit = config.max_line_bytes.saturating_add(1);
+    let mut lines = StepReader::new(input, config.max_line_bytes);
     loop {
-        line.clear();
-        let n = input
-            .by_ref()
-            .take(read_limit)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| {
-                CliError::new(format!(
-                    "{}: read error after line {line_no}: {e}",
-                    diag.source.name
-                ))
-            })?;
-        if n == 0 {
-            return Ok(());
+        let StepLine {
+            number,
+            len,
+            record,
+        } = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(steps_error(diag.source.name, e)),
+        };
+        diag.bytes += len as u64;
+        apply(record, number, sink, config, diag)?;
+        if number % 1024 == 0 {
+            diag.tick(number);
         }
-        line_no += 1;
-        diag.bytes += n as u64;
-        if n as u64 == read_limit && line.last() != Some(&b'\n') {
-            return Err(line_too_long(
-                diag.source.name,
-                line_no,
-                config.max_line_bytes,
-            ));
-        }
-        match parser.parse(&line) {
-            Ok(record) => apply(record, line_no, sink, config, diag)?,
-            Err(e) => {
-                return Err(CliError::new(format!(
-                    "{}: line {line_no}: {e}",
-                    diag.source.name
-                )));
-            }
-        }
-        if line_no % 1024 == 0 {
-            diag.tick(line_no);
-        }
-        if line.capacity() > 1 << 20 {
-            // Do not keep a huge buffer after one huge line.
-            line = Vec::with_capacity(256);
-        }
-        parser.shrink();
     }
 }
 
@@ -448,12 +415,17 @@ fn apply<S: Sink>(
     Ok(())
 }
 
+/// The message of a line the input `source` could not give, naming the
+/// line limit by its flag.
 #[cold]
-fn line_too_long(source: &str, line_no: u64, limit: u64) -> CliError {
-    CliError::new(format!(
-        "{source}: line {line_no} is longer than {} (--max-line-bytes); the rest of the input was not read",
-        format_bytes(limit)
-    ))
+fn steps_error(source: &str, e: StepsError) -> CliError {
+    CliError::new(match e {
+        StepsError::Line(LineError::TooLong { line, max }) => format!(
+            "{source}: line {line} is longer than {} (--max-line-bytes); the rest of the input was not read",
+            format_bytes(max as u64)
+        ),
+        e => format!("{source}: {e}"),
+    })
 }
 
 #[cfg(test)]

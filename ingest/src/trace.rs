@@ -10,8 +10,8 @@
 //! many of its tokens agree with the output from `t` on. Drafting `k` at
 //! `t` drafts `min(k, L_t)` tokens, accepts `a = min(k, m_t)` and moves to
 //! `min(t + a + 1, M)`. Position 0 is never drafted: the first output token
-//! comes from the prefill. `specdec-metrics ngram` writes these files;
-//! the engine model reads them.
+//! comes from the prefill. `specdec-metrics ngram` writes these files
+//! from [requests](#requests); the engine model reads them.
 //!
 //! # The format
 //!
@@ -51,10 +51,18 @@
 //! [`TraceReader::with_max_line_bytes`] says otherwise); a metadata line
 //! after the first line.
 //!
+//! # Requests
+//!
+//! What a trace is made from: JSON Lines, UTF-8, one request a line,
+//! `{"prompt": TEXT, "output": TEXT}` with an optional `"id"` (a string or
+//! an integer; the line number when absent); other keys are ignored, blank
+//! lines skipped. [`RequestReader`] reads them, one bounded line at a time,
+//! and stops at the first line that is not a request ([`RequestError`]).
+//!
 //! # Example
 //!
 //! ```
-//! use specdec_sim::trace::{TraceMeta, TraceReader, TraceRequest, write_meta, write_request};
+//! use specdec_ingest::trace::{TraceMeta, TraceReader, TraceRequest, write_meta, write_request};
 //!
 //! let meta = TraceMeta {
 //!     tokenizer: "o200k_base".into(), rule: "vllm".into(),
@@ -79,6 +87,9 @@ use std::io::{self, BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::lines::{LineError, Lines, Overlong};
+use crate::text::excerpt;
 
 /// The cap of a file without metadata: values are at most 64.
 pub const DEFAULT_CAP: usize = 64;
@@ -136,8 +147,8 @@ impl TraceRequest {
     }
 }
 
-/// A malformed trace: the line, the key when one is to blame, and what is
-/// wrong.
+/// A malformed line of a trace, or of a [requests](self#requests) file: the
+/// line, the key when one is to blame, and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
     /// The line number, from 1.
@@ -169,69 +180,11 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// What [`read_line_bounded`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
-    /// The input ended before any byte of a new line.
-    Eof,
-    /// A line, without its `\n`, is in the buffer.
-    Line,
-    /// The line is longer than the limit; the buffer holds its first bytes
-    /// and the rest was not read.
-    TooLong,
-}
-
-/// Reads one line (up to `\n` or the end of the input) into `buf`, cleared
-/// first, holding at most `max` bytes of it: a longer line stops the read
-/// at once with [`LineRead::TooLong`], so memory stays bounded whatever the
-/// input.
-pub fn read_line_bounded<R: BufRead>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<LineRead> {
-    buf.clear();
-    let mut read_any = false;
-    loop {
-        let chunk = match reader.fill_buf() {
-            Ok(chunk) => chunk,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok(if read_any {
-                LineRead::Line
-            } else {
-                LineRead::Eof
-            });
-        }
-        read_any = true;
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i, true),
-            None => (chunk.len(), false),
-        };
-        if buf.len() + take > max {
-            let room = max - buf.len();
-            buf.extend_from_slice(&chunk[..room]);
-            reader.consume(room);
-            return Ok(LineRead::TooLong);
-        }
-        buf.extend_from_slice(&chunk[..take]);
-        reader.consume(take + usize::from(done));
-        if done {
-            return Ok(LineRead::Line);
-        }
-    }
-}
-
 /// Reads a trace one line at a time (see the [module docs](self)): the
 /// metadata, then one [`TraceRequest`] per line. After the first error it
 /// yields nothing more.
 pub struct TraceReader<R: BufRead> {
-    reader: R,
-    buf: Vec<u8>,
-    line: u64,
-    max_line_bytes: usize,
+    lines: Lines<R>,
     meta: Option<TraceMeta>,
     /// Whether the first non-blank line was read (and taken as metadata or
     /// kept in `pending`).
@@ -247,23 +200,19 @@ impl<R: BufRead> TraceReader<R> {
     /// A reader of `reader`, which it reads one line at a time, each at
     /// most [`DEFAULT_MAX_LINE_BYTES`] long.
     pub fn new(reader: R) -> Self {
+        Self::with_max_line_bytes(reader, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// A reader of `reader` accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(reader: R, n: usize) -> Self {
         Self {
-            reader,
-            buf: Vec::new(),
-            line: 0,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            lines: Lines::new(reader, n, Overlong::Refuse),
             meta: None,
             started: false,
             pending: None,
             failed: None,
             done: false,
         }
-    }
-
-    /// The same reader, accepting lines of at most `n` bytes.
-    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
-        self.max_line_bytes = n;
-        self
     }
 
     /// The metadata line, reading the first line if it was not yet read;
@@ -281,7 +230,7 @@ impl<R: BufRead> TraceReader<R> {
 
     /// The line number of the last line read (0 before the first).
     pub fn line(&self) -> u64 {
-        self.line
+        self.lines.number()
     }
 
     fn start(&mut self) -> Result<(), TraceError> {
@@ -320,25 +269,23 @@ impl<R: BufRead> TraceReader<R> {
     /// The next non-blank line as a JSON object, with its line number.
     fn next_object(&mut self) -> Result<Option<NumberedObject>, TraceError> {
         loop {
-            self.line += 1;
-            let line = self.line;
-            let read = read_line_bounded(&mut self.reader, &mut self.buf, self.max_line_bytes)
-                .map_err(|e| TraceError::new(line, None, format!("cannot read: {e}")))?;
-            match read {
-                LineRead::Eof => return Ok(None),
-                LineRead::TooLong => {
+            // The number of the line read next, or refused.
+            let line = self.lines.number() + 1;
+            let buf = match self.lines.next_line() {
+                Ok(Some(buf)) => buf,
+                Ok(None) => return Ok(None),
+                Err(LineError::Read { error, .. }) => {
+                    return Err(TraceError::new(line, None, format!("cannot read: {error}")));
+                }
+                Err(LineError::TooLong { max, .. }) => {
                     return Err(TraceError::new(
                         line,
                         None,
-                        format!(
-                            "the line is longer than {} bytes; the rest was not read",
-                            self.max_line_bytes
-                        ),
+                        format!("the line is longer than {max} bytes; the rest was not read"),
                     ));
                 }
-                LineRead::Line => {}
-            }
-            let text = std::str::from_utf8(&self.buf).map_err(|e| {
+            };
+            let text = std::str::from_utf8(buf).map_err(|e| {
                 TraceError::new(
                     line,
                     None,
@@ -491,13 +438,23 @@ fn parse_request(
 fn parse_id(line: u64, object: &mut Map<String, Value>) -> Result<Value, TraceError> {
     match object.remove("id") {
         None => Ok(Value::from(line)),
-        Some(id @ Value::String(_)) => Ok(id),
-        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Ok(Value::Number(n)),
-        Some(other) => Err(TraceError::new(
-            line,
-            Some("id"),
-            format!("must be a string or an integer, not {}", kind(&other)),
-        )),
+        Some(id) => id_value(id).map_err(|other| {
+            TraceError::new(
+                line,
+                Some("id"),
+                format!("must be a string or an integer, not {}", kind(&other)),
+            )
+        }),
+    }
+}
+
+/// An id as given, when it is one (a string or an integer), else the value
+/// back, for the message.
+fn id_value(id: Value) -> Result<Value, Value> {
+    match id {
+        Value::String(_) => Ok(id),
+        Value::Number(ref n) if n.is_u64() || n.is_i64() => Ok(id),
+        other => Err(other),
     }
 }
 
@@ -577,6 +534,168 @@ fn check_matches(
         }
     }
     Ok(())
+}
+
+/// A request as text, one line of a [requests](self#requests) file: what
+/// a trace line is made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextRequest {
+    /// The line it was read from, from 1.
+    pub line: u64,
+    /// A string or an integer, as given; the line number when absent.
+    pub id: Value,
+    /// The prompt's text.
+    pub prompt: String,
+    /// The output's text.
+    pub output: String,
+}
+
+impl TextRequest {
+    /// One line (without its `\n`) as a request; `line` is its number, and
+    /// its id when it gives none.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::TextRequest;
+    /// let r = TextRequest::parse(br#"{"prompt": "a b", "output": "c"}"#, 7).unwrap();
+    /// assert_eq!((r.id, r.prompt.as_str(), r.output.as_str()), (7.into(), "a b", "c"));
+    /// let e = TextRequest::parse(br#"{"prompt": "a b"}"#, 7).unwrap_err();
+    /// assert_eq!(e.to_string(), "line 7: field \"output\": missing");
+    /// ```
+    pub fn parse(buf: &[u8], line: u64) -> Result<Self, TraceError> {
+        let text = std::str::from_utf8(buf).map_err(|e| {
+            TraceError::new(
+                line,
+                None,
+                format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
+            )
+        })?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| TraceError::new(line, None, format!("not JSON: {e}")))?;
+        let Value::Object(mut object) = value else {
+            return Err(TraceError::new(line, None, "not a JSON object"));
+        };
+        let mut text_field = |key: &'static str| match object.remove(key) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(TraceError::new(
+                line,
+                Some(key),
+                format!("must be a string, not {}", excerpt(&other.to_string())),
+            )),
+            None => Err(TraceError::new(line, Some(key), "missing")),
+        };
+        let prompt = text_field("prompt")?;
+        let output = text_field("output")?;
+        let id = match object.remove("id") {
+            None => Value::from(line),
+            Some(id) => id_value(id).map_err(|other| {
+                TraceError::new(
+                    line,
+                    Some("id"),
+                    format!(
+                        "must be a string or an integer, not {}",
+                        excerpt(&other.to_string())
+                    ),
+                )
+            })?,
+        };
+        Ok(Self {
+            line,
+            id,
+            prompt,
+            output,
+        })
+    }
+}
+
+/// Why a [`RequestReader`] stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The input could not be read, or a line is longer than the limit
+    /// (the rest of the input was not read).
+    Line(LineError),
+    /// A line that is not a request.
+    Malformed(TraceError),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::Line(e) => write!(f, "{e}"),
+            RequestError::Malformed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Line(e) => Some(e),
+            RequestError::Malformed(e) => Some(e),
+        }
+    }
+}
+
+/// Reads a [requests](self#requests) file one line at a time, each at most
+/// [`DEFAULT_MAX_LINE_BYTES`] long unless told otherwise, blank lines
+/// skipped. After the first error it yields nothing more.
+///
+/// ```
+/// use specdec_ingest::trace::{RequestError, RequestReader};
+/// let input = b"{\"prompt\": \"a\", \"output\": \"b\", \"id\": \"r1\"}\n\n{\"prompt\": 1}\n";
+/// let mut reader = RequestReader::new(&input[..]);
+/// let first = reader.next().unwrap().unwrap();
+/// assert_eq!((first.line, first.id.as_str()), (1, Some("r1")));
+/// let Some(Err(RequestError::Malformed(e))) = reader.next() else { panic!() };
+/// assert_eq!(e.line, 3);
+/// assert!(reader.next().is_none());
+/// ```
+pub struct RequestReader<R: BufRead> {
+    lines: Lines<R>,
+    done: bool,
+}
+
+impl<R: BufRead> RequestReader<R> {
+    /// A reader of `reader`.
+    pub fn new(reader: R) -> Self {
+        Self::with_max_line_bytes(reader, DEFAULT_MAX_LINE_BYTES)
+    }
+
+    /// A reader of `reader` accepting lines of at most `n` bytes.
+    pub fn with_max_line_bytes(reader: R, n: usize) -> Self {
+        Self {
+            lines: Lines::new(reader, n, Overlong::Refuse),
+            done: false,
+        }
+    }
+
+    fn next_request(&mut self) -> Result<Option<TextRequest>, RequestError> {
+        loop {
+            let line = self.lines.number() + 1;
+            let Some(buf) = self.lines.next_line().map_err(RequestError::Line)? else {
+                return Ok(None);
+            };
+            if buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return TextRequest::parse(buf, line)
+                .map(Some)
+                .map_err(RequestError::Malformed);
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for RequestReader<R> {
+    type Item = Result<TextRequest, RequestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = self.next_request();
+        self.done = !matches!(next, Ok(Some(_)));
+        next.transpose()
+    }
 }
 
 #[derive(Serialize)]
@@ -818,16 +937,16 @@ mod tests {
         // A reader that would yield endless bytes without a newline: the
         // read stops at the limit.
         let endless = io::repeat(b' ').take(1 << 40);
-        let mut reader = TraceReader::new(io::BufReader::new(endless)).with_max_line_bytes(1000);
+        let mut reader = TraceReader::with_max_line_bytes(io::BufReader::new(endless), 1000);
         let e = reader.next().unwrap().unwrap_err();
         assert_eq!((e.line, e.field), (1, None));
         assert!(e.message.contains("longer than 1000 bytes"), "{e}");
         assert!(reader.next().is_none(), "nothing after an error");
         // Exactly at the limit is fine.
         let line = b"{\"output_tokens\":1,\"proposal\":[],\"match\":[]}";
-        let ok = TraceReader::new(&line[..]).with_max_line_bytes(line.len());
+        let ok = TraceReader::with_max_line_bytes(&line[..], line.len());
         assert_eq!(ok.count(), 1);
-        let too_long = TraceReader::new(&line[..]).with_max_line_bytes(line.len() - 1);
+        let too_long = TraceReader::with_max_line_bytes(&line[..], line.len() - 1);
         assert!(too_long.last().unwrap().is_err());
     }
 
@@ -859,6 +978,101 @@ mod tests {
         let e = reader.meta().unwrap_err();
         assert_eq!((e.line, e.field), (1, Some("cap")));
         assert!(reader.next().unwrap().is_err());
+        assert!(reader.next().is_none());
+    }
+
+    fn requests(text: &[u8], max: usize) -> Vec<Result<TextRequest, String>> {
+        RequestReader::with_max_line_bytes(text, max)
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn requests_skip_blank_lines_and_default_the_id_to_the_line() {
+        let text = b"\n  \t\n{\"output\":\"o\",\"prompt\":\"p\",\"x\":1}\r\n{\"prompt\":\"\",\"output\":\"\",\"id\":-3}";
+        let got = requests(text, 1000);
+        assert_eq!(
+            got,
+            vec![
+                Ok(TextRequest {
+                    line: 3,
+                    id: Value::from(3),
+                    prompt: "p".into(),
+                    output: "o".into()
+                }),
+                Ok(TextRequest {
+                    line: 4,
+                    id: Value::from(-3),
+                    prompt: String::new(),
+                    output: String::new()
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_request_stops_the_reader_naming_line_and_field() {
+        for (text, message) in [
+            (
+                &b"{\"prompt\":\"p\"}"[..],
+                "line 1: field \"output\": missing",
+            ),
+            (
+                b"\n{\"prompt\":[1],\"output\":\"o\"}",
+                "line 2: field \"prompt\": must be a string, not \"[1]\"",
+            ),
+            (
+                b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":1.5}",
+                "line 1: field \"id\": must be a string or an integer, not \"1.5\"",
+            ),
+            (b"[]", "line 1: not a JSON object"),
+            (b"{\"prompt\":\"\xff\"}", "line 1: not UTF-8 text (byte 12)"),
+            (
+                b"{\"prompt\":\"p\",\"output\":\"o\"}\n{{{\n{}",
+                "line 2: not JSON: key must be a string at line 1 column 2",
+            ),
+        ] {
+            let got = requests(text, 1000);
+            assert_eq!(got.last(), Some(&Err(message.to_owned())), "{got:?}");
+            assert!(got[..got.len() - 1].iter().all(Result::is_ok), "{got:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_request_line_stops_the_reader_unread() {
+        let line = br#"{"prompt":"p","output":"o"}"#;
+        assert_eq!(requests(line, line.len()).len(), 1);
+        let mut reader = RequestReader::with_max_line_bytes(&line[..], line.len() - 1);
+        let Some(Err(RequestError::Line(LineError::TooLong { line: 1, max }))) = reader.next()
+        else {
+            panic!("not too long")
+        };
+        assert_eq!(max, line.len() - 1);
+        assert!(reader.next().is_none());
+        let endless = io::BufReader::new(io::repeat(b'{').take(1 << 40));
+        let e = RequestReader::with_max_line_bytes(endless, 10)
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.to_string(), "line 1 is longer than 10 bytes");
+    }
+
+    #[test]
+    fn a_read_error_names_its_line() {
+        struct Broken;
+        impl io::Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("gone"))
+            }
+        }
+        let mut reader = RequestReader::new(io::BufReader::new(Broken));
+        let e = reader.next().unwrap().unwrap_err();
+        assert!(
+            matches!(e, RequestError::Line(LineError::Read { after: 0, .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "read error after line 0: gone");
+        assert!(std::error::Error::source(&e).is_some());
         assert!(reader.next().is_none());
     }
 

@@ -1,5 +1,6 @@
-//! One line of a replay trace (JSON Lines), parsed without building a
-//! `serde_json::Value`.
+//! `replay`'s input: JSON Lines of verify steps and vLLM detailed reports,
+//! each line parsed without building a `serde_json::Value`
+//! ([`LineParser`]), read one bounded line at a time ([`StepReader`]).
 //!
 //! A line is one of (`docs/cli.md`, "Replay input lines"):
 //!
@@ -26,8 +27,13 @@
 //! value that is ignored. A byte-order mark at the start of a line is
 //! malformed too (JSON does not allow one) and named as such.
 //!
-//! **Messages.** Input quoted in a message goes through
-//! [`crate::format::excerpt`]: control characters escaped, cut short.
+//! **Messages.** Input quoted in a message goes through [`excerpt`]:
+//! control characters escaped, cut short.
+//!
+//! **Lines.** [`StepReader`] reads at most its limit of bytes of a line
+//! (the terminator not counted): a longer line stops it at once, so memory
+//! stays bounded by the limit whatever the input; a parser's buffers grown
+//! by one long detailed report are let go before the next line.
 //!
 //! Parsing has two paths. The fast path reads the three common shapes, a
 //! plain step, an undrafted step and a scheduler step, straight from the
@@ -43,10 +49,12 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::BufRead;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::format::excerpt;
+use crate::lines::{LineError, Lines, Overlong};
+use crate::text::excerpt;
 
 /// What every line must be, quoted in the error messages.
 pub const EXPECTED_SHAPES: &str = "expected {\"drafted\": k, \"accepted\": a}, {\"undrafted\": true}, \
@@ -101,6 +109,8 @@ impl fmt::Display for ParseError {
         f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for ParseError {}
 
 /// Parses lines, keeping the buffers of detailed reports between calls so
 /// that a long trace allocates nothing per line.
@@ -160,6 +170,120 @@ impl LineParser {
             .and_then(|fields| de.end().map(|()| fields))
             .map_err(json_error)?;
         fields.classify(&self.drafted, &self.accepted)
+    }
+}
+
+/// One line a [`StepReader`] read: its number, its length and its record.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StepLine<'p> {
+    /// The line number, from 1 (blank lines count).
+    pub number: u64,
+    /// The bytes it took in the input, its terminator included.
+    pub len: usize,
+    /// What it says.
+    pub record: Record<'p>,
+}
+
+/// Why a [`StepReader`] stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StepsError {
+    /// The input could not be read, or a line is longer than the limit
+    /// (the rest of the input was not read).
+    Line(LineError),
+    /// A line that is none of the accepted shapes.
+    Malformed {
+        /// The line, from 1.
+        line: u64,
+        /// What is wrong with it.
+        error: ParseError,
+    },
+}
+
+impl fmt::Display for StepsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepsError::Line(e) => write!(f, "{e}"),
+            StepsError::Malformed { line, error } => write!(f, "line {line}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StepsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StepsError::Line(e) => Some(e),
+            StepsError::Malformed { error, .. } => Some(error),
+        }
+    }
+}
+
+/// Reads steps one line at a time into reused buffers: nothing is
+/// allocated per line, and a line is never held past the limit. After the
+/// end or the first error it reads nothing more.
+///
+/// ```
+/// use specdec_ingest::steps::{Record, StepReader, StepsError};
+/// let input = b"{\"drafted\":3,\"accepted\":2}\n\n{\"undrafted\":true}\n{\"drafted\":1}\n";
+/// let mut reader = StepReader::new(&input[..], 1024);
+/// let first = reader.next_line().unwrap().unwrap();
+/// assert_eq!((first.number, first.len), (1, 27));
+/// assert_eq!(first.record, Record::Step { drafted: 3, accepted: 2 });
+/// assert_eq!(reader.next_line().unwrap().unwrap().record, Record::Blank);
+/// assert_eq!(reader.next_line().unwrap().unwrap().record, Record::Undrafted);
+/// let e = reader.next_line().unwrap_err();
+/// assert!(matches!(e, StepsError::Malformed { line: 4, .. }));
+/// assert!(reader.next_line().unwrap().is_none());
+/// ```
+pub struct StepReader<R> {
+    lines: Lines<R>,
+    parser: LineParser,
+    done: bool,
+}
+
+impl<R: BufRead> StepReader<R> {
+    /// A reader of `input` whose lines are at most `max_line_bytes` long,
+    /// the terminator not counted.
+    pub fn new(input: R, max_line_bytes: u64) -> Self {
+        let max = usize::try_from(max_line_bytes).unwrap_or(usize::MAX);
+        Self {
+            lines: Lines::new(input, max, Overlong::Refuse),
+            parser: LineParser::new(),
+            done: false,
+        }
+    }
+
+    /// The next line, `None` at the end of the input.
+    #[inline]
+    pub fn next_line(&mut self) -> Result<Option<StepLine<'_>>, StepsError> {
+        if self.done {
+            return Ok(None);
+        }
+        // Until this line is read and parsed: an early return is the end.
+        self.done = true;
+        self.parser.shrink();
+        let before = self.lines.bytes();
+        let parsed = match self.lines.next_line() {
+            Ok(Some(line)) => self.parser.parse(line),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(StepsError::Line(e)),
+        };
+        let number = self.lines.number();
+        let len = (self.lines.bytes() - before) as usize;
+        match parsed {
+            Ok(record) => {
+                self.done = false;
+                Ok(Some(StepLine {
+                    number,
+                    len,
+                    record,
+                }))
+            }
+            Err(error) => Err(StepsError::Malformed {
+                line: number,
+                error,
+            }),
+        }
     }
 }
 
@@ -854,6 +978,8 @@ impl Fields {
 
 #[cfg(test)]
 mod tests {
+    use std::io::{self, Read as _};
+
     use super::*;
 
     fn parse(line: &str) -> Result<String, String> {
@@ -868,6 +994,100 @@ mod tests {
         p.parse_slow(line.as_bytes())
             .map(|r| format!("{r:?}"))
             .map_err(|e| e.to_string())
+    }
+
+    /// Every line `StepReader` gives, as (number, len, record) or the
+    /// error's message.
+    fn read_lines(input: &[u8], limit: u64) -> Vec<Result<(u64, usize, String), String>> {
+        let mut reader = StepReader::new(input, limit);
+        let mut out = Vec::new();
+        loop {
+            match reader.next_line() {
+                Ok(Some(l)) => out.push(Ok((l.number, l.len, format!("{:?}", l.record)))),
+                Ok(None) => return out,
+                Err(e) => {
+                    out.push(Err(e.to_string()));
+                    assert!(matches!(reader.next_line(), Ok(None)), "read on");
+                    return out;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_reader_numbers_lines_and_counts_their_bytes() {
+        let got = read_lines(b"{\"undrafted\":true}\r\n\n  \n{\"scheduled\":2}", 100);
+        assert_eq!(
+            got,
+            vec![
+                Ok((1, 20, "Undrafted".into())),
+                Ok((2, 1, "Blank".into())),
+                Ok((3, 3, "Blank".into())),
+                Ok((4, 15, "Scheduled { budget: 2 }".into())),
+            ]
+        );
+        assert_eq!(
+            read_lines(
+                b"{\"drafted\":1,\"accepted\":2}\n{\"drafted\":1,\"accepted\":-1}\n{}",
+                100
+            ),
+            vec![
+                Ok((1, 27, "Step { drafted: 1, accepted: 2 }".into())),
+                Err(
+                    "line 2: \"accepted\" must be an integer >= 0, got the negative integer -1"
+                        .into()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_reader_refuses_a_line_past_its_limit_unread() {
+        let line = br#"{"scheduled":2}"#;
+        let limit = line.len() as u64;
+        // At the limit, with or without its terminator, is fine.
+        for input in [&line[..], &[&line[..], b"\n"].concat()] {
+            assert_eq!(read_lines(input, limit).len(), 1);
+        }
+        let message = |limit: u64| Err(format!("line 2 is longer than {limit} bytes"));
+        assert_eq!(
+            read_lines(b"\n{\"scheduled\":2}", limit - 1).last(),
+            Some(&message(limit - 1))
+        );
+        // A carriage return counts.
+        assert_eq!(
+            read_lines(b"\n{\"scheduled\":2}\r\n", limit).last(),
+            Some(&message(limit))
+        );
+        let endless = io::BufReader::new(io::repeat(b' ').take(1 << 40));
+        let e = StepReader::new(endless, 1000).next_line().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StepsError::Line(LineError::TooLong { line: 1, max: 1000 })
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_read_error_names_the_lines_before() {
+        struct Broken(bool);
+        impl io::Read for Broken {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if std::mem::replace(&mut self.0, true) {
+                    return Err(io::Error::other("gone"));
+                }
+                let line = b"{\"undrafted\":true}\n";
+                buf[..line.len()].copy_from_slice(line);
+                Ok(line.len())
+            }
+        }
+        let mut reader = StepReader::new(io::BufReader::new(Broken(false)), 100);
+        assert!(reader.next_line().unwrap().is_some());
+        let e = reader.next_line().unwrap_err();
+        assert_eq!(e.to_string(), "read error after line 1: gone");
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]
