@@ -1,6 +1,6 @@
 //! `advise --vllm-log` on every format vLLM has printed about speculative
 //! decoding. Each writer below is the format string of vLLM's own code
-//! path (cited in `cli/src/vllm_log.rs`), rewritten in Rust and fed exact
+//! path (cited in `ingest/src/source/vllm_log/`), rewritten in Rust and fed exact
 //! counts chosen here: the counts each format yields are checked against
 //! those, by hand. The files in `tests/fixtures/vllm_logs/` are these
 //! writers' output (`fixtures_are_what_the_writers_print` keeps them so;
