@@ -480,3 +480,35 @@ fn bad_flags_and_files_are_errors() {
         &["no such directory"],
     );
 }
+
+/// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
+/// `Command` cannot make (`>&-`, `>>`).
+fn sh(script: &str) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .env("BIN", assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn standard_output_closed_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let requests = dir.path().join("req.jsonl");
+    std::fs::write(&requests, GOOD).unwrap();
+    let req = requests.to_str().unwrap();
+    let out = sh(&format!("exec \"$BIN\" ngram '{req}' >&-"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the trace was not written\n"
+    );
+    // With --output, standard output is not used.
+    let trace = dir.path().join("trace.jsonl");
+    let out = sh(&format!(
+        "exec \"$BIN\" ngram '{req}' --output '{}' >&-",
+        trace.display()
+    ));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read_trace(&std::fs::read(&trace).unwrap()).1.len(), 1);
+}

@@ -148,6 +148,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
     // Every input is checked before anything is written.
     let source = open_source(&args)?;
+    if args.output.is_none() && specdec_sim::stdio::stdout_is_closed() {
+        return Err(CliError::new(
+            "standard output is closed; the trace was not written",
+        ));
+    }
     let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
     if args.sampled {
         eprintln!(
