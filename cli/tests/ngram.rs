@@ -512,3 +512,69 @@ fn standard_output_closed_is_an_error() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(read_trace(&std::fs::read(&trace).unwrap()).1.len(), 1);
 }
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    let dir = TempDir::new().unwrap();
+    let requests = dir.path().join("req.jsonl");
+    let text = GOOD.repeat(3);
+    std::fs::write(&requests, &text).unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&requests, &link).unwrap();
+    let req = requests.to_str().unwrap();
+    // --output onto the requests, by their name or through a link.
+    for output in [req, link.to_str().unwrap()] {
+        assert_bad(
+            &[req, "--output", output],
+            b"",
+            &["--output", "is the input", "nothing was written"],
+        );
+        assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    }
+    // --output onto the file on standard input.
+    let out = bin()
+        .args(["ngram", "--output", req])
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is the file on standard input"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    // --output onto the tokenizer file.
+    let tokenizer = dir.path().join("tokenizer.json");
+    let tokenizer_text = json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "[UNK]": 2}, "unk_token": "[UNK]"}
+    })
+    .to_string();
+    std::fs::write(&tokenizer, &tokenizer_text).unwrap();
+    let tok = tokenizer.to_str().unwrap();
+    assert_bad(
+        &[req, "--tokenizer", tok, "--output", tok],
+        b"",
+        &["is the --tokenizer file", "nothing was written"],
+    );
+    assert_eq!(std::fs::read_to_string(&tokenizer).unwrap(), tokenizer_text);
+    // Standard output appended to the requests.
+    let out = sh(&format!("exec \"$BIN\" ngram '{req}' >> '{req}'"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("standard output is the input"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    // Another file is written as before.
+    let trace = dir.path().join("trace.jsonl");
+    let out = run(&[req, "--output", trace.to_str().unwrap()], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        read_trace(&std::fs::read(&trace).unwrap()).1.len(),
+        3,
+        "three requests"
+    );
+}

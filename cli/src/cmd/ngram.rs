@@ -153,6 +153,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "standard output is closed; the trace was not written",
         ));
     }
+    refuse_output_onto_an_input(&args)?;
     let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
     if args.sampled {
         eprintln!(
@@ -246,6 +247,77 @@ fn open_source(args: &Args) -> Result<Source, CliError> {
             }
         }
     })
+}
+
+/// Refuses a trace written onto one of the inputs (the same file: device
+/// and inode, whatever the name or link), which `--output` would truncate
+/// before it is read and standard output (`>> FILE`) would grow while it
+/// is read.
+fn refuse_output_onto_an_input(args: &Args) -> Result<(), CliError> {
+    let (target, output) = match &args.output {
+        Some(path) => (
+            format!("--output {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        ),
+        None => (
+            "standard output".to_owned(),
+            file_id(fd_metadata(&io::stdout())),
+        ),
+    };
+    let Some(output) = output else {
+        return Ok(()); // a new file, or not a regular file
+    };
+    let mut inputs = Vec::new();
+    match (&args.git, &args.file) {
+        (Some(_), _) => {}
+        (None, Some(path)) if !is_stdin(path) => inputs.push((
+            format!("the input {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        )),
+        (None, _) => inputs.push((
+            "the file on standard input".to_owned(),
+            file_id(fd_metadata(&io::stdin())),
+        )),
+    }
+    if let Some(path) = Tokenizer::file_of(&args.tokenizer) {
+        inputs.push((
+            format!("the --tokenizer file {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        ));
+    }
+    match inputs.into_iter().find(|(_, id)| *id == Some(output)) {
+        Some((input, _)) => Err(CliError::new(format!(
+            "{target} is {input}: the trace would overwrite it; nothing was written"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A regular file's device and inode (`None` for anything else, or off
+/// Unix).
+fn file_id(meta: io::Result<std::fs::Metadata>) -> Option<(u64, u64)> {
+    let meta = meta.ok().filter(std::fs::Metadata::is_file)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+/// What a standard stream is open on.
+#[cfg(unix)]
+fn fd_metadata(stream: &impl std::os::fd::AsFd) -> io::Result<std::fs::Metadata> {
+    File::from(stream.as_fd().try_clone_to_owned()?).metadata()
+}
+
+#[cfg(not(unix))]
+fn fd_metadata<T>(_: &T) -> io::Result<std::fs::Metadata> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// Where the trace goes: `--output`, or standard output.
