@@ -578,3 +578,89 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
         "three requests"
     );
 }
+
+/// A repository of two commits editing `a.txt`, and its git directory.
+fn two_commits(dir: &Path) -> std::path::PathBuf {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), lines(5, "a")).unwrap();
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-qm", "first"]);
+    std::fs::write(dir.join("a.txt"), lines(6, "a")).unwrap();
+    git(dir, &["commit", "-qam", "second"]);
+    dir.join(".git")
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_broken_head_is_an_error_quoting_git_and_a_new_repository_has_no_commits() {
+    // A new repository: no commits, no requests, said so.
+    let dir = TempDir::new().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    let out = run(&["--git", dir.path().to_str().unwrap()], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(read_trace(&out.stdout).1.len(), 0);
+    assert!(out.stderr.contains("no commits"), "{}", out.stderr);
+
+    // HEAD's commit missing from the object database.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    let head = git_out(dir.path(), &["rev-parse", "HEAD"]);
+    std::fs::remove_file(git_dir.join("objects").join(&head[..2]).join(&head[2..])).unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "bad object HEAD"],
+    );
+
+    // The branch's ref holds no hash.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::write(git_dir.join("refs/heads/main"), "not a hash\n").unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "HEAD"],
+    );
+
+    // HEAD names a branch that does not exist, beside one with commits.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/gone", "does not exist"],
+    );
+
+    // The branch's ref deleted by hand: HEAD's reflog still holds its
+    // commits.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::remove_file(git_dir.join("refs/heads/main")).unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/main", "does not exist"],
+    );
+
+    // A commit missing in the middle of the history.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    let first = git_out(dir.path(), &["rev-parse", "HEAD~1"]);
+    std::fs::remove_file(git_dir.join("objects").join(&first[..2]).join(&first[2..])).unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", &first[..7]],
+    );
+}

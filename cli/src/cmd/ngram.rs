@@ -428,7 +428,12 @@ fn pipeline(
     if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
-    if let (true, Some((commits, skipped))) = (is_git, git_counts) {
+    if let (true, Some((commits, skipped, unborn))) = (is_git, git_counts) {
+        if let Some(branch) = unborn {
+            eprintln!(
+                "ngram --git: the repository has no commits yet (HEAD names {branch}, a branch without any)"
+            );
+        }
         note_git_counts(next, positions, commits, &skipped);
     }
     Ok(())
@@ -476,13 +481,14 @@ fn progress(requests: usize, positions: u64, started: Instant) {
 }
 
 /// The reading thread: one message per request, in order, each after a
-/// credit (a request written). Returns the `--git` counts.
+/// credit (a request written). Returns the `--git` counts (commits, files
+/// skipped, and the unborn branch of a new repository).
 fn read_requests(
     source: Source,
     max_line_bytes: usize,
     credits: &Receiver<()>,
     jobs: &Sender<Message>,
-) -> Option<(u64, crate::ngram::git::Skipped)> {
+) -> Option<(u64, crate::ngram::git::Skipped, Option<String>)> {
     match source {
         Source::Git(mut history) => {
             let mut index = 0;
@@ -498,7 +504,9 @@ fn read_requests(
                         prompt: request.prompt,
                         output: request.output,
                     }),
-                    Ok(None) => return Some((history.commits, history.skipped)),
+                    Ok(None) => {
+                        return Some((history.commits, history.skipped, history.unborn.take()));
+                    }
                     Err(e) => Message::Failed(index, e),
                 };
                 let failed = matches!(message, Message::Failed(..));
