@@ -664,3 +664,53 @@ fn a_broken_head_is_an_error_quoting_git_and_a_new_repository_has_no_commits() {
         &["git log failed", &first[..7]],
     );
 }
+
+#[test]
+fn submodules_and_symbolic_links_are_skipped_and_counted() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), lines(5, "a")).unwrap();
+    std::fs::write(repo.join("b.txt"), lines(5, "b")).unwrap();
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "."]);
+    // A submodule's commit, which the repository does not hold.
+    let gitlink = |hash: &str| format!("160000,{hash},sub");
+    git(
+        repo,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &gitlink(&"1".repeat(40)),
+        ],
+    );
+    git(repo, &["commit", "-qm", "first"]);
+    std::fs::write(repo.join("a.txt"), lines(6, "a")).unwrap();
+    std::fs::remove_file(repo.join("link")).unwrap();
+    std::os::unix::fs::symlink("b.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "a.txt", "link"]);
+    git(
+        repo,
+        &["update-index", "--cacheinfo", &gitlink(&"2".repeat(40))],
+    );
+    git(repo, &["commit", "-qm", "second"]);
+
+    let out = run(&["--git", repo.to_str().unwrap()], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let ids: Vec<String> = read_trace(&out.stdout)
+        .1
+        .iter()
+        .map(|r| r.id.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].ends_with(":a.txt"), "{ids:?}");
+    for needle in [
+        "1 requests",
+        "0 whose parent is not in the repository",
+        "1 submodules",
+        "1 symbolic links",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
+    }
+}

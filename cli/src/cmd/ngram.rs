@@ -467,8 +467,13 @@ fn note_git_counts(
     skipped: &crate::ngram::git::Skipped,
 ) {
     eprintln!(
-        "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository",
-        skipped.not_text, skipped.too_many_changes, skipped.too_large, skipped.unavailable
+        "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository, {} submodules, {} symbolic links",
+        skipped.not_text,
+        skipped.too_many_changes,
+        skipped.too_large,
+        skipped.unavailable,
+        skipped.submodules,
+        skipped.symlinks
     );
 }
 

@@ -8,9 +8,11 @@
 //! before the commit has at most `max_bytes` bytes. The prompt is the
 //! commit's subject, a blank line and the file before; the output is the
 //! file after; the id is `"<short hash>:<path>"`. Files that are not UTF-8
-//! text (binary to git, invalid UTF-8 or holding a NUL byte) are skipped and
-//! counted in [`Skipped`].
+//! text (binary to git, invalid UTF-8 or holding a NUL byte), submodules and
+//! symbolic links (their modes from `git log --raw`) are skipped and counted
+//! in [`Skipped`].
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -49,6 +51,36 @@ pub struct Skipped {
     /// The parent commit is not in the repository (a shallow clone), or
     /// the path holds a newline.
     pub unavailable: u64,
+    /// A submodule (a commit of another repository, not a file).
+    pub submodules: u64,
+    /// A symbolic link (its target is not an edit of a file).
+    pub symlinks: u64,
+}
+
+/// What a path of a commit is, from `git log --raw`'s modes, when it is
+/// not a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NotFile {
+    Submodule,
+    Symlink,
+}
+
+impl NotFile {
+    /// From a raw entry's header, `:100644 100644 <hash> <hash> M`: a
+    /// submodule (mode 160000) or a symbolic link (120000) on either side.
+    fn of(header: &[u8]) -> Option<Self> {
+        let header = std::str::from_utf8(header).ok()?;
+        let modes = header.split(' ').take(2);
+        let mut found = None;
+        for mode in modes {
+            match mode {
+                "160000" => return Some(NotFile::Submodule),
+                "120000" => found = Some(NotFile::Symlink),
+                _ => {}
+            }
+        }
+        found
+    }
 }
 
 /// The filters of `--git`.
@@ -83,6 +115,11 @@ pub struct History {
     /// ref at all, so no commit to read).
     pub unborn: Option<String>,
     field: Vec<u8>,
+    /// The raw entry whose path is the next field: `Some(None)` for a
+    /// file.
+    raw_pending: Option<Option<NotFile>>,
+    /// The paths of the commit being read that are not files.
+    not_files: HashMap<Vec<u8>, NotFile>,
 }
 
 fn git(repo: &Path) -> Command {
@@ -140,6 +177,7 @@ impl History {
                 "--no-merges",
                 "--no-renames",
                 "--diff-filter=M",
+                "--raw",
                 "--numstat",
                 "-z",
                 "--format=%x01%H%x02%h%x02%s",
@@ -183,6 +221,8 @@ impl History {
             skipped: Skipped::default(),
             unborn: None,
             field: Vec::new(),
+            raw_pending: None,
+            not_files: HashMap::new(),
         })
     }
 
@@ -297,6 +337,19 @@ impl History {
                 let short = parts.next().unwrap_or_default().to_owned();
                 let subject = parts.next().unwrap_or_default().to_owned();
                 self.commit = Some((full, short, subject));
+                self.not_files.clear();
+                self.raw_pending = None;
+                continue;
+            }
+            if let Some(kind) = self.raw_pending.take() {
+                // The path of a raw entry (`-z`: a field of its own).
+                if let Some(kind) = kind {
+                    self.not_files.insert(field.to_vec(), kind);
+                }
+                continue;
+            }
+            if let [b':', header @ ..] = field {
+                self.raw_pending = Some(NotFile::of(header));
                 continue;
             }
             if field.is_empty() {
@@ -313,6 +366,19 @@ impl History {
             let Some((full, short, subject)) = self.commit.clone() else {
                 continue;
             };
+            // The path's bytes: after the second tab.
+            let path_bytes = field.splitn(3, |&b| b == b'\t').nth(2).unwrap_or_default();
+            match self.not_files.get(path_bytes) {
+                Some(NotFile::Submodule) => {
+                    self.skipped.submodules += 1;
+                    continue;
+                }
+                Some(NotFile::Symlink) => {
+                    self.skipped.symlinks += 1;
+                    continue;
+                }
+                None => {}
+            }
             let (Ok(added), Ok(deleted)) = (added.parse::<u64>(), deleted.parse::<u64>()) else {
                 self.skipped.not_text += 1;
                 continue;
