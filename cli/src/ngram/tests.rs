@@ -290,7 +290,9 @@ fn the_index_keeps_no_ngram_longer_than_a_new_one() {
     // ending at the same place; nothing beyond the 1-grams is kept, at
     // any max_n.
     let distinct: Vec<u32> = (0..2000).collect();
-    assert_eq!(room_and_entries(&index_of(&distinct, 255)), (0, 0));
+    let index = index_of(&distinct, 255);
+    assert_eq!(room_and_entries(&index), (0, 0));
+    assert_eq!(index.longer.len(), 0, "no map made");
     // 200 tokens, then the same 200 again, at max_n 255: an n-gram is
     // kept where its (n-1)-gram had occurred before, here at most once per
     // position of the copy and n, plus one new n-gram ending at each
@@ -298,7 +300,11 @@ fn the_index_keeps_no_ngram_longer_than_a_new_one() {
     // repeat), not the tokens times max_n.
     let block: Vec<u32> = (0..200).map(|i| (i * 7919) % 1000).collect();
     let twice: Vec<u32> = block.iter().chain(&block).copied().collect();
-    let (room, entries) = room_and_entries(&index_of(&twice, 255));
+    let index = index_of(&twice, 255);
+    // The longest n-gram kept: the whole block repeated at the end, and
+    // the new one a token longer; one map per n = 2..=201.
+    assert_eq!(index.longer.len(), 200);
+    let (room, entries) = room_and_entries(&index);
     let bound = twice.len() + block.len() * block.len();
     assert!(entries <= bound, "{entries} n-grams, more than {bound}");
     assert!(room <= 4 * bound, "room for {room} n-grams");
