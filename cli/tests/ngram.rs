@@ -531,18 +531,21 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
         );
         assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
     }
-    // --output onto the file on standard input.
-    let out = bin()
-        .args(["ngram", "--output", req])
-        .stdin(std::fs::File::open(&requests).unwrap())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("is the file on standard input"),
-        "{out:?}"
-    );
-    assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    // --output onto the file on standard input (read by default, or as -).
+    for input in [None, Some("-")] {
+        let out = bin()
+            .args(["ngram", "--output", req])
+            .args(input)
+            .stdin(std::fs::File::open(&requests).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is the file on standard input"),
+            "{out:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    }
     // --output onto the tokenizer file.
     let tokenizer = dir.path().join("tokenizer.json");
     let tokenizer_text = json!({
@@ -603,23 +606,39 @@ fn git_out(dir: &Path, args: &[&str]) -> String {
 
 #[test]
 fn a_broken_head_is_an_error_quoting_git_and_a_new_repository_has_no_commits() {
-    // A new repository: no commits, no requests, said so.
+    // A new repository: no commits, no requests, said so (also with an
+    // empty reflog of HEAD).
     let dir = TempDir::new().unwrap();
     git(dir.path(), &["init", "-q", "-b", "main"]);
-    let out = run(&["--git", dir.path().to_str().unwrap()], b"");
-    assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_eq!(read_trace(&out.stdout).1.len(), 0);
-    assert!(out.stderr.contains("no commits"), "{}", out.stderr);
+    for reflog in [false, true] {
+        if reflog {
+            let logs = dir.path().join(".git/logs");
+            std::fs::create_dir_all(&logs).unwrap();
+            std::fs::write(logs.join("HEAD"), "").unwrap();
+        }
+        let out = run(&["--git", dir.path().to_str().unwrap()], b"");
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        assert_eq!(read_trace(&out.stdout).1.len(), 0);
+        assert!(
+            out.stderr
+                .contains("no commits yet (HEAD names refs/heads/main, a branch without any)"),
+            "{}",
+            out.stderr
+        );
+    }
 
     // HEAD's commit missing from the object database.
     let dir = TempDir::new().unwrap();
     let git_dir = two_commits(dir.path());
     let head = git_out(dir.path(), &["rev-parse", "HEAD"]);
     std::fs::remove_file(git_dir.join("objects").join(&head[..2]).join(&head[2..])).unwrap();
-    assert_bad(
-        &["--git", dir.path().to_str().unwrap()],
-        b"",
-        &["git log failed", "bad object HEAD"],
+    let out = run(&["--git", dir.path().to_str().unwrap()], b"");
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with(": git log failed (exit status: 128): fatal: bad object HEAD\n"),
+        "git's words alone: {}",
+        out.stderr
     );
 
     // The branch's ref holds no hash.
@@ -638,6 +657,25 @@ fn a_broken_head_is_an_error_quoting_git_and_a_new_repository_has_no_commits() {
     std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
     assert_bad(
         &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/gone", "does not exist"],
+    );
+
+    // The same in a bare clone: refs, and no reflog.
+    let dir = TempDir::new().unwrap();
+    two_commits(dir.path());
+    let bare = dir.path().join("bare.git");
+    let status = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(dir.path())
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(bare.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
+    assert!(!bare.join("logs/HEAD").exists());
+    assert_bad(
+        &["--git", bare.to_str().unwrap()],
         b"",
         &["git log failed", "refs/heads/gone", "does not exist"],
     );
