@@ -480,3 +480,275 @@ fn bad_flags_and_files_are_errors() {
         &["no such directory"],
     );
 }
+
+/// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
+/// `Command` cannot make (`>&-`, `>>`).
+fn sh(script: &str) -> std::process::Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .env("BIN", assert_cmd::cargo::cargo_bin!("specdec-metrics"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn standard_output_closed_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let requests = dir.path().join("req.jsonl");
+    std::fs::write(&requests, GOOD).unwrap();
+    let req = requests.to_str().unwrap();
+    let out = sh(&format!("exec \"$BIN\" ngram '{req}' >&-"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: standard output is closed; the trace was not written\n"
+    );
+    // With --output, standard output is not used.
+    let trace = dir.path().join("trace.jsonl");
+    let out = sh(&format!(
+        "exec \"$BIN\" ngram '{req}' --output '{}' >&-",
+        trace.display()
+    ));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read_trace(&std::fs::read(&trace).unwrap()).1.len(), 1);
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    let dir = TempDir::new().unwrap();
+    let requests = dir.path().join("req.jsonl");
+    let text = GOOD.repeat(3);
+    std::fs::write(&requests, &text).unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&requests, &link).unwrap();
+    let req = requests.to_str().unwrap();
+    // --output onto the requests, by their name or through a link.
+    for output in [req, link.to_str().unwrap()] {
+        assert_bad(
+            &[req, "--output", output],
+            b"",
+            &["--output", "is the input", "nothing was written"],
+        );
+        assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    }
+    // --output onto the file on standard input (read by default, or as -).
+    for input in [None, Some("-")] {
+        let out = bin()
+            .args(["ngram", "--output", req])
+            .args(input)
+            .stdin(std::fs::File::open(&requests).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is the file on standard input"),
+            "{out:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    }
+    // --output onto the tokenizer file.
+    let tokenizer = dir.path().join("tokenizer.json");
+    let tokenizer_text = json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "[UNK]": 2}, "unk_token": "[UNK]"}
+    })
+    .to_string();
+    std::fs::write(&tokenizer, &tokenizer_text).unwrap();
+    let tok = tokenizer.to_str().unwrap();
+    assert_bad(
+        &[req, "--tokenizer", tok, "--output", tok],
+        b"",
+        &["is the --tokenizer file", "nothing was written"],
+    );
+    assert_eq!(std::fs::read_to_string(&tokenizer).unwrap(), tokenizer_text);
+    // Standard output appended to the requests.
+    let out = sh(&format!("exec \"$BIN\" ngram '{req}' >> '{req}'"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("standard output is the input"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&requests).unwrap(), text);
+    // Another file is written as before.
+    let trace = dir.path().join("trace.jsonl");
+    let out = run(&[req, "--output", trace.to_str().unwrap()], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(
+        read_trace(&std::fs::read(&trace).unwrap()).1.len(),
+        3,
+        "three requests"
+    );
+}
+
+/// A repository of two commits editing `a.txt`, and its git directory.
+fn two_commits(dir: &Path) -> std::path::PathBuf {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), lines(5, "a")).unwrap();
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-qm", "first"]);
+    std::fs::write(dir.join("a.txt"), lines(6, "a")).unwrap();
+    git(dir, &["commit", "-qam", "second"]);
+    dir.join(".git")
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_broken_head_is_an_error_quoting_git_and_a_new_repository_has_no_commits() {
+    // A new repository: no commits, no requests, said so (also with an
+    // empty reflog of HEAD).
+    let dir = TempDir::new().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    for reflog in [false, true] {
+        if reflog {
+            let logs = dir.path().join(".git/logs");
+            std::fs::create_dir_all(&logs).unwrap();
+            std::fs::write(logs.join("HEAD"), "").unwrap();
+        }
+        let out = run(&["--git", dir.path().to_str().unwrap()], b"");
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        assert_eq!(read_trace(&out.stdout).1.len(), 0);
+        assert!(
+            out.stderr
+                .contains("no commits yet (HEAD names refs/heads/main, a branch without any)"),
+            "{}",
+            out.stderr
+        );
+    }
+
+    // HEAD's commit missing from the object database.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    let head = git_out(dir.path(), &["rev-parse", "HEAD"]);
+    std::fs::remove_file(git_dir.join("objects").join(&head[..2]).join(&head[2..])).unwrap();
+    let out = run(&["--git", dir.path().to_str().unwrap()], b"");
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with(": git log failed (exit status: 128): fatal: bad object HEAD\n"),
+        "git's words alone: {}",
+        out.stderr
+    );
+
+    // The branch's ref holds no hash.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::write(git_dir.join("refs/heads/main"), "not a hash\n").unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "HEAD"],
+    );
+
+    // HEAD names a branch that does not exist, beside one with commits.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/gone", "does not exist"],
+    );
+
+    // The same in a bare clone: refs, and no reflog.
+    let dir = TempDir::new().unwrap();
+    two_commits(dir.path());
+    let bare = dir.path().join("bare.git");
+    let status = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(dir.path())
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(bare.join("HEAD"), "ref: refs/heads/gone\n").unwrap();
+    assert!(!bare.join("logs/HEAD").exists());
+    assert_bad(
+        &["--git", bare.to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/gone", "does not exist"],
+    );
+
+    // The branch's ref deleted by hand: HEAD's reflog still holds its
+    // commits.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    std::fs::remove_file(git_dir.join("refs/heads/main")).unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", "refs/heads/main", "does not exist"],
+    );
+
+    // A commit missing in the middle of the history.
+    let dir = TempDir::new().unwrap();
+    let git_dir = two_commits(dir.path());
+    let first = git_out(dir.path(), &["rev-parse", "HEAD~1"]);
+    std::fs::remove_file(git_dir.join("objects").join(&first[..2]).join(&first[2..])).unwrap();
+    assert_bad(
+        &["--git", dir.path().to_str().unwrap()],
+        b"",
+        &["git log failed", &first[..7]],
+    );
+}
+
+#[test]
+fn submodules_and_symbolic_links_are_skipped_and_counted() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), lines(5, "a")).unwrap();
+    std::fs::write(repo.join("b.txt"), lines(5, "b")).unwrap();
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "."]);
+    // A submodule's commit, which the repository does not hold.
+    let gitlink = |hash: &str| format!("160000,{hash},sub");
+    git(
+        repo,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &gitlink(&"1".repeat(40)),
+        ],
+    );
+    git(repo, &["commit", "-qm", "first"]);
+    std::fs::write(repo.join("a.txt"), lines(6, "a")).unwrap();
+    std::fs::remove_file(repo.join("link")).unwrap();
+    std::os::unix::fs::symlink("b.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "a.txt", "link"]);
+    git(
+        repo,
+        &["update-index", "--cacheinfo", &gitlink(&"2".repeat(40))],
+    );
+    git(repo, &["commit", "-qm", "second"]);
+
+    let out = run(&["--git", repo.to_str().unwrap()], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let ids: Vec<String> = read_trace(&out.stdout)
+        .1
+        .iter()
+        .map(|r| r.id.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].ends_with(":a.txt"), "{ids:?}");
+    for needle in [
+        "1 requests",
+        "0 whose parent is not in the repository",
+        "1 submodules",
+        "1 symbolic links",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
+    }
+}

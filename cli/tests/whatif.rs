@@ -288,3 +288,22 @@ fn a_closed_reader_is_not_an_error() {
     drop(child.stdout.take());
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn a_cost_table_ending_below_its_start_is_replayed() {
+    // The peers' linear cost from the table's ends has a negative slope.
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 10, 8, true);
+    cli()
+        .args([
+            "whatif",
+            "--max-draft-len",
+            "3",
+            "--cost-table",
+            "1,1.2,1.1,0.999",
+        ])
+        .arg(&traces)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("vllm-44336"));
+}

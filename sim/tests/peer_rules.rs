@@ -329,6 +329,26 @@ fn vllm_chooses_no_speculation_when_it_does_not_pay() {
     assert_eq!(even.chosen(), 1);
 }
 
+/// A measured table whose last cost is below its first (`1, 1.2, 1.1,
+/// 0.999`) gives the peer a negative slope: drafting is taken to cost
+/// nothing (vLLM's draft cost is a time, never below zero).
+#[test]
+fn vllm_a_negative_draft_cost_counts_as_free() {
+    let slope = (0.999 - 1.0) / 3.0;
+    let mut vllm = Vllm44336::new(3, 1.0, slope, 5);
+    let mut free = Vllm44336::new(3, 1.0, 0.0, 5);
+    for policy in [&mut vllm, &mut free] {
+        step(policy, 0, &same(10, 3, 0));
+        policy.budget(1);
+    }
+    // alpha = (0.595, 0.85, 0.85): E_acc over 1 at every k.
+    assert_eq!(vllm.goodput(1), 1.595);
+    for k in 1..=3 {
+        assert_eq!(vllm.goodput(k), free.goodput(k));
+    }
+    assert_eq!(vllm.chosen(), 3);
+}
+
 /// Cost 1 + 0.65 k, K = 3. A move of more than one starts a cooldown of
 /// two decisions; a move of one does not.
 #[test]

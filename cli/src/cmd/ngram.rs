@@ -149,6 +149,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
     // Every input is checked before anything is written.
     let source = open_source(&args)?;
+    if args.output.is_none() && specdec_sim::stdio::stdout_is_closed() {
+        return Err(CliError::new(
+            "standard output is closed; the trace was not written",
+        ));
+    }
+    refuse_output_onto_an_input(&args)?;
     let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
     if args.sampled {
         eprintln!(
@@ -242,6 +248,77 @@ fn open_source(args: &Args) -> Result<Source, CliError> {
             }
         }
     })
+}
+
+/// Refuses a trace written onto one of the inputs (the same file: device
+/// and inode, whatever the name or link), which `--output` would truncate
+/// before it is read and standard output (`>> FILE`) would grow while it
+/// is read.
+fn refuse_output_onto_an_input(args: &Args) -> Result<(), CliError> {
+    let (target, output) = match &args.output {
+        Some(path) => (
+            format!("--output {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        ),
+        None => (
+            "standard output".to_owned(),
+            file_id(fd_metadata(&io::stdout())),
+        ),
+    };
+    let Some(output) = output else {
+        return Ok(()); // a new file, or not a regular file
+    };
+    let mut inputs = Vec::new();
+    match (&args.git, &args.file) {
+        (Some(_), _) => {}
+        (None, Some(path)) if !is_stdin(path) => inputs.push((
+            format!("the input {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        )),
+        (None, _) => inputs.push((
+            "the file on standard input".to_owned(),
+            file_id(fd_metadata(&io::stdin())),
+        )),
+    }
+    if let Some(path) = Tokenizer::file_of(&args.tokenizer) {
+        inputs.push((
+            format!("the --tokenizer file {}", display_path(path)),
+            file_id(std::fs::metadata(path)),
+        ));
+    }
+    match inputs.into_iter().find(|(_, id)| *id == Some(output)) {
+        Some((input, _)) => Err(CliError::new(format!(
+            "{target} is {input}: the trace would overwrite it; nothing was written"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A regular file's device and inode (`None` for anything else, or off
+/// Unix).
+fn file_id(meta: io::Result<std::fs::Metadata>) -> Option<(u64, u64)> {
+    let meta = meta.ok().filter(std::fs::Metadata::is_file)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+/// What a standard stream is open on.
+#[cfg(unix)]
+fn fd_metadata(stream: &impl std::os::fd::AsFd) -> io::Result<std::fs::Metadata> {
+    File::from(stream.as_fd().try_clone_to_owned()?).metadata()
+}
+
+#[cfg(not(unix))]
+fn fd_metadata<T>(_: &T) -> io::Result<std::fs::Metadata> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// Where the trace goes: `--output`, or standard output.
@@ -352,7 +429,12 @@ fn pipeline(
     if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
-    if let (true, Some((commits, skipped))) = (is_git, git_counts) {
+    if let (true, Some((commits, skipped, unborn))) = (is_git, git_counts) {
+        if let Some(branch) = unborn {
+            eprintln!(
+                "ngram --git: the repository has no commits yet (HEAD names {branch}, a branch without any)"
+            );
+        }
         note_git_counts(next, positions, commits, &skipped);
     }
     Ok(())
@@ -386,8 +468,13 @@ fn note_git_counts(
     skipped: &crate::ngram::git::Skipped,
 ) {
     eprintln!(
-        "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository",
-        skipped.not_text, skipped.too_many_changes, skipped.too_large, skipped.unavailable
+        "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository, {} submodules, {} symbolic links",
+        skipped.not_text,
+        skipped.too_many_changes,
+        skipped.too_large,
+        skipped.unavailable,
+        skipped.submodules,
+        skipped.symlinks
     );
 }
 
@@ -400,13 +487,14 @@ fn progress(requests: usize, positions: u64, started: Instant) {
 }
 
 /// The reading thread: one message per request, in order, each after a
-/// credit (a request written). Returns the `--git` counts.
+/// credit (a request written). Returns the `--git` counts (commits, files
+/// skipped, and the unborn branch of a new repository).
 fn read_requests(
     source: Source,
     max_line_bytes: usize,
     credits: &Receiver<()>,
     jobs: &Sender<Message>,
-) -> Option<(u64, crate::ngram::git::Skipped)> {
+) -> Option<(u64, crate::ngram::git::Skipped, Option<String>)> {
     match source {
         Source::Git(mut history) => {
             let mut index = 0;
@@ -422,7 +510,9 @@ fn read_requests(
                         prompt: request.prompt,
                         output: request.output,
                     }),
-                    Ok(None) => return Some((history.commits, history.skipped)),
+                    Ok(None) => {
+                        return Some((history.commits, history.skipped, history.unborn.take()));
+                    }
                     Err(e) => Message::Failed(index, e),
                 };
                 let failed = matches!(message, Message::Failed(..));

@@ -8,18 +8,24 @@
 //! before the commit has at most `max_bytes` bytes. The prompt is the
 //! commit's subject, a blank line and the file before; the output is the
 //! file after; the id is `"<short hash>:<path>"`. Files that are not UTF-8
-//! text (binary to git, invalid UTF-8 or holding a NUL byte) are skipped and
-//! counted in [`Skipped`].
+//! text (binary to git, invalid UTF-8 or holding a NUL byte), submodules and
+//! symbolic links (their modes from `git log --raw`) are skipped and counted
+//! in [`Skipped`].
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread::JoinHandle;
 
 use crate::error::CliError;
 use crate::format::display_path;
 
 /// The longest subject or path read from `git log` (a longer one is cut).
 const MAX_LOG_FIELD: u64 = 1 << 20;
+
+/// The most of `git log`'s standard error quoted in a message.
+const MAX_LOG_STDERR: u64 = 4096;
 
 /// One request: its id, prompt and output text.
 #[derive(Debug)]
@@ -45,6 +51,36 @@ pub struct Skipped {
     /// The parent commit is not in the repository (a shallow clone), or
     /// the path holds a newline.
     pub unavailable: u64,
+    /// A submodule (a commit of another repository, not a file).
+    pub submodules: u64,
+    /// A symbolic link (its target is not an edit of a file).
+    pub symlinks: u64,
+}
+
+/// What a path of a commit is, from `git log --raw`'s modes, when it is
+/// not a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NotFile {
+    Submodule,
+    Symlink,
+}
+
+impl NotFile {
+    /// From a raw entry's header, `:100644 100644 <hash> <hash> M`: a
+    /// submodule (mode 160000) or a symbolic link (120000) on either side.
+    fn of(header: &[u8]) -> Option<Self> {
+        let header = std::str::from_utf8(header).ok()?;
+        let modes = header.split(' ').take(2);
+        let mut found = None;
+        for mode in modes {
+            match mode {
+                "160000" => return Some(NotFile::Submodule),
+                "120000" => found = Some(NotFile::Symlink),
+                _ => {}
+            }
+        }
+        found
+    }
 }
 
 /// The filters of `--git`.
@@ -58,8 +94,12 @@ pub struct Limits {
 
 /// The requests of a repository's history, one at a time.
 pub struct History {
+    repo: PathBuf,
     log: Child,
     log_out: BufReader<ChildStdout>,
+    /// The start of `git log`'s standard error, read by a thread of its
+    /// own (the rest is drained, so that `git log` never blocks on it).
+    log_err: Option<JoinHandle<Vec<u8>>>,
     batch: Child,
     batch_in: ChildStdin,
     batch_out: BufReader<ChildStdout>,
@@ -71,7 +111,15 @@ pub struct History {
     last_commit_counted: Option<String>,
     /// What was skipped so far.
     pub skipped: Skipped,
+    /// At the end: the branch HEAD names, when the repository is new (no
+    /// ref at all, so no commit to read).
+    pub unborn: Option<String>,
     field: Vec<u8>,
+    /// The raw entry whose path is the next field: `Some(None)` for a
+    /// file.
+    raw_pending: Option<Option<NotFile>>,
+    /// The paths of the commit being read that are not files.
+    not_files: HashMap<Vec<u8>, NotFile>,
 }
 
 fn git(repo: &Path) -> Command {
@@ -129,6 +177,7 @@ impl History {
                 "--no-merges",
                 "--no-renames",
                 "--diff-filter=M",
+                "--raw",
                 "--numstat",
                 "-z",
                 "--format=%x01%H%x02%h%x02%s",
@@ -136,9 +185,17 @@ impl History {
                 "--",
             ])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .map_err(|e| CliError::new(format!("--git {shown}: cannot run git log: {e}")))?;
+        let log_err = log.stderr.take().map(|stderr| {
+            std::thread::spawn(move || {
+                let mut stderr = stderr;
+                let mut kept = Vec::new();
+                let _ = (&mut stderr).take(MAX_LOG_STDERR).read_to_end(&mut kept);
+                let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+                kept
+            })
+        });
         let mut batch = git(repo)
             .args(["cat-file", "--batch"])
             .stdin(Stdio::piped())
@@ -150,8 +207,10 @@ impl History {
         let batch_in = batch.stdin.take().expect("piped");
         let batch_out = BufReader::new(batch.stdout.take().expect("piped"));
         Ok(Self {
+            repo: repo.to_owned(),
             log,
             log_out,
+            log_err,
             batch,
             batch_in,
             batch_out,
@@ -160,7 +219,10 @@ impl History {
             commits: 0,
             last_commit_counted: None,
             skipped: Skipped::default(),
+            unborn: None,
             field: Vec::new(),
+            raw_pending: None,
+            not_files: HashMap::new(),
         })
     }
 
@@ -179,12 +241,80 @@ impl History {
             .log
             .wait()
             .map_err(|e| CliError::new(format!("git log: {e}")))?;
-        // A failure before any commit is an empty repository (no HEAD): no
-        // history, no requests.
-        if !status.success() && self.commit.is_some() {
-            return Err(CliError::new(format!("git log failed ({status})")));
+        if status.success() {
+            return Ok(false);
         }
-        Ok(false)
+        let shown = display_path(&self.repo);
+        let stderr = self
+            .log_err
+            .take()
+            .and_then(|reader| reader.join().ok())
+            .unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&stderr);
+        let said: Vec<&str> = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        let mut why = format!("--git {shown}: git log failed ({status})");
+        if !said.is_empty() {
+            why.push_str(&format!(": {}", said.join("; ")));
+        }
+        // Before any commit, a HEAD that names a branch which does not
+        // exist: in a repository that never had a commit, a new one (no
+        // commits, no requests); else an error.
+        if self.commit.is_none() {
+            if let Some(branch) = self.missing_branch() {
+                if !self.had_commits() {
+                    self.unborn = Some(branch);
+                    return Ok(false);
+                }
+                why.push_str(&format!(
+                    "; HEAD names {branch}, which does not exist, though the repository has had commits (a ref, or HEAD's reflog)"
+                ));
+            }
+        }
+        Err(CliError::new(why))
+    }
+
+    /// The branch HEAD names when it does not exist (an unborn branch).
+    fn missing_branch(&self) -> Option<String> {
+        let named = git(&self.repo)
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .stdout(Stdio::piped())
+            .output()
+            .ok()
+            .filter(|out| out.status.success())?;
+        let exists = git(&self.repo)
+            .args(["rev-parse", "-q", "--verify", "HEAD"])
+            .stdout(Stdio::null())
+            .output()
+            .ok()?;
+        (exists.status.code() == Some(1))
+            .then(|| String::from_utf8_lossy(&named.stdout).trim().to_owned())
+    }
+
+    /// Whether the repository has any ref (branch, tag, remote branch) or
+    /// a reflog of HEAD (a branch's ref deleted by hand leaves it), or
+    /// cannot tell.
+    fn had_commits(&self) -> bool {
+        let refs = git(&self.repo)
+            .args(["for-each-ref", "--count=1"])
+            .stdout(Stdio::piped())
+            .output();
+        if refs.map_or(true, |out| !out.status.success() || !out.stdout.is_empty()) {
+            return true;
+        }
+        let Ok(reflog) = git(&self.repo)
+            .args(["rev-parse", "--git-path", "logs/HEAD"])
+            .stdout(Stdio::piped())
+            .output()
+        else {
+            return true;
+        };
+        let path = String::from_utf8_lossy(&reflog.stdout);
+        let path = self.repo.join(path.trim_end_matches('\n'));
+        !reflog.status.success() || std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
     }
 
     /// The next request, or `None` at the end of the history.
@@ -207,6 +337,19 @@ impl History {
                 let short = parts.next().unwrap_or_default().to_owned();
                 let subject = parts.next().unwrap_or_default().to_owned();
                 self.commit = Some((full, short, subject));
+                self.not_files.clear();
+                self.raw_pending = None;
+                continue;
+            }
+            if let Some(kind) = self.raw_pending.take() {
+                // The path of a raw entry (`-z`: a field of its own).
+                if let Some(kind) = kind {
+                    self.not_files.insert(field.to_vec(), kind);
+                }
+                continue;
+            }
+            if let [b':', header @ ..] = field {
+                self.raw_pending = Some(NotFile::of(header));
                 continue;
             }
             if field.is_empty() {
@@ -223,6 +366,19 @@ impl History {
             let Some((full, short, subject)) = self.commit.clone() else {
                 continue;
             };
+            // The path's bytes: after the second tab.
+            let path_bytes = field.splitn(3, |&b| b == b'\t').nth(2).unwrap_or_default();
+            match self.not_files.get(path_bytes) {
+                Some(NotFile::Submodule) => {
+                    self.skipped.submodules += 1;
+                    continue;
+                }
+                Some(NotFile::Symlink) => {
+                    self.skipped.symlinks += 1;
+                    continue;
+                }
+                None => {}
+            }
             let (Ok(added), Ok(deleted)) = (added.parse::<u64>(), deleted.parse::<u64>()) else {
                 self.skipped.not_text += 1;
                 continue;
@@ -325,6 +481,9 @@ impl Drop for History {
         // are ours, and reap them.
         let _ = self.log.kill();
         let _ = self.log.wait();
+        if let Some(reader) = self.log_err.take() {
+            let _ = reader.join();
+        }
         let _ = self.batch.kill();
         let _ = self.batch.wait();
     }

@@ -7,6 +7,12 @@
 //! id of the `(n-1)`-gram ending at the same position and the token before
 //! it, so that every `n = 1..=max_n` costs one hash-map operation on a key
 //! of two `u32`s (no slice hashing, no rescan): O(`max_n`) per position.
+//! An n-gram is only kept once the `(n-1)`-gram ending at the same place
+//! has occurred before (while that one is new, so is every longer one), so
+//! the work and the memory per position follow the longest earlier
+//! occurrence of the context's suffix there, plus one, up to `max_n`: a few
+//! entries in text that does not repeat itself at length, `max_n` in text
+//! that repeats itself over more than `max_n` tokens.
 //! Each id keeps where its n-gram ended first and the two most recent
 //! times, which is all the four rules need. The match count against the
 //! output continues the previous position's when the proposal continues
@@ -161,27 +167,30 @@ struct Seen {
 const NONE: u32 = u32::MAX;
 
 /// The n-grams of a growing context, by canonical id (module docs).
+///
+/// An n-gram (n >= 2) is kept only once the (n-1)-gram ending at the same
+/// place has occurred twice: while the (n-1)-gram is new, so is every
+/// longer one ending there, and nothing needs to be known about them.
+/// When the (n-1)-gram recurs, the n-gram ending at its one earlier end is
+/// added, as it would have been then (it had occurred there alone). The
+/// maps thus hold at most one n-gram per position and n up to one past
+/// the longest repeated suffix there, not `max_n` per position.
 struct Index {
     /// 1-grams by token.
     unigrams: FxHashMap<u32, Seen>,
     /// `longer[n - 2]`: n-grams (n >= 2) by the id of the (n-1)-gram
     /// ending at the same place (high half) and the token before that one
-    /// (low half).
+    /// (low half); made as the first n-gram of that size is kept.
     longer: Vec<FxHashMap<u64, Seen>>,
     /// The next id to give, per n.
     next_id: Vec<u32>,
 }
 
 impl Index {
-    /// Room for `positions` n-grams of each size up front: most n-grams of
-    /// larger sizes are new, and growing the maps would rehash them.
-    fn new(max_n: usize, positions: usize) -> Self {
-        let room = positions.min(1 << 20);
+    fn new(max_n: usize) -> Self {
         Self {
             unigrams: FxHashMap::default(),
-            longer: (1..max_n)
-                .map(|_| FxHashMap::with_capacity_and_hasher(room, Default::default()))
-                .collect(),
+            longer: Vec::new(),
             next_id: vec![0; max_n],
         }
     }
@@ -191,7 +200,7 @@ impl Index {
     /// occurrences ended, or `None`.
     fn push(&mut self, context: &[u32], e: usize, before: &mut [Option<Seen>]) {
         let end = e as u32;
-        let (old, mut id) = match self.unigrams.get_mut(&context[e]) {
+        let (mut old, mut id) = match self.unigrams.get_mut(&context[e]) {
             Some(seen) => touch(seen, end),
             None => {
                 let id = take_id(&mut self.next_id[0]);
@@ -201,21 +210,39 @@ impl Index {
         };
         before[0] = old;
         let longest = before.len().min(e + 1);
+        let mut known = 1;
         for n in 2..=longest {
-            let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
+            // The (n-1)-gram ending here is new: so is the n-gram.
+            let Some(shorter) = old else {
+                break;
+            };
+            if self.longer.len() < n - 1 {
+                self.longer.push(FxHashMap::default());
+            }
             let map = &mut self.longer[n - 2];
-            let (old, new_id) = match map.get_mut(&key) {
+            let next_id = &mut self.next_id[n - 1];
+            if shorter.before_last == NONE {
+                // Its first recurrence: the n-gram ending at its one
+                // earlier end, where it was not kept.
+                let first = shorter.first as usize;
+                if first + 1 >= n {
+                    let key = (u64::from(id) << 32) | u64::from(context[first + 1 - n]);
+                    map.insert(key, fresh(take_id(next_id), shorter.first));
+                }
+            }
+            let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
+            (old, id) = match map.get_mut(&key) {
                 Some(seen) => touch(seen, end),
                 None => {
-                    let new_id = take_id(&mut self.next_id[n - 1]);
+                    let new_id = take_id(next_id);
                     map.insert(key, fresh(new_id, end));
                     (None, new_id)
                 }
             };
             before[n - 1] = old;
-            id = new_id;
+            known = n;
         }
-        for slot in &mut before[longest..] {
+        for slot in &mut before[known..] {
             *slot = None;
         }
     }
@@ -262,7 +289,7 @@ pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Position
     }
     let max_n = config.max_n;
     let cap = config.cap;
-    let mut index = Index::new(max_n, context.len());
+    let mut index = Index::new(max_n);
     let mut before = vec![None; max_n];
     // The previous position's proposal: (start, matched), to continue it.
     let mut previous: Option<(usize, usize)> = None;

@@ -197,7 +197,7 @@ proptest! {
         output in prop::collection::vec(0u32..16, 0..80),
         eos in any::<bool>(),
         min_n in 1usize..5,
-        extra in 0usize..4,
+        extra in prop_oneof![0usize..4, Just(40)],
         cap in prop_oneof![1usize..6, Just(64), Just(255)],
     ) {
         let max_n = if rule == Rule::LlamacppSimple { min_n } else { min_n + extra };
@@ -264,4 +264,52 @@ fn rules_differ_where_the_engines_do() {
     // <= cur_len - n - 1 = 5): copy min(1, 7 - 5) = 1 token, "8", which
     // the output confirms.
     assert_eq!((most_recent.proposal[0], most_recent.matched[0]), (1, 1));
+}
+
+/// The index after every position of `context` is pushed.
+fn index_of(context: &[u32], max_n: usize) -> super::Index {
+    let mut index = super::Index::new(max_n);
+    let mut before = vec![None; max_n];
+    for e in 0..context.len() {
+        index.push(context, e, &mut before);
+    }
+    index
+}
+
+/// Room the maps of n >= 2 hold (allocated, used or not), and the n-grams
+/// in them.
+fn room_and_entries(index: &super::Index) -> (usize, usize) {
+    index.longer.iter().fold((0, 0), |(room, entries), map| {
+        (room + map.capacity(), entries + map.len())
+    })
+}
+
+#[test]
+fn the_index_keeps_no_ngram_longer_than_a_new_one() {
+    // Every token new: every n-gram is new, and so is any longer one
+    // ending at the same place; nothing beyond the 1-grams is kept, at
+    // any max_n.
+    let distinct: Vec<u32> = (0..2000).collect();
+    let index = index_of(&distinct, 255);
+    assert_eq!(room_and_entries(&index), (0, 0));
+    assert_eq!(index.longer.len(), 0, "no map made");
+    // 200 tokens, then the same 200 again, at max_n 255: an n-gram is
+    // kept where its (n-1)-gram had occurred before, here at most once per
+    // position of the copy and n, plus one new n-gram ending at each
+    // position. The bound is the tokens times min(max_n, 1 + the longest
+    // repeat), not the tokens times max_n.
+    let block: Vec<u32> = (0..200).map(|i| (i * 7919) % 1000).collect();
+    let twice: Vec<u32> = block.iter().chain(&block).copied().collect();
+    let index = index_of(&twice, 255);
+    // The longest n-gram kept: the whole block repeated at the end, and
+    // the new one a token longer; one map per n = 2..=201.
+    assert_eq!(index.longer.len(), 200);
+    let (room, entries) = room_and_entries(&index);
+    let bound = twice.len() + block.len() * block.len();
+    assert!(entries <= bound, "{entries} n-grams, more than {bound}");
+    assert!(room <= 4 * bound, "room for {room} n-grams");
+    assert!(
+        room < twice.len() * 254,
+        "room for {room}: max_n maps of the tokens' size"
+    );
 }

@@ -23,6 +23,18 @@ pub enum Tokenizer {
 }
 
 impl Tokenizer {
+    /// The file a `--tokenizer` value names: `None` for the built-in
+    /// encodings (a file of that name is not read).
+    ///
+    /// ```
+    /// use specdec_metrics_cli::ngram::tokenize::Tokenizer;
+    /// assert_eq!(Tokenizer::file_of("o200k_base"), None);
+    /// assert!(Tokenizer::file_of("tokenizer.json").is_some());
+    /// ```
+    pub fn file_of(name: &str) -> Option<&Path> {
+        (!matches!(name, "o200k_base" | "cl100k_base")).then(|| Path::new(name))
+    }
+
     /// `o200k_base`, `cl100k_base`, or the path of a `tokenizer.json`.
     pub fn load(name: &str) -> Result<Self, CliError> {
         let built_in = match name {

@@ -64,7 +64,11 @@ const VLLM_ALPHA_MAX: f64 = 0.999;
 ///   `base + per_token * K`; divided by `base`, that is `c_draft =
 ///   per_token / base` and no verify overhead (the engine's cost has no
 ///   batch term, and a policy does not see the batch). The goodput of
-///   `k = 0` is then exactly 1, the threshold vLLM uses.
+///   `k = 0` is then exactly 1, the threshold vLLM uses. A negative
+///   `per_token` (the slope between the ends of a measured cost table
+///   whose last entry is below its first) is taken as 0 (decided here):
+///   vLLM's `c_draft` is the time a draft token takes, never below zero,
+///   and a draft that costs nothing measurable is free to the goodput.
 /// - **Probes** (decided here: the code is not available). Before each
 ///   step, one draw of the simulator's generator ([`Rng`]) seeded with
 ///   `seed`; below 0.1 the step drafts the full `K` (the author's
@@ -97,25 +101,25 @@ pub struct Vllm44336 {
 impl Vllm44336 {
     /// The rule for an engine drafting at most `max_draft_len` tokens per
     /// request, whose step costs `cost_base + cost_per_token * k` for `k`
-    /// drafts; `seed` seeds the probes.
+    /// drafts; `seed` seeds the probes. A negative `cost_per_token` counts
+    /// as 0 (drafting free: see the type's docs, "Cost").
     ///
     /// # Panics
     ///
     /// If `cost_base` is not finite and positive or `cost_per_token` is not
-    /// finite and non-negative (the demo validates its `--cost-linear`
-    /// before).
+    /// finite (the demo validates its `--cost-linear` before).
     pub fn new(max_draft_len: usize, cost_base: f64, cost_per_token: f64, seed: u64) -> Self {
         assert!(
             cost_base.is_finite() && cost_base > 0.0,
             "cost_base must be finite and positive, got {cost_base}"
         );
         assert!(
-            cost_per_token.is_finite() && cost_per_token >= 0.0,
-            "cost_per_token must be finite and non-negative, got {cost_per_token}"
+            cost_per_token.is_finite(),
+            "cost_per_token must be finite, got {cost_per_token}"
         );
         Self {
             max_draft_len,
-            c_draft: cost_per_token / cost_base,
+            c_draft: cost_per_token.max(0.0) / cost_base,
             reached: vec![0; max_draft_len],
             accepted: vec![0; max_draft_len],
             alpha: vec![VLLM_ALPHA_PRIOR; max_draft_len],
