@@ -15,10 +15,31 @@ fn cli() -> Command {
 /// A trace of `requests` requests that copy long runs and then find no
 /// match, as code edits do; with a metadata line of cap `cap`.
 fn write_trace(dir: &Path, requests: usize, cap: u8, greedy: bool) -> std::path::PathBuf {
-    let mut text = format!(
-        "{{\"specdec_trace\":1,\"tokenizer\":\"o200k_base\",\"rule\":\"vllm\",\"min_n\":2,\
-         \"max_n\":5,\"cap\":{cap},\"eos\":true,\"greedy\":{greedy}}}\n"
-    );
+    write_trace_with(
+        dir,
+        requests,
+        cap,
+        Some(&meta("o200k_base", "vllm", cap, greedy)),
+    )
+}
+
+/// A trace's metadata line.
+fn meta(tokenizer: &str, rule: &str, cap: u8, greedy: bool) -> String {
+    serde_json::json!({
+        "specdec_trace": 1, "tokenizer": tokenizer, "rule": rule, "min_n": 2,
+        "max_n": 5, "cap": cap, "eos": true, "greedy": greedy,
+    })
+    .to_string()
+}
+
+/// As [`write_trace`], with this metadata line (or none).
+fn write_trace_with(
+    dir: &Path,
+    requests: usize,
+    cap: u8,
+    meta: Option<&str>,
+) -> std::path::PathBuf {
+    let mut text = meta.map_or_else(String::new, |m| format!("{m}\n"));
     for i in 0..requests {
         let m = 50 + i % 7;
         let (mut proposal, mut matched) = (Vec::new(), Vec::new());
@@ -140,6 +161,34 @@ fn the_table_names_the_settings_and_the_winner() {
                 .and(predicate::str::contains("setting (vLLM)"))
                 .and(predicate::str::contains("oracle")),
         );
+}
+
+#[test]
+fn the_traces_metadata_is_printed_escaped() {
+    let dir = TempDir::new().unwrap();
+    let hostile = "tok\u{1b}[31m\u{1b}]0;title\u{7}\u{202e}en";
+    let traces = write_trace_with(dir.path(), 10, 8, Some(&meta(hostile, "vllm", 8, true)));
+    for format in ["table", "json"] {
+        let out = cli()
+            .args(["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"])
+            .args(["--format", format])
+            .arg(&traces)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            !out.chars()
+                .any(|c| matches!(c, '\u{1b}' | '\u{7}' | '\u{202e}')),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(r"tok\u001b[31m\u001b]0;title\u0007\u202een"),
+            "{out}"
+        );
+    }
 }
 
 #[test]

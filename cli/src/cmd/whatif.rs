@@ -283,7 +283,10 @@ fn write_outputs(
     report: Option<(PolicySpec, PathBuf)>,
 ) -> Result<(), CliError> {
     let text = match args.format {
-        Format::Json => json_line(&render::whatif::json(whatif), "what-if"),
+        // The trace's metadata strings are input: no hidden character of
+        // theirs reaches the terminal (serde escapes only the controls).
+        Format::Json => json_line(&render::whatif::json(whatif), "what-if")
+            .map(|t| crate::format::escape_hidden(&t)),
         _ => Ok(render::whatif::table(whatif)),
     };
     let out = text.and_then(|t| write_stdout(t.as_bytes(), "what-if"));

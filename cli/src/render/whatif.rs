@@ -9,7 +9,7 @@ use specdec_ingest::trace::TraceMeta;
 use specdec_sim::policy::{Kind, PolicySpec};
 use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
-use crate::format::group_digits;
+use crate::format::{group_digits, sanitize};
 
 /// The name a policy has in the output: `none` for `static:0`.
 pub fn policy_name(policy: PolicySpec) -> String {
@@ -142,8 +142,8 @@ fn header(w: &WhatIf) -> String {
     let trace = match t.meta() {
         Some(m) => format!(
             "tokenizer {}, rule {}, n {}..={}, cap {}{}",
-            m.tokenizer,
-            m.rule,
+            sanitize(&m.tokenizer),
+            sanitize(&m.rule),
             m.min_n,
             m.max_n,
             m.cap,
