@@ -192,6 +192,39 @@ fn the_traces_metadata_is_printed_escaped() {
 }
 
 #[test]
+fn llamacpps_setting_keeps_m_and_sets_the_draft_length() {
+    let dir = TempDir::new().unwrap();
+    let meta = serde_json::json!({
+        "specdec_trace": 1, "tokenizer": "o200k_base", "rule": "llamacpp-simple",
+        "min_n": 12, "max_n": 12, "cap": 16, "eos": true, "greedy": true,
+    })
+    .to_string();
+    let traces = write_trace_with(dir.path(), 20, 16, Some(&meta));
+    let out = cli()
+        .args(["whatif", "--max-draft-len", "8", "--cost-linear", "1,0.1"])
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    let k = v["best_static_draft_len"].as_u64().unwrap();
+    assert!(k > 0 && k < 16, "{v}");
+    let setting = v["settings"][0]["setting"].as_str().unwrap();
+    assert!(
+        setting.contains("--spec-ngram-simple-size-n 12 --spec-ngram-simple-size-m 16"),
+        "{setting}"
+    );
+    assert!(
+        setting.contains(&format!("--spec-draft-n-max {k}")),
+        "{setting}"
+    );
+    assert!(setting.contains(&format!("--draft-max {k}")), "{setting}");
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

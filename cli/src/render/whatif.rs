@@ -70,7 +70,9 @@ pub struct Setting {
 
 /// The settings of the engines whose rule the traces follow, drafting `k`.
 pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
-    let (rule, min_n, max_n) = meta.map_or(("vllm", 2, 5), |m| (m.rule.as_str(), m.min_n, m.max_n));
+    let (rule, min_n, max_n, cap) = meta.map_or(("vllm", 2, 5, 0), |m| {
+        (m.rule.as_str(), m.min_n, m.max_n, m.cap)
+    });
     if k == 0 {
         return vec![Setting {
             engine: "any",
@@ -87,9 +89,13 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
         }],
         "llamacpp-simple" => vec![Setting {
             engine: "llama.cpp",
+            // `m` is the rule's proposal length, not a cap on the draft:
+            // below `n` the rule proposes nothing. It stays the traces'
+            // and the draft length is set on its own.
             setting: format!(
                 "--spec-type ngram-simple --spec-ngram-simple-size-n {max_n} \
-                 --spec-ngram-simple-size-m {k}"
+                 --spec-ngram-simple-size-m {cap} --spec-draft-n-max {k} \
+                 (builds before the --spec-* flags: --draft-max {k})"
             ),
         }],
         "hf" => vec![Setting {
