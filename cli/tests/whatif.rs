@@ -225,6 +225,50 @@ fn llamacpps_setting_keeps_m_and_sets_the_draft_length() {
 }
 
 #[test]
+fn no_setting_is_invented_for_an_unknown_rule() {
+    let dir = TempDir::new().unwrap();
+    // Without a metadata line the rule is unknown: no engine's setting.
+    let traces = write_trace_with(dir.path(), 10, 8, None);
+    let args = ["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"];
+    cli().args(args).arg(&traces).assert().success().stdout(
+        predicate::str::contains("best static draft length")
+            .and(predicate::str::contains("setting (").not())
+            .and(predicate::str::contains("prompt_lookup").not())
+            .and(predicate::str::contains("no setting: no metadata line")),
+    );
+    let out = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    assert!(v["best_static_draft_len"].is_u64(), "{v}");
+    assert_eq!(v["settings"], serde_json::json!([]), "{v}");
+    // A rule this version does not know is refused, not taken for vLLM's.
+    let traces = write_trace_with(
+        dir.path(),
+        10,
+        8,
+        Some(&meta("o200k_base", "vllm-next", 8, true)),
+    );
+    cli()
+        .args(args)
+        .arg(&traces)
+        .assert()
+        .failure()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "line 1: field \"rule\": \"vllm-next\" is not a rule ngram writes \
+             (vllm, trtllm, llamacpp-simple, hf)",
+        ));
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

@@ -152,6 +152,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let source = display_path(&args.traces);
     let started = Instant::now();
     let traces = Arc::new(TraceSet::open(&args.traces).map_err(CliError::new)?);
+    if let Some(m) = traces.meta() {
+        check_rule(&source, &m.rule)?;
+    }
     if traces.meta().is_some_and(|m| !m.greedy) {
         warn(&format!(
             "{source}: the traces come from sampled outputs: a policy would have changed \
@@ -184,6 +187,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
         results,
     };
     write_outputs(&whatif, &args, report)
+}
+
+/// Refuses a metadata `rule` that `ngram` does not write: its setting
+/// would be another engine's, invented.
+fn check_rule(source: &str, rule: &str) -> Result<(), CliError> {
+    use clap::ValueEnum as _;
+    let rules = crate::ngram::Rule::value_variants();
+    if rules.iter().any(|r| r.name() == rule) {
+        return Ok(());
+    }
+    Err(CliError::new(format!(
+        "{source}: line 1: field \"rule\": {} is not a rule ngram writes ({})",
+        crate::format::excerpt(rule),
+        rules
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 /// `--report POLICY FILE`, its policy parsed.

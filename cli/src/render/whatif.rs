@@ -68,11 +68,14 @@ pub struct Setting {
     pub setting: String,
 }
 
-/// The settings of the engines whose rule the traces follow, drafting `k`.
+/// The settings of the engines whose rule the traces follow, drafting `k`:
+/// none when the rule is unknown (no metadata line), since the n-gram
+/// sizes of another engine's setting would be invented.
 pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
-    let (rule, min_n, max_n, cap) = meta.map_or(("vllm", 2, 5, 0), |m| {
-        (m.rule.as_str(), m.min_n, m.max_n, m.cap)
-    });
+    let Some(m) = meta else {
+        return Vec::new();
+    };
+    let (rule, min_n, max_n, cap) = (m.rule.as_str(), m.min_n, m.max_n, m.cap);
     if k == 0 {
         return vec![Setting {
             engine: "any",
@@ -104,13 +107,14 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
                 "generate(..., prompt_lookup_num_tokens={k}, max_matching_ngram_size={max_n})"
             ),
         }],
-        _ => vec![Setting {
+        "vllm" => vec![Setting {
             engine: "vLLM",
             setting: format!(
                 "--speculative-config '{{\"method\": \"ngram\", \"num_speculative_tokens\": {k}, \
                  \"prompt_lookup_min\": {min_n}, \"prompt_lookup_max\": {max_n}}}'"
             ),
         }],
+        _ => Vec::new(),
     }
 }
 
@@ -239,7 +243,13 @@ pub fn table(w: &WhatIf) -> String {
         },
         oracle_headroom(w).map_or_else(|| "-".into(), |h| format!("{:+.1}%", h * 100.0)),
     );
-    for s in settings(w.traces.meta(), k) {
+    let found = settings(w.traces.meta(), k);
+    if found.is_empty() {
+        out.push_str(
+            "no setting: no metadata line, so the rule the traces were made with is unknown\n",
+        );
+    }
+    for s in found {
         let _ = writeln!(out, "setting ({}): {}", s.engine, s.setting);
     }
     out
