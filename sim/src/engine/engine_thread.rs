@@ -396,6 +396,7 @@ impl<'a> Engine<'a> {
                 memory: r.memory,
                 position,
                 state_index: space.map_or(state.index(), |space| space.index(state, signal)),
+                left: r.output_len - r.generated,
             }
         }));
         self.lens.clear();
