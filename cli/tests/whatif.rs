@@ -269,6 +269,44 @@ fn no_setting_is_invented_for_an_unknown_rule() {
 }
 
 #[test]
+fn hindsight_is_not_called_an_optimum_nor_a_negative_headroom() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 20, 8, true);
+    // Drafting costs twice a step: the myopic per-step choice loses to
+    // drafting nothing.
+    let args = ["whatif", "--max-draft-len", "8", "--cost-linear", "1,2"];
+    let out = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let last = table
+        .lines()
+        .find(|l| l.starts_with("best static draft length"))
+        .unwrap();
+    assert!(
+        !last.contains("above it") && last.contains("per-step hindsight"),
+        "{table}"
+    );
+    assert!(!last.contains("+-") && !last.contains(" -"), "{table}");
+    let out = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    assert!(v["oracle_headroom"].is_null(), "{v}");
+    let help = cli().args(["whatif", "--help"]).assert().success();
+    let help = String::from_utf8(help.get_output().stdout.clone()).unwrap();
+    assert!(
+        help.contains("per-step hindsight") && !help.contains("per-step oracle"),
+        "{help}"
+    );
+    assert!(!help.contains("beat"), "{help}");
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

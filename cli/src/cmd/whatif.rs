@@ -1,7 +1,7 @@
 //! `whatif`: every drafting policy replayed on n-gram traces (as `ngram`
 //! writes them) through the simulator's engine model
 //! (`specdec_sim::whatif`), with the goodput of each against the best
-//! static draft length and the per-step oracle.
+//! static draft length and per-step hindsight (the policy `oracle`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -68,7 +68,8 @@ pub struct Args {
     #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = Format::parser(WHATIF_FORMATS))]
     format: Format,
     /// Also draw goodput against the static draft length, with the
-    /// controllers, the peer rules and the oracle, as SVG to this file.
+    /// controllers, the peer rules and per-step hindsight, as SVG to this
+    /// file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Replay only these policies (comma-separated names as in the table,
