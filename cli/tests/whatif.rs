@@ -307,6 +307,21 @@ fn hindsight_is_not_called_an_optimum_nor_a_negative_headroom() {
 }
 
 #[test]
+fn a_replay_trace_is_named_as_one() {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/trace.jsonl");
+    cli()
+        .args(["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"])
+        .arg(&trace)
+        .assert()
+        .failure()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "line 1: a replay trace (steps drafted and accepted, as `replay` reads), not an \
+             `ngram` trace",
+        ));
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

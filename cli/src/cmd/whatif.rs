@@ -152,7 +152,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let report = report_arg(&args)?;
     let source = display_path(&args.traces);
     let started = Instant::now();
-    let traces = Arc::new(TraceSet::open(&args.traces).map_err(CliError::new)?);
+    let traces = Arc::new(TraceSet::open(&args.traces).map_err(|e| {
+        if is_replay_trace(&args.traces) {
+            CliError::new(format!(
+                "{source}: line 1: a replay trace (steps drafted and accepted, as `replay` \
+                 reads), not an `ngram` trace (per output position: proposal and match); make \
+                 one with `specdec-metrics ngram`"
+            ))
+        } else {
+            CliError::new(e)
+        }
+    })?);
     if let Some(m) = traces.meta() {
         check_rule(&source, &m.rule)?;
     }
@@ -188,6 +198,35 @@ pub fn run(args: Args) -> Result<(), CliError> {
         results,
     };
     write_outputs(&whatif, &args, report)
+}
+
+/// Whether the regular file at `path`
+/// begins with a step of `replay`'s traces: an object with `drafted` or
+/// `undrafted` and no `output_tokens`. Only its first line is read, and
+/// at most 64 KiB of it.
+fn is_replay_trace(path: &std::path::Path) -> bool {
+    use std::io::{BufRead as _, Read as _};
+    // A pipe or a device is read once: only a regular file is reopened.
+    if path.as_os_str() == "-" || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut line = Vec::new();
+    if std::io::BufReader::new(file.take(64 * 1024))
+        .read_until(b'\n', &mut line)
+        .is_err()
+    {
+        return false;
+    }
+    match serde_json::from_slice::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(o)) => {
+            (o.contains_key("drafted") || o.contains_key("undrafted"))
+                && !o.contains_key("output_tokens")
+        }
+        _ => false,
+    }
 }
 
 /// Refuses a metadata `rule` that `ngram` does not write: its setting
