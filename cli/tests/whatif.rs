@@ -322,6 +322,57 @@ fn a_replay_trace_is_named_as_one() {
 }
 
 #[test]
+fn the_lengths_within_one_percent_of_the_best_are_printed() {
+    let dir = TempDir::new().unwrap();
+    // The drafter proposes 4 tokens everywhere, all of them right: every
+    // k from 4 drafts the same.
+    let mut text = meta("o200k_base", "vllm", 16, true) + "\n";
+    for i in 0..20 {
+        let m = 41u8;
+        let matched: Vec<u8> = (1..m).map(|t| 4.min(m - t)).collect();
+        text += &serde_json::json!({
+            "id": i, "prompt_tokens": 10, "output_tokens": m,
+            "proposal": vec![4u8; usize::from(m) - 1], "match": matched,
+        })
+        .to_string();
+        text.push('\n');
+    }
+    let traces = dir.path().join("plateau.jsonl");
+    fs::write(&traces, text).unwrap();
+    let args = ["whatif", "--max-draft-len", "16", "--cost-linear", "1,0.02"];
+    let json = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&json);
+    let goodput = |k: usize| v["policies"][k]["goodput"].as_f64().unwrap();
+    let best = v["best_static_draft_len"].as_u64().unwrap() as usize;
+    // The run of static lengths around the best within 1% of its goodput.
+    let near = |k: usize| goodput(k) >= 0.99 * goodput(best);
+    let lo = (0..=best).rev().take_while(|&k| near(k)).last().unwrap();
+    let hi = (best..=16).take_while(|&k| near(k)).last().unwrap();
+    assert!(hi > lo, "a plateau to show: {v}");
+    assert_eq!(v["best_static_within_1pct"], serde_json::json!([lo, hi]));
+    let table = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    assert!(
+        table.contains(&format!(
+            "best static draft length: k = {best} (every k in {lo}..={hi} within 1% of it)"
+        )),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("k = {best} is one point of {lo}..={hi}")),
+        "{table}"
+    );
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

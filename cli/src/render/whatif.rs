@@ -123,6 +123,26 @@ fn best_k(w: &WhatIf) -> Option<usize> {
     best_static(&w.results).and_then(|r| r.policy.static_len())
 }
 
+/// The run of static lengths around the best whose goodput is within 1%
+/// of the best's (`(lo, hi)`, the best among them): on a plateau the best
+/// `k` is one point of many. A length not replayed ends the run.
+fn within_one_percent(w: &WhatIf) -> Option<(usize, usize)> {
+    let best = best_static(&w.results)?;
+    let k = best.policy.static_len()?;
+    let near = |k: usize| {
+        w.results
+            .iter()
+            .find(|r| r.policy.static_len() == Some(k))
+            .is_some_and(|r| r.goodput() >= 0.99 * best.goodput())
+    };
+    let lo = (0..k).rev().take_while(|&j| near(j)).last().unwrap_or(k);
+    let hi = (k + 1..)
+        .take_while(|&j| j <= w.settings.max_draft_len && near(j))
+        .last()
+        .unwrap_or(k);
+    Some((lo, hi))
+}
+
 /// Per-step hindsight's goodput over the best static's, less one. Myopic
 /// (one step at a time, blind to the cost the batch shares), it may fall
 /// below the best static length: a ratio, then, not a headroom.
@@ -240,14 +260,19 @@ pub fn table(w: &WhatIf) -> String {
         );
         return out;
     };
+    let range = within_one_percent(w);
     let _ = writeln!(
         out,
-        "\nbest static draft length: {}; {} \
+        "\nbest static draft length: {}{}; {} \
          (tokens per step are per request and step; x best: goodput over the best static's)",
         if k == 0 {
             "none (do not speculate)".into()
         } else {
             format!("k = {k}")
+        },
+        match range {
+            Some((lo, hi)) if hi > lo => format!(" (every k in {lo}..={hi} within 1% of it)"),
+            _ => String::new(),
         },
         match hindsight_gain(w) {
             None => "per-step hindsight (oracle) not replayed".to_string(),
@@ -268,8 +293,14 @@ pub fn table(w: &WhatIf) -> String {
             "no setting: no metadata line, so the rule the traces were made with is unknown\n",
         );
     }
-    for s in found {
+    for s in &found {
         let _ = writeln!(out, "setting ({}): {}", s.engine, s.setting);
+    }
+    if let Some((lo, hi)) = range.filter(|(lo, hi)| hi > lo && !found.is_empty()) {
+        let _ = writeln!(
+            out,
+            "(the setting's k = {k} is one point of {lo}..={hi}: any of them earns within 1%)"
+        );
     }
     out
 }
@@ -286,6 +317,8 @@ struct Json<'a> {
     cost: Vec<f64>,
     cost_rule: &'static str,
     best_static_draft_len: Option<usize>,
+    /// The static lengths around the best within 1% of its goodput.
+    best_static_within_1pct: Option<(usize, usize)>,
     oracle_headroom: Option<f64>,
     policies: Vec<Row>,
     settings: Vec<Setting>,
@@ -307,6 +340,7 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
             .collect(),
         cost_rule: "drafted",
         best_static_draft_len: k,
+        best_static_within_1pct: within_one_percent(w),
         oracle_headroom: oracle_headroom(w),
         policies: rows(w),
         settings: k.map_or_else(Vec::new, |k| settings(w.traces.meta(), k)),
