@@ -373,6 +373,37 @@ fn the_lengths_within_one_percent_of_the_best_are_printed() {
 }
 
 #[test]
+fn a_controller_row_prints_the_length_it_used_not_where_it_ended() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 40, 16, true);
+    let args = ["whatif", "--max-draft-len", "16", "--cost-linear", "1,0.05"];
+    let json = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&json);
+    let rows = v["policies"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
+    // A static length uses its k at every request-step.
+    assert_eq!(row("static:5")["median_draft_len"], 5, "{v}");
+    assert_eq!(row("none")["median_draft_len"], 0, "{v}");
+    let median = row("adaptive")["median_draft_len"].as_u64().unwrap();
+    let table = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    let adaptive = table.lines().find(|l| l.starts_with("adaptive ")).unwrap();
+    assert!(
+        adaptive.ends_with(&format!("(median k = {median} over request-steps)")),
+        "{table}"
+    );
+    assert!(!table.contains("ends at"), "{table}");
+}
+
+#[test]
 fn a_policys_report_is_written_and_advise_reads_it() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 30, 8, true);

@@ -34,6 +34,8 @@ struct Row {
     switches: f64,
     /// The controller's final length (adaptive) or lengths (per-state).
     final_draft_lens: Option<Vec<usize>>,
+    /// The median draft length chosen over the request-steps.
+    median_draft_len: Option<usize>,
 }
 
 fn rows(w: &WhatIf) -> Vec<Row> {
@@ -56,6 +58,7 @@ fn rows(w: &WhatIf) -> Vec<Row> {
                         .as_ref()
                         .map(|c| c.draft_lens.clone())
                 }),
+                median_draft_len: r.median_draft_len(),
             }
         })
         .collect()
@@ -241,16 +244,11 @@ pub fn table(w: &WhatIf) -> String {
             } else {
                 format!("{}", r.switches)
             },
-            match &r.final_draft_lens {
-                Some(lens) if lens.len() == 1 => format!("   (ends at k = {})", lens[0]),
-                Some(lens) => format!(
-                    "   (ends at k = {} by state)",
-                    lens.iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None => String::new(),
+            // What a controller used, not the choice it made as the last
+            // requests drained.
+            match (&r.final_draft_lens, r.median_draft_len) {
+                (Some(_), Some(m)) => format!("   (median k = {m} over request-steps)"),
+                _ => String::new(),
             }
         );
     }

@@ -344,6 +344,7 @@ impl<'a> Engine<'a> {
             drafted: drafted_sum,
         };
         self.stats.record(phase, settled, &counts);
+        self.stats.record_lens(&self.lens);
         self.counts.add(&counts);
         self.live.publish(&self.counts, chosen);
         self.step += 1;
