@@ -78,7 +78,8 @@ fn a_registered_policy_reaches_help_policies_table_report_and_plot() {
     assert!(help.contains("smartspec, vllm-av, oracle, toy);"), "{help}");
     assert!(
         help.contains(
-            "SmartSpec, vLLM's adaptive verification and the test's toy, and the per-step oracle"
+            "SmartSpec, vLLM's adaptive verification and the test's toy, and per-step hindsight \
+             (`oracle`)"
         ),
         "{help}"
     );

@@ -15,10 +15,31 @@ fn cli() -> Command {
 /// A trace of `requests` requests that copy long runs and then find no
 /// match, as code edits do; with a metadata line of cap `cap`.
 fn write_trace(dir: &Path, requests: usize, cap: u8, greedy: bool) -> std::path::PathBuf {
-    let mut text = format!(
-        "{{\"specdec_trace\":1,\"tokenizer\":\"o200k_base\",\"rule\":\"vllm\",\"min_n\":2,\
-         \"max_n\":5,\"cap\":{cap},\"eos\":true,\"greedy\":{greedy}}}\n"
-    );
+    write_trace_with(
+        dir,
+        requests,
+        cap,
+        Some(&meta("o200k_base", "vllm", cap, greedy)),
+    )
+}
+
+/// A trace's metadata line.
+fn meta(tokenizer: &str, rule: &str, cap: u8, greedy: bool) -> String {
+    serde_json::json!({
+        "specdec_trace": 1, "tokenizer": tokenizer, "rule": rule, "min_n": 2,
+        "max_n": 5, "cap": cap, "eos": true, "greedy": greedy,
+    })
+    .to_string()
+}
+
+/// As [`write_trace`], with this metadata line (or none).
+fn write_trace_with(
+    dir: &Path,
+    requests: usize,
+    cap: u8,
+    meta: Option<&str>,
+) -> std::path::PathBuf {
+    let mut text = meta.map_or_else(String::new, |m| format!("{m}\n"));
     for i in 0..requests {
         let m = 50 + i % 7;
         let (mut proposal, mut matched) = (Vec::new(), Vec::new());
@@ -140,6 +161,246 @@ fn the_table_names_the_settings_and_the_winner() {
                 .and(predicate::str::contains("setting (vLLM)"))
                 .and(predicate::str::contains("oracle")),
         );
+}
+
+#[test]
+fn the_traces_metadata_is_printed_escaped() {
+    let dir = TempDir::new().unwrap();
+    let hostile = "tok\u{1b}[31m\u{1b}]0;title\u{7}\u{202e}en";
+    let traces = write_trace_with(dir.path(), 10, 8, Some(&meta(hostile, "vllm", 8, true)));
+    for format in ["table", "json"] {
+        let out = cli()
+            .args(["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"])
+            .args(["--format", format])
+            .arg(&traces)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            !out.chars()
+                .any(|c| matches!(c, '\u{1b}' | '\u{7}' | '\u{202e}')),
+            "{format}: {out}"
+        );
+        assert!(
+            out.contains(r"tok\u001b[31m\u001b]0;title\u0007\u202een"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn llamacpps_setting_keeps_m_and_sets_the_draft_length() {
+    let dir = TempDir::new().unwrap();
+    let meta = serde_json::json!({
+        "specdec_trace": 1, "tokenizer": "o200k_base", "rule": "llamacpp-simple",
+        "min_n": 12, "max_n": 12, "cap": 16, "eos": true, "greedy": true,
+    })
+    .to_string();
+    let traces = write_trace_with(dir.path(), 20, 16, Some(&meta));
+    let out = cli()
+        .args(["whatif", "--max-draft-len", "8", "--cost-linear", "1,0.1"])
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    let k = v["best_static_draft_len"].as_u64().unwrap();
+    assert!(k > 0 && k < 16, "{v}");
+    let setting = v["settings"][0]["setting"].as_str().unwrap();
+    assert!(
+        setting.contains("--spec-ngram-simple-size-n 12 --spec-ngram-simple-size-m 16"),
+        "{setting}"
+    );
+    assert!(
+        setting.contains(&format!("--spec-draft-n-max {k}")),
+        "{setting}"
+    );
+    assert!(setting.contains(&format!("--draft-max {k}")), "{setting}");
+}
+
+#[test]
+fn no_setting_is_invented_for_an_unknown_rule() {
+    let dir = TempDir::new().unwrap();
+    // Without a metadata line the rule is unknown: no engine's setting.
+    let traces = write_trace_with(dir.path(), 10, 8, None);
+    let args = ["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"];
+    cli().args(args).arg(&traces).assert().success().stdout(
+        predicate::str::contains("best static draft length")
+            .and(predicate::str::contains("setting (").not())
+            .and(predicate::str::contains("prompt_lookup").not())
+            .and(predicate::str::contains("no setting: no metadata line")),
+    );
+    let out = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    assert!(v["best_static_draft_len"].is_u64(), "{v}");
+    assert_eq!(v["settings"], serde_json::json!([]), "{v}");
+    // A rule this version does not know is refused, not taken for vLLM's.
+    let traces = write_trace_with(
+        dir.path(),
+        10,
+        8,
+        Some(&meta("o200k_base", "vllm-next", 8, true)),
+    );
+    cli()
+        .args(args)
+        .arg(&traces)
+        .assert()
+        .failure()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "line 1: field \"rule\": \"vllm-next\" is not a rule ngram writes \
+             (vllm, trtllm, llamacpp-simple, hf)",
+        ));
+}
+
+#[test]
+fn hindsight_is_not_called_an_optimum_nor_a_negative_headroom() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 20, 8, true);
+    // Drafting costs twice a step: the myopic per-step choice loses to
+    // drafting nothing.
+    let args = ["whatif", "--max-draft-len", "8", "--cost-linear", "1,2"];
+    let out = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let last = table
+        .lines()
+        .find(|l| l.starts_with("best static draft length"))
+        .unwrap();
+    assert!(
+        !last.contains("above it") && last.contains("per-step hindsight"),
+        "{table}"
+    );
+    assert!(!last.contains("+-") && !last.contains(" -"), "{table}");
+    let out = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&out);
+    assert!(v["oracle_headroom"].is_null(), "{v}");
+    let help = cli().args(["whatif", "--help"]).assert().success();
+    let help = String::from_utf8(help.get_output().stdout.clone()).unwrap();
+    assert!(
+        help.contains("per-step hindsight") && !help.contains("per-step oracle"),
+        "{help}"
+    );
+    assert!(!help.contains("beat"), "{help}");
+}
+
+#[test]
+fn a_replay_trace_is_named_as_one() {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/trace.jsonl");
+    cli()
+        .args(["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"])
+        .arg(&trace)
+        .assert()
+        .failure()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "line 1: a replay trace (steps drafted and accepted, as `replay` reads), not an \
+             `ngram` trace",
+        ));
+}
+
+#[test]
+fn the_lengths_within_one_percent_of_the_best_are_printed() {
+    let dir = TempDir::new().unwrap();
+    // The drafter proposes 4 tokens everywhere, all of them right: every
+    // k from 4 drafts the same.
+    let mut text = meta("o200k_base", "vllm", 16, true) + "\n";
+    for i in 0..20 {
+        let m = 41u8;
+        let matched: Vec<u8> = (1..m).map(|t| 4.min(m - t)).collect();
+        text += &serde_json::json!({
+            "id": i, "prompt_tokens": 10, "output_tokens": m,
+            "proposal": vec![4u8; usize::from(m) - 1], "match": matched,
+        })
+        .to_string();
+        text.push('\n');
+    }
+    let traces = dir.path().join("plateau.jsonl");
+    fs::write(&traces, text).unwrap();
+    let args = ["whatif", "--max-draft-len", "16", "--cost-linear", "1,0.02"];
+    let json = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&json);
+    let goodput = |k: usize| v["policies"][k]["goodput"].as_f64().unwrap();
+    let best = v["best_static_draft_len"].as_u64().unwrap() as usize;
+    // The run of static lengths around the best within 1% of its goodput.
+    let near = |k: usize| goodput(k) >= 0.99 * goodput(best);
+    let lo = (0..=best).rev().take_while(|&k| near(k)).last().unwrap();
+    let hi = (best..=16).take_while(|&k| near(k)).last().unwrap();
+    assert!(hi > lo, "a plateau to show: {v}");
+    assert_eq!(v["best_static_within_1pct"], serde_json::json!([lo, hi]));
+    let table = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    assert!(
+        table.contains(&format!(
+            "best static draft length: k = {best} (every k in {lo}..={hi} within 1% of it)"
+        )),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("k = {best} is one point of {lo}..={hi}")),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_controller_row_prints_the_length_it_used_not_where_it_ended() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 40, 16, true);
+    let args = ["whatif", "--max-draft-len", "16", "--cost-linear", "1,0.05"];
+    let json = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&traces)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v = json_of(&json);
+    let rows = v["policies"].as_array().unwrap();
+    let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
+    // A static length uses its k at every request-step.
+    assert_eq!(row("static:5")["median_draft_len"], 5, "{v}");
+    assert_eq!(row("none")["median_draft_len"], 0, "{v}");
+    let median = row("adaptive")["median_draft_len"].as_u64().unwrap();
+    let table = cli().args(args).arg(&traces).assert().success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    let adaptive = table.lines().find(|l| l.starts_with("adaptive ")).unwrap();
+    assert!(
+        adaptive.ends_with(&format!("(median k = {median} over request-steps)")),
+        "{table}"
+    );
+    assert!(!table.contains("ends at"), "{table}");
 }
 
 #[test]

@@ -67,6 +67,10 @@ pub struct RequestView {
     /// knows at this step composed with the request's recent acceptance;
     /// `state.index()` without one), for a per-state plan of many states.
     pub state_index: usize,
+    /// The tokens the request has left to generate: hindsight, for the
+    /// per-step hindsight policy only (an engine does not know where an
+    /// output ends).
+    pub left: usize,
 }
 
 /// The mean of a step's per-request draft lengths: the draft term of its
@@ -275,8 +279,12 @@ impl Policy for PerStateTable {
     }
 }
 
-/// The per-step oracle of a trace: each request drafts exactly what its
-/// verifier will accept there (`m_t`), nothing where nothing would be.
+/// Per-step hindsight on a trace (the policy named `oracle`): each request
+/// drafts what its verifier will accept there (`m_t`), nothing where
+/// nothing would be, and never a token that gains nothing (where the match
+/// reaches the output's end, its last token would stand in for the bonus
+/// token). Myopic, one step at a time and blind to the cost the batch
+/// shares: a static length or a controller can beat it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Oracle {
     last: usize,
@@ -289,7 +297,9 @@ impl Policy for Oracle {
 
     fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
         for (len, view) in lens.iter_mut().zip(requests) {
-            *len = view.position.map_or(0, |p| usize::from(p.matched));
+            *len = view.position.map_or(0, |p| {
+                usize::from(p.matched).min(view.left.saturating_sub(1))
+            });
         }
         self.last = scheduled_budget(lens);
     }
@@ -329,6 +339,7 @@ mod tests {
             memory: [0.0; 2],
             position: None,
             state_index: 0,
+            left: 100,
         };
         let requests = [view(0.0), view(0.3), view(0.6), view(1.0), view(0.9)];
         let mut lens = [0; 5];

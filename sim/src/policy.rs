@@ -169,7 +169,7 @@ static POLICIES: &[PolicyDef] = &[
         index: 7,
         per_request: true,
         help: "",
-        about: "the per-step oracle",
+        about: "per-step hindsight (`oracle`)",
         build: Build::Oracle,
     },
 ];
@@ -281,7 +281,7 @@ pub fn names_statics_first() -> String {
 /// The policies `whatif` replays, in words, the static lengths first and
 /// the rules together (`no speculation, every static k up to K, the
 /// batch-level controller `adaptive`, ..., the peer rules of SGLang, ...
-/// and vLLM's adaptive verification, and the per-step oracle`).
+/// and vLLM's adaptive verification, and per-step hindsight (`oracle`)`).
 pub fn about_whatif() -> String {
     let mut items: Vec<String> = Vec::new();
     let mut rules: Vec<String> = Vec::new();
@@ -339,7 +339,7 @@ pub enum Kind {
     Controller,
     /// A rule, one instance per engine thread (another engine's).
     Peer,
-    /// The per-step oracle.
+    /// Per-step hindsight (`oracle`).
     Oracle,
 }
 
@@ -550,7 +550,7 @@ mod tests {
             about_whatif(),
             "no speculation, every static k up to K, the batch-level controller `adaptive`, \
              the per-state controller, the peer rules of SGLang, vLLM #44336, SmartSpec and \
-             vLLM's adaptive verification, and the per-step oracle"
+             vLLM's adaptive verification, and per-step hindsight (`oracle`)"
         );
     }
 

@@ -98,6 +98,9 @@ pub struct PhaseCounts {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineStats {
     pub phases: Vec<PhaseCounts>,
+    /// Request-steps by the draft length the policy chose for them
+    /// (clamped to `K`; entry `k` counts length `k`).
+    pub lens: Vec<u64>,
 }
 
 impl EngineStats {
@@ -113,8 +116,24 @@ impl EngineStats {
         }
     }
 
+    /// Counts the lengths chosen for the requests of one step.
+    pub fn record_lens(&mut self, lens: &[usize]) {
+        for &k in lens {
+            if self.lens.len() <= k {
+                self.lens.resize(k + 1, 0);
+            }
+            self.lens[k] += 1;
+        }
+    }
+
     /// Adds another thread's counts.
     pub fn add(&mut self, other: &EngineStats) {
+        if self.lens.len() < other.lens.len() {
+            self.lens.resize(other.lens.len(), 0);
+        }
+        for (mine, theirs) in self.lens.iter_mut().zip(&other.lens) {
+            *mine += theirs;
+        }
         if self.phases.len() < other.phases.len() {
             self.phases
                 .resize(other.phases.len(), PhaseCounts::default());

@@ -121,9 +121,23 @@ pub struct PolicyResult {
     /// Everything the engine recorded: the policy's acceptance histogram
     /// by draft length (the report `advise` reads).
     pub report: AcceptanceHistogram,
+    /// Request-steps by the draft length the policy chose for them.
+    pub chosen_lens: Vec<u64>,
 }
 
 impl PolicyResult {
+    /// The median draft length the policy chose over its request-steps
+    /// (the lower median), what it used rather than where it ended.
+    pub fn median_draft_len(&self) -> Option<usize> {
+        let total: u64 = self.chosen_lens.iter().sum();
+        let half = total.div_ceil(2);
+        let mut seen = 0;
+        self.chosen_lens.iter().position(|&n| {
+            seen += n;
+            total > 0 && seen >= half
+        })
+    }
+
     /// Tokens per cost unit.
     pub fn goodput(&self) -> f64 {
         self.summary.overall.goodput.unwrap_or(0.0)
@@ -197,6 +211,7 @@ impl Settings {
             policy,
             summary: outcome.summary,
             report: recorder.snapshot(),
+            chosen_lens: outcome.chosen_lens,
         })
     }
 

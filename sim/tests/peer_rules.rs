@@ -32,6 +32,7 @@ fn view(memory: RequestMemory) -> RequestView {
         memory,
         position: None,
         state_index: 0,
+        left: 100,
     }
 }
 

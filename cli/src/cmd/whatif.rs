@@ -1,7 +1,7 @@
 //! `whatif`: every drafting policy replayed on n-gram traces (as `ngram`
 //! writes them) through the simulator's engine model
 //! (`specdec_sim::whatif`), with the goodput of each against the best
-//! static draft length and the per-step oracle.
+//! static draft length and per-step hindsight (the policy `oracle`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -68,7 +68,8 @@ pub struct Args {
     #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = Format::parser(WHATIF_FORMATS))]
     format: Format,
     /// Also draw goodput against the static draft length, with the
-    /// controllers, the peer rules and the oracle, as SVG to this file.
+    /// controllers, the peer rules and per-step hindsight, as SVG to this
+    /// file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Replay only these policies (comma-separated names as in the table,
@@ -151,7 +152,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let report = report_arg(&args)?;
     let source = display_path(&args.traces);
     let started = Instant::now();
-    let traces = Arc::new(TraceSet::open(&args.traces).map_err(CliError::new)?);
+    let traces = Arc::new(TraceSet::open(&args.traces).map_err(|e| {
+        if is_replay_trace(&args.traces) {
+            CliError::new(format!(
+                "{source}: line 1: a replay trace (steps drafted and accepted, as `replay` \
+                 reads), not an `ngram` trace (per output position: proposal and match); make \
+                 one with `specdec-metrics ngram`"
+            ))
+        } else {
+            CliError::new(e)
+        }
+    })?);
+    if let Some(m) = traces.meta() {
+        check_rule(&source, &m.rule)?;
+    }
     if traces.meta().is_some_and(|m| !m.greedy) {
         warn(&format!(
             "{source}: the traces come from sampled outputs: a policy would have changed \
@@ -184,6 +198,54 @@ pub fn run(args: Args) -> Result<(), CliError> {
         results,
     };
     write_outputs(&whatif, &args, report)
+}
+
+/// Whether the regular file at `path`
+/// begins with a step of `replay`'s traces: an object with `drafted` or
+/// `undrafted` and no `output_tokens`. Only its first line is read, and
+/// at most 64 KiB of it.
+fn is_replay_trace(path: &std::path::Path) -> bool {
+    use std::io::{BufRead as _, Read as _};
+    // A pipe or a device is read once: only a regular file is reopened.
+    if path.as_os_str() == "-" || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut line = Vec::new();
+    if std::io::BufReader::new(file.take(64 * 1024))
+        .read_until(b'\n', &mut line)
+        .is_err()
+    {
+        return false;
+    }
+    match serde_json::from_slice::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(o)) => {
+            (o.contains_key("drafted") || o.contains_key("undrafted"))
+                && !o.contains_key("output_tokens")
+        }
+        _ => false,
+    }
+}
+
+/// Refuses a metadata `rule` that `ngram` does not write: its setting
+/// would be another engine's, invented.
+fn check_rule(source: &str, rule: &str) -> Result<(), CliError> {
+    use clap::ValueEnum as _;
+    let rules = crate::ngram::Rule::value_variants();
+    if rules.iter().any(|r| r.name() == rule) {
+        return Ok(());
+    }
+    Err(CliError::new(format!(
+        "{source}: line 1: field \"rule\": {} is not a rule ngram writes ({})",
+        crate::format::excerpt(rule),
+        rules
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 /// `--report POLICY FILE`, its policy parsed.
@@ -283,7 +345,10 @@ fn write_outputs(
     report: Option<(PolicySpec, PathBuf)>,
 ) -> Result<(), CliError> {
     let text = match args.format {
-        Format::Json => json_line(&render::whatif::json(whatif), "what-if"),
+        // The trace's metadata strings are input: no hidden character of
+        // theirs reaches the terminal (serde escapes only the controls).
+        Format::Json => json_line(&render::whatif::json(whatif), "what-if")
+            .map(|t| crate::format::escape_hidden(&t)),
         _ => Ok(render::whatif::table(whatif)),
     };
     let out = text.and_then(|t| write_stdout(t.as_bytes(), "what-if"));

@@ -9,7 +9,7 @@ use specdec_ingest::trace::TraceMeta;
 use specdec_sim::policy::{Kind, PolicySpec};
 use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
-use crate::format::group_digits;
+use crate::format::{group_digits, sanitize};
 
 /// The name a policy has in the output: `none` for `static:0`.
 pub fn policy_name(policy: PolicySpec) -> String {
@@ -34,6 +34,8 @@ struct Row {
     switches: f64,
     /// The controller's final length (adaptive) or lengths (per-state).
     final_draft_lens: Option<Vec<usize>>,
+    /// The median draft length chosen over the request-steps.
+    median_draft_len: Option<usize>,
 }
 
 fn rows(w: &WhatIf) -> Vec<Row> {
@@ -56,6 +58,7 @@ fn rows(w: &WhatIf) -> Vec<Row> {
                         .as_ref()
                         .map(|c| c.draft_lens.clone())
                 }),
+                median_draft_len: r.median_draft_len(),
             }
         })
         .collect()
@@ -68,9 +71,14 @@ pub struct Setting {
     pub setting: String,
 }
 
-/// The settings of the engines whose rule the traces follow, drafting `k`.
+/// The settings of the engines whose rule the traces follow, drafting `k`:
+/// none when the rule is unknown (no metadata line), since the n-gram
+/// sizes of another engine's setting would be invented.
 pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
-    let (rule, min_n, max_n) = meta.map_or(("vllm", 2, 5), |m| (m.rule.as_str(), m.min_n, m.max_n));
+    let Some(m) = meta else {
+        return Vec::new();
+    };
+    let (rule, min_n, max_n, cap) = (m.rule.as_str(), m.min_n, m.max_n, m.cap);
     if k == 0 {
         return vec![Setting {
             engine: "any",
@@ -87,9 +95,13 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
         }],
         "llamacpp-simple" => vec![Setting {
             engine: "llama.cpp",
+            // `m` is the rule's proposal length, not a cap on the draft:
+            // below `n` the rule proposes nothing. It stays the traces'
+            // and the draft length is set on its own.
             setting: format!(
                 "--spec-type ngram-simple --spec-ngram-simple-size-n {max_n} \
-                 --spec-ngram-simple-size-m {k}"
+                 --spec-ngram-simple-size-m {cap} --spec-draft-n-max {k} \
+                 (builds before the --spec-* flags: --draft-max {k})"
             ),
         }],
         "hf" => vec![Setting {
@@ -98,13 +110,14 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
                 "generate(..., prompt_lookup_num_tokens={k}, max_matching_ngram_size={max_n})"
             ),
         }],
-        _ => vec![Setting {
+        "vllm" => vec![Setting {
             engine: "vLLM",
             setting: format!(
                 "--speculative-config '{{\"method\": \"ngram\", \"num_speculative_tokens\": {k}, \
                  \"prompt_lookup_min\": {min_n}, \"prompt_lookup_max\": {max_n}}}'"
             ),
         }],
+        _ => Vec::new(),
     }
 }
 
@@ -113,10 +126,38 @@ fn best_k(w: &WhatIf) -> Option<usize> {
     best_static(&w.results).and_then(|r| r.policy.static_len())
 }
 
-fn oracle_headroom(w: &WhatIf) -> Option<f64> {
+/// The run of static lengths around the best whose goodput is within 1%
+/// of the best's (`(lo, hi)`, the best among them): on a plateau the best
+/// `k` is one point of many. A length not replayed ends the run.
+fn within_one_percent(w: &WhatIf) -> Option<(usize, usize)> {
+    let best = best_static(&w.results)?;
+    let k = best.policy.static_len()?;
+    let near = |k: usize| {
+        w.results
+            .iter()
+            .find(|r| r.policy.static_len() == Some(k))
+            .is_some_and(|r| r.goodput() >= 0.99 * best.goodput())
+    };
+    let lo = (0..k).rev().take_while(|&j| near(j)).last().unwrap_or(k);
+    let hi = (k + 1..)
+        .take_while(|&j| j <= w.settings.max_draft_len && near(j))
+        .last()
+        .unwrap_or(k);
+    Some((lo, hi))
+}
+
+/// Per-step hindsight's goodput over the best static's, less one. Myopic
+/// (one step at a time, blind to the cost the batch shares), it may fall
+/// below the best static length: a ratio, then, not a headroom.
+fn hindsight_gain(w: &WhatIf) -> Option<f64> {
     let best = best_static(&w.results)?.goodput();
     let oracle = w.results.iter().find(|r| r.policy.kind() == Kind::Oracle)?;
     Some(oracle.goodput() / best - 1.0)
+}
+
+/// [`hindsight_gain`] where it is a headroom (not negative).
+fn oracle_headroom(w: &WhatIf) -> Option<f64> {
+    hindsight_gain(w).filter(|h| *h >= 0.0)
 }
 
 fn cost_text(w: &WhatIf) -> String {
@@ -142,8 +183,8 @@ fn header(w: &WhatIf) -> String {
     let trace = match t.meta() {
         Some(m) => format!(
             "tokenizer {}, rule {}, n {}..={}, cap {}{}",
-            m.tokenizer,
-            m.rule,
+            sanitize(&m.tokenizer),
+            sanitize(&m.rule),
             m.min_n,
             m.max_n,
             m.cap,
@@ -203,16 +244,11 @@ pub fn table(w: &WhatIf) -> String {
             } else {
                 format!("{}", r.switches)
             },
-            match &r.final_draft_lens {
-                Some(lens) if lens.len() == 1 => format!("   (ends at k = {})", lens[0]),
-                Some(lens) => format!(
-                    "   (ends at k = {} by state)",
-                    lens.iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None => String::new(),
+            // What a controller used, not the choice it made as the last
+            // requests drained.
+            match (&r.final_draft_lens, r.median_draft_len) {
+                (Some(_), Some(m)) => format!("   (median k = {m} over request-steps)"),
+                _ => String::new(),
             }
         );
     }
@@ -222,19 +258,47 @@ pub fn table(w: &WhatIf) -> String {
         );
         return out;
     };
+    let range = within_one_percent(w);
     let _ = writeln!(
         out,
-        "\nbest static draft length: {}; the per-step oracle is {} above it \
+        "\nbest static draft length: {}{}; {} \
          (tokens per step are per request and step; x best: goodput over the best static's)",
         if k == 0 {
             "none (do not speculate)".into()
         } else {
             format!("k = {k}")
         },
-        oracle_headroom(w).map_or_else(|| "-".into(), |h| format!("{:+.1}%", h * 100.0)),
+        match range {
+            Some((lo, hi)) if hi > lo => format!(" (every k in {lo}..={hi} within 1% of it)"),
+            _ => String::new(),
+        },
+        match hindsight_gain(w) {
+            None => "per-step hindsight (oracle) not replayed".to_string(),
+            Some(h) if h >= 0.0 => {
+                format!("per-step hindsight (oracle) is {:+.1}% above it", h * 100.0)
+            }
+            // A myopic choice, not an optimum: no headroom to print.
+            Some(h) => format!(
+                "per-step hindsight (oracle) falls short of it (x best {:.4}: it chooses \
+                 one step at a time, blind to the cost the batch shares)",
+                h + 1.0
+            ),
+        },
     );
-    for s in settings(w.traces.meta(), k) {
+    let found = settings(w.traces.meta(), k);
+    if found.is_empty() {
+        out.push_str(
+            "no setting: no metadata line, so the rule the traces were made with is unknown\n",
+        );
+    }
+    for s in &found {
         let _ = writeln!(out, "setting ({}): {}", s.engine, s.setting);
+    }
+    if let Some((lo, hi)) = range.filter(|(lo, hi)| hi > lo && !found.is_empty()) {
+        let _ = writeln!(
+            out,
+            "(the setting's k = {k} is one point of {lo}..={hi}: any of them earns within 1%)"
+        );
     }
     out
 }
@@ -251,6 +315,8 @@ struct Json<'a> {
     cost: Vec<f64>,
     cost_rule: &'static str,
     best_static_draft_len: Option<usize>,
+    /// The static lengths around the best within 1% of its goodput.
+    best_static_within_1pct: Option<(usize, usize)>,
     oracle_headroom: Option<f64>,
     policies: Vec<Row>,
     settings: Vec<Setting>,
@@ -272,6 +338,7 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
             .collect(),
         cost_rule: "drafted",
         best_static_draft_len: k,
+        best_static_within_1pct: within_one_percent(w),
         oracle_headroom: oracle_headroom(w),
         policies: rows(w),
         settings: k.map_or_else(Vec::new, |k| settings(w.traces.meta(), k)),

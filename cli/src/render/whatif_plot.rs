@@ -93,7 +93,7 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
     // A key in words under the axis (a legend box would hide points).
     root.draw(&Text::new(
         "dots: every static k; solid: the controllers (adaptive, per-state); \
-         dashed: other engines' rules and the per-step oracle",
+         dashed: other engines' rules and per-step hindsight (oracle)",
         (110, 706),
         ("sans-serif", 14).into_font().color(&RGBColor(90, 90, 90)),
     ))?;

@@ -344,6 +344,7 @@ impl<'a> Engine<'a> {
             drafted: drafted_sum,
         };
         self.stats.record(phase, settled, &counts);
+        self.stats.record_lens(&self.lens);
         self.counts.add(&counts);
         self.live.publish(&self.counts, chosen);
         self.step += 1;
@@ -396,6 +397,7 @@ impl<'a> Engine<'a> {
                 memory: r.memory,
                 position,
                 state_index: space.map_or(state.index(), |space| space.index(state, signal)),
+                left: r.output_len - r.generated,
             }
         }));
         self.lens.clear();

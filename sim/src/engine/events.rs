@@ -124,4 +124,6 @@ pub struct Outcome {
     pub requests_finished: u64,
     /// It ran its `seconds` (rather than being stopped).
     pub ran_to_the_end: bool,
+    /// Request-steps by the draft length the policy chose for them.
+    pub chosen_lens: Vec<u64>,
 }

@@ -248,6 +248,7 @@ pub fn run(
         summary: summarize(config, &total, run_secs, controller, state_controller),
         requests_finished,
         ran_to_the_end,
+        chosen_lens: total.lens.clone(),
     })
 }
 

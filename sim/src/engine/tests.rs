@@ -312,6 +312,20 @@ fn the_oracle_drafts_what_is_accepted_and_beats_every_static_length() {
     assert_eq!(outcome.requests_finished, 3);
 }
 
+/// A match that reaches the output's end: its last token would be
+/// accepted in place of the bonus token, so drafting it gains nothing.
+#[test]
+fn the_oracle_does_not_draft_a_token_that_gains_nothing() {
+    // M = 5: from position 1 the output continues with the 4 tokens left.
+    let set = traces(&[&[(4, 4), (3, 3), (2, 2), (1, 1)]]);
+    let outcome = replay(PolicySpec::oracle(), set, CostRule::Drafted, 1);
+    let o = &outcome.summary.overall;
+    assert_eq!(o.tokens, 4);
+    // One step: 3 drafted and accepted, then the bonus token.
+    assert_eq!(o.tokens_per_request_step, Some(4.0));
+    assert_eq!(o.drafted_per_request_step, Some(3.0));
+}
+
 #[test]
 fn traces_are_checked_against_the_settings() {
     let set = traces(&[&[(1, 1)]]);
