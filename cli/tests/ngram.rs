@@ -363,6 +363,27 @@ fn bad_requests_stop_the_run_naming_line_and_field() {
             b"{\"prompt\":\"\xff\",\"output\":\"b\"}\n",
             &["line 1", "not UTF-8"],
         ),
+        // `replay` refuses a key given twice; so does `ngram`, rather than
+        // keep the last output.
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"output\":\"c\"}\n",
+            &["line 1: duplicate key \"output\""],
+        ),
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"x\":{\"k\":1,\"k\":2}}\n",
+            &["line 1: duplicate key \"k\""],
+        ),
+        (
+            b"\xef\xbb\xbf{\"prompt\":\"a\",\"output\":\"b\"}\n",
+            &["line 1: the line starts with a byte-order mark (bytes EF BB BF)"],
+        ),
+        // Quoted as written, not as the float serde_json reads.
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"id\":123456789012345678901234567890}\n",
+            &[
+                "field \"id\": must be a string or an integer, not \"123456789012345678901234567890\"",
+            ],
+        ),
     ];
     for (bad, needles) in cases {
         let mut input = GOOD.repeat(3).into_bytes();
@@ -479,6 +500,16 @@ fn bad_flags_and_files_are_errors() {
         b"",
         &["no such directory"],
     );
+}
+
+#[test]
+fn a_directory_is_refused_before_anything_is_written() {
+    let dir = TempDir::new().unwrap();
+    let out = run(&[dir.path().to_str().unwrap()], b"");
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is a directory"), "{}", out.stderr);
+    // Not even the metadata line: every input is checked first.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
 }
 
 /// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
