@@ -568,13 +568,16 @@ fn parse_json(line: u64, text: &str) -> Result<Json, TraceError> {
         .and_then(|json| de.end().map(|()| json))
         .map_err(|e| match e.classify() {
             // Only the duplicate key: its position is not needed.
-            serde_json::error::Category::Data => {
-                let full = e.to_string();
-                let suffix = format!(" at line {} column {}", e.line(), e.column());
-                TraceError::new(line, None, full.strip_suffix(&suffix).unwrap_or(&full))
-            }
+            serde_json::error::Category::Data => TraceError::new(line, None, without_position(&e)),
             _ => TraceError::new(line, None, format!("not JSON: {e}")),
         })
+}
+
+/// serde_json's message without its "at line 1 column N".
+fn without_position(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    full.strip_suffix(&suffix).unwrap_or(&full).to_owned()
 }
 
 /// The line's value, the top level's `"id"` kept as written.
@@ -605,7 +608,7 @@ impl<'de> Visitor<'de> for TopLevel {
             let value = if key == "id" {
                 let raw: Box<RawValue> = map.next_value()?;
                 let value = serde_json::from_str::<Strict>(raw.get())
-                    .map_err(de::Error::custom)?
+                    .map_err(|e| de::Error::custom(without_position(&e)))?
                     .0;
                 raw_id = Some(raw.get().to_owned());
                 value
@@ -1266,7 +1269,12 @@ mod tests {
             1000,
         );
         assert_eq!(got, vec![Err("line 1: duplicate key \"id\"".to_owned())]);
-        // Inside an ignored key as well.
+        // Inside the id (which is then no id anyway) and an ignored key.
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":{\"b\":1,\"b\":2}}",
+            1000,
+        );
+        assert_eq!(got, vec![Err("line 1: duplicate key \"b\"".to_owned())]);
         let got = requests(
             b"{\"prompt\":\"p\",\"output\":\"o\",\"x\":[{\"a\":1,\"a\":1}]}",
             1000,
