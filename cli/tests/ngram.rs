@@ -363,6 +363,27 @@ fn bad_requests_stop_the_run_naming_line_and_field() {
             b"{\"prompt\":\"\xff\",\"output\":\"b\"}\n",
             &["line 1", "not UTF-8"],
         ),
+        // `replay` refuses a key given twice; so does `ngram`, rather than
+        // keep the last output.
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"output\":\"c\"}\n",
+            &["line 1: duplicate key \"output\""],
+        ),
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"x\":{\"k\":1,\"k\":2}}\n",
+            &["line 1: duplicate key \"k\""],
+        ),
+        (
+            b"\xef\xbb\xbf{\"prompt\":\"a\",\"output\":\"b\"}\n",
+            &["line 1: the line starts with a byte-order mark (bytes EF BB BF)"],
+        ),
+        // Quoted as written, not as the float serde_json reads.
+        (
+            b"{\"prompt\":\"a\",\"output\":\"b\",\"id\":123456789012345678901234567890}\n",
+            &[
+                "field \"id\": must be a string or an integer, not \"123456789012345678901234567890\"",
+            ],
+        ),
     ];
     for (bad, needles) in cases {
         let mut input = GOOD.repeat(3).into_bytes();
@@ -479,6 +500,16 @@ fn bad_flags_and_files_are_errors() {
         b"",
         &["no such directory"],
     );
+}
+
+#[test]
+fn a_directory_is_refused_before_anything_is_written() {
+    let dir = TempDir::new().unwrap();
+    let out = run(&[dir.path().to_str().unwrap()], b"");
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is a directory"), "{}", out.stderr);
+    // Not even the metadata line: every input is checked first.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
 }
 
 /// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
@@ -751,4 +782,107 @@ fn submodules_and_symbolic_links_are_skipped_and_counted() {
     ] {
         assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
     }
+}
+
+fn repo_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The README's `ngram` and `whatif` commands, as printed: the lines of
+/// its `sh` block that start with `specdec-metrics ngram` or `whatif`,
+/// each with its `# comment` removed and its `> FILE` a redirection.
+fn readme_commands() -> Vec<(Vec<String>, Option<String>)> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let commands: Vec<_> = readme
+        .lines()
+        .filter(|l| {
+            l.starts_with("specdec-metrics ngram ") || l.starts_with("specdec-metrics whatif ")
+        })
+        .map(|l| {
+            let command = l.split(" # ").next().unwrap();
+            let (command, redirect) = match command.split_once(" > ") {
+                Some((c, file)) => (c, Some(file.trim().to_owned())),
+                None => (command, None),
+            };
+            let words: Vec<String> = command
+                .split_whitespace()
+                .skip(1)
+                .map(str::to_owned)
+                .collect();
+            (words, redirect)
+        })
+        .collect();
+    assert!(
+        commands.len() >= 3
+            && commands
+                .iter()
+                .any(|(w, _)| w.contains(&"--git".to_owned()))
+            && commands.iter().any(|(w, _)| w[0] == "whatif"),
+        "the README's ngram and whatif commands: {commands:?}"
+    );
+    commands
+}
+
+#[test]
+fn the_readme_commands_run_as_printed() {
+    // A repository made here, holding the shipped requests and a few code
+    // edits, so that `--git .` reads a known, full history (a CI clone may
+    // be shallow).
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q"]);
+    std::fs::create_dir(repo.join("examples")).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/requests.jsonl"),
+        repo.join("examples/requests.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(repo.join("lib.rs"), lines(20, "a")).unwrap();
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", "first"]);
+    for edit in ["b", "c"] {
+        let text = lines(20, "a").replace("line 7 of the file a", &format!("line 7, {edit}"));
+        std::fs::write(repo.join("lib.rs"), text).unwrap();
+        git(repo, &["commit", "-q", "-a", "-m", edit]);
+    }
+
+    for (words, redirect) in readme_commands() {
+        let out = bin().args(&words).current_dir(repo).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{words:?}: {stderr}");
+        if words[0] == "ngram" {
+            let (meta, requests) = read_trace(&out.stdout);
+            assert!(meta.is_some(), "{words:?}");
+            let expected = if words.contains(&"--git".to_owned()) {
+                2
+            } else {
+                8
+            };
+            assert_eq!(requests.len(), expected, "{words:?}: {stderr}");
+        } else {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains("best"), "{words:?}: {stdout}");
+        }
+        if let Some(file) = redirect {
+            std::fs::write(repo.join(file), &out.stdout).unwrap();
+        }
+    }
+    let plot = std::fs::read_to_string(repo.join("whatif.svg")).unwrap();
+    assert!(plot.starts_with("<svg") || plot.contains("<svg"), "{plot}");
+
+    // The same history from a bare clone: the same requests.
+    let bare = dir.path().join("bare.git");
+    let status = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo)
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let from = |path: &Path| {
+        let out = run(&["--git", path.to_str().unwrap()], b"");
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        out.stdout
+    };
+    assert_eq!(from(&bare), from(repo));
 }

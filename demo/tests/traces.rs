@@ -58,6 +58,14 @@ fn the_policy_table_compares_every_policy_on_a_trace() {
     }
     assert!(table.contains("| 1.0000 |"), "the best static row: {table}");
     assert!(table.contains("12 requests"), "{table}");
+    // The oracle picks each step's length afresh: its changes of length are
+    // no switches of a choice, so the column has none for it, as in whatif.
+    let oracle = table.lines().find(|l| l.starts_with("| oracle |")).unwrap();
+    assert!(oracle.ends_with("| - |"), "{oracle}");
+    assert!(
+        table.contains("drafted lengths"),
+        "the default cost rule: {table}"
+    );
 }
 
 #[test]
@@ -90,8 +98,10 @@ fn a_bad_trace_is_refused_with_its_line() {
 #[test]
 fn the_demo_replays_a_trace_and_reports_it_as_the_workload() {
     let dir = temp_dir("demo");
+    // The cost rule of a trace is drafted unless told, as in whatif and
+    // the policy table.
     let out = Command::new(env!("CARGO_BIN_EXE_serving_engine"))
-        .args(["--virtual-time", "--seconds", "3", "--cost-rule", "drafted"])
+        .args(["--virtual-time", "--seconds", "3"])
         .args([
             "--metrics-addr",
             "127.0.0.1:0",

@@ -44,7 +44,8 @@
 //!
 //! Blank lines are skipped. Anything else is an error naming the line and
 //! the key ([`TraceError`]), after which the reader yields nothing more: a
-//! line that is not UTF-8, not JSON or not an object; a missing required
+//! line that is not UTF-8, not JSON (a leading byte-order mark is named) or
+//! not an object; a key given twice in one object; a missing required
 //! key; an array of another length than `max(M - 1, 0)`; a value above the
 //! cap; `match[j] > proposal[j]`; a line longer than the limit (read in
 //! bounded chunks, never held whole; [`DEFAULT_MAX_LINE_BYTES`] unless
@@ -56,7 +57,8 @@
 //! What a trace is made from: JSON Lines, UTF-8, one request a line,
 //! `{"prompt": TEXT, "output": TEXT}` with an optional `"id"` (a string or
 //! an integer; the line number when absent); other keys are ignored, blank
-//! lines skipped. [`RequestReader`] reads them, one bounded line at a time,
+//! lines skipped. As in a trace, a key given twice in one object is an
+//! error, and a leading byte-order mark is named. [`RequestReader`] reads them, one bounded line at a time,
 //! and stops at the first line that is not a request ([`RequestError`]).
 //!
 //! # Example
@@ -85,7 +87,9 @@
 use std::fmt;
 use std::io::{self, BufRead, Write};
 
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::lines::{LineError, Lines, Overlong};
@@ -285,18 +289,11 @@ impl<R: BufRead> TraceReader<R> {
                     ));
                 }
             };
-            let text = std::str::from_utf8(buf).map_err(|e| {
-                TraceError::new(
-                    line,
-                    None,
-                    format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
-                )
-            })?;
+            let text = utf8(line, buf)?;
             if text.trim().is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(text)
-                .map_err(|e| TraceError::new(line, None, format!("not JSON: {e}")))?;
+            let value = parse_json(line, text)?.value;
             return match value {
                 Value::Object(object) => Ok(Some((line, object))),
                 other => Err(TraceError::new(
@@ -536,6 +533,194 @@ fn check_matches(
     Ok(())
 }
 
+/// A line as UTF-8 text.
+fn utf8(line: u64, buf: &[u8]) -> Result<&str, TraceError> {
+    std::str::from_utf8(buf).map_err(|e| {
+        TraceError::new(
+            line,
+            None,
+            format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
+        )
+    })
+}
+
+/// A line's JSON, read as strictly as `replay` reads its steps.
+struct Json {
+    value: Value,
+    /// The top-level `"id"` as written, when the line has one.
+    raw_id: Option<String>,
+}
+
+/// A line's JSON value: a leading byte-order mark is named, and a key given
+/// twice in one object (at any depth) is refused, where serde_json alone
+/// would keep the last.
+fn parse_json(line: u64, text: &str) -> Result<Json, TraceError> {
+    if text.starts_with('\u{feff}') {
+        return Err(TraceError::new(
+            line,
+            None,
+            "the line starts with a byte-order mark (bytes EF BB BF), which JSON does not allow; remove it (an editor's \"UTF-8 without BOM\")",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    TopLevel
+        .deserialize(&mut de)
+        .and_then(|json| de.end().map(|()| json))
+        .map_err(|e| match e.classify() {
+            // Only the duplicate key: its position is not needed.
+            serde_json::error::Category::Data => TraceError::new(line, None, without_position(&e)),
+            _ => TraceError::new(line, None, format!("not JSON: {e}")),
+        })
+}
+
+/// serde_json's message without its "at line 1 column N".
+fn without_position(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    full.strip_suffix(&suffix).unwrap_or(&full).to_owned()
+}
+
+/// The line's value, the top level's `"id"` kept as written.
+struct TopLevel;
+
+impl<'de> DeserializeSeed<'de> for TopLevel {
+    type Value = Json;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopLevel {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut object = Map::new();
+        let mut raw_id = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(duplicate(&key));
+            }
+            let value = if key == "id" {
+                let raw: Box<RawValue> = map.next_value()?;
+                let value = serde_json::from_str::<Strict>(raw.get())
+                    .map_err(|e| de::Error::custom(without_position(&e)))?
+                    .0;
+                raw_id = Some(raw.get().to_owned());
+                value
+            } else {
+                map.next_value::<Strict>()?.0
+            };
+            object.insert(key, value);
+        }
+        Ok(Json {
+            value: Value::Object(object),
+            raw_id,
+        })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Json, A::Error> {
+        StrictVisitor.visit_seq(seq).map(Json::of)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::of(Value::Bool(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::of(Value::from(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::of(Value::from(v)))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
+        StrictVisitor.visit_f64(v).map(Json::of)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::of(Value::from(v)))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Json, E> {
+        Ok(Json::of(Value::String(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Json, E> {
+        Ok(Json::of(Value::Null))
+    }
+}
+
+impl Json {
+    fn of(value: Value) -> Self {
+        Self {
+            value,
+            raw_id: None,
+        }
+    }
+}
+
+fn duplicate<E: de::Error>(key: &str) -> E {
+    E::custom(format_args!("duplicate key {}", excerpt(key)))
+}
+
+/// A JSON value whose objects have no key twice.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(duplicate(&key));
+            }
+            let value = map.next_value::<Strict>()?.0;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
 /// A request as text, one line of a [requests](self#requests) file: what
 /// a trace line is made from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -562,15 +747,8 @@ impl TextRequest {
     /// assert_eq!(e.to_string(), "line 7: field \"output\": missing");
     /// ```
     pub fn parse(buf: &[u8], line: u64) -> Result<Self, TraceError> {
-        let text = std::str::from_utf8(buf).map_err(|e| {
-            TraceError::new(
-                line,
-                None,
-                format!("not UTF-8 text (byte {})", e.valid_up_to() + 1),
-            )
-        })?;
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| TraceError::new(line, None, format!("not JSON: {e}")))?;
+        let text = utf8(line, buf)?;
+        let Json { value, raw_id } = parse_json(line, text)?;
         let Value::Object(mut object) = value else {
             return Err(TraceError::new(line, None, "not a JSON object"));
         };
@@ -588,13 +766,13 @@ impl TextRequest {
         let id = match object.remove("id") {
             None => Value::from(line),
             Some(id) => id_value(id).map_err(|other| {
+                // As written: a 30-digit integer is not quoted as the float
+                // it reads as.
+                let written = raw_id.unwrap_or_else(|| other.to_string());
                 TraceError::new(
                     line,
                     Some("id"),
-                    format!(
-                        "must be a string or an integer, not {}",
-                        excerpt(&other.to_string())
-                    ),
+                    format!("must be a string or an integer, not {}", excerpt(&written)),
                 )
             })?,
         };
@@ -1074,6 +1252,87 @@ mod tests {
         assert_eq!(e.to_string(), "read error after line 0: gone");
         assert!(std::error::Error::source(&e).is_some());
         assert!(reader.next().is_none());
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_in_requests_and_traces() {
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"prompt\":\"q\"}",
+            1000,
+        );
+        assert_eq!(
+            got,
+            vec![Err("line 1: duplicate key \"prompt\"".to_owned())]
+        );
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":\"a\",\"id\":\"b\"}",
+            1000,
+        );
+        assert_eq!(got, vec![Err("line 1: duplicate key \"id\"".to_owned())]);
+        // Inside the id (which is then no id anyway) and an ignored key.
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":{\"b\":1,\"b\":2}}",
+            1000,
+        );
+        assert_eq!(got, vec![Err("line 1: duplicate key \"b\"".to_owned())]);
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"x\":[{\"a\":1,\"a\":1}]}",
+            1000,
+        );
+        assert_eq!(got, vec![Err("line 1: duplicate key \"a\"".to_owned())]);
+        let e = error_of(b"{\"output_tokens\":2,\"proposal\":[1],\"match\":[1],\"match\":[0]}");
+        assert_eq!((e.line, e.field), (1, None));
+        assert_eq!(e.message, "duplicate key \"match\"");
+        let mut file = Vec::new();
+        write_meta(&mut file, &meta(64)).unwrap();
+        let twice = String::from_utf8(file)
+            .unwrap()
+            .replace("\"cap\":64", "\"cap\":64,\"cap\":8");
+        let e = error_of(twice.as_bytes());
+        assert_eq!(e.to_string(), "line 1: duplicate key \"cap\"");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_named() {
+        let named = "the line starts with a byte-order mark (bytes EF BB BF)";
+        let got = requests(b"\xef\xbb\xbf{\"prompt\":\"p\",\"output\":\"o\"}", 1000);
+        assert!(
+            got[0]
+                .as_ref()
+                .unwrap_err()
+                .starts_with(&format!("line 1: {named}")),
+            "{got:?}"
+        );
+        let e = error_of(b"\xef\xbb\xbf{\"output_tokens\":1,\"proposal\":[],\"match\":[]}");
+        assert!(e.message.starts_with(named), "{e}");
+    }
+
+    #[test]
+    fn an_id_is_quoted_as_written() {
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"id\":123456789012345678901234567890}",
+            1000,
+        );
+        assert_eq!(
+            got,
+            vec![Err("line 1: field \"id\": must be a string or an integer, not \"123456789012345678901234567890\"".to_owned())]
+        );
+        let got = requests(b"{\"prompt\":\"p\",\"output\":\"o\",\"id\": 1.50 }", 1000);
+        assert_eq!(
+            got,
+            vec![Err(
+                "line 1: field \"id\": must be a string or an integer, not \"1.50\"".to_owned()
+            )]
+        );
+        // A good id is kept as before.
+        let got = requests(
+            b"{\"prompt\":\"p\",\"output\":\"o\",\"id\": -18446744073709551 }",
+            1000,
+        );
+        assert_eq!(
+            got[0].as_ref().unwrap().id,
+            Value::from(-18446744073709551_i64)
+        );
     }
 
     #[test]

@@ -235,6 +235,13 @@ fn open_source(args: &Args) -> Result<Source, CliError> {
             let name = display_path(path);
             let file =
                 File::open(path).map_err(|e| CliError::new(format!("cannot open {name}: {e}")))?;
+            // A directory opens but cannot be read: refused here, before the
+            // metadata line is written.
+            if file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(CliError::new(format!(
+                    "{name} is a directory, not a file of requests; nothing was written"
+                )));
+            }
             Source::Lines {
                 name,
                 reader: Box::new(BufReader::with_capacity(1 << 16, file)),

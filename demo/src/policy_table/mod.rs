@@ -236,6 +236,17 @@ pub fn main() -> ExitCode {
     print_table(&out)
 }
 
+/// A policy's switches, `-` for the oracle: it picks each step's length
+/// afresh, so its changes of length are no switches of a choice (as in
+/// `whatif`).
+fn switches(policy: PolicySpec, switches: f64) -> String {
+    if policy.kind() == Kind::Oracle {
+        "-".to_owned()
+    } else {
+        switches.to_string()
+    }
+}
+
 /// The table of every policy on a trace: goodput, its ratio to the best
 /// static length, tokens and drafted tokens per request-step, switches.
 pub fn traces_table(args: &Args, traces: Arc<TraceSet>) -> String {
@@ -285,7 +296,7 @@ pub fn traces_table(args: &Args, traces: Arc<TraceSet>) -> String {
                 goodput(s) / best,
                 s.overall.tokens_per_request_step.unwrap_or(0.0),
                 s.overall.drafted_per_request_step.unwrap_or(0.0),
-                s.overall.switches
+                switches(*policy, s.overall.switches)
             ),
             Err(e) => writeln!(out, "| {name} | {e} | | | | |"),
         };

@@ -206,9 +206,10 @@ struct Args {
     /// What a step costs: scheduled (BASE + PER_TOKEN * the mean length the
     /// policy scheduled per request, whether or not the drafter had a
     /// proposal) or drafted (the mean tokens actually drafted: a request
-    /// without a match costs nothing beyond BASE; for --traces).
-    #[arg(long, value_name = "RULE", default_value = "scheduled", value_parser = parse_cost_rule)]
-    cost_rule: engine::CostRule,
+    /// without a match costs nothing beyond BASE). Default: drafted with
+    /// --traces (as whatif and policy_table), else scheduled.
+    #[arg(long, value_name = "RULE", value_parser = parse_cost_rule)]
+    cost_rule: Option<engine::CostRule>,
     /// Length of each phase of the transition workload, in seconds.
     #[arg(long, value_name = "N", default_value_t = 4.0, value_parser = phase_seconds)]
     phase_seconds: f64,
@@ -438,7 +439,11 @@ impl Args {
             traces,
             state_space: None,
             model: engine::EngineModel {
-                cost_rule: self.cost_rule,
+                cost_rule: self.cost_rule.unwrap_or(if self.traces.is_some() {
+                    engine::CostRule::Drafted
+                } else {
+                    engine::CostRule::Scheduled
+                }),
                 ..engine::EngineModel::default()
             },
         }
