@@ -1488,6 +1488,46 @@ fn responses_of_varying_length_give_bounds_and_this_crates_rows_are_exact() {
 }
 
 #[test]
+fn a_multiple_of_the_steps_claims_one_length_only_where_the_counts_force_it() {
+    // K = 3, two steps accepting 0 and 2, 4 drafted: drafts of 2 + 2 fit,
+    // and so do 1 + 3: bounds, not "one length".
+    let (out, err, code) = advise_responses(&vllm_response("r1", 3, &[1, 0, 1, 0], 4), &[]);
+    assert_eq!(code, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "bounds");
+    assert!(!out.contains("had one length"), "{out}");
+    assert!(out.contains("so do drafts of several"), "{out}");
+    let (out, _, _) = advise_responses(
+        &vllm_response("r1", 3, &[1, 0, 1, 0], 4),
+        &["--format", "table"],
+    );
+    assert!(!out.contains("Drafts had different lengths"), "{out}");
+    // K = 4, accepting 0 and 3, 4 drafted: only drafts of 1 and 3 fit
+    // (a draft is at least what it accepted): exact, with those rows.
+    let (out, err, code) = advise_responses(&vllm_response("r1", 4, &[1, 0, 0, 1, 0], 4), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("acceptance_by_draft_length"), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "exact");
+    assert!(!out.contains("had one length"), "{out}");
+    let p = &v["groups"][0]["recommendation"]["positions"];
+    assert_eq!(
+        (p[0]["trials"].as_u64(), p[0]["successes"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        (p[1]["trials"].as_u64(), p[1]["successes"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // Every draft K long, and a one-step request: one length.
+    for (k, hist, drafted) in [(3, &[1u64, 0, 1, 0][..], 6), (3, &[0, 0, 1, 0][..], 2)] {
+        let (out, err, code) = advise_responses(&vllm_response("r1", k, hist, drafted), &[]);
+        assert_eq!(code, 0, "{hist:?} {drafted}: {err}");
+        assert!(out.contains("had one length"), "{out}");
+    }
+}
+
+#[test]
 fn sglang_meta_info_is_read_per_choice() {
     // SGLang's OpenAI endpoint: meta_info per choice; the histogram grows
     // only to the largest count seen (here 2 of K = 3).

@@ -22,9 +22,9 @@
 //!   grows as larger counts appear), as SGLang's `Req` fields
 //!   (`python/sglang/srt/managers/schedule_batch.py`, PR #33518).
 //!
-//! A request whose drafts all had one length `k_r` (drafted tokens =
-//! steps × `k_r`, as a fixed `num_speculative_tokens` or
-//! `--speculative-num-steps` gives) is one row of the histogram by draft
+//! A request whose counts fix its draft lengths (every draft `K` long, or
+//! every draft as short as its accepted tokens allow; a multiple of the
+//! steps below `K` is not enough) gives its rows of the histogram by draft
 //! length, exactly; pooled over requests of such rows (and this crate's
 //! rows) the counts are exact. A request whose drafts varied in length
 //! gives only its accepted counts: the pool then has bounds. Tree drafting
@@ -355,7 +355,7 @@ fn vllm(spec: &Value, id: String, model: Option<String>) -> Result<RequestFigure
             }
         }
     }
-    let rows = fixed_length_rows(&by_accepted, steps, drafted);
+    let rows = forced_rows(&by_accepted, steps, drafted, k);
     Ok(figures_of(
         id,
         model,
@@ -392,7 +392,11 @@ fn sglang(meta: &Value, id: String, model: Option<String>) -> Result<RequestFigu
     }
     by_accepted.resize(k + 1, 0);
     check(&by_accepted, steps, accepted, drafted, k).map_err(at)?;
-    let rows = fixed_length_rows(&by_accepted, steps, drafted);
+    // SGLang does not write K: `k` is the drafted tokens per step (its
+    // fixed --speculative-num-steps) where they divide evenly.
+    let rows = (drafted % steps.max(1) == 0)
+        .then(|| forced_rows(&by_accepted, steps, drafted, k))
+        .flatten();
     Ok(figures_of(
         id,
         model,
@@ -432,25 +436,63 @@ fn check(
     Ok(())
 }
 
-/// The request's row of the histogram by draft length, when every draft
-/// had one length (drafted tokens = steps × that length).
-fn fixed_length_rows(
+/// The request's rows of the histogram by draft length, where its counts
+/// leave its draft lengths one choice: every draft `k` long (drafted
+/// tokens = steps × `k`), every draft as short as its accepted tokens
+/// allow (a draft is at least one token, and at least what it accepted),
+/// or every step but one fixed at `k` or at its shortest. Otherwise (two
+/// steps of 0 and 2 accepted, 4 drafted of `k` = 3: drafts of 2 + 2 fit as
+/// well as 1 + 3) `None`: only bounds.
+fn forced_rows(
     by_accepted: &[u64],
     steps: u64,
     drafted: u64,
+    k: usize,
 ) -> Option<Vec<(usize, usize, u64)>> {
     if steps == 0 {
         return Some(Vec::new());
     }
-    (drafted % steps == 0).then(|| {
-        let len = (drafted / steps) as usize;
+    let shortest = |a: usize| a.max(1);
+    let min_sum: u128 = by_accepted
+        .iter()
+        .enumerate()
+        .map(|(a, &n)| shortest(a) as u128 * u128::from(n))
+        .sum();
+    let max_sum = u128::from(steps) * k as u128;
+    let drafted = u128::from(drafted);
+    let rows = |len: &dyn Fn(usize) -> usize| {
         by_accepted
             .iter()
             .enumerate()
             .filter(|&(_, &n)| n > 0)
-            .map(|(a, &n)| (len, a, n))
-            .collect()
-    })
+            .map(|(a, &n)| (len(a), a, n))
+            .collect::<Vec<_>>()
+    };
+    if drafted == max_sum {
+        return Some(rows(&|_| k));
+    }
+    if drafted == min_sum {
+        return Some(rows(&shortest));
+    }
+    // One step whose length is free (the rest are at `k` already, their
+    // shortest being `k`): its length is what the others leave.
+    let free: Vec<usize> = by_accepted
+        .iter()
+        .enumerate()
+        .filter(|&(a, &n)| n > 0 && shortest(a) < k)
+        .map(|(a, _)| a)
+        .collect();
+    if let [a] = free[..] {
+        if by_accepted[a] == 1 && drafted > min_sum && drafted < max_sum {
+            let len = (drafted - (max_sum - k as u128)) as usize;
+            let mut out = rows(&|_| k);
+            if let Some(row) = out.iter_mut().find(|r| r.1 == a) {
+                row.0 = len;
+            }
+            return Some(out);
+        }
+    }
+    None
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -520,8 +562,12 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, E
     let fail = |e: specdec_metrics::EngineCountersError| Error::new(e.to_string());
     let mut counters = EngineCounters::new(k, steps, drafted, accepted, per_pos).map_err(fail)?;
     let mut notes = Vec::new();
-    let varied = rs.iter().filter(|r| r.rows.is_none()).count();
-    if varied == 0 {
+    let varied = rs
+        .iter()
+        .filter(|r| r.rows.is_none() && r.draft_tokens % r.steps.max(1) != 0)
+        .count();
+    let unforced = rs.iter().filter(|r| r.rows.is_none()).count() - varied;
+    if varied + unforced == 0 {
         let buckets: Vec<(usize, usize, u64)> = rs
             .iter()
             .flat_map(|r| r.rows.clone().unwrap_or_default())
@@ -529,15 +575,33 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, E
         counters = counters
             .with_by_draft_length_buckets(buckets)
             .map_err(fail)?;
-        notes.push(Message::new(
-            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact",
-        ));
+        let one_length = rs.iter().all(|r| {
+            r.engine == Engine::Specdec
+                || r.rows
+                    .as_ref()
+                    .is_some_and(|rows| rows.windows(2).all(|w| w[0].0 == w[1].0))
+        });
+        notes.push(Message::new(if one_length {
+            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact"
+        } else {
+            "every request's draft lengths follow from its counts (drafts as long as num_spec_tokens, or as short as their accepted tokens allow), or it gave its rows by draft length: the pooled counts are exact"
+        }));
     } else {
-        notes.push(Message::new(format!(
-            "{} request{} drafted tokens of varying length (drafted tokens not a multiple of the steps): only bounds are known for the pool",
-            group_digits(varied as u64),
-            if varied == 1 { "" } else { "s" }
-        )));
+        if varied > 0 {
+            notes.push(Message::new(format!(
+                "{} request{} drafted tokens of varying length (drafted tokens not a multiple of the steps): only bounds are known for the pool",
+                group_digits(varied as u64),
+                if varied == 1 { "" } else { "s" }
+            )));
+        }
+        if unforced > 0 {
+            notes.push(Message::new(format!(
+                "{} request{} drafted a multiple of {} steps, which drafts of one length fit but so do drafts of several (the histogram counts accepted tokens, not draft lengths): only bounds are known for the pool",
+                group_digits(unforced as u64),
+                if unforced == 1 { "" } else { "s" },
+                if unforced == 1 { "its" } else { "their" }
+            )));
+        }
     }
     Ok(Built { counters, notes })
 }
