@@ -1528,6 +1528,36 @@ fn a_multiple_of_the_steps_claims_one_length_only_where_the_counts_force_it() {
 }
 
 #[test]
+fn responses_refuse_wrong_types_skip_sse_fields_and_pool_this_crates_objects() {
+    let good = vllm_response("r1", 3, &[39, 1, 0, 3], 129);
+    // A mean or rate that is not a number is refused like a wrong number.
+    for (from, to, key) in [
+        ("1.2325581395348837", "\"bogus\"", "mean_acceptance_length"),
+        ("1.2325581395348837", "null", "mean_acceptance_length"),
+        ("0.07751937984496124", "\"0.5\"", "draft_acceptance_rate"),
+    ] {
+        assert!(good.contains(from), "{good}");
+        let (out, err, code) = advise_responses(&good.replace(from, to), &[]);
+        assert_eq!((out.as_str(), code), ("", 2), "{to}: {err}");
+        assert!(err.contains(key) && err.contains("not a number"), "{err}");
+    }
+    // Server-sent events' other fields are skipped.
+    let sse = format!("event: message\nid: 7\nretry: 1000\ndata: {good}\n\n");
+    let (_, err, code) = advise_responses(&sse, &[]);
+    assert_eq!(code, 0, "{err}");
+    // This crate's object pools with vLLM's (the same object plus rows).
+    let mut h = AcceptanceHistogram::new(3).unwrap();
+    for (k, a) in [(3, 0), (3, 3), (3, 1)] {
+        h.observe(k, a).unwrap();
+    }
+    let ours = serde_json::json!({"id": "x", "model": "m", "metrics": {"speculative_decoding": h}});
+    let (out, err, code) = advise_responses(&format!("{good}\n{ours}\n"), &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("per-request responses"), "{out}");
+    assert!(out.contains("K = 3, 46 drafts"), "{out}");
+}
+
+#[test]
 fn sglang_meta_info_is_read_per_choice() {
     // SGLang's OpenAI endpoint: meta_info per choice; the histogram grows
     // only to the largest count seen (here 2 of K = 3).

@@ -13,7 +13,8 @@
 //!   long). `detailed` adds per-step arrays, which are not read. This
 //!   crate's per-request accumulator writes the same object plus
 //!   `acceptance_histogram_by_draft_length` (and three counts of its own),
-//!   which makes a request exact whatever its draft lengths.
+//!   which makes a request exact whatever its draft lengths; it pools with
+//!   vLLM's (the source is then "per-request responses").
 //! - **SGLang**: `meta_info` (top level of `/generate`, or of each choice
 //!   of the OpenAI endpoints): `spec_verify_ct` (verify steps),
 //!   `spec_num_correct_drafts` (accepted draft tokens, the bonus token not
@@ -33,7 +34,8 @@
 //! tree's depth.
 //!
 //! Lines may be plain JSON objects or server-sent events (`data: {...}`,
-//! `data: [DONE]`); a streamed response carries the figures in its last
+//! `data: [DONE]`; the other fields, `event:`, `id:` and `retry:`, and
+//! comments are skipped); a streamed response carries the figures in its last
 //! chunk, and lines without them are skipped (counted in a note). A line
 //! that is not JSON, or figures that contradict each other, are errors
 //! naming the line.
@@ -108,8 +110,17 @@ pub fn read_from(
     max_draft_len: Option<usize>,
 ) -> Result<Read, SourceError> {
     let (requests, skipped) = read_requests(input, &name)?;
+    // This crate's objects are vLLM's plus rows: they pool with vLLM's.
+    let family = |e: Engine| {
+        if e == Engine::Specdec {
+            Engine::Vllm
+        } else {
+            e
+        }
+    };
     let engine = requests[0].engine;
-    if let Some(other) = requests.iter().find(|r| r.engine != engine) {
+    let mixed = requests.iter().any(|r| r.engine != engine);
+    if let Some(other) = requests.iter().find(|r| family(r.engine) != family(engine)) {
         return Err(Error::new(format!(
             "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
             other.id,
@@ -147,7 +158,11 @@ pub fn read_from(
             built,
         });
     }
+    let engine = if mixed { family(engine) } else { engine };
     let what = match engine {
+        _ if mixed => {
+            "per-request responses (vLLM's and this crate's metrics.speculative_decoding)"
+        }
         Engine::Sglang => "SGLang responses (meta_info)",
         _ => "vLLM responses (metrics.speculative_decoding)",
     };
@@ -194,7 +209,7 @@ fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>
         if let Some(rest) = line.strip_prefix("data:") {
             line = rest.trim_start();
         }
-        if line.is_empty() || line == "[DONE]" || line.starts_with(':') {
+        if line.is_empty() || line == "[DONE]" || line.starts_with(':') || sse_field(line) {
             continue;
         }
         let value: Value = serde_json::from_str(line)
@@ -213,6 +228,15 @@ fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>
         )));
     }
     Ok((requests, skipped))
+}
+
+/// A server-sent event's field other than `data` (`event: message`,
+/// `id: 7`, `retry: 1000`): not a response.
+fn sse_field(line: &str) -> bool {
+    ["event", "id", "retry"].iter().any(|f| {
+        line.strip_prefix(f)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+    })
 }
 
 /// The requests of one response: none (a chunk without figures), one, or
@@ -347,7 +371,16 @@ fn vllm(spec: &Value, id: String, model: Option<String>) -> Result<RequestFigure
             (drafted > 0).then(|| accepted as f64 / drafted as f64),
         ),
     ] {
-        if let (Some(given), Some(derived)) = (spec.get(key).and_then(Value::as_f64), derived) {
+        let given = match spec.get(key) {
+            None => None,
+            Some(x) => Some(x.as_f64().ok_or_else(|| {
+                at(format!(
+                    "{key} is {}, not a number",
+                    excerpt(&x.to_string())
+                ))
+            })?),
+        };
+        if let (Some(given), Some(derived)) = (given, derived) {
             if (given - derived).abs() > 1e-9 * derived.abs().max(1.0) {
                 return Err(at(format!(
                     "{key} is {given}, but the counts give {derived}"
