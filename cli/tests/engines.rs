@@ -1384,6 +1384,31 @@ fn trtllm_per_position_drafted_and_accepted_identify_what_they_can() {
     assert!(err.contains("token_position"), "{err}");
 }
 
+#[test]
+fn trtllm_drafted_tokens_rising_with_the_position_and_huge_positions_are_named() {
+    // Drafted tokens cannot rise with the position (a draft reaching
+    // position 1 reached position 0): refused, naming the series the
+    // scrape has, not the iteration totals it lacks.
+    let text = trtllm(&[1000, 1200, 1000], &[700, 500, 300], None);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(!err.contains("num_draft_tokens"), "{err}");
+    assert!(
+        err.contains("trtllm_spec_decode_drafted_tokens_total")
+            && err.contains("token_position=\"1\""),
+        "{err}"
+    );
+    // A position past the largest K: "above 63", not "not an index".
+    let text =
+        trtllm(&[1000], &[700], None).replace("token_position=\"0\"", "token_position=\"100000\"");
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        !err.contains("not an index") && err.contains("above 63"),
+        "{err}"
+    );
+}
+
 /// A vLLM response (`--per-request-spec-decode-metrics summary`) with its
 /// derived figures computed as vLLM computes them.
 fn vllm_response(id: &str, k: usize, by_accepted: &[u64], drafted: u64) -> String {
