@@ -1384,6 +1384,31 @@ fn trtllm_per_position_drafted_and_accepted_identify_what_they_can() {
     assert!(err.contains("token_position"), "{err}");
 }
 
+#[test]
+fn trtllm_drafted_tokens_rising_with_the_position_and_huge_positions_are_named() {
+    // Drafted tokens cannot rise with the position (a draft reaching
+    // position 1 reached position 0): refused, naming the series the
+    // scrape has, not the iteration totals it lacks.
+    let text = trtllm(&[1000, 1200, 1000], &[700, 500, 300], None);
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(!err.contains("num_draft_tokens"), "{err}");
+    assert!(
+        err.contains("trtllm_spec_decode_drafted_tokens_total")
+            && err.contains("token_position=\"1\""),
+        "{err}"
+    );
+    // A position past the largest K: "above 63", not "not an index".
+    let text =
+        trtllm(&[1000], &[700], None).replace("token_position=\"0\"", "token_position=\"100000\"");
+    let (out, err, code) = advise_text(&text, &[]);
+    assert_eq!((out.as_str(), code), ("", 2), "{err}");
+    assert!(
+        !err.contains("not an index") && err.contains("above 63"),
+        "{err}"
+    );
+}
+
 /// A vLLM response (`--per-request-spec-decode-metrics summary`) with its
 /// derived figures computed as vLLM computes them.
 fn vllm_response(id: &str, k: usize, by_accepted: &[u64], drafted: u64) -> String {
@@ -1485,6 +1510,76 @@ fn responses_of_varying_length_give_bounds_and_this_crates_rows_are_exact() {
         (p[1]["trials"].as_u64(), p[1]["successes"].as_u64()),
         (Some(3), Some(2))
     );
+}
+
+#[test]
+fn a_multiple_of_the_steps_claims_one_length_only_where_the_counts_force_it() {
+    // K = 3, two steps accepting 0 and 2, 4 drafted: drafts of 2 + 2 fit,
+    // and so do 1 + 3: bounds, not "one length".
+    let (out, err, code) = advise_responses(&vllm_response("r1", 3, &[1, 0, 1, 0], 4), &[]);
+    assert_eq!(code, 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "bounds");
+    assert!(!out.contains("had one length"), "{out}");
+    assert!(out.contains("so do drafts of several"), "{out}");
+    let (out, _, _) = advise_responses(
+        &vllm_response("r1", 3, &[1, 0, 1, 0], 4),
+        &["--format", "table"],
+    );
+    assert!(!out.contains("Drafts had different lengths"), "{out}");
+    // K = 4, accepting 0 and 3, 4 drafted: only drafts of 1 and 3 fit
+    // (a draft is at least what it accepted): exact, with those rows.
+    let (out, err, code) = advise_responses(&vllm_response("r1", 4, &[1, 0, 0, 1, 0], 4), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("acceptance_by_draft_length"), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "exact");
+    assert!(!out.contains("had one length"), "{out}");
+    let p = &v["groups"][0]["recommendation"]["positions"];
+    assert_eq!(
+        (p[0]["trials"].as_u64(), p[0]["successes"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        (p[1]["trials"].as_u64(), p[1]["successes"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // Every draft K long, and a one-step request: one length.
+    for (k, hist, drafted) in [(3, &[1u64, 0, 1, 0][..], 6), (3, &[0, 0, 1, 0][..], 2)] {
+        let (out, err, code) = advise_responses(&vllm_response("r1", k, hist, drafted), &[]);
+        assert_eq!(code, 0, "{hist:?} {drafted}: {err}");
+        assert!(out.contains("had one length"), "{out}");
+    }
+}
+
+#[test]
+fn responses_refuse_wrong_types_skip_sse_fields_and_pool_this_crates_objects() {
+    let good = vllm_response("r1", 3, &[39, 1, 0, 3], 129);
+    // A mean or rate that is not a number is refused like a wrong number.
+    for (from, to, key) in [
+        ("1.2325581395348837", "\"bogus\"", "mean_acceptance_length"),
+        ("1.2325581395348837", "null", "mean_acceptance_length"),
+        ("0.07751937984496124", "\"0.5\"", "draft_acceptance_rate"),
+    ] {
+        assert!(good.contains(from), "{good}");
+        let (out, err, code) = advise_responses(&good.replace(from, to), &[]);
+        assert_eq!((out.as_str(), code), ("", 2), "{to}: {err}");
+        assert!(err.contains(key) && err.contains("not a number"), "{err}");
+    }
+    // Server-sent events' other fields are skipped.
+    let sse = format!("event: message\nid: 7\nretry: 1000\ndata: {good}\n\n");
+    let (_, err, code) = advise_responses(&sse, &[]);
+    assert_eq!(code, 0, "{err}");
+    // This crate's object pools with vLLM's (the same object plus rows).
+    let mut h = AcceptanceHistogram::new(3).unwrap();
+    for (k, a) in [(3, 0), (3, 3), (3, 1)] {
+        h.observe(k, a).unwrap();
+    }
+    let ours = serde_json::json!({"id": "x", "model": "m", "metrics": {"speculative_decoding": h}});
+    let (out, err, code) = advise_responses(&format!("{good}\n{ours}\n"), &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("per-request responses"), "{out}");
+    assert!(out.contains("K = 3, 46 drafts"), "{out}");
 }
 
 #[test]

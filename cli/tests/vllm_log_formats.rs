@@ -390,6 +390,46 @@ fn offline_example_gives_exact_drafts_and_reconstructed_positions() {
     assert_eq!(rec.summaries, 2);
 }
 
+/// The offline example prints every entry of its counts array, which can
+/// be longer than the drafts (an EAGLE-3 run printed six rates for drafts
+/// of three).
+#[test]
+fn offline_summary_longer_than_its_drafts_is_advised_at_the_drafted_k() {
+    let rule = "-".repeat(50);
+    let summary = |drafted: u64, rates: &str| {
+        format!(
+            "{rule}\ntotal_num_output_tokens: 2396\nnum_drafts: 675\nnum_draft_tokens: {drafted}\nnum_accepted_tokens: 1721\nmean acceptance length: 3.55\n{rule}\n{rates}"
+        )
+    };
+    let six = "acceptance at token 0: 0.85\nacceptance at token 1: 0.85\nacceptance at token 2: 0.85\nacceptance at token 3: 0.00\nacceptance at token 4: 0.00\nacceptance at token 5: 0.00\n";
+    // 2,025 = 3 × 675 draft tokens and nothing accepted beyond position
+    // 3: K = 3, said so.
+    let (out, err, code) = advise(&summary(2025, six), &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("== K = 3, 675 drafts"), "{out}");
+    assert!(!out.contains("different lengths"), "{out}");
+    assert!(
+        out.contains("the array is longer than the drafts: positions 4-6 never accepted a token and the draft tokens are exactly 3 per draft"),
+        "{out}"
+    );
+    // Draft tokens not a multiple of the drafts: bounds, without the
+    // inference.
+    let (out, err, code) = advise(&summary(2030, six), &["--format", "table"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        !out.contains("the array is longer than the drafts"),
+        "{out}"
+    );
+    // A rate beyond position 3 that is not zero: not forced either.
+    let nonzero = six.replacen("token 3: 0.00", "token 3: 0.01", 1);
+    let (out, err, _) = advise(&summary(2025, &nonzero), &["--format", "table"]);
+    assert!(
+        !out.contains("the array is longer than the drafts"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("== K = 3,"), "{out}");
+}
+
 /// `vllm bench serve` prints drafts and percentages to 2 decimals (rates
 /// to 4): 20,011 drafts, 14,730 accepting position 1 (73.61%), ...; the
 /// windows are 2.0 counts wide, and the printed sum picks the counts.

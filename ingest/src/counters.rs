@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use specdec_metrics::{CounterSeries, EngineCounters};
+use specdec_metrics::{CounterSeries, EngineCounters, MAX_MAX_DRAFT_LEN};
 
 use crate::error::{Error, Message, Setting};
 use crate::exposition::{Sample, series_name};
@@ -229,10 +229,23 @@ fn index_label(s: &Sample, label: &str) -> Result<usize, Error> {
             series_name(&s.name, &s.labels)
         ))
     })?;
-    let canonical = !v.is_empty()
-        && v.len() <= 3
-        && v.bytes().all(|b| b.is_ascii_digit())
-        && (v == "0" || !v.starts_with('0'));
+    let digits =
+        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
+    if digits && v.len() > 3 {
+        // An index, but past any draft: positions go up to K - 1, draft
+        // lengths and accepted counts up to K.
+        let max = if label == "draft_length" || label == "accepted" {
+            MAX_MAX_DRAFT_LEN
+        } else {
+            MAX_MAX_DRAFT_LEN - 1
+        };
+        return Err(Error::new(format!(
+            "{}: {label} {} is above {max}: draft lengths go up to {MAX_MAX_DRAFT_LEN}",
+            series_name(&s.name, &s.labels),
+            excerpt(v)
+        )));
+    }
+    let canonical = digits && v.len() <= 3;
     canonical.then(|| v.parse().ok()).flatten().ok_or_else(|| {
         Error::new(format!(
             "{}: {label} {} is not an index (0, 1, 2, ...)",
@@ -381,6 +394,23 @@ impl Builder<'_> {
         // iteration totals beside them count unfinished requests too).
         if g.draft_tokens_per_pos.is_empty() {
             return Err(self.missing(families.draft_tokens_per_pos().unwrap_or_default()));
+        }
+        // A draft that reached position i reached every position before
+        // it: drafted tokens cannot rise with the position (a missing
+        // position is 0). Checked first, so the error names these series.
+        let highest = g.draft_tokens_per_pos.keys().max().copied().unwrap_or(0);
+        let at = |p: usize| g.draft_tokens_per_pos.get(&p).copied().unwrap_or(0);
+        if let Some(p) = (1..=highest).find(|&p| at(p) > at(p - 1)) {
+            let name = families.draft_tokens_per_pos().unwrap_or_default();
+            let label = families.position_label();
+            return Err(Error::new(format!(
+                "{} is {}, above the {} of {}: a draft that reached position {p} reached position {} too, so the drafted tokens cannot rise with the position",
+                self.in_group(&name, &format!("{label}=\"{p}\"")),
+                at(p),
+                at(p - 1),
+                self.in_group(&name, &format!("{label}=\"{}\"", p - 1)),
+                p - 1
+            )));
         }
         let sum = |m: &BTreeMap<usize, u64>| m.values().fold(0u64, |a, &n| a.saturating_add(n));
         let (d, a) = (sum(&g.draft_tokens_per_pos), sum(&g.accepted_per_pos));

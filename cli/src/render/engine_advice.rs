@@ -122,11 +122,20 @@ fn recommendation(
 
 /// The bounds of a group whose counts are not identified.
 fn bounds_table(view: &EngineAdvice, bounds: &[PositionBounds], out: &mut String) {
-    let _ = writeln!(
-        out,
-        "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",
-        view.engine.name()
-    );
+    if view.requests.is_some() || view.exact_from.is_some() {
+        // Responses: a request's counts may fit drafts of one length as
+        // well as of several, so "had different lengths" may be untrue.
+        let _ = writeln!(
+            out,
+            "The responses' counts do not fix every request's draft lengths (see the notes): how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Draft K tokens every time, or give the rows by draft length, to be advised."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Drafts had different lengths, and {}'s counters do not say which: how many drafts reached position i with every earlier token accepted (the trials) is known only between bounds, so no continuation rate and no advice is given. Export this crate's by-draft-length family, or draft K tokens every time, to be advised.",
+            view.engine.name()
+        );
+    }
     out.push('\n');
     out.push_str("Continuation bounds by position i (bounds, not estimates)\n");
     let mut table = Table::new(vec![

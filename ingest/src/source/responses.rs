@@ -13,7 +13,8 @@
 //!   long). `detailed` adds per-step arrays, which are not read. This
 //!   crate's per-request accumulator writes the same object plus
 //!   `acceptance_histogram_by_draft_length` (and three counts of its own),
-//!   which makes a request exact whatever its draft lengths.
+//!   which makes a request exact whatever its draft lengths; it pools with
+//!   vLLM's (the source is then "per-request responses").
 //! - **SGLang**: `meta_info` (top level of `/generate`, or of each choice
 //!   of the OpenAI endpoints): `spec_verify_ct` (verify steps),
 //!   `spec_num_correct_drafts` (accepted draft tokens, the bonus token not
@@ -22,9 +23,9 @@
 //!   grows as larger counts appear), as SGLang's `Req` fields
 //!   (`python/sglang/srt/managers/schedule_batch.py`, PR #33518).
 //!
-//! A request whose drafts all had one length `k_r` (drafted tokens =
-//! steps × `k_r`, as a fixed `num_speculative_tokens` or
-//! `--speculative-num-steps` gives) is one row of the histogram by draft
+//! A request whose counts fix its draft lengths (every draft `K` long, or
+//! every draft as short as its accepted tokens allow; a multiple of the
+//! steps below `K` is not enough) gives its rows of the histogram by draft
 //! length, exactly; pooled over requests of such rows (and this crate's
 //! rows) the counts are exact. A request whose drafts varied in length
 //! gives only its accepted counts: the pool then has bounds. Tree drafting
@@ -33,7 +34,8 @@
 //! tree's depth.
 //!
 //! Lines may be plain JSON objects or server-sent events (`data: {...}`,
-//! `data: [DONE]`); a streamed response carries the figures in its last
+//! `data: [DONE]`; the other fields, `event:`, `id:` and `retry:`, and
+//! comments are skipped); a streamed response carries the figures in its last
 //! chunk, and lines without them are skipped (counted in a note). A line
 //! that is not JSON, or figures that contradict each other, are errors
 //! naming the line.
@@ -108,8 +110,17 @@ pub fn read_from(
     max_draft_len: Option<usize>,
 ) -> Result<Read, SourceError> {
     let (requests, skipped) = read_requests(input, &name)?;
+    // This crate's objects are vLLM's plus rows: they pool with vLLM's.
+    let family = |e: Engine| {
+        if e == Engine::Specdec {
+            Engine::Vllm
+        } else {
+            e
+        }
+    };
     let engine = requests[0].engine;
-    if let Some(other) = requests.iter().find(|r| r.engine != engine) {
+    let mixed = requests.iter().any(|r| r.engine != engine);
+    if let Some(other) = requests.iter().find(|r| family(r.engine) != family(engine)) {
         return Err(Error::new(format!(
             "{name}: {} is {}'s, but earlier responses are {}'s: advise them apart",
             other.id,
@@ -147,7 +158,11 @@ pub fn read_from(
             built,
         });
     }
+    let engine = if mixed { family(engine) } else { engine };
     let what = match engine {
+        _ if mixed => {
+            "per-request responses (vLLM's and this crate's metrics.speculative_decoding)"
+        }
         Engine::Sglang => "SGLang responses (meta_info)",
         _ => "vLLM responses (metrics.speculative_decoding)",
     };
@@ -194,7 +209,7 @@ fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>
         if let Some(rest) = line.strip_prefix("data:") {
             line = rest.trim_start();
         }
-        if line.is_empty() || line == "[DONE]" || line.starts_with(':') {
+        if line.is_empty() || line == "[DONE]" || line.starts_with(':') || sse_field(line) {
             continue;
         }
         let value: Value = serde_json::from_str(line)
@@ -213,6 +228,15 @@ fn read_requests(input: impl BufRead, name: &str) -> Result<(Vec<RequestFigures>
         )));
     }
     Ok((requests, skipped))
+}
+
+/// A server-sent event's field other than `data` (`event: message`,
+/// `id: 7`, `retry: 1000`): not a response.
+fn sse_field(line: &str) -> bool {
+    ["event", "id", "retry"].iter().any(|f| {
+        line.strip_prefix(f)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+    })
 }
 
 /// The requests of one response: none (a chunk without figures), one, or
@@ -347,7 +371,16 @@ fn vllm(spec: &Value, id: String, model: Option<String>) -> Result<RequestFigure
             (drafted > 0).then(|| accepted as f64 / drafted as f64),
         ),
     ] {
-        if let (Some(given), Some(derived)) = (spec.get(key).and_then(Value::as_f64), derived) {
+        let given = match spec.get(key) {
+            None => None,
+            Some(x) => Some(x.as_f64().ok_or_else(|| {
+                at(format!(
+                    "{key} is {}, not a number",
+                    excerpt(&x.to_string())
+                ))
+            })?),
+        };
+        if let (Some(given), Some(derived)) = (given, derived) {
             if (given - derived).abs() > 1e-9 * derived.abs().max(1.0) {
                 return Err(at(format!(
                     "{key} is {given}, but the counts give {derived}"
@@ -355,7 +388,7 @@ fn vllm(spec: &Value, id: String, model: Option<String>) -> Result<RequestFigure
             }
         }
     }
-    let rows = fixed_length_rows(&by_accepted, steps, drafted);
+    let rows = forced_rows(&by_accepted, steps, drafted, k);
     Ok(figures_of(
         id,
         model,
@@ -392,7 +425,11 @@ fn sglang(meta: &Value, id: String, model: Option<String>) -> Result<RequestFigu
     }
     by_accepted.resize(k + 1, 0);
     check(&by_accepted, steps, accepted, drafted, k).map_err(at)?;
-    let rows = fixed_length_rows(&by_accepted, steps, drafted);
+    // SGLang does not write K: `k` is the drafted tokens per step (its
+    // fixed --speculative-num-steps) where they divide evenly.
+    let rows = (drafted % steps.max(1) == 0)
+        .then(|| forced_rows(&by_accepted, steps, drafted, k))
+        .flatten();
     Ok(figures_of(
         id,
         model,
@@ -432,25 +469,63 @@ fn check(
     Ok(())
 }
 
-/// The request's row of the histogram by draft length, when every draft
-/// had one length (drafted tokens = steps × that length).
-fn fixed_length_rows(
+/// The request's rows of the histogram by draft length, where its counts
+/// leave its draft lengths one choice: every draft `k` long (drafted
+/// tokens = steps × `k`), every draft as short as its accepted tokens
+/// allow (a draft is at least one token, and at least what it accepted),
+/// or every step but one fixed at `k` or at its shortest. Otherwise (two
+/// steps of 0 and 2 accepted, 4 drafted of `k` = 3: drafts of 2 + 2 fit as
+/// well as 1 + 3) `None`: only bounds.
+fn forced_rows(
     by_accepted: &[u64],
     steps: u64,
     drafted: u64,
+    k: usize,
 ) -> Option<Vec<(usize, usize, u64)>> {
     if steps == 0 {
         return Some(Vec::new());
     }
-    (drafted % steps == 0).then(|| {
-        let len = (drafted / steps) as usize;
+    let shortest = |a: usize| a.max(1);
+    let min_sum: u128 = by_accepted
+        .iter()
+        .enumerate()
+        .map(|(a, &n)| shortest(a) as u128 * u128::from(n))
+        .sum();
+    let max_sum = u128::from(steps) * k as u128;
+    let drafted = u128::from(drafted);
+    let rows = |len: &dyn Fn(usize) -> usize| {
         by_accepted
             .iter()
             .enumerate()
             .filter(|&(_, &n)| n > 0)
-            .map(|(a, &n)| (len, a, n))
-            .collect()
-    })
+            .map(|(a, &n)| (len(a), a, n))
+            .collect::<Vec<_>>()
+    };
+    if drafted == max_sum {
+        return Some(rows(&|_| k));
+    }
+    if drafted == min_sum {
+        return Some(rows(&shortest));
+    }
+    // One step whose length is free (the rest are at `k` already, their
+    // shortest being `k`): its length is what the others leave.
+    let free: Vec<usize> = by_accepted
+        .iter()
+        .enumerate()
+        .filter(|&(a, &n)| n > 0 && shortest(a) < k)
+        .map(|(a, _)| a)
+        .collect();
+    if let [a] = free[..] {
+        if by_accepted[a] == 1 && drafted > min_sum && drafted < max_sum {
+            let len = (drafted - (max_sum - k as u128)) as usize;
+            let mut out = rows(&|_| k);
+            if let Some(row) = out.iter_mut().find(|r| r.1 == a) {
+                row.0 = len;
+            }
+            return Some(out);
+        }
+    }
+    None
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -520,8 +595,12 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, E
     let fail = |e: specdec_metrics::EngineCountersError| Error::new(e.to_string());
     let mut counters = EngineCounters::new(k, steps, drafted, accepted, per_pos).map_err(fail)?;
     let mut notes = Vec::new();
-    let varied = rs.iter().filter(|r| r.rows.is_none()).count();
-    if varied == 0 {
+    let varied = rs
+        .iter()
+        .filter(|r| r.rows.is_none() && r.draft_tokens % r.steps.max(1) != 0)
+        .count();
+    let unforced = rs.iter().filter(|r| r.rows.is_none()).count() - varied;
+    if varied + unforced == 0 {
         let buckets: Vec<(usize, usize, u64)> = rs
             .iter()
             .flat_map(|r| r.rows.clone().unwrap_or_default())
@@ -529,15 +608,33 @@ fn pool(rs: &[&RequestFigures], max_draft_len: Option<usize>) -> Result<Built, E
         counters = counters
             .with_by_draft_length_buckets(buckets)
             .map_err(fail)?;
-        notes.push(Message::new(
-            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact",
-        ));
+        let one_length = rs.iter().all(|r| {
+            r.engine == Engine::Specdec
+                || r.rows
+                    .as_ref()
+                    .is_some_and(|rows| rows.windows(2).all(|w| w[0].0 == w[1].0))
+        });
+        notes.push(Message::new(if one_length {
+            "every request's drafts had one length (or it gave its rows by draft length): the pooled counts are exact"
+        } else {
+            "every request's draft lengths follow from its counts (drafts as long as num_spec_tokens, or as short as their accepted tokens allow), or it gave its rows by draft length: the pooled counts are exact"
+        }));
     } else {
-        notes.push(Message::new(format!(
-            "{} request{} drafted tokens of varying length (drafted tokens not a multiple of the steps): only bounds are known for the pool",
-            group_digits(varied as u64),
-            if varied == 1 { "" } else { "s" }
-        )));
+        if varied > 0 {
+            notes.push(Message::new(format!(
+                "{} request{} drafted tokens of varying length (drafted tokens not a multiple of the steps): only bounds are known for the pool",
+                group_digits(varied as u64),
+                if varied == 1 { "" } else { "s" }
+            )));
+        }
+        if unforced > 0 {
+            notes.push(Message::new(format!(
+                "{} request{} drafted a multiple of {} steps, which drafts of one length fit but so do drafts of several (the histogram counts accepted tokens, not draft lengths): only bounds are known for the pool",
+                group_digits(unforced as u64),
+                if unforced == 1 { "" } else { "s" },
+                if unforced == 1 { "its" } else { "their" }
+            )));
+        }
     }
     Ok(Built { counters, notes })
 }

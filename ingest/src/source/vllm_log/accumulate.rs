@@ -37,6 +37,9 @@ pub(super) struct Accumulator<'a> {
     /// The engine each process printed a line for last.
     last_engine: BTreeMap<String, String>,
     means: Vec<(u64, Means)>,
+    /// `(K, positions printed)` of summaries printing more positions than
+    /// they drafted.
+    beyond: Option<(usize, usize)>,
 }
 
 impl<'a> Accumulator<'a> {
@@ -65,6 +68,7 @@ impl<'a> Accumulator<'a> {
             processes: BTreeSet::new(),
             last_engine: BTreeMap::new(),
             means: Vec::new(),
+            beyond: None,
         }
     }
 
@@ -163,6 +167,9 @@ impl<'a> Accumulator<'a> {
             self.rec.lines += 1;
         }
         let kk = line.rates.len();
+        if line.beyond > 0 {
+            self.beyond = Some((kk, kk + line.beyond));
+        }
         match self.k {
             None => self.k = Some(kk),
             Some(k) if k != kk => {
@@ -300,6 +307,16 @@ impl<'a> Accumulator<'a> {
             group_digits(self.rec.max_count_error),
             self.rec.max_rate_error,
         ));
+        if let Some((k, printed)) = self.beyond {
+            let positions = if printed == k + 1 {
+                format!("position {printed}")
+            } else {
+                format!("positions {}-{printed}", k + 1)
+            };
+            notes.push(format!(
+                "K = {k}: the array is longer than the drafts: {positions} never accepted a token and the draft tokens are exactly {k} per draft (vLLM's model drafters draft K tokens at every step)"
+            ));
+        }
         notes.extend(self.pooled_note());
         notes.into_iter().map(Message::new).collect()
     }

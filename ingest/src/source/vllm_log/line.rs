@@ -59,6 +59,7 @@ pub(super) fn parse_line(rest: &str) -> Result<Record, String> {
         rates,
         scale: 1000,
         throughput,
+        beyond: 0,
     }))
 }
 
@@ -103,6 +104,7 @@ pub(super) fn parse_current(rest: &str) -> Result<Line, String> {
         rates,
         scale: 1000,
         throughput: true,
+        beyond: 0,
     })
 }
 

@@ -90,7 +90,11 @@
 //!
 //! (with `total_num_output_tokens: ...` and rules of `-` around, ignored).
 //! The drafts are printed, so they are exact; the rates have 2 decimals,
-//! so each count is reconstructed within ±0.01 N.
+//! so each count is reconstructed within ±0.01 N. The counts array can be
+//! longer than the drafts (an EAGLE-3 run printed six rates, the last
+//! three 0.00, for 3 draft tokens per draft): draft tokens exactly `k`
+//! per draft with every rate beyond `k` at 0 are read as `K = k` (vLLM's
+//! model drafters draft `K` tokens at every step), with a note.
 //!
 //! **`vllm bench serve`'s speculative section** (`Format::BenchServe`),
 //! `vllm/benchmarks/serve.py` (the section is absent at vllm-project/vllm
@@ -239,6 +243,9 @@ struct Line {
     scale: u64,
     /// The rate-first line with the throughput fields.
     throughput: bool,
+    /// Positions printed beyond the drafts and dropped (an offline example
+    /// summary whose counts array is longer than its drafts), else 0.
+    beyond: usize,
 }
 
 /// What a record of a means-only format says.

@@ -247,15 +247,29 @@ impl Block {
                 },
             );
         }
+        // The offline example prints every entry of its counts array,
+        // which can be longer than the drafts. vLLM's model drafters draft
+        // K tokens at every step: draft tokens exactly k per draft with
+        // every rate beyond k at 0 mean K = k.
+        let mut rates = self.rates;
+        let mut beyond = 0;
+        if self.format == Format::OfflineExample && drafts > 0 && drafted % drafts == 0 {
+            let k = usize::try_from(drafted / drafts).unwrap_or(usize::MAX);
+            if k > 0 && k < rates.len() && rates[k..].iter().all(|&r| r == 0.0) {
+                beyond = rates.len() - k;
+                rates.truncate(k);
+            }
+        }
         Record::Counts(Line {
             format: self.format,
             drafts: Some(drafts),
             mean_acceptance_length: mal,
             accepted,
             drafted,
-            rates: self.rates,
+            rates,
             scale,
             throughput: false,
+            beyond,
         })
     }
 
