@@ -96,3 +96,19 @@ pub fn write_file(path: &Path, bytes: &[u8], what: &str) -> Result<(), CliError>
         ))
     })
 }
+
+/// A regular file's device and inode (`None` for anything else, or off
+/// Unix).
+pub fn file_id(meta: io::Result<std::fs::Metadata>) -> Option<(u64, u64)> {
+    let meta = meta.ok().filter(std::fs::Metadata::is_file)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}

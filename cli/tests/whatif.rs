@@ -568,3 +568,44 @@ fn a_cost_table_ending_below_its_start_is_replayed() {
         .success()
         .stdout(predicate::str::contains("vllm-44336"));
 }
+
+#[test]
+fn outputs_onto_the_traces_or_onto_each_other_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let trace = write_trace(dir.path(), 4, 8, true);
+    let before = fs::read(&trace).unwrap();
+    let link = dir.path().join("link.jsonl");
+    fs::hard_link(&trace, &link).unwrap();
+    let other = dir.path().join("out.svg");
+    let base = ["whatif", "--max-draft-len", "4", "--cost-linear", "1,0.1"];
+    for (outputs, wanted) in [
+        (vec!["--plot", trace.to_str().unwrap()], "--plot"),
+        (vec!["--plot", link.to_str().unwrap()], "is the traces"),
+        (
+            vec!["--report", "adaptive", trace.to_str().unwrap()],
+            "--report",
+        ),
+        (
+            vec![
+                "--plot",
+                other.to_str().unwrap(),
+                "--report",
+                "adaptive",
+                other.to_str().unwrap(),
+            ],
+            "--plot and --report name one file",
+        ),
+    ] {
+        cli()
+            .args(base)
+            .args(&outputs)
+            .arg(&trace)
+            .assert()
+            .failure()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(wanted));
+        assert_eq!(fs::read(&trace).unwrap(), before, "{outputs:?}");
+        assert!(!other.exists(), "{outputs:?}");
+    }
+}

@@ -29,7 +29,7 @@ use specdec_ingest::trace::{
 use crate::error::CliError;
 use crate::flags::parse_size;
 use crate::format::{display_path, excerpt};
-use crate::io::{is_stdin, note_reading_stdin};
+use crate::io::{file_id, is_stdin, note_reading_stdin};
 use crate::ngram::git::{History, Limits};
 use crate::ngram::tokenize::{EOS, Tokenizer};
 use crate::ngram::{Config, Rule, generate};
@@ -298,22 +298,6 @@ fn refuse_output_onto_an_input(args: &Args) -> Result<(), CliError> {
             "{target} is {input}: the trace would overwrite it; nothing was written"
         ))),
         None => Ok(()),
-    }
-}
-
-/// A regular file's device and inode (`None` for anything else, or off
-/// Unix).
-fn file_id(meta: io::Result<std::fs::Metadata>) -> Option<(u64, u64)> {
-    let meta = meta.ok().filter(std::fs::Metadata::is_file)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Some((meta.dev(), meta.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
     }
 }
 

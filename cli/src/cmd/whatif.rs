@@ -19,7 +19,7 @@ use specdec_sim::whatif::{self, PolicyResult, Settings, WhatIf};
 use crate::error::CliError;
 use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len};
 use crate::format::display_path;
-use crate::io::{write_file, write_stdout};
+use crate::io::{file_id, write_file, write_stdout};
 use crate::render::{self, json_line};
 
 const WHATIF_FORMATS: &[Format] = &[Format::Table, Format::Json];
@@ -150,6 +150,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         unreachable!("the argument group makes one of the costs required");
     };
     let report = report_arg(&args)?;
+    refuse_outputs_onto_inputs(&args, &report)?;
     let source = display_path(&args.traces);
     let started = Instant::now();
     let traces = Arc::new(TraceSet::open(&args.traces).map_err(|e| {
@@ -246,6 +247,42 @@ fn check_rule(source: &str, rule: &str) -> Result<(), CliError> {
             .collect::<Vec<_>>()
             .join(", ")
     )))
+}
+
+/// Refuses a `--plot` or `--report` file that is the traces (the same
+/// file: device and inode, whatever the name or link), which writing it
+/// would destroy, or that is the other output (the same path, or the same
+/// file), which would keep only the last written.
+fn refuse_outputs_onto_inputs(
+    args: &Args,
+    report: &Option<(PolicySpec, PathBuf)>,
+) -> Result<(), CliError> {
+    let traces = file_id(std::fs::metadata(&args.traces));
+    let outputs = [
+        args.plot.as_ref().map(|p| ("--plot", p)),
+        report.as_ref().map(|(_, p)| ("--report", p)),
+    ];
+    for (flag, path) in outputs.iter().flatten() {
+        if traces.is_some() && file_id(std::fs::metadata(path)) == traces {
+            return Err(CliError::new(format!(
+                "{flag} {} is the traces {}: writing it would destroy them; nothing was replayed",
+                display_path(path),
+                display_path(&args.traces)
+            )));
+        }
+    }
+    if let [Some((_, plot)), Some((_, report))] = outputs {
+        let same_file = file_id(std::fs::metadata(plot))
+            .is_some_and(|id| file_id(std::fs::metadata(report)) == Some(id));
+        if plot == report || same_file {
+            return Err(CliError::new(format!(
+                "--plot and --report name one file, {}: one would overwrite the other; \
+                 nothing was replayed",
+                display_path(plot)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--report POLICY FILE`, its policy parsed.
