@@ -609,3 +609,37 @@ fn outputs_onto_the_traces_or_onto_each_other_are_refused() {
         assert!(!other.exists(), "{outputs:?}");
     }
 }
+
+#[test]
+fn the_plots_title_names_the_traces_and_the_step_cost() {
+    // Plots of one trace at several costs, or of several traces, must not
+    // look alike.
+    let dir = TempDir::new().unwrap();
+    let trace = write_trace(dir.path(), 4, 8, true);
+    let name = trace.file_name().unwrap().to_str().unwrap().to_owned();
+    for (cost, words) in [
+        ("1,0.2", "step cost 1 + 0.2 d"),
+        ("1,0.05", "step cost 1 + 0.05 d"),
+    ] {
+        let svg = dir.path().join("plot.svg");
+        cli()
+            .args([
+                "whatif",
+                "--max-draft-len",
+                "4",
+                "--cost-linear",
+                cost,
+                "--plot",
+            ])
+            .arg(&svg)
+            .arg(&trace)
+            .assert()
+            .success();
+        let text = fs::read_to_string(&svg).unwrap();
+        assert!(
+            text.contains(&format!("{name}: goodput by policy")),
+            "{name}"
+        );
+        assert!(text.contains(words), "{words}");
+    }
+}

@@ -160,7 +160,8 @@ fn oracle_headroom(w: &WhatIf) -> Option<f64> {
     hindsight_gain(w).filter(|h| *h >= 0.0)
 }
 
-fn cost_text(w: &WhatIf) -> String {
+/// The step cost in words: `1 + 0.1 d`, or the table's ends.
+pub(crate) fn cost_text(w: &WhatIf) -> String {
     let s = &w.settings;
     let c0 = s.cost.cost(0).unwrap_or(f64::NAN);
     let cmax = s.cost.cost(s.max_draft_len).unwrap_or(f64::NAN);

@@ -62,13 +62,19 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
     let (y0, y1) = y_range(&statics, &others);
     let root = SVGBackend::with_string(out, (1100, 730)).into_drawing_area();
     root.fill(&WHITE)?;
+    // The trace and the step cost in the title: plots of one trace at
+    // several costs, or of several traces, are told apart at a glance.
+    let name = std::path::Path::new(&w.source)
+        .file_name()
+        .map_or_else(|| w.source.clone(), |n| n.to_string_lossy().into_owned());
     let caption = format!(
-        "Goodput by policy, K = {max}, {} requests in flight ({} requests replayed)",
+        "{name}: goodput by policy, K = {max}, step cost {}, {} in flight ({} requests)",
+        super::whatif::cost_text(w),
         w.settings.batch,
         w.traces.requests().len()
     );
     let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 22))
+        .caption(caption, ("sans-serif", 18))
         .margin(16)
         .margin_bottom(40)
         .margin_right(150)
@@ -86,6 +92,8 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
                 String::new()
             }
         })
+        // One light line between two labelled ones, not ten per k.
+        .max_light_lines(1)
         .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
     draw_statics(&mut chart, &statics)?;
