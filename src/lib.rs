@@ -213,11 +213,11 @@ mod report;
 
 pub use draft::{
     AdviceError, Advisor, BatchBucket, BatchEntry, BatchTable, BetaPrior, Candidate, Comparison,
-    Continuation, ContinuationBounds, CounterSeries, DraftController, DraftPlan, DraftSignal,
-    EXPLORATION_PERIOD, EngineCounters, EngineCountersError, Exactness, Extrapolation, Identified,
-    MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST, PositionBounds, PositionEstimate, Recommendation,
-    RequestState, SharedPlan, SharedStatePlan, SharedStateTable, StateController, StatePlan,
-    StateSpace, StepCost, TrtllmSchedule, VllmSchedule,
+    Continuation, ContinuationBounds, CounterSeries, DEFAULT_UPDATE_OBSERVATIONS, DraftController,
+    DraftPlan, DraftSignal, EXPLORATION_PERIOD, EngineCounters, EngineCountersError, Exactness,
+    Extrapolation, Identified, MAX_STEP_COST, MIN_ROW_STEPS, MIN_STEP_COST, PositionBounds,
+    PositionEstimate, Recommendation, RequestState, SharedPlan, SharedStatePlan, SharedStateTable,
+    StateController, StatePlan, StateSpace, StepCost, TrtllmSchedule, VllmSchedule,
 };
 pub use draft::{
     BatchTableError, BatchTableErrorKind, BucketSpan, CostError, CostTerm, ParameterError,

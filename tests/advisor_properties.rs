@@ -142,10 +142,12 @@ proptest! {
         memory in 1usize..=4,
         windows in prop::collection::vec(steps(8, 40), 1..12),
     ) {
+        // Every window decided on alone, however small.
         let mut c = DraftController::new(max, StepCost::linear(1.0, 0.2).unwrap())
             .unwrap()
             .with_memory(memory)
-            .unwrap();
+            .unwrap()
+            .with_update_observations(0);
         let mut remembered: Vec<Vec<(usize, usize)>> = Vec::new();
         for window in windows {
             // Windows may come from a histogram with another K: only

@@ -275,7 +275,9 @@ fn windows_of_any_k_are_accepted() {
     assert_eq!(c.draft_len(), 2);
     let mut narrow = AcceptanceHistogram::new(1).unwrap();
     narrow.observe(1, 0).unwrap();
-    let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1).unwrap()).unwrap();
+    let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1).unwrap())
+        .unwrap()
+        .with_update_observations(1);
     c.update(&narrow);
     assert_eq!(c.remembered().counts(), &[(0, 1), (0, 0), (0, 0), (0, 0)]);
 }
@@ -317,7 +319,9 @@ fn the_switching_rule_is_the_evidence_test() {
         // rejected to nearly all accepted, small and large.
         let counts: [u64; 5] =
             std::array::from_fn(|_| rng.next_u64() % [5, 40, 200][(rng.next_u64() % 3) as usize]);
-        let mut c = DraftController::new(2, StepCost::linear(1.0, 0.3).unwrap()).unwrap();
+        let mut c = DraftController::new(2, StepCost::linear(1.0, 0.3).unwrap())
+            .unwrap()
+            .with_update_observations(0);
         assert_eq!(c.draft_len(), 1, "prior goodputs 1, 1.5/1.3, 1.75/1.6");
         c.update(&window_k2(counts));
 
@@ -451,4 +455,81 @@ fn a_flat_near_tie_settles_with_at_most_one_switch() {
         worst = worst.max(after);
     }
     assert!(worst <= 1, "{worst} switches after settling");
+}
+
+/// Evidence is counted in observations, not calls: windows of 16
+/// observations (one request in flight, 16 engine steps) are pooled, and
+/// the controller decides exactly when they reach 512, on their sum: the
+/// same decisions, plan and memory as a controller handed the pooled
+/// windows at once.
+#[test]
+fn small_windows_are_pooled_into_decisions_of_512_observations() {
+    assert_eq!(controller().update_observations(), 512);
+    let mut small = controller();
+    let mut pooled = controller();
+    let mut rng = Rng::new(11);
+    let mut step = 0u64;
+    for decision in 0..12 {
+        let mut sum = AcceptanceHistogram::new(MAX).unwrap();
+        let alpha = if decision < 6 { 0.3 } else { 0.9 };
+        for call in 0..32 {
+            let mut window = AcceptanceHistogram::new(MAX).unwrap();
+            for _ in 0..16 {
+                let k = small.draft_len_for(step);
+                step += 1;
+                window.observe(k, verify(&mut rng, k, alpha)).unwrap();
+            }
+            sum.merge(&window).unwrap();
+            small.update(&window);
+            let decided = call == 31;
+            assert_eq!(
+                small.updates(),
+                decision + u64::from(decided),
+                "decision {decision}, call {call}"
+            );
+            assert_eq!(
+                small.pending_observations(),
+                if decided { 0 } else { 16 * (call + 1) }
+            );
+        }
+        pooled.update(&sum);
+        assert_eq!(small.plan(), pooled.plan(), "decision {decision}");
+        assert_eq!(small.remembered(), pooled.remembered());
+    }
+    assert!(
+        small.draft_len() > 3,
+        "high acceptance: {}",
+        small.draft_len()
+    );
+    assert!(small.regime_changes() >= 1);
+}
+
+/// The threshold is inclusive and undrafted steps count: 511 observations
+/// wait, the 512th decides; a window that alone holds more is one decision.
+#[test]
+fn a_decision_needs_exactly_the_set_observations() {
+    let mut c = controller().with_update_observations(512);
+    let mut window = AcceptanceHistogram::new(MAX).unwrap();
+    for _ in 0..255 {
+        window.observe(4, 4).unwrap();
+    }
+    for _ in 0..256 {
+        window.observe_undrafted();
+    }
+    c.update(&window);
+    assert_eq!((c.updates(), c.pending_observations()), (0, 511));
+    let mut one = AcceptanceHistogram::new(MAX).unwrap();
+    one.observe_undrafted();
+    c.update(&one);
+    assert_eq!((c.updates(), c.pending_observations()), (1, 0));
+    let mut big = AcceptanceHistogram::new(MAX).unwrap();
+    for _ in 0..5000 {
+        big.observe(2, 2).unwrap();
+    }
+    c.update(&big);
+    assert_eq!((c.updates(), c.pending_observations()), (2, 0));
+    // 0: every call decides, an empty window too.
+    let mut every = controller().with_update_observations(0);
+    every.update(&AcceptanceHistogram::new(MAX).unwrap());
+    assert_eq!(every.updates(), 1);
 }

@@ -69,8 +69,12 @@ fn updates_to_leave_zero(
     bad: usize,
     limit: usize,
 ) -> (usize, Option<usize>) {
-    let mut controller =
-        StateController::with_states(4, StepCost::linear(1.0, 0.1).unwrap(), 1).unwrap();
+    // A decision per interval (the bound is in decisions): a lone state at
+    // 0 records only its exploration steps, which would otherwise be
+    // pooled over many intervals before each decision.
+    let mut controller = StateController::with_states(4, StepCost::linear(1.0, 0.1).unwrap(), 1)
+        .unwrap()
+        .with_update_observations(0);
     let table = controller.shared_table();
     let mut rng = SplitMix64::seed_from_u64(seed);
     let mut step = 0u64;
@@ -254,8 +258,14 @@ fn a_controller_of_128_states_learns_each_state_apart() {
     let cost = || StepCost::linear(1.0, 0.1).unwrap();
     let recorder = Recorder::with_states(4, STATES).unwrap();
     let mut controller = StateController::with_states(4, cost(), STATES).unwrap();
+    // Each state's windows decided on alone, as the state controller passes
+    // them on.
     let mut alone: Vec<DraftController> = (0..STATES)
-        .map(|_| DraftController::new(4, cost()).unwrap())
+        .map(|_| {
+            DraftController::new(4, cost())
+                .unwrap()
+                .with_update_observations(0)
+        })
         .collect();
     let table = controller.shared_table();
     let worker = recorder.worker();

@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use specdec_metrics::{
-    AcceptanceHistogram, RequestState, SharedStatePlan, StateController, StatePlan, StepCost,
+    AcceptanceHistogram, DraftController, RequestState, SharedStatePlan, StateController,
+    StatePlan, StepCost,
 };
 
 proptest! {
@@ -117,11 +118,90 @@ fn the_controller_learns_a_length_per_state() {
         (c.draft_len_for(easy, 0), c.draft_len_for(hard, 31)),
         (8, 3)
     );
-    // Fewer windows than states: the others had an empty interval.
-    let middle = RequestState::new();
-    let before = c.draft_len(middle);
+    // No window: nothing to decide on yet.
     c.update(&[]);
-    assert_eq!(c.draft_len(middle), before);
+    assert_eq!(
+        (c.controller(easy).updates(), c.pending_observations()),
+        (5, 0)
+    );
+    // Fewer windows than states: the others had an empty interval, and
+    // every state decides once the given ones hold enough observations.
+    let mut few: Vec<_> = (0..=easy.index())
+        .map(|_| AcceptanceHistogram::new(8).unwrap())
+        .collect();
+    for _ in 0..c.update_observations() {
+        few[easy.index()].observe(8, 8).unwrap();
+    }
+    let befores: Vec<usize> = (0..RequestState::COUNT)
+        .map(|i| c.controller_at(i).unwrap().draft_len())
+        .collect();
+    c.update(&few);
+    for (i, before) in befores.iter().enumerate().skip(easy.index() + 1) {
+        assert_eq!(
+            c.controller_at(i).unwrap().draft_len(),
+            *before,
+            "state {i}"
+        );
+        assert_eq!(c.controller_at(i).unwrap().updates(), 6, "state {i}");
+    }
     assert_eq!(c.controller(easy).updates(), 6);
     assert!(c.switches() >= 2);
+}
+
+/// The state controller counts the observations of every state together:
+/// four states of 100 observations a call decide on every second call,
+/// each state on its own two windows pooled (the memory of a lone
+/// controller handed them at once).
+#[test]
+fn the_state_controller_pools_windows_over_all_states() {
+    let cost = || StepCost::linear(1.0, 0.1).unwrap();
+    let mut c = StateController::new(8, cost()).unwrap();
+    assert_eq!(c.update_observations(), 512);
+    let mut alone: Vec<DraftController> = (0..RequestState::COUNT)
+        .map(|_| {
+            DraftController::new(8, cost())
+                .unwrap()
+                .with_min_draft_len(1)
+                .unwrap()
+                .with_update_observations(0)
+        })
+        .collect();
+    let mut pooled: Vec<AcceptanceHistogram> = Vec::new();
+    for call in 0..8 {
+        let windows: Vec<AcceptanceHistogram> = (0..RequestState::COUNT)
+            .map(|state| {
+                let mut w = AcceptanceHistogram::new(8).unwrap();
+                for i in 0..100 {
+                    // State s accepts up to s + call % 3 tokens of 8.
+                    w.observe(8, (state + call % 3 + i % 2).min(8)).unwrap();
+                }
+                w
+            })
+            .collect();
+        if pooled.is_empty() {
+            pooled = windows.clone();
+        } else {
+            for (p, w) in pooled.iter_mut().zip(&windows) {
+                p.merge(w).unwrap();
+            }
+        }
+        c.update(&windows);
+        let decided = call % 2 == 1;
+        assert_eq!(c.pending_observations(), if decided { 0 } else { 400 });
+        if decided {
+            for (a, w) in alone.iter_mut().zip(pooled.drain(..)) {
+                a.update(&w);
+            }
+        }
+        for (i, a) in alone.iter().enumerate() {
+            let s = c.controller_at(i).unwrap();
+            assert_eq!(
+                s.updates(),
+                (call as u64).div_ceil(2),
+                "state {i}, call {call}"
+            );
+            assert_eq!(s.remembered(), a.remembered(), "state {i}, call {call}");
+            assert_eq!(s.plan(), a.plan(), "state {i}, call {call}");
+        }
+    }
 }

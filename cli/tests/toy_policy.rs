@@ -142,6 +142,7 @@ fn a_registered_policy_reaches_help_policies_table_report_and_plot() {
         cost: specdec_metrics::StepCost::linear(1.0, 0.1).unwrap(),
         batch: 4,
         interval: 16,
+        update_observations: None,
         seed: 1,
         state_space: None,
     };

@@ -41,6 +41,7 @@ fn traces() -> Arc<TraceSet> {
 
 fn replay(c: &mut Criterion) {
     let settings = Settings {
+        update_observations: None,
         traces: traces(),
         max_draft_len: 64,
         cost: StepCost::linear(1.0, 0.1).expect("a valid cost"),

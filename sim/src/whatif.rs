@@ -58,6 +58,9 @@ pub struct Settings {
     pub batch: usize,
     /// Engine steps between controller updates.
     pub interval: u64,
+    /// The fewest observations a controller decides from (`None`: the
+    /// library's default, 512).
+    pub update_observations: Option<u64>,
     /// The seed of the one policy that draws (vLLM #44336's probes).
     pub seed: u64,
     /// The states of `per-state` (`None`: `RequestState`'s four levels).
@@ -195,6 +198,7 @@ impl Settings {
                 cost_rule: CostRule::Drafted,
                 cost_table: Some(table.into()),
                 steps_per_update: Some(self.interval),
+                update_observations: self.update_observations,
                 exhaust: true,
             },
         };
@@ -324,6 +328,7 @@ mod tests {
             cost: StepCost::linear(1.0, 0.1).unwrap(),
             batch: 8,
             interval: DEFAULT_INTERVAL,
+            update_observations: None,
             seed: 1,
             state_space: None,
         }

@@ -1,6 +1,6 @@
 //! [`DraftController`]: the draft length an engine uses, updated once per
-//! interval from that interval's histogram, switching only on strong
-//! evidence.
+//! interval from that interval's histogram, deciding once it has seen
+//! enough observations, switching only on strong evidence.
 
 use std::collections::VecDeque;
 
@@ -31,6 +31,17 @@ use crate::record::ConfigError;
 /// [`update`](Self::update) the oldest interval drops out and
 /// the new one comes in; from the sum it forms the same Beta posteriors as
 /// the [`Advisor`](crate::Advisor) (prior `Beta(1, 1)` unless set).
+///
+/// # Evidence counted in observations
+///
+/// An engine calls [`update`](Self::update) once per metrics interval, but
+/// an interval of one request in flight holds 32 times less data than one
+/// of 32. So the controller pools windows until they hold at least
+/// [`update_observations`](Self::update_observations) observations (512 by
+/// default: 16 engine steps of 32 requests) and decides once on their sum:
+/// one remembered interval, one update, always holds about as much data,
+/// whatever the batch size. (A window that alone holds more is taken in
+/// whole.)
 ///
 /// # The switching rule
 ///
@@ -216,6 +227,12 @@ pub struct DraftController {
     /// forgotten: how many times the current choice has been tested on
     /// the data of its regime (see [`switch_z`](Self::switch_z)).
     held: u64,
+    /// The fewest observations an update decides from (0: every call).
+    update_observations: u64,
+    /// Continuation counts of the windows taken in since the last decision.
+    pending: Box<[(u64, u64)]>,
+    /// Observations in those windows.
+    pending_observations: u64,
 }
 
 /// The length of one span of a held choice's test level, in memories (see
@@ -229,6 +246,19 @@ const HELD_SPAN: u64 = 2;
 
 /// Default number of remembered intervals.
 const DEFAULT_MEMORY: usize = 8;
+/// The fewest observations (verify steps plus undrafted steps) a
+/// [`DraftController`] or [`StateController`](crate::StateController)
+/// decides from unless told otherwise
+/// ([`DraftController::with_update_observations`]): 16 engine steps of 32
+/// requests.
+///
+/// ```
+/// use specdec_metrics::{DEFAULT_UPDATE_OBSERVATIONS, DraftController, StepCost};
+/// let c = DraftController::new(8, StepCost::linear(1.0, 0.1)?)?;
+/// assert_eq!(c.update_observations(), DEFAULT_UPDATE_OBSERVATIONS);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub const DEFAULT_UPDATE_OBSERVATIONS: u64 = 512;
 /// The most intervals a controller remembers ([`DraftController::with_memory`]).
 const MAX_MEMORY: usize = 1024;
 // The error message of `with_memory` spells the range out.
@@ -388,6 +418,9 @@ impl DraftController {
             switches: 0,
             regime_changes: 0,
             held: 0,
+            update_observations: DEFAULT_UPDATE_OBSERVATIONS,
+            pending: vec![(0, 0); max_draft_len].into_boxed_slice(),
+            pending_observations: 0,
         };
         controller.reset_choice();
         Ok(controller)
@@ -506,6 +539,47 @@ impl DraftController {
         Ok(self)
     }
 
+    /// The same controller deciding only once the windows taken in since
+    /// its last decision hold at least `observations` observations (verify
+    /// steps plus undrafted steps; default 512); fewer are pooled with the
+    /// next windows. `0` decides on every [`update`](Self::update), empty
+    /// windows included: evidence counted in calls, as a controller
+    /// without this setting would. Every figure of the controller counts
+    /// decisions ([`updates`](Self::updates), the memory of
+    /// [`with_memory`](Self::with_memory) intervals), so this sets how much
+    /// data one remembered interval holds whatever the batch size. An
+    /// engine that never reaches it never decides: keep it well below the
+    /// observations of a few metrics intervals at the lowest load that
+    /// matters. Takes effect from the next window; what is pending stays.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
+    /// let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?.with_update_observations(0);
+    /// assert_eq!(c.update_observations(), 0);
+    /// let mut window = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..300 {
+    ///     window.observe(2, 0)?;
+    /// }
+    /// c.update(&window); // decides at once
+    /// assert_eq!((c.updates(), c.draft_len()), (1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_update_observations(mut self, observations: u64) -> Self {
+        self.update_observations = observations;
+        self
+    }
+
+    /// The fewest observations a decision is made from (see
+    /// [`with_update_observations`](Self::with_update_observations)).
+    pub fn update_observations(&self) -> u64 {
+        self.update_observations
+    }
+
+    /// Observations taken in since the last decision, not yet decided on.
+    pub fn pending_observations(&self) -> u64 {
+        self.pending_observations
+    }
+
     /// The shortest draft length the controller chooses.
     pub fn min_draft_len(&self) -> usize {
         self.min_draft_len
@@ -526,24 +600,60 @@ impl DraftController {
     }
 
     /// Takes in the histogram of the latest interval (any `K`: only positions
-    /// up to the controller's own are used) and decides whether to switch.
+    /// up to the controller's own are used) and, once the windows taken in
+    /// since the last decision hold at least
+    /// [`update_observations`](Self::update_observations) observations
+    /// (verify steps plus undrafted steps, 512 by default), decides from
+    /// all of them whether to switch. Call it once per metrics interval,
+    /// however many requests the engine runs: the controller counts
+    /// evidence in observations, not in calls, so an engine with one
+    /// request in flight decides from as much data per decision as one
+    /// with 32 (it decides 32 times less often).
     ///
     /// ```
     /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
     /// let mut c = DraftController::new(4, StepCost::linear(1.0, 0.1)?)?;
     /// let mut window = AcceptanceHistogram::new(4)?;
-    /// for _ in 0..5000 {
+    /// for _ in 0..300 {
     ///     window.observe(2, 0)?; // nothing is ever accepted
     /// }
-    /// c.update(&window);
+    /// c.update(&window); // 300 observations: not enough to decide on
+    /// assert_eq!((c.updates(), c.draft_len()), (0, 2));
+    /// c.update(&window); // 600, pooled: one decision
     /// assert_eq!(c.draft_len(), 0);
     /// assert_eq!((c.updates(), c.switches()), (1, 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn update(&mut self, window: &AcceptanceHistogram) {
+        let observations = window
+            .num_spec_steps()
+            .saturating_add(window.num_undrafted_steps());
+        self.take_in(Continuation::new(window).counts(), observations);
+    }
+
+    /// [`update`](Self::update) from a window's continuation counts and
+    /// its number of observations.
+    pub(crate) fn take_in(&mut self, counts: &[(u64, u64)], observations: u64) {
+        for (pending, &(s, n)) in self.pending.iter_mut().zip(counts) {
+            // Saturating: counts near u64::MAX are far beyond any engine's
+            // lifetime, and a saturated count still decides the same way.
+            pending.0 = pending.0.saturating_add(s);
+            pending.1 = pending.1.saturating_add(n);
+        }
+        self.pending_observations = self.pending_observations.saturating_add(observations);
+        if self.pending_observations < self.update_observations {
+            return;
+        }
+        let counts = self.pending.to_vec();
+        self.pending.fill((0, 0));
+        self.pending_observations = 0;
+        self.decide(counts);
+    }
+
+    /// One decision on `K` continuation counts pooled from one or more
+    /// windows.
+    fn decide(&mut self, counts: Vec<(u64, u64)>) {
         let k_max = self.max_draft_len;
-        let mut counts = Continuation::new(window).counts().to_vec();
-        counts.resize(k_max, (0, 0));
         if let Some(z2) = self.window_statistic(&counts) {
             // The threshold for a dispersion that is the median of the
             // earlier statistics.
@@ -838,7 +948,8 @@ impl DraftController {
         self.evidence
     }
 
-    /// Updates so far.
+    /// Decisions so far: updates that held enough observations (see
+    /// [`update`](Self::update)), not calls.
     pub fn updates(&self) -> u64 {
         self.updates
     }
@@ -877,10 +988,13 @@ impl DraftController {
     /// use specdec_metrics::{AcceptanceHistogram, DraftController, StepCost};
     /// let mut c = DraftController::new(2, StepCost::linear(1.0, 0.1)?)?;
     /// let mut window = AcceptanceHistogram::new(2)?;
-    /// window.observe(2, 1)?;
+    /// for _ in 0..256 {
+    ///     window.observe(2, 1)?;
+    /// }
     /// c.update(&window);
+    /// assert_eq!(c.remembered().counts(), &[(0, 0), (0, 0)]); // 256: pending
     /// c.update(&window);
-    /// assert_eq!(c.remembered().counts(), &[(2, 2), (0, 2)]);
+    /// assert_eq!(c.remembered().counts(), &[(512, 512), (0, 512)]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn remembered(&self) -> Continuation {
@@ -998,10 +1112,12 @@ mod tests {
             (49, 100),
             (53, 100),
         ];
+        // Windows of 100 observations, each decided on alone.
         let mut c = DraftController::new(1, StepCost::linear(1.0, 0.01).unwrap())
             .unwrap()
             .with_memory(4)
-            .unwrap();
+            .unwrap()
+            .with_update_observations(0);
         let mut memory: Vec<(u64, u64)> = Vec::new();
         let mut seen: Vec<(u64, u64)> = Vec::new();
         let mut history: Vec<f64> = Vec::new();

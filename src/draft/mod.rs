@@ -41,6 +41,7 @@ pub use advisor::{
 };
 pub use batch_table::{BatchBucket, BatchEntry, BatchTable, TrtllmSchedule, VllmSchedule};
 pub use continuation::Continuation;
+pub use controller::DEFAULT_UPDATE_OBSERVATIONS;
 pub use controller::DraftController;
 pub use cost::{MAX_STEP_COST, MIN_STEP_COST, StepCost};
 pub use engine::{

@@ -2,7 +2,8 @@
 //! [`StateController`] (a draft length per state), [`StatePlan`] and
 //! [`SharedStatePlan`] (the plan engine threads read in one load).
 
-use super::controller::DraftController;
+use super::continuation::Continuation;
+use super::controller::{DEFAULT_UPDATE_OBSERVATIONS, DraftController};
 use super::cost::StepCost;
 use super::error::ParameterError;
 use super::plan::{DraftPlan, EXPLORATION_PERIOD};
@@ -547,6 +548,13 @@ impl SharedStatePlan {
 #[derive(Clone, Debug)]
 pub struct StateController {
     controllers: Box<[DraftController]>,
+    /// The fewest observations, over all states, a decision is made from.
+    update_observations: u64,
+    /// Continuation counts per state (`states × K`, state-major) of the
+    /// windows taken in since the last decision.
+    pending: Box<[(u64, u64)]>,
+    /// Observations of every state in those windows.
+    pending_observations: u64,
 }
 
 impl StateController {
@@ -561,9 +569,20 @@ impl StateController {
         let one = DraftController::new(max_draft_len, cost)?
             .with_min_draft_len(1)
             .expect("K >= 1");
-        Ok(Self {
-            controllers: vec![one; RequestState::COUNT].into_boxed_slice(),
-        })
+        Ok(Self::of(one, RequestState::COUNT))
+    }
+
+    /// `states` copies of `one`, each deciding whenever the state
+    /// controller passes a window on: the state controller counts the
+    /// observations, over all states.
+    fn of(one: DraftController, states: usize) -> Self {
+        let k = one.max_draft_len();
+        Self {
+            controllers: vec![one.with_update_observations(0); states].into_boxed_slice(),
+            update_observations: DEFAULT_UPDATE_OBSERVATIONS,
+            pending: vec![(0, 0); states * k].into_boxed_slice(),
+            pending_observations: 0,
+        }
     }
 
     /// A controller per state `0..states` (`1..=128`, for example a
@@ -594,9 +613,7 @@ impl StateController {
             return Err(ConfigError::States { states });
         }
         let one = DraftController::new(max_draft_len, cost)?;
-        Ok(Self {
-            controllers: vec![one; states].into_boxed_slice(),
-        })
+        Ok(Self::of(one, states))
     }
 
     /// Every state's controller with the memory, evidence and prior set by
@@ -623,7 +640,37 @@ impl StateController {
                 .into_iter()
                 .map(configure)
                 .collect::<Result<_, _>>()?,
+            ..self
         })
+    }
+
+    /// The same controller deciding only once the windows taken in since
+    /// its last decision hold at least `observations` observations over
+    /// all states together (default 512; `0`: on every call), as
+    /// [`DraftController::with_update_observations`] does for one
+    /// controller. Its states' controllers then decide together, each on
+    /// its own state's pooled windows (so leave theirs at 0 in
+    /// [`configure`](Self::configure)). Takes effect from the next window.
+    ///
+    /// ```
+    /// use specdec_metrics::{StateController, StepCost};
+    /// let c = StateController::new(8, StepCost::linear(1.0, 0.1)?)?.with_update_observations(2048);
+    /// assert_eq!(c.update_observations(), 2048);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_update_observations(mut self, observations: u64) -> Self {
+        self.update_observations = observations;
+        self
+    }
+
+    /// The fewest observations, over all states, a decision is made from.
+    pub fn update_observations(&self) -> u64 {
+        self.update_observations
+    }
+
+    /// Observations taken in since the last decision, not yet decided on.
+    pub fn pending_observations(&self) -> u64 {
+        self.pending_observations
     }
 
     /// The number of states.
@@ -644,17 +691,47 @@ impl StateController {
     /// [`with_states`](Self::with_states)). A missing window (fewer than
     /// [`states`](Self::states)) is an interval without steps for that
     /// state; extra ones are ignored.
+    ///
+    /// The windows are pooled until they hold at least
+    /// [`update_observations`](Self::update_observations) observations over
+    /// all states (512 by default), then every state decides on its own
+    /// pooled windows, as [`DraftController::update`] does.
+    ///
+    /// ```
+    /// use specdec_metrics::{AcceptanceHistogram, RequestState, StateController, StepCost};
+    /// let mut c = StateController::new(4, StepCost::linear(1.0, 0.1)?)?;
+    /// let mut window = AcceptanceHistogram::new(4)?;
+    /// for _ in 0..300 {
+    ///     window.observe(2, 2)?;
+    /// }
+    /// c.update(&[window.clone()]); // 300 observations: pooled
+    /// assert_eq!(c.pending_observations(), 300);
+    /// c.update(&[window]); // 600: every state decides
+    /// assert_eq!(c.pending_observations(), 0);
+    /// assert_eq!(c.controller(RequestState::new()).updates(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn update(&mut self, windows: &[AcceptanceHistogram]) {
-        for (state, controller) in self.controllers.iter_mut().enumerate() {
-            match windows.get(state) {
-                Some(window) => controller.update(window),
-                None => {
-                    let empty = AcceptanceHistogram::new(controller.max_draft_len())
-                        .expect("the controller's K is valid");
-                    controller.update(&empty);
-                }
+        let k = self.controllers[0].max_draft_len();
+        for (window, pending) in windows.iter().zip(self.pending.chunks_mut(k)) {
+            for (p, &(s, n)) in pending.iter_mut().zip(Continuation::new(window).counts()) {
+                // Saturating, as in `DraftController::take_in`.
+                p.0 = p.0.saturating_add(s);
+                p.1 = p.1.saturating_add(n);
             }
+            self.pending_observations = self
+                .pending_observations
+                .saturating_add(window.num_spec_steps())
+                .saturating_add(window.num_undrafted_steps());
         }
+        if self.pending_observations < self.update_observations {
+            return;
+        }
+        for (controller, pending) in self.controllers.iter_mut().zip(self.pending.chunks_mut(k)) {
+            controller.take_in(pending, 0);
+            pending.fill((0, 0));
+        }
+        self.pending_observations = 0;
     }
 
     /// The controller of state number `index`, the last state's for an

@@ -27,6 +27,8 @@ const WHATIF_FORMATS: &[Format] = &[Format::Table, Format::Json];
 /// The most requests in flight: a batch larger than any engine runs.
 pub const MAX_BATCH: usize = 65_536;
 
+/// The most request-steps a controller may wait for before deciding.
+const MAX_UPDATE_OBSERVATIONS: u64 = 1_000_000_000;
 /// The longest controller interval, in engine steps.
 pub const MAX_INTERVAL: u64 = 1_000_000;
 
@@ -60,6 +62,11 @@ pub struct Args {
     /// per-state): the metrics interval, in steps.
     #[arg(long, value_name = "STEPS", default_value_t = whatif::DEFAULT_INTERVAL, value_parser = parse_interval)]
     interval: u64,
+    /// The fewest request-steps a controller decides from: the windows of
+    /// intervals with fewer are pooled with the next ones (0: decide at
+    /// every interval, however little it holds).
+    #[arg(long, value_name = "N", default_value_t = specdec_metrics::DEFAULT_UPDATE_OBSERVATIONS, value_parser = parse_update_observations)]
+    update_observations: u64,
     /// Also write this policy's acceptance histogram by draft length as a
     /// report (as `replay` writes it; `advise` reads it) to FILE.
     #[arg(long, value_names = ["POLICY", "FILE"], num_args = 2)]
@@ -94,6 +101,15 @@ fn parse_batch(s: &str) -> Result<usize, String> {
         Ok(b) if (1..=MAX_BATCH).contains(&b) => Ok(b),
         _ => Err(format!(
             "expected a whole number of requests in 1..={MAX_BATCH}"
+        )),
+    }
+}
+
+fn parse_update_observations(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_UPDATE_OBSERVATIONS => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of request-steps in 0..={MAX_UPDATE_OBSERVATIONS}"
         )),
     }
 }
@@ -179,6 +195,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         cost,
         batch: args.batch,
         interval: args.interval,
+        update_observations: Some(args.update_observations),
         seed: 1,
         state_space: Some(match args.states {
             Some(space) => space,

@@ -200,7 +200,7 @@ fn header(w: &WhatIf) -> String {
     format!(
         "what-if on {}: {} requests, {} output positions ({trace})\n\
          K = {}, {} requests in flight, step cost {} (d: mean tokens drafted per request), \
-         controllers updated every {} engine steps",
+         controllers updated every {} engine steps, deciding on at least {} request-steps",
         w.source,
         group_digits(t.requests().len() as u64),
         group_digits(t.positions()),
@@ -208,7 +208,15 @@ fn header(w: &WhatIf) -> String {
         w.settings.batch,
         cost_text(w),
         w.settings.interval,
+        update_observations(w),
     )
+}
+
+/// The fewest request-steps the controllers decided from.
+fn update_observations(w: &WhatIf) -> u64 {
+    w.settings
+        .update_observations
+        .unwrap_or(specdec_metrics::DEFAULT_UPDATE_OBSERVATIONS)
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -313,6 +321,7 @@ struct Json<'a> {
     max_draft_len: usize,
     batch: usize,
     interval_steps: u64,
+    update_observations: u64,
     cost: Vec<f64>,
     cost_rule: &'static str,
     best_static_draft_len: Option<usize>,
@@ -334,6 +343,7 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
         max_draft_len: w.settings.max_draft_len,
         batch: w.settings.batch,
         interval_steps: w.settings.interval,
+        update_observations: update_observations(w),
         cost: (0..=w.settings.max_draft_len)
             .filter_map(|k| w.settings.cost.cost(k))
             .collect(),

@@ -97,6 +97,9 @@ pub struct EngineModel {
     /// steps of each engine thread instead of every `update` of time
     /// (virtual time only).
     pub steps_per_update: Option<u64>,
+    /// The fewest observations a controller decides from (`None`: the
+    /// library's default, `DraftController::update_observations`).
+    pub update_observations: Option<u64>,
     /// Replay each traced request once, in file order, and end the run when
     /// the last one has finished (rather than cycling through the file for
     /// `seconds`).

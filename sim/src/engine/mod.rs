@@ -110,7 +110,10 @@ use live::Live;
 fn controller(config: &Config) -> Result<Option<DraftController>, Error> {
     match config.policy.build() {
         Build::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
-            .map(Some)
+            .map(|c| match config.model.update_observations {
+                Some(n) => Some(c.with_update_observations(n)),
+                None => Some(c),
+            })
             .map_err(Error::from),
         _ => Ok(None),
     }
@@ -118,13 +121,17 @@ fn controller(config: &Config) -> Result<Option<DraftController>, Error> {
 
 /// The state controller of `per-state` (`None` for the other policies).
 fn state_controller(config: &Config) -> Result<Option<StateController>, Error> {
+    let observations = |c: StateController| match config.model.update_observations {
+        Some(n) => c.with_update_observations(n),
+        None => c,
+    };
     match (config.policy.build(), config.state_space) {
         (Build::PerState, None) => StateController::new(config.max_draft_len, config.step_cost()?)
-            .map(Some)
+            .map(|c| Some(observations(c)))
             .map_err(Error::from),
         (Build::PerState, Some(space)) => {
             StateController::with_states(config.max_draft_len, config.step_cost()?, space.count())
-                .map(Some)
+                .map(|c| Some(observations(c)))
                 .map_err(Error::from)
         }
         _ => Ok(None),
