@@ -34,11 +34,9 @@ use std::time::Duration;
 
 use specdec_ingest::http::Limits;
 use specdec_ingest::schema::Engine;
-use specdec_ingest::source::llamacpp_log::LlamacppLog;
 use specdec_ingest::source::prometheus_api::PrometheusQuery;
-use specdec_ingest::source::responses::Responses;
 use specdec_ingest::source::scrape::Scrape;
-use specdec_ingest::source::vllm_log::VllmLog;
+use specdec_ingest::source::{LOG_SOURCES, LogFile, LogSource};
 use specdec_ingest::{Counted, Group, Read, Setting, Settings, Source, SourceError};
 use specdec_metrics::{
     Advisor, Continuation, ContinuationBounds, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost,
@@ -64,7 +62,7 @@ pub struct SourceArgs {
     /// A Prometheus exposition (classic text or OpenMetrics): a file, "-"
     /// for standard input, or an http(s) /metrics URL. vLLM, mistral.rs
     /// and this crate's families are recognised under any prefix.
-    #[arg(long, value_name = "FILE|URL|-", conflicts_with_all = ["prometheus", "vllm_log", "report"])]
+    #[arg(long, value_name = "FILE|URL|-", conflicts_with_all = ["prometheus", "report"])]
     pub metrics: Option<String>,
     /// An earlier scrape of the same engine (file or URL): advise on the
     /// counts between the two (a counter lower than before, an engine
@@ -74,7 +72,12 @@ pub struct SourceArgs {
     /// A Prometheus server (or Thanos, Mimir, VictoriaMetrics): advise on
     /// increase() of the families over --window, summed across instances
     /// by the --by label; counter resets are handled as Prometheus does.
-    #[arg(long, value_name = "URL", requires = "window", conflicts_with_all = ["vllm_log", "report"])]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "window",
+        conflicts_with = "report"
+    )]
     pub prometheus: Option<String>,
     /// The window of --prometheus, as PromQL writes durations (30m, 1h,
     /// 1h30m); it ends at --at.
@@ -96,20 +99,10 @@ pub struct SourceArgs {
     /// one group of their own).
     #[arg(long, value_name = "LABEL", default_value = "model_name", value_parser = parse_label)]
     pub by: String,
-    /// vLLM's log: its periodic "SpecDecoding metrics: ..." lines,
-    /// reconstructed into counts (see the manual for their precision).
-    #[arg(long, value_name = "FILE", conflicts_with = "report")]
-    pub vllm_log: Option<PathBuf>,
-    /// llama.cpp's log: its `statistics <drafter>: ...` lines (or, without
-    /// them, its per-request "print_timing ... draft acceptance" lines),
-    /// reconstructed into counts.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log", "responses"])]
-    pub llamacpp_log: Option<PathBuf>,
-    /// Engines' responses, one per line (JSON or server-sent events):
-    /// vLLM's metrics.speculative_decoding (--per-request-spec-decode-metrics
-    /// summary), SGLang's meta_info, pooled over the requests of each model.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log"])]
-    pub responses: Option<PathBuf>,
+    /// One flag per log source (`--vllm-log`, `--llamacpp-log`,
+    /// `--responses`): [`LogArgs`].
+    #[command(flatten)]
+    pub logs: LogArgs,
     /// With --responses: each request's figures and their spread too.
     #[arg(long, requires = "responses")]
     pub by_request: bool,
@@ -134,11 +127,7 @@ pub struct SourceArgs {
 impl SourceArgs {
     /// Whether a source flag was given (advise then reads no report).
     pub fn given(&self) -> bool {
-        self.metrics.is_some()
-            || self.prometheus.is_some()
-            || self.vllm_log.is_some()
-            || self.responses.is_some()
-            || self.llamacpp_log.is_some()
+        self.metrics.is_some() || self.prometheus.is_some() || !self.logs.given.is_empty()
     }
 
     /// The source the flags name.
@@ -155,20 +144,77 @@ impl SourceArgs {
                 selector: self.selector.clone(),
                 at: self.at.clone(),
             }))
-        } else if let Some(path) = &self.vllm_log {
-            Ok(Box::new(VllmLog { path: path.clone() }))
-        } else if let Some(path) = &self.llamacpp_log {
-            Ok(Box::new(LlamacppLog { path: path.clone() }))
-        } else if let Some(path) = &self.responses {
-            Ok(Box::new(Responses {
+        } else if let Some((source, path)) = self.logs.given.first() {
+            Ok(Box::new(LogFile {
+                source,
                 path: path.clone(),
                 by_request: self.by_request,
             }))
         } else {
-            Err(CliError::new(
-                "give --metrics, --prometheus, --vllm-log, --llamacpp-log or --responses",
-            ))
+            let mut flags = vec!["--metrics", "--prometheus"];
+            flags.extend(LOG_SOURCES.iter().map(|s| s.flag));
+            let last = flags.pop().expect("several");
+            Err(CliError::new(format!(
+                "give {} or {last}",
+                flags.join(", ")
+            )))
         }
+    }
+}
+
+/// The flag of each row of [`LOG_SOURCES`], `FILE` (`-` for standard
+/// input), and the files given. Every one conflicts with the report, the
+/// other sources and each other: one source per run.
+#[derive(Debug, Default)]
+pub struct LogArgs {
+    /// The sources given, with their files (one at most, by the conflicts).
+    pub given: Vec<(&'static LogSource, PathBuf)>,
+}
+
+impl clap::Args for LogArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        LOG_SOURCES.iter().fold(cmd, |cmd, s| {
+            let others = LOG_SOURCES
+                .iter()
+                .filter(|o| o.name != s.name)
+                .map(|o| o.name);
+            cmd.arg(
+                clap::Arg::new(s.name)
+                    .long(&s.flag[2..])
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .action(clap::ArgAction::Set)
+                    .help(s.help)
+                    .conflicts_with_all(
+                        ["report", "metrics", "prometheus"]
+                            .into_iter()
+                            .chain(others),
+                    ),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for LogArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut m.clone())
+    }
+
+    fn from_arg_matches_mut(m: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = LOG_SOURCES
+            .iter()
+            .filter_map(|s| m.remove_one::<PathBuf>(s.name).map(|path| (s, path)))
+            .collect();
+        Ok(Self { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
     }
 }
 
@@ -222,11 +268,9 @@ pub fn flag(s: Setting) -> &'static str {
         Setting::MaxDraftLen => "--max-draft-len",
         Setting::MaxBytes => "--max-bytes",
         Setting::Timeout => "--timeout",
-        Setting::VllmLog => "--vllm-log",
-        Setting::LlamacppLog => "--llamacpp-log",
-        Setting::Responses => "--responses",
+        Setting::Log(name) => LogSource::named(name).map_or(name, |s| s.flag),
         Setting::ByRequest => "--by-request",
-        other => other.field(),
+        other => other.name(),
     }
 }
 
