@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use specdec_ingest::http::Limits;
-use specdec_ingest::schema::Engine;
+use specdec_ingest::schema::{Engine, SCHEMAS};
 use specdec_ingest::source::prometheus_api::PrometheusQuery;
 use specdec_ingest::source::scrape::Scrape;
 use specdec_ingest::source::{LOG_SOURCES, LogFile, LogSource};
@@ -49,9 +49,12 @@ use crate::format::{escape_hidden, excerpt, sanitize};
 use crate::io::{note_reading_stdin, write_stdout};
 use crate::render::{self, json_line};
 
-/// The labels that index the series of one family (positions, buckets):
-/// never a grouping.
-const INDEX_LABELS: [&str; 4] = ["position", "token_position", "draft_length", "accepted"];
+/// Whether `label` indexes the series of one family (every schema's
+/// position label, this crate's buckets' labels): never a grouping.
+fn is_index_label(label: &str) -> bool {
+    SCHEMAS.iter().any(|s| s.position_label == label)
+        || ["draft_length", "accepted"].contains(&label)
+}
 
 /// Exit status when some group's counters give bounds, not advice.
 pub const NOT_IDENTIFIED: u8 = 3;
@@ -374,7 +377,8 @@ impl SourceArgs {
     /// The settings every source reads with; `--by` an index label is an
     /// error.
     fn settings(&self, max_draft_len: Option<usize>) -> Result<Settings, CliError> {
-        if let Some(index) = INDEX_LABELS.iter().find(|l| **l == self.by) {
+        if is_index_label(&self.by) {
+            let index = &self.by;
             return Err(CliError::new(format!(
                 "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
             )));
