@@ -77,14 +77,16 @@ pub enum RepoProblem {
 }
 
 impl GitError {
-    fn repository(repo: &Path, problem: RepoProblem) -> Self {
+    /// The repository at `repo` cannot be read: `problem`.
+    pub(crate) fn repository(repo: &Path, problem: RepoProblem) -> Self {
         GitError::Repository {
             repo: repo.to_owned(),
             problem,
         }
     }
 
-    fn cannot_run<'a>(
+    /// `command` could not be started in the repository at `repo`.
+    pub(crate) fn cannot_run<'a>(
         repo: &'a Path,
         command: &'static str,
     ) -> impl FnOnce(io::Error) -> Self + 'a {
