@@ -66,21 +66,35 @@ raw_objects '"status"' cli/tests/*.rs | while IFS= read -r line; do
     esac
 done
 
-# vllm_log: the vLLM log of cli/tests/fixtures, whole and its first lines.
-for f in cli/tests/fixtures/*.log; do
-    seed vllm_log <"$f"
-    head -n 4 "$f" | seed vllm_log
+# log_source: every log source's text, after a first line naming its row
+# of LOG_SOURCES (the target reads it so).
+# seed_as NAME TARGET: standard input, after the line NAME, becomes one seed
+# of TARGET; lines_as NAME TARGET: each line of standard input does.
+seed_as() {
+    { printf '%s\n' "$1"; cat; } | seed "$2"
+}
+lines_as() {
+    local line
+    while IFS= read -r line; do
+        printf '%s\n' "$line" | seed_as "$1" "$2"
+    done
+}
+
+# vllm_log: the vLLM logs of cli/tests/fixtures, whole and their first lines.
+for f in cli/tests/fixtures/*.log cli/tests/fixtures/vllm_logs/*; do
+    seed_as vllm_log log_source <"$f"
+    head -n 4 "$f" | seed_as vllm_log log_source
 done
 
 # llamacpp_log: the log lines of the reader's docs and tests.
-grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | seed llamacpp_log
-grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | lines llamacpp_log
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | seed_as llamacpp_log log_source
+grep -h '^//! I ' ingest/src/source/llamacpp_log.rs | sed 's#^//! ##' | lines_as llamacpp_log log_source
 grep -ohE '"(I |0\.|draft acceptance| #calls)[^"]*"' ingest/src/source/llamacpp_log.rs cli/tests/engines.rs \
-    | sed -e 's/^"//' -e 's/"$//' | lines llamacpp_log
+    | sed -e 's/^"//' -e 's/"$//' | lines_as llamacpp_log log_source
 
 # responses: the response lines of the reader's docs (vLLM's and SGLang's).
 for key in '"speculative_decoding"' '"spec_verify_ct"'; do
-    raw_objects "$key" ingest/src/source/*.rs cli/tests/*.rs | lines responses
+    raw_objects "$key" ingest/src/source/*.rs cli/tests/*.rs | lines_as responses log_source
 done
 
 # trace: the traces of the format's own tests and docs, and of the

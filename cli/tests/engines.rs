@@ -1709,3 +1709,212 @@ fn llamacpp_log_statistics_accumulate_per_drafter_across_restarts() {
         "{err}"
     );
 }
+
+/// One series of a fake Prometheus: its name, its labels, its
+/// `increase()` over any window.
+type Series = (&'static str, Vec<(&'static str, String)>, f64);
+
+/// `%XX` and `+` of a query string decoded.
+fn url_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// A fake Prometheus holding `series`, answering `connections` requests
+/// as Prometheus would the two `advise --prometheus` sends: the names of
+/// `/api/v1/series` matching `match[]`'s `__name__=~"..."` (anchored, as
+/// Prometheus anchors it), and `/api/v1/query`'s
+/// `sum by (LABELS) (increase(NAME[WINDOW]))`, summed by those labels.
+/// Every query is kept, in order.
+fn prometheus_of(
+    series: Vec<Series>,
+    connections: usize,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&asked);
+    let query =
+        regex::Regex::new(r"^sum by \(([^)]*)\) \(increase\(([A-Za-z0-9_:]+)\[[0-9a-z]+\]\)\)$")
+            .unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { return };
+            stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head);
+            let target = head.split(' ').nth(1).unwrap_or_default();
+            let (path, params) = target.split_once('?').unwrap_or((target, ""));
+            let params: Vec<(String, String)> = params
+                .split('&')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (url_decode(k), url_decode(v)))
+                .collect();
+            let param = |k: &str| {
+                params
+                    .iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            let body = if path.ends_with("/api/v1/series") {
+                let matcher = param("match[]");
+                let pattern = matcher
+                    .strip_prefix("{__name__=~\"")
+                    .and_then(|m| m.strip_suffix("\"}"))
+                    .expect("a name matcher alone");
+                let names = regex::Regex::new(&format!("^(?:{pattern})$")).unwrap();
+                let found: std::collections::BTreeSet<&str> = series
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .filter(|name| names.is_match(name))
+                    .collect();
+                let data: Vec<Value> = found
+                    .into_iter()
+                    .map(|name| serde_json::json!({ "__name__": name }))
+                    .collect();
+                serde_json::json!({ "status": "success", "data": data })
+            } else {
+                let q = param("query");
+                kept.lock().unwrap().push(q.clone());
+                let caps = query.captures(&q).expect("a query advise sends");
+                let by: Vec<&str> = caps[1].split(", ").collect();
+                let mut sums: std::collections::BTreeMap<Vec<(String, String)>, f64> =
+                    std::collections::BTreeMap::new();
+                for (name, labels, value) in &series {
+                    if *name != &caps[2] {
+                        continue;
+                    }
+                    let key = labels
+                        .iter()
+                        .filter(|(l, _)| by.contains(l))
+                        .map(|(l, v)| ((*l).to_owned(), v.clone()))
+                        .collect();
+                    *sums.entry(key).or_insert(0.0) += value;
+                }
+                let result: Vec<Value> = sums
+                    .into_iter()
+                    .map(|(labels, v)| {
+                        let metric: serde_json::Map<String, Value> = labels
+                            .into_iter()
+                            .map(|(l, v)| (l, Value::String(v)))
+                            .collect();
+                        serde_json::json!({ "metric": metric, "value": [1700000000, v.to_string()] })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "status": "success",
+                    "data": { "resultType": "vector", "result": result }
+                })
+            }
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (format!("http://{addr}"), asked)
+}
+
+/// TensorRT-LLM's families through Prometheus: found among the series
+/// names, and their per-position counters summed by `token_position`
+/// (two instances of one model), as a scrape of them reads.
+#[test]
+fn trtllm_through_prometheus_reads_as_its_scrape() {
+    let mut series: Vec<Series> = Vec::new();
+    for instance in ["a:8000", "b:8000"] {
+        let labels = |p: Option<usize>| {
+            let mut l = vec![
+                ("instance", instance.to_owned()),
+                ("model_name", "m".to_owned()),
+            ];
+            l.extend(p.map(|p| ("token_position", p.to_string())));
+            l
+        };
+        for (p, (d, a)) in [(500.0, 350.0), (500.0, 250.0), (500.0, 150.0)]
+            .into_iter()
+            .enumerate()
+        {
+            series.push((
+                "trtllm_spec_decode_drafted_tokens_total",
+                labels(Some(p)),
+                d,
+            ));
+            series.push((
+                "trtllm_spec_decode_accepted_tokens_total",
+                labels(Some(p)),
+                a,
+            ));
+        }
+        series.push((
+            "trtllm_spec_decode_num_draft_tokens_total",
+            labels(None),
+            1500.0,
+        ));
+        series.push((
+            "trtllm_spec_decode_num_accepted_tokens_total",
+            labels(None),
+            750.0,
+        ));
+    }
+    // One series answer and one per query.
+    let (url, asked) = prometheus_of(series, 5);
+    let (out, err, code) = advise(&[
+        "--prometheus",
+        &url,
+        "--window",
+        "1h",
+        "--at",
+        "1700000000",
+        "--cost-linear",
+        "1,0.1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["engine"], "trtllm", "{out}");
+    let group = &v["groups"][0];
+    assert_eq!(group["labels"]["model_name"], "m", "{out}");
+    assert_eq!(group["identified"], "exact", "{out}");
+    assert_eq!(group["max_draft_len"], 3, "{out}");
+    assert_eq!(group["drafts"], 1000, "{out}");
+    let positions = group["recommendation"]["positions"].as_array().unwrap();
+    let counts: Vec<(u64, u64)> = positions
+        .iter()
+        .map(|p| {
+            (
+                p["successes"].as_u64().unwrap(),
+                p["trials"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counts, [(700, 1000), (500, 700), (300, 500)], "{out}");
+    // The drafted family is asked for once, by position.
+    let asked = asked.lock().unwrap();
+    assert!(
+        asked.contains(&"sum by (model_name, token_position) (increase(trtllm_spec_decode_drafted_tokens_total[1h]))".to_owned()),
+        "{asked:?}"
+    );
+    assert_eq!(asked.len(), 4, "{asked:?}");
+}

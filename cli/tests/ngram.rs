@@ -467,15 +467,22 @@ fn bad_flags_and_files_are_errors() {
     );
     let not_tokenizer = dir.path().join("tok.json");
     std::fs::write(&not_tokenizer, "{\"hello\": 1}").unwrap();
+    // The tokenizer's and the repository's errors name them by their flag.
+    let tok = not_tokenizer.to_str().unwrap();
     assert_bad(
-        &["--tokenizer", not_tokenizer.to_str().unwrap()],
+        &["--tokenizer", tok],
         GOOD.as_bytes(),
-        &["not a Hugging Face tokenizer.json"],
+        &[&format!(
+            "error: --tokenizer {tok}: not a Hugging Face tokenizer.json"
+        )],
     );
+    let missing_name = missing.to_str().unwrap();
     assert_bad(
-        &["--tokenizer", missing.to_str().unwrap()],
+        &["--tokenizer", missing_name],
         GOOD.as_bytes(),
-        &["cannot open it"],
+        &[&format!(
+            "error: --tokenizer {missing_name}: not o200k_base or cl100k_base, and cannot open it"
+        )],
     );
     assert_bad(&["--min-n", "0"], GOOD.as_bytes(), &["--min-n"]);
     assert_bad(
@@ -490,15 +497,16 @@ fn bad_flags_and_files_are_errors() {
         GOOD.as_bytes(),
         &["must be equal"],
     );
+    let repo = dir.path().to_str().unwrap();
     assert_bad(
-        &["--git", dir.path().to_str().unwrap()],
+        &["--git", repo],
         b"",
-        &["not a git repository"],
+        &[&format!("error: --git {repo}: not a git repository")],
     );
     assert_bad(
-        &["--git", missing.to_str().unwrap()],
+        &["--git", missing_name],
         b"",
-        &["no such directory"],
+        &[&format!("error: --git {missing_name}: no such directory\n")],
     );
 }
 

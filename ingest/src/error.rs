@@ -41,37 +41,39 @@ pub enum Setting {
     MaxBytes,
     /// [`Limits::timeout`](crate::http::Limits::timeout).
     Timeout,
-    /// The log of [`VllmLog`](crate::source::vllm_log::VllmLog).
-    VllmLog,
-    /// The log of [`LlamacppLog`](crate::source::llamacpp_log::LlamacppLog).
-    LlamacppLog,
-    /// The responses of [`Responses`](crate::source::responses::Responses).
-    Responses,
-    /// [`Responses::by_request`](crate::source::responses::Responses::by_request).
+    /// The input of a log source: its [`LogSource::name`](crate::source::LogSource::name)
+    /// in [`LOG_SOURCES`](crate::source::LOG_SOURCES) (`vllm_log`).
+    Log(&'static str),
+    /// [`LogOptions::by_request`](crate::source::LogOptions::by_request).
     ByRequest,
 }
 
 impl Setting {
-    /// Its name as a field: how `Display` names it.
-    pub fn field(self) -> &'static str {
+    /// Its name as a field (`max_bytes`; a log source's name): `Display`
+    /// writes it in backquotes.
+    pub fn name(self) -> &'static str {
         match self {
-            Setting::Metrics => "`metrics`",
-            Setting::Since => "`since`",
-            Setting::Prometheus => "`prometheus`",
-            Setting::Window => "`window`",
-            Setting::Selector => "`selector`",
-            Setting::At => "`at`",
-            Setting::By => "`by`",
-            Setting::Prefix => "`prefix`",
-            Setting::Engine => "`engine`",
-            Setting::MaxDraftLen => "`max_draft_len`",
-            Setting::MaxBytes => "`max_bytes`",
-            Setting::Timeout => "`timeout`",
-            Setting::VllmLog => "`vllm_log`",
-            Setting::LlamacppLog => "`llamacpp_log`",
-            Setting::Responses => "`responses`",
-            Setting::ByRequest => "`by_request`",
+            Setting::Metrics => "metrics",
+            Setting::Since => "since",
+            Setting::Prometheus => "prometheus",
+            Setting::Window => "window",
+            Setting::Selector => "selector",
+            Setting::At => "at",
+            Setting::By => "by",
+            Setting::Prefix => "prefix",
+            Setting::Engine => "engine",
+            Setting::MaxDraftLen => "max_draft_len",
+            Setting::MaxBytes => "max_bytes",
+            Setting::Timeout => "timeout",
+            Setting::Log(name) => name,
+            Setting::ByRequest => "by_request",
         }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.name())
     }
 }
 
@@ -110,7 +112,7 @@ impl From<Setting> for Piece {
 ///
 /// let e = message!["run.log: larger than ", Setting::MaxBytes, " 1 MiB"];
 /// assert_eq!(e.to_string(), "run.log: larger than `max_bytes` 1 MiB");
-/// let flag = |s: Setting| if s == Setting::MaxBytes { "--max-bytes" } else { s.field() };
+/// let flag = |s: Setting| if s == Setting::MaxBytes { "--max-bytes" } else { s.name() };
 /// assert_eq!(e.naming(&flag).to_string(), "run.log: larger than --max-bytes 1 MiB");
 /// assert_eq!(Error::new("plain").to_string(), "plain");
 /// ```
@@ -170,15 +172,17 @@ impl Message {
         Named { error: self, name }
     }
 
+    /// Writes the message, each setting by `n`, or as a field without it.
     fn write(
         &self,
         f: &mut fmt::Formatter<'_>,
-        n: &dyn Fn(Setting) -> &'static str,
+        n: Option<&dyn Fn(Setting) -> &'static str>,
     ) -> fmt::Result {
         for p in &self.pieces {
-            match p {
-                Piece::Text(t) => f.write_str(t)?,
-                Piece::Setting(s) => f.write_str(n(*s))?,
+            match (p, n) {
+                (Piece::Text(t), _) => f.write_str(t)?,
+                (Piece::Setting(s), Some(n)) => f.write_str(n(*s))?,
+                (Piece::Setting(s), None) => write!(f, "{s}")?,
             }
         }
         Ok(())
@@ -187,7 +191,7 @@ impl Message {
 
 impl fmt::Display for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write(f, &Setting::field)
+        self.write(f, None)
     }
 }
 
@@ -208,7 +212,7 @@ pub struct Named<'a> {
 
 impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.error.write(f, self.name)
+        self.error.write(f, Some(self.name))
     }
 }
 

@@ -349,7 +349,7 @@ impl Engine {
 pub fn sglang_means_only() -> Error {
     message![
         "SGLang's sglang:spec_accept_length and sglang:spec_accept_rate are gauges of the latest interval's means (never rate() a gauge): nothing per position, so a draft length cannot be advised from them. SGLang's per-request meta_info (spec_verify_ct, spec_num_proposed_drafts, spec_num_correct_drafts, spec_correct_drafts_histogram) holds the accepted counts per verify step, which identify the counts exactly: save the responses (one per line) and read them with advise ",
-        Setting::Responses,
+        Setting::Log("responses"),
         " FILE",
     ]
 }

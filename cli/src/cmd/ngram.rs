@@ -30,8 +30,8 @@ use crate::error::CliError;
 use crate::flags::parse_size;
 use crate::format::{display_path, excerpt};
 use crate::io::{file_id, is_stdin, note_reading_stdin};
-use crate::ngram::git::{History, Limits};
-use crate::ngram::tokenize::{EOS, Tokenizer};
+use crate::ngram::git::{GitError, History, Limits};
+use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
 use crate::ngram::{Config, Rule, generate};
 
 /// `--eos`.
@@ -155,7 +155,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     }
     refuse_output_onto_an_input(&args)?;
-    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer)?);
+    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?);
     if args.sampled {
         eprintln!(
             "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
@@ -224,13 +224,16 @@ fn config(args: &Args) -> Result<Config, CliError> {
 /// The input the flags name: `--git`, a file, or standard input.
 fn open_source(args: &Args) -> Result<Source, CliError> {
     Ok(match (&args.git, &args.file) {
-        (Some(repo), _) => Source::Git(Box::new(History::open(
-            repo,
-            Limits {
-                max_changed_lines: args.max_changed_lines,
-                max_bytes: args.max_bytes,
-            },
-        )?)),
+        (Some(repo), _) => Source::Git(Box::new(
+            History::open(
+                repo,
+                Limits {
+                    max_changed_lines: args.max_changed_lines,
+                    max_bytes: args.max_bytes,
+                },
+            )
+            .map_err(git_error)?,
+        )),
         (None, Some(path)) if !is_stdin(path) => {
             let name = display_path(path);
             let file =
@@ -504,7 +507,7 @@ fn read_requests(
                     Ok(None) => {
                         return Some((history.commits, history.skipped, history.unborn.take()));
                     }
-                    Err(e) => Message::Failed(index, e),
+                    Err(e) => Message::Failed(index, git_error(e)),
                 };
                 let failed = matches!(message, Message::Failed(..));
                 if jobs.send(message).is_err() || failed {
@@ -537,6 +540,26 @@ fn read_requests(
                 index += 1;
             }
         }
+    }
+}
+
+/// The message of a repository's error, naming the repository by its flag.
+fn git_error(e: GitError) -> CliError {
+    match e {
+        GitError::Repository { repo, problem } => {
+            CliError::new(format!("--git {}: {problem}", display_path(&repo)))
+        }
+        e => CliError::new(e),
+    }
+}
+
+/// The message of a tokenizer's error, naming its file by its flag.
+fn tokenizer_error(e: TokenizerError) -> CliError {
+    match e {
+        TokenizerError::File { path, problem } => {
+            CliError::new(format!("--tokenizer {}: {problem}", display_path(&path)))
+        }
+        e => CliError::new(e),
     }
 }
 

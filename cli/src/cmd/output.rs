@@ -30,17 +30,17 @@ pub struct OutputArgs {
 /// anything more.
 pub fn output(hist: &AcceptanceHistogram, args: &OutputArgs) -> Result<(), CliError> {
     let report = match args.format {
-        Format::Json => json_line(hist, "report"),
+        Format::Json => json_line(hist, "report").map_err(CliError::from),
         Format::Table => Ok(render::report::render(hist)),
         Format::Vllm | Format::Trtllm => {
             unreachable!("the --format of replay and merge takes json and table only")
         }
     }
-    .and_then(|text| write_stdout(text.as_bytes(), "report"));
+    .and_then(|text| Ok(write_stdout(text.as_bytes(), "report")?));
     let plot = match &args.plot {
         Some(path) => render::plot::render_svg(hist)
             .map_err(CliError::new)
-            .and_then(|svg| write_file(path, svg.as_bytes(), "plot")),
+            .and_then(|svg| Ok(write_file(path, svg.as_bytes(), "plot")?)),
         None => Ok(()),
     };
     match (report, plot) {

@@ -402,10 +402,11 @@ fn write_outputs(
         // The trace's metadata strings are input: no hidden character of
         // theirs reaches the terminal (serde escapes only the controls).
         Format::Json => json_line(&render::whatif::json(whatif), "what-if")
-            .map(|t| crate::format::escape_hidden(&t)),
+            .map(|t| crate::format::escape_hidden(&t))
+            .map_err(CliError::from),
         _ => Ok(render::whatif::table(whatif)),
     };
-    let out = text.and_then(|t| write_stdout(t.as_bytes(), "what-if"));
+    let out = text.and_then(|t| Ok(write_stdout(t.as_bytes(), "what-if")?));
     let mut errors: Vec<CliError> = Vec::new();
     if let Err(e) = out {
         errors.push(e);
@@ -416,15 +417,16 @@ fn write_outputs(
             .iter()
             .find(|r| r.policy == policy)
             .expect("the report's policy is among those replayed");
-        if let Err(e) =
-            json_line(&r.report, "report").and_then(|t| write_file(&path, t.as_bytes(), "report"))
+        if let Err(e) = json_line(&r.report, "report")
+            .map_err(CliError::from)
+            .and_then(|t| Ok(write_file(&path, t.as_bytes(), "report")?))
         {
             errors.push(e);
         }
     }
     if let Some(path) = &args.plot {
         let svg = render::whatif_plot::render_svg(whatif).map_err(CliError::new);
-        if let Err(e) = svg.and_then(|svg| write_file(path, svg.as_bytes(), "plot")) {
+        if let Err(e) = svg.and_then(|svg| Ok(write_file(path, svg.as_bytes(), "plot")?)) {
             errors.push(e);
         }
     }

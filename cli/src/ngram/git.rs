@@ -13,12 +13,12 @@
 //! in [`Skipped`].
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 
-use crate::error::CliError;
 use crate::format::display_path;
 
 /// The longest subject or path read from `git log` (a longer one is cut).
@@ -26,6 +26,121 @@ const MAX_LOG_FIELD: u64 = 1 << 20;
 
 /// The most of `git log`'s standard error quoted in a message.
 const MAX_LOG_STDERR: u64 = 4096;
+
+/// Why a repository's history could not be read. It names the repository
+/// and the `git` command that failed; the command line maps it to its flag
+/// (`--git REPO: ...`).
+#[derive(Debug)]
+pub enum GitError {
+    /// The repository at `repo` cannot be read: `problem`.
+    Repository {
+        /// The repository as given.
+        repo: PathBuf,
+        /// What is wrong with it.
+        problem: RepoProblem,
+    },
+    /// `git log`'s output could not be read.
+    ReadLog(io::Error),
+    /// `git log` could not be waited for.
+    WaitLog(io::Error),
+    /// `git cat-file --batch` could not be written to or read.
+    CatFile(io::Error),
+    /// `git cat-file --batch` answered a header it does not give.
+    CatFileAnswer(String),
+}
+
+/// What is wrong with a repository ([`GitError::Repository`]).
+#[derive(Debug)]
+pub enum RepoProblem {
+    /// The path is not a directory.
+    NoSuchDirectory,
+    /// `command` ("git", "git log", "git cat-file") could not be started.
+    CannotRun {
+        /// The command, as messages name it.
+        command: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+    /// Not a work tree or a bare repository (nor its top level); what
+    /// `git rev-parse` said, if it said anything.
+    NotARepository(Option<String>),
+    /// `git log` ended with `status`.
+    LogFailed {
+        /// Its exit status.
+        status: ExitStatus,
+        /// The non-blank lines of its standard error, trimmed.
+        said: Vec<String>,
+        /// The branch HEAD names, which does not exist though the
+        /// repository has had commits.
+        missing_branch: Option<String>,
+    },
+}
+
+impl GitError {
+    /// The repository at `repo` cannot be read: `problem`.
+    pub(crate) fn repository(repo: &Path, problem: RepoProblem) -> Self {
+        GitError::Repository {
+            repo: repo.to_owned(),
+            problem,
+        }
+    }
+
+    /// `command` could not be started in the repository at `repo`.
+    pub(crate) fn cannot_run<'a>(
+        repo: &'a Path,
+        command: &'static str,
+    ) -> impl FnOnce(io::Error) -> Self + 'a {
+        move |source| Self::repository(repo, RepoProblem::CannotRun { command, source })
+    }
+}
+
+impl fmt::Display for GitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitError::Repository { repo, problem } => {
+                write!(f, "the repository {}: {problem}", display_path(repo))
+            }
+            GitError::ReadLog(e) => write!(f, "cannot read git log: {e}"),
+            GitError::WaitLog(e) => write!(f, "git log: {e}"),
+            GitError::CatFile(e) => write!(f, "git cat-file: {e}"),
+            GitError::CatFileAnswer(header) => {
+                write!(f, "git cat-file: unexpected answer {header:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GitError {}
+
+impl fmt::Display for RepoProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepoProblem::NoSuchDirectory => f.write_str("no such directory"),
+            RepoProblem::CannotRun { command, source } => {
+                write!(f, "cannot run {command}: {source}")
+            }
+            RepoProblem::NotARepository(None) => f.write_str("not a git repository"),
+            RepoProblem::NotARepository(Some(why)) => write!(f, "not a git repository ({why})"),
+            RepoProblem::LogFailed {
+                status,
+                said,
+                missing_branch,
+            } => {
+                write!(f, "git log failed ({status})")?;
+                if !said.is_empty() {
+                    write!(f, ": {}", said.join("; "))?;
+                }
+                if let Some(branch) = missing_branch {
+                    write!(
+                        f,
+                        "; HEAD names {branch}, which does not exist, though the repository has had commits (a ref, or HEAD's reflog)"
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
 
 /// One request: its id, prompt and output text.
 #[derive(Debug)]
@@ -132,16 +247,15 @@ fn git(repo: &Path) -> Command {
 impl History {
     /// Opens the history of the repository at `repo` (a work tree or a
     /// bare repository): an error if it is not one or `git` cannot run.
-    pub fn open(repo: &Path, limits: Limits) -> Result<Self, CliError> {
-        let shown = display_path(repo);
+    pub fn open(repo: &Path, limits: Limits) -> Result<Self, GitError> {
         if !repo.is_dir() {
-            return Err(CliError::new(format!("--git {shown}: no such directory")));
+            return Err(GitError::repository(repo, RepoProblem::NoSuchDirectory));
         }
         let check = git(repo)
             .args(["rev-parse", "--git-dir"])
             .stdout(Stdio::null())
             .output()
-            .map_err(|e| CliError::new(format!("--git {shown}: cannot run git: {e}")))?;
+            .map_err(GitError::cannot_run(repo, "git"))?;
         // Inside another repository, rev-parse succeeds for a plain
         // subdirectory too: ask for the top level and compare.
         let top = git(repo)
@@ -153,7 +267,7 @@ impl History {
             ])
             .stdout(Stdio::piped())
             .output()
-            .map_err(|e| CliError::new(format!("--git {shown}: cannot run git: {e}")))?;
+            .map_err(GitError::cannot_run(repo, "git"))?;
         let prefix_ok = String::from_utf8_lossy(&top.stdout)
             .lines()
             .nth(2)
@@ -161,14 +275,11 @@ impl History {
         if !check.status.success() || !prefix_ok {
             let why = String::from_utf8_lossy(&check.stderr);
             let why = why.trim();
-            return Err(CliError::new(format!(
-                "--git {shown}: not a git repository{}",
-                if why.is_empty() || check.status.success() {
-                    String::new()
-                } else {
-                    format!(" ({why})")
-                }
-            )));
+            let said = (!why.is_empty() && !check.status.success()).then(|| why.to_owned());
+            return Err(GitError::repository(
+                repo,
+                RepoProblem::NotARepository(said),
+            ));
         }
         let mut log = git(repo)
             .args([
@@ -186,7 +297,7 @@ impl History {
             ])
             .stdout(Stdio::piped())
             .spawn()
-            .map_err(|e| CliError::new(format!("--git {shown}: cannot run git log: {e}")))?;
+            .map_err(GitError::cannot_run(repo, "git log"))?;
         let log_err = log.stderr.take().map(|stderr| {
             std::thread::spawn(move || {
                 let mut stderr = stderr;
@@ -202,7 +313,7 @@ impl History {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| CliError::new(format!("--git {shown}: cannot run git cat-file: {e}")))?;
+            .map_err(GitError::cannot_run(repo, "git cat-file"))?;
         let log_out = BufReader::new(log.stdout.take().expect("piped"));
         let batch_in = batch.stdin.take().expect("piped");
         let batch_out = BufReader::new(batch.stdout.take().expect("piped"));
@@ -228,38 +339,32 @@ impl History {
 
     /// Reads the next NUL-terminated field of `git log` into `field`;
     /// `false` at its end, once `git log` has exited.
-    fn read_field(&mut self) -> Result<bool, CliError> {
+    fn read_field(&mut self) -> Result<bool, GitError> {
         self.field.clear();
         let n = (&mut self.log_out)
             .take(MAX_LOG_FIELD)
             .read_until(0, &mut self.field)
-            .map_err(|e| CliError::new(format!("cannot read git log: {e}")))?;
+            .map_err(GitError::ReadLog)?;
         if n > 0 {
             return Ok(true);
         }
-        let status = self
-            .log
-            .wait()
-            .map_err(|e| CliError::new(format!("git log: {e}")))?;
+        let status = self.log.wait().map_err(GitError::WaitLog)?;
         if status.success() {
             return Ok(false);
         }
-        let shown = display_path(&self.repo);
         let stderr = self
             .log_err
             .take()
             .and_then(|reader| reader.join().ok())
             .unwrap_or_default();
         let stderr = String::from_utf8_lossy(&stderr);
-        let said: Vec<&str> = stderr
+        let said: Vec<String> = stderr
             .lines()
             .map(str::trim)
             .filter(|line| !line.is_empty())
+            .map(str::to_owned)
             .collect();
-        let mut why = format!("--git {shown}: git log failed ({status})");
-        if !said.is_empty() {
-            why.push_str(&format!(": {}", said.join("; ")));
-        }
+        let mut missing_branch = None;
         // Before any commit, a HEAD that names a branch which does not
         // exist: in a repository that never had a commit, a new one (no
         // commits, no requests); else an error.
@@ -269,12 +374,17 @@ impl History {
                     self.unborn = Some(branch);
                     return Ok(false);
                 }
-                why.push_str(&format!(
-                    "; HEAD names {branch}, which does not exist, though the repository has had commits (a ref, or HEAD's reflog)"
-                ));
+                missing_branch = Some(branch);
             }
         }
-        Err(CliError::new(why))
+        Err(GitError::repository(
+            &self.repo,
+            RepoProblem::LogFailed {
+                status,
+                said,
+                missing_branch,
+            },
+        ))
     }
 
     /// The branch HEAD names when it does not exist (an unborn branch).
@@ -318,7 +428,7 @@ impl History {
     }
 
     /// The next request, or `None` at the end of the history.
-    pub fn next_request(&mut self) -> Result<Option<EditRequest>, CliError> {
+    pub fn next_request(&mut self) -> Result<Option<EditRequest>, GitError> {
         loop {
             if !self.read_field()? {
                 return Ok(None);
@@ -412,7 +522,7 @@ impl History {
 
     /// The text of the blob named `spec`, or `None` when it is skipped
     /// (counted in [`Skipped`]: not text, larger than `limit`, missing).
-    fn text(&mut self, spec: &str, limit: u64) -> Result<Option<String>, CliError> {
+    fn text(&mut self, spec: &str, limit: u64) -> Result<Option<String>, GitError> {
         let skipped = match self.blob(spec, limit)? {
             Blob::Text(text) => return Ok(Some(text)),
             Blob::NotText => &mut self.skipped.not_text,
@@ -424,8 +534,8 @@ impl History {
     }
 
     /// The blob named `spec` through `git cat-file --batch`.
-    fn blob(&mut self, spec: &str, limit: u64) -> Result<Blob, CliError> {
-        let broken = |e: std::io::Error| CliError::new(format!("git cat-file: {e}"));
+    fn blob(&mut self, spec: &str, limit: u64) -> Result<Blob, GitError> {
+        let broken = GitError::CatFile;
         writeln!(self.batch_in, "{spec}").map_err(broken)?;
         self.batch_in.flush().map_err(broken)?;
         let mut header = Vec::new();
@@ -436,9 +546,9 @@ impl History {
         let header = String::from_utf8_lossy(&header);
         let fields: Vec<&str> = header.split_whitespace().collect();
         let size = match fields.as_slice() {
-            [_, "blob", size] => size.parse::<u64>().map_err(|_| {
-                CliError::new(format!("git cat-file: unexpected answer {header:?}"))
-            })?,
+            [_, "blob", size] => size
+                .parse::<u64>()
+                .map_err(|_| GitError::CatFileAnswer(header.clone().into_owned()))?,
             [_, "missing"] | [_, "ambiguous"] => return Ok(Blob::Missing),
             [_, _kind, size] => {
                 // Not a blob (a submodule's commit): skip its content.
@@ -447,9 +557,7 @@ impl History {
                 return Ok(Blob::Missing);
             }
             _ => {
-                return Err(CliError::new(format!(
-                    "git cat-file: unexpected answer {header:?}"
-                )));
+                return Err(GitError::CatFileAnswer(header.clone().into_owned()));
             }
         };
         if size > limit {
@@ -468,10 +576,10 @@ impl History {
         })
     }
 
-    fn drain(&mut self, n: u64) -> Result<(), CliError> {
+    fn drain(&mut self, n: u64) -> Result<(), GitError> {
         std::io::copy(&mut (&mut self.batch_out).take(n), &mut std::io::sink())
             .map(|_| ())
-            .map_err(|e| CliError::new(format!("git cat-file: {e}")))
+            .map_err(GitError::CatFile)
     }
 }
 
@@ -494,4 +602,38 @@ enum Blob {
     NotText,
     TooLarge,
     Missing,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_repository_not_a_flag() {
+        let limits = Limits {
+            max_changed_lines: 1,
+            max_bytes: 1,
+        };
+        let missing = Path::new("no/such/repository");
+        let Err(e) = History::open(missing, limits) else {
+            panic!("a missing directory opened");
+        };
+        assert!(matches!(
+            &e,
+            GitError::Repository {
+                repo,
+                problem: RepoProblem::NoSuchDirectory,
+            } if repo == missing
+        ));
+        assert_eq!(
+            e.to_string(),
+            "the repository no/such/repository: no such directory"
+        );
+        let failed = RepoProblem::NotARepository(Some("fatal: no".into()));
+        assert_eq!(failed.to_string(), "not a git repository (fatal: no)");
+        assert_eq!(
+            GitError::CatFileAnswer("x y\n".into()).to_string(),
+            "git cat-file: unexpected answer \"x y\\n\""
+        );
+    }
 }

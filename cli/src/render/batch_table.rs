@@ -10,9 +10,8 @@ use std::fmt::Write as _;
 
 use specdec_metrics::{Advisor, BatchTable, BatchTableError, TrtllmSchedule};
 
-use super::json_line;
 use super::table::{Column, Table};
-use crate::error::CliError;
+use super::{JsonError, json_line};
 use crate::format::{group_digits, level_percent, significant, trimmed};
 
 /// The table for people, ending in a newline; `reports` names each
@@ -22,7 +21,7 @@ pub fn render(
     reports: &[String],
     trtllm: &Result<TrtllmSchedule, BatchTableError>,
     advisor: &Advisor,
-) -> Result<String, CliError> {
+) -> Result<String, JsonError> {
     let mut out = String::new();
     let prior = advisor.prior();
     let _ = writeln!(

@@ -16,14 +16,35 @@ pub mod table;
 pub mod whatif;
 pub mod whatif_plot;
 
+use std::fmt;
+
 use serde::Serialize;
 
-use crate::error::CliError;
+/// A value that cannot be written as JSON (a map whose keys are not
+/// strings, a serializer's own error): names the value.
+#[derive(Debug)]
+pub struct JsonError {
+    /// What the value is ("report", "advice").
+    pub what: String,
+    /// What `serde_json` said.
+    pub source: serde_json::Error,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot write the {}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for JsonError {}
 
 /// `value` as one JSON object on one line, with its newline; `what`
 /// ("report", "advice") names it if it cannot be serialized.
-pub fn json_line(value: &impl Serialize, what: &str) -> Result<String, CliError> {
+pub fn json_line(value: &impl Serialize, what: &str) -> Result<String, JsonError> {
     serde_json::to_string(value)
         .map(|s| s + "\n")
-        .map_err(|e| CliError::new(format!("cannot write the {what}: {e}")))
+        .map_err(|source| JsonError {
+            what: what.to_owned(),
+            source,
+        })
 }

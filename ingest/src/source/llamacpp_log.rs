@@ -34,24 +34,16 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
-use std::path::PathBuf;
 
 use specdec_metrics::{EngineCounters, MAX_MAX_DRAFT_LEN};
 
 use crate::counters::Built;
 use crate::error::{Error, Message, Setting, SourceError};
 use crate::fit::{self, NoFit, Rule};
-use crate::lines::{self, Lines, Overlong, strip_sgr};
+use crate::lines::{Lines, Overlong, strip_sgr};
 use crate::schema::{Engine, Families};
-use crate::text::{excerpt, group_digits, input_name};
-use crate::{Counted, Group, Read, Settings, Source, message};
-
-/// llama.cpp's log: a file, or `-` for standard input.
-#[derive(Debug)]
-pub struct LlamacppLog {
-    /// The log.
-    pub path: PathBuf,
-}
+use crate::text::{excerpt, group_digits};
+use crate::{Counted, Group, Read, message};
 
 /// Lines are cut at 1 MiB: a log line is far shorter.
 const MAX_LINE_BYTES: usize = 1 << 20;
@@ -67,25 +59,8 @@ struct Figures {
     rates: Vec<f64>,
 }
 
-impl Source for LlamacppLog {
-    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        let name = input_name(&self.path);
-        let input =
-            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
-        read_from(input, name, settings.max_draft_len)
-    }
-
-    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
-        Some((&[Engine::Llamacpp], "llama.cpp's log", Setting::LlamacppLog))
-    }
-
-    fn reads_stdin(&self) -> Option<&'static str> {
-        lines::is_stdin(&self.path).then_some("llama.cpp's log")
-    }
-}
-
-/// Reads a log from `input`, called `name` in every message: what
-/// [`LlamacppLog`] does once the input is open. `max_draft_len` is `K`
+/// Reads a log from `input`, called `name` in every message: what its
+/// row of [`LOG_SOURCES`](super::LOG_SOURCES) reads once the input is open. `max_draft_len` is `K`
 /// where given (the lines must agree with it).
 ///
 /// ```

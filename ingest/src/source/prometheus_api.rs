@@ -78,7 +78,7 @@ pub fn from_prometheus(
     let start_text = format!("{:.3}", (end - seconds).max(0.0));
 
     // The names in the window, for detection.
-    let pattern = ".+(_num_drafts_total|_num_accepted_tokens_per_pos_total|_acceptance_by_draft_length_total|_draft_tokens_proposed_total)|llamacpp:.+";
+    let pattern = series_pattern();
     let matcher = if inner.is_empty() {
         format!("{{__name__=~\"{pattern}\"}}")
     } else {
@@ -153,6 +153,25 @@ fn window_end(at: Option<&str>) -> Result<f64, Error> {
     })
 }
 
+/// The names `/api/v1/series` is asked for (a regular expression, which
+/// Prometheus anchors): every name [`schema::detect`] tells families by —
+/// vLLM's shape, this crate's by-draft-length family, each schema's own
+/// suffix ([`schema::Detect`]) after its prefix — and llama.cpp's names,
+/// whose absence says the server is too old. The schemas' suffixes are
+/// metric-name characters, which match themselves (a test checks).
+fn series_pattern() -> String {
+    let mut pattern =
+        ".+(_num_drafts_total|_num_accepted_tokens_per_pos_total|_acceptance_by_draft_length_total"
+            .to_owned();
+    for d in schema::SCHEMAS.iter().filter_map(|s| s.detect.as_ref()) {
+        pattern.push('|');
+        pattern.push_str(d.prefix_ends_with);
+        pattern.push_str(d.suffix);
+    }
+    pattern.push_str(")|llamacpp:.+");
+    pattern
+}
+
 /// One query per family: `sum by` the group label (and the family's own
 /// labels) of `increase()` over the window, with the family it reads.
 fn family_queries(
@@ -179,21 +198,26 @@ fn family_queries(
             ),
         ));
     } else {
-        for f in [
-            families.drafts(),
-            families.draft_tokens(),
-            families.accepted_tokens(),
-        ] {
+        // TensorRT-LLM's drafts are its drafted-per-position family, read
+        // by position below.
+        let drafts = families.has_drafts_family().then(|| families.drafts());
+        for f in drafts
+            .into_iter()
+            .chain([families.draft_tokens(), families.accepted_tokens()])
+        {
             queries.push((
                 f.clone(),
                 format!("sum by ({by}) (increase({}))", selected(&f)),
             ));
         }
-        let f = families.accepted_per_pos();
-        queries.push((
-            f.clone(),
-            format!("sum by ({by}, position) (increase({}))", selected(&f)),
-        ));
+        let position = families.position_label();
+        for f in std::iter::once(families.accepted_per_pos()).chain(families.draft_tokens_per_pos())
+        {
+            queries.push((
+                f.clone(),
+                format!("sum by ({by}, {position}) (increase({}))", selected(&f)),
+            ));
+        }
     }
     queries
 }
@@ -628,6 +652,23 @@ fn quoted(s: &str) -> Result<(String, &str), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_series_asked_for_are_every_schemas() {
+        assert_eq!(
+            series_pattern(),
+            ".+(_num_drafts_total|_num_accepted_tokens_per_pos_total|_acceptance_by_draft_length_total|_draft_tokens_proposed_total|_spec_decode_drafted_tokens_total)|llamacpp:.+"
+        );
+        for d in schema::SCHEMAS.iter().filter_map(|s| s.detect.as_ref()) {
+            for text in [d.prefix_ends_with, d.suffix] {
+                assert!(
+                    text.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+                    "{text} would need escaping in the pattern"
+                );
+            }
+        }
+    }
 
     #[test]
     fn durations_are_prometheus_durations() {

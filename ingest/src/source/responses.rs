@@ -1,6 +1,7 @@
 //! The per-request speculative-decoding figures engines put in their
 //! responses, one response per line, pooled over the requests (and, with
-//! [`Responses::by_request`], each request's figures too).
+//! [`LogOptions::by_request`](super::LogOptions::by_request), each
+//! request's figures too).
 //!
 //! What each engine writes (read in its own sources and pull requests):
 //!
@@ -42,53 +43,23 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
-use std::path::PathBuf;
 
 use serde_json::Value;
 use specdec_metrics::{AcceptanceHistogram, EngineCounters, MAX_MAX_DRAFT_LEN};
 
 use crate::counters::Built;
 use crate::error::{Error, Message, Setting, SourceError};
-use crate::lines::{self, LineError, Lines, Overlong};
+use crate::lines::{LineError, Lines, Overlong};
 use crate::schema::{Engine, Families};
-use crate::text::{excerpt, group_digits, input_name};
-use crate::{Counted, Group, Read, RequestFigures, Settings, Source, message};
+use crate::text::{excerpt, group_digits};
+use crate::{Counted, Group, Read, RequestFigures, message};
 
 /// The longest line read (a `detailed` response carries per-step arrays).
 const MAX_LINE_BYTES: usize = 16 << 20;
 
-/// Engines' responses, one per line: a file, or `-` for standard input.
-#[derive(Debug)]
-pub struct Responses {
-    /// The responses.
-    pub path: PathBuf,
-    /// Each request's figures too ([`Read::requests`]).
-    pub by_request: bool,
-}
-
-impl Source for Responses {
-    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        let name = input_name(&self.path);
-        let input =
-            lines::open(&self.path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
-        read_from(input, name, self.by_request, settings.max_draft_len)
-    }
-
-    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
-        Some((
-            &[Engine::Vllm, Engine::Sglang, Engine::Specdec],
-            "vLLM's, SGLang's and this crate's per-request figures",
-            Setting::Responses,
-        ))
-    }
-
-    fn reads_stdin(&self) -> Option<&'static str> {
-        lines::is_stdin(&self.path).then_some("responses (JSON Lines)")
-    }
-}
-
 /// Reads responses from `input`, called `name` in every message: what
-/// [`Responses`] does once the input is open. `by_request`: each
+/// its row of [`LOG_SOURCES`](super::LOG_SOURCES) reads once the input is
+/// open. `by_request`: each
 /// request's figures too; `max_draft_len` is `K` where given.
 ///
 /// ```

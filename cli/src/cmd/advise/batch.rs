@@ -235,7 +235,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     for n in notes {
         let _ = writeln!(err, "warning: {n}");
     }
-    written
+    Ok(written?)
 }
 
 /// Checks every bucket's cost against `K` and reads its report, whose `K`

@@ -33,12 +33,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use specdec_ingest::http::Limits;
-use specdec_ingest::schema::Engine;
-use specdec_ingest::source::llamacpp_log::LlamacppLog;
+use specdec_ingest::schema::{Engine, SCHEMAS};
 use specdec_ingest::source::prometheus_api::PrometheusQuery;
-use specdec_ingest::source::responses::Responses;
 use specdec_ingest::source::scrape::Scrape;
-use specdec_ingest::source::vllm_log::VllmLog;
+use specdec_ingest::source::{LOG_SOURCES, LogFile, LogSource};
 use specdec_ingest::{Counted, Group, Read, Setting, Settings, Source, SourceError};
 use specdec_metrics::{
     Advisor, Continuation, ContinuationBounds, Exactness, Identified, MAX_MAX_DRAFT_LEN, StepCost,
@@ -51,9 +49,12 @@ use crate::format::{escape_hidden, excerpt, sanitize};
 use crate::io::{note_reading_stdin, write_stdout};
 use crate::render::{self, json_line};
 
-/// The labels that index the series of one family (positions, buckets):
-/// never a grouping.
-const INDEX_LABELS: [&str; 4] = ["position", "token_position", "draft_length", "accepted"];
+/// Whether `label` indexes the series of one family (every schema's
+/// position label, this crate's buckets' labels): never a grouping.
+fn is_index_label(label: &str) -> bool {
+    SCHEMAS.iter().any(|s| s.position_label == label)
+        || ["draft_length", "accepted"].contains(&label)
+}
 
 /// Exit status when some group's counters give bounds, not advice.
 pub const NOT_IDENTIFIED: u8 = 3;
@@ -64,7 +65,7 @@ pub struct SourceArgs {
     /// A Prometheus exposition (classic text or OpenMetrics): a file, "-"
     /// for standard input, or an http(s) /metrics URL. vLLM, mistral.rs
     /// and this crate's families are recognised under any prefix.
-    #[arg(long, value_name = "FILE|URL|-", conflicts_with_all = ["prometheus", "vllm_log", "report"])]
+    #[arg(long, value_name = "FILE|URL|-", conflicts_with_all = ["prometheus", "report"])]
     pub metrics: Option<String>,
     /// An earlier scrape of the same engine (file or URL): advise on the
     /// counts between the two (a counter lower than before, an engine
@@ -74,7 +75,12 @@ pub struct SourceArgs {
     /// A Prometheus server (or Thanos, Mimir, VictoriaMetrics): advise on
     /// increase() of the families over --window, summed across instances
     /// by the --by label; counter resets are handled as Prometheus does.
-    #[arg(long, value_name = "URL", requires = "window", conflicts_with_all = ["vllm_log", "report"])]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "window",
+        conflicts_with = "report"
+    )]
     pub prometheus: Option<String>,
     /// The window of --prometheus, as PromQL writes durations (30m, 1h,
     /// 1h30m); it ends at --at.
@@ -96,20 +102,10 @@ pub struct SourceArgs {
     /// one group of their own).
     #[arg(long, value_name = "LABEL", default_value = "model_name", value_parser = parse_label)]
     pub by: String,
-    /// vLLM's log: its periodic "SpecDecoding metrics: ..." lines,
-    /// reconstructed into counts (see the manual for their precision).
-    #[arg(long, value_name = "FILE", conflicts_with = "report")]
-    pub vllm_log: Option<PathBuf>,
-    /// llama.cpp's log: its `statistics <drafter>: ...` lines (or, without
-    /// them, its per-request "print_timing ... draft acceptance" lines),
-    /// reconstructed into counts.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log", "responses"])]
-    pub llamacpp_log: Option<PathBuf>,
-    /// Engines' responses, one per line (JSON or server-sent events):
-    /// vLLM's metrics.speculative_decoding (--per-request-spec-decode-metrics
-    /// summary), SGLang's meta_info, pooled over the requests of each model.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["report", "metrics", "prometheus", "vllm_log"])]
-    pub responses: Option<PathBuf>,
+    /// One flag per log source (`--vllm-log`, `--llamacpp-log`,
+    /// `--responses`): [`LogArgs`].
+    #[command(flatten)]
+    pub logs: LogArgs,
     /// With --responses: each request's figures and their spread too.
     #[arg(long, requires = "responses")]
     pub by_request: bool,
@@ -134,11 +130,7 @@ pub struct SourceArgs {
 impl SourceArgs {
     /// Whether a source flag was given (advise then reads no report).
     pub fn given(&self) -> bool {
-        self.metrics.is_some()
-            || self.prometheus.is_some()
-            || self.vllm_log.is_some()
-            || self.responses.is_some()
-            || self.llamacpp_log.is_some()
+        self.metrics.is_some() || self.prometheus.is_some() || !self.logs.given.is_empty()
     }
 
     /// The source the flags name.
@@ -155,20 +147,77 @@ impl SourceArgs {
                 selector: self.selector.clone(),
                 at: self.at.clone(),
             }))
-        } else if let Some(path) = &self.vllm_log {
-            Ok(Box::new(VllmLog { path: path.clone() }))
-        } else if let Some(path) = &self.llamacpp_log {
-            Ok(Box::new(LlamacppLog { path: path.clone() }))
-        } else if let Some(path) = &self.responses {
-            Ok(Box::new(Responses {
+        } else if let Some((source, path)) = self.logs.given.first() {
+            Ok(Box::new(LogFile {
+                source,
                 path: path.clone(),
                 by_request: self.by_request,
             }))
         } else {
-            Err(CliError::new(
-                "give --metrics, --prometheus, --vllm-log, --llamacpp-log or --responses",
-            ))
+            let mut flags = vec!["--metrics", "--prometheus"];
+            flags.extend(LOG_SOURCES.iter().map(|s| s.flag));
+            let last = flags.pop().expect("several");
+            Err(CliError::new(format!(
+                "give {} or {last}",
+                flags.join(", ")
+            )))
         }
+    }
+}
+
+/// The flag of each row of [`LOG_SOURCES`], `FILE` (`-` for standard
+/// input), and the files given. Every one conflicts with the report, the
+/// other sources and each other: one source per run.
+#[derive(Debug, Default)]
+pub struct LogArgs {
+    /// The sources given, with their files (one at most, by the conflicts).
+    pub given: Vec<(&'static LogSource, PathBuf)>,
+}
+
+impl clap::Args for LogArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        LOG_SOURCES.iter().fold(cmd, |cmd, s| {
+            let others = LOG_SOURCES
+                .iter()
+                .filter(|o| o.name != s.name)
+                .map(|o| o.name);
+            cmd.arg(
+                clap::Arg::new(s.name)
+                    .long(&s.flag[2..])
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .action(clap::ArgAction::Set)
+                    .help(s.help)
+                    .conflicts_with_all(
+                        ["report", "metrics", "prometheus"]
+                            .into_iter()
+                            .chain(others),
+                    ),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for LogArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut m.clone())
+    }
+
+    fn from_arg_matches_mut(m: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = LOG_SOURCES
+            .iter()
+            .filter_map(|s| m.remove_one::<PathBuf>(s.name).map(|path| (s, path)))
+            .collect();
+        Ok(Self { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
     }
 }
 
@@ -222,11 +271,9 @@ pub fn flag(s: Setting) -> &'static str {
         Setting::MaxDraftLen => "--max-draft-len",
         Setting::MaxBytes => "--max-bytes",
         Setting::Timeout => "--timeout",
-        Setting::VllmLog => "--vllm-log",
-        Setting::LlamacppLog => "--llamacpp-log",
-        Setting::Responses => "--responses",
+        Setting::Log(name) => LogSource::named(name).map_or(name, |s| s.flag),
         Setting::ByRequest => "--by-request",
-        other => other.field(),
+        other => other.name(),
     }
 }
 
@@ -330,7 +377,8 @@ impl SourceArgs {
     /// The settings every source reads with; `--by` an index label is an
     /// error.
     fn settings(&self, max_draft_len: Option<usize>) -> Result<Settings, CliError> {
-        if let Some(index) = INDEX_LABELS.iter().find(|l| **l == self.by) {
+        if is_index_label(&self.by) {
+            let index = &self.by;
             return Err(CliError::new(format!(
                 "--by {index}: {index} is an index label (it numbers the draft positions or buckets within one engine's families), not a label that tells engines apart; group by a label such as model_name, engine, instance or job"
             )));

@@ -223,7 +223,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     for w in warnings(&rec, rejected) {
         let _ = writeln!(err, "warning: {w}");
     }
-    written.map(|()| ExitCode::SUCCESS)
+    written?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The reports at `paths`, successive windows of one engine: each of

@@ -168,13 +168,10 @@
 //! its line number, an excerpt and the reason (exit status 2).
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Setting, SourceError};
-use crate::lines::{self, Lines, Overlong, strip_sgr};
-use crate::schema::Engine;
-use crate::text::input_name;
-use crate::{Counted, Read, Reconstruction, Settings, Source};
+use crate::error::{Error, SourceError};
+use crate::lines::{Lines, Overlong, strip_sgr};
+use crate::{Counted, Reconstruction};
 
 mod accumulate;
 pub mod format;
@@ -187,35 +184,6 @@ pub use format::Format;
 use accumulate::Accumulator;
 use line::{parse_line, parse_speculative};
 use summary::Block;
-
-/// vLLM's log: a file, or `-` for standard input.
-#[derive(Debug)]
-pub struct VllmLog {
-    /// The log.
-    pub path: PathBuf,
-}
-
-impl Source for VllmLog {
-    fn read(&self, settings: &Settings) -> Result<Read, SourceError> {
-        let (counted, rec) = read(&self.path, settings.max_draft_len)?;
-        Ok(Read {
-            counted,
-            reconstruction: Some(rec),
-            by: None,
-            read_as: None,
-            requests: None,
-            exact_from: None,
-        })
-    }
-
-    fn reads_only(&self) -> Option<(&'static [Engine], &'static str, Setting)> {
-        Some((&[Engine::Vllm], "vLLM's log", Setting::VllmLog))
-    }
-
-    fn reads_stdin(&self) -> Option<&'static str> {
-        lines::is_stdin(&self.path).then_some("vLLM's log")
-    }
-}
 
 /// Lines are cut at 1 MiB: a log line is far shorter.
 const MAX_LINE_BYTES: usize = 1 << 20;
@@ -275,19 +243,9 @@ enum Record {
     Means(Format, Means),
 }
 
-/// Reads the log at `path` (`-`: standard input): its counters as one
-/// group.
-pub fn read(
-    path: &Path,
-    max_draft_len: Option<usize>,
-) -> Result<(Counted, Reconstruction), SourceError> {
-    let name = input_name(path);
-    let input = lines::open(path).map_err(|e| Error::new(format!("cannot open {name}: {e}")))?;
-    read_from(input, name, max_draft_len)
-}
-
 /// Reads a log from `input`, called `name` in every message: what
-/// [`read`] does once the input is open.
+/// its row of [`LOG_SOURCES`](super::LOG_SOURCES) reads once the input is
+/// open: the counters as one group.
 ///
 /// ```
 /// use specdec_ingest::source::vllm_log::read_from;
