@@ -9,7 +9,8 @@ use crate::sim;
 
 use sim::{Rng, optimum, true_speedup, verify};
 use specdec_metrics::{
-    AcceptanceHistogram, DraftController, DraftPlan, EXPLORATION_PERIOD, StepCost,
+    AcceptanceHistogram, DEFAULT_UPDATE_OBSERVATIONS, DraftController, DraftPlan,
+    EXPLORATION_PERIOD, StepCost,
 };
 
 const MAX: usize = 16;
@@ -464,9 +465,12 @@ fn a_flat_near_tie_settles_with_at_most_one_switch() {
 /// windows at once.
 #[test]
 fn small_windows_are_pooled_into_decisions_of_512_observations() {
-    assert_eq!(controller().update_observations(), 512);
-    let mut small = controller();
-    let mut pooled = controller();
+    assert_eq!(
+        controller().update_observations(),
+        DEFAULT_UPDATE_OBSERVATIONS
+    );
+    let mut small = controller().with_update_observations(512);
+    let mut pooled = controller().with_update_observations(512);
     let mut rng = Rng::new(11);
     let mut step = 0u64;
     for decision in 0..12 {

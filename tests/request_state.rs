@@ -155,7 +155,9 @@ fn the_controller_learns_a_length_per_state() {
 #[test]
 fn the_state_controller_pools_windows_over_all_states() {
     let cost = || StepCost::linear(1.0, 0.1).unwrap();
-    let mut c = StateController::new(8, cost()).unwrap();
+    let mut c = StateController::new(8, cost())
+        .unwrap()
+        .with_update_observations(512);
     assert_eq!(c.update_observations(), 512);
     let mut alone: Vec<DraftController> = (0..RequestState::COUNT)
         .map(|_| {

@@ -646,7 +646,7 @@ impl StateController {
 
     /// The same controller deciding only once the windows taken in since
     /// its last decision hold at least `observations` observations over
-    /// all states together (default 512; `0`: on every call), as
+    /// all states together (default 256; `0`: on every call), as
     /// [`DraftController::with_update_observations`] does for one
     /// controller. Its states' controllers then decide together, each on
     /// its own state's pooled windows (so leave theirs at 0 in
@@ -694,19 +694,19 @@ impl StateController {
     ///
     /// The windows are pooled until they hold at least
     /// [`update_observations`](Self::update_observations) observations over
-    /// all states (512 by default), then every state decides on its own
+    /// all states (256 by default), then every state decides on its own
     /// pooled windows, as [`DraftController::update`] does.
     ///
     /// ```
     /// use specdec_metrics::{AcceptanceHistogram, RequestState, StateController, StepCost};
     /// let mut c = StateController::new(4, StepCost::linear(1.0, 0.1)?)?;
     /// let mut window = AcceptanceHistogram::new(4)?;
-    /// for _ in 0..300 {
+    /// for _ in 0..200 {
     ///     window.observe(2, 2)?;
     /// }
-    /// c.update(&[window.clone()]); // 300 observations: pooled
-    /// assert_eq!(c.pending_observations(), 300);
-    /// c.update(&[window]); // 600: every state decides
+    /// c.update(&[window.clone()]); // 200 observations: pooled
+    /// assert_eq!(c.pending_observations(), 200);
+    /// c.update(&[window]); // 400: every state decides
     /// assert_eq!(c.pending_observations(), 0);
     /// assert_eq!(c.controller(RequestState::new()).updates(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())

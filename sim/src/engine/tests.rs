@@ -126,7 +126,14 @@ fn the_shared_plan_holds_the_policys_choice() {
 
 #[test]
 fn the_controller_publishes_in_the_plan_it_is_given() {
-    let config = config(PolicySpec::adaptive());
+    // Decisions on at least 512 request-steps.
+    let config = Config {
+        model: EngineModel {
+            update_observations: Some(512),
+            ..EngineModel::default()
+        },
+        ..config(PolicySpec::adaptive())
+    };
     let plan = shared_plan(&config).unwrap().unwrap();
     let outcome = run_virtual(&config, Some(&plan));
     let controller = outcome.summary.controller.unwrap();
