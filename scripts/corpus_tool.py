@@ -167,10 +167,11 @@ def stats(root):
                 files += 1
                 size += os.path.getsize(path)
                 with open(path, "rb") as f:
-                    next(f, None)
                     for line in f:
-                        requests += 1
                         request = json.loads(line)
+                        if "specdec_trace" in request:
+                            continue  # the metadata line
+                        requests += 1
                         # "match": the older name, in traces made before.
                         positions += len(request.get("matched", request.get("match", [])))
             print(

@@ -314,6 +314,32 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     let stats = text(&out.stdout);
     assert!(stats.contains("tuning\tshort\t1\t3\t"), "{stats}");
 
+    // Rebuilding one regime (agent needs no mirror) replaces its traces and
+    // times and keeps the others'.
+    let out = corpus(&[
+        "build",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+        "--regimes",
+        "agent",
+        "--agent",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(requests(&short_path).len(), 3);
+    let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
+    for regime in ["short", "long", "agent"] {
+        assert_eq!(
+            times.matches(&format!("\t{regime}\t")).count(),
+            if regime == "agent" { 2 } else { 1 },
+            "{times}"
+        );
+    }
+
     // A mirror missing: refused before anything is built, naming it.
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
