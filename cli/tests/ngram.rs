@@ -323,6 +323,176 @@ fn git_history_becomes_code_edit_requests() {
     );
 }
 
+/// A repository with tags `v1` and `v2` three commits apart: `a.txt`
+/// edited twice, `b.txt` rewritten (80 changed lines), a binary file, a
+/// Latin-1 file and a symbolic link changed, a file added and one deleted.
+/// Returns the files `a.txt` and `b.txt` at `v1` and at `v2`.
+fn two_tags(repo: &Path) -> [(String, String); 2] {
+    git(repo, &["init", "-q"]);
+    let a1 = lines(20, "a");
+    let b1 = lines(20, "b");
+    std::fs::write(repo.join("a.txt"), &a1).unwrap();
+    std::fs::write(repo.join("b.txt"), &b1).unwrap();
+    std::fs::write(repo.join("bin.dat"), b"\x00\x01\x02").unwrap();
+    std::fs::write(repo.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    std::fs::write(repo.join("gone.txt"), "deleted, not modified\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "first"]);
+    git(repo, &["tag", "v1"]);
+    std::fs::write(repo.join("a.txt"), format!("{a1}one more line\n")).unwrap();
+    git(repo, &["commit", "-qam", "second"]);
+    let a2 = format!("{a1}one more line\nand another\n");
+    let b2 = lines(60, "B");
+    std::fs::write(repo.join("a.txt"), &a2).unwrap();
+    std::fs::write(repo.join("b.txt"), &b2).unwrap();
+    std::fs::write(repo.join("bin.dat"), b"\x00\x01\x03").unwrap();
+    std::fs::write(repo.join("latin1.txt"), b"caf\xe9s\n").unwrap();
+    std::fs::write(repo.join("new.txt"), "added, not modified\n").unwrap();
+    std::fs::remove_file(repo.join("gone.txt")).unwrap();
+    std::fs::remove_file(repo.join("link")).unwrap();
+    std::os::unix::fs::symlink("b.txt", repo.join("link")).unwrap();
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", "third"]);
+    git(repo, &["tag", "v2"]);
+    [(a1, a2), (b1, b2)]
+}
+
+#[test]
+fn a_git_range_makes_one_request_per_file_modified_between_two_tags() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    let [(a1, a2), (b1, b2)] = two_tags(repo);
+    let repo_arg = repo.to_str().unwrap();
+    let out = run(&["--git", repo_arg, "--git-range", "v1..v2"], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (_, requests) = read_trace(&out.stdout);
+    let ids: Vec<&str> = requests.iter().map(|r| r.id.as_str().unwrap()).collect();
+    // One per file, not per commit (a.txt changed in two), with the range's
+    // defaults: b.txt's 80 changed lines are kept.
+    assert_eq!(ids, ["v1..v2:a.txt", "v1..v2:b.txt"]);
+    for (r, (path, before, after)) in requests
+        .iter()
+        .zip([("a.txt", &a1, &a2), ("b.txt", &b1, &b2)])
+    {
+        let prompt = format!("v1..v2: {path}\n\n{before}");
+        assert_eq!(r.prompt_tokens, o200k(&prompt).len() as u64, "{path}");
+        assert_eq!(r.output_tokens, o200k(after).len() as u64 + 1, "{path}");
+    }
+    for needle in [
+        "ngram --git-range v1..v2: 2 requests",
+        "from 5 files modified",
+        "skipped 2 not UTF-8 text",
+        "0 with more changed lines",
+        "1 symbolic links",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
+    }
+
+    // The limits apply: b.txt has more than 30 changed lines, and both
+    // files at v1 are larger than 100 bytes.
+    let out = run(
+        &[
+            "--git",
+            repo_arg,
+            "--git-range",
+            "v1..v2",
+            "--max-changed-lines",
+            "30",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let ids: Vec<String> = read_trace(&out.stdout)
+        .1
+        .iter()
+        .map(|r| r.id.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["v1..v2:a.txt"]);
+    assert!(
+        out.stderr.contains("1 with more changed lines"),
+        "{}",
+        out.stderr
+    );
+    let out = run(
+        &[
+            "--git",
+            repo_arg,
+            "--git-range",
+            "v1..v2",
+            "--max-bytes",
+            "100",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(read_trace(&out.stdout).1.len(), 0);
+    assert!(
+        out.stderr.contains("2 larger than --max-bytes"),
+        "{}",
+        out.stderr
+    );
+
+    // Commits work as ends too, and an empty range gives no request.
+    let out = run(&["--git", repo_arg, "--git-range", "v2..HEAD"], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(read_trace(&out.stdout).1.len(), 0);
+}
+
+#[test]
+fn a_bad_git_range_is_refused_quoting_git() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    two_tags(repo);
+    let repo_arg = repo.to_str().unwrap();
+    assert_bad(
+        &["--git", repo_arg, "--git-range", "v1..nope"],
+        b"",
+        &[
+            "--git-range v1..nope: \"nope\" does not name a commit",
+            "git rev-parse: fatal: bad revision 'nope^{commit}'",
+        ],
+    );
+    // A tag of a tree is not a commit: git says so.
+    git(repo, &["tag", "tree", "v1^{tree}"]);
+    assert_bad(
+        &["--git", repo_arg, "--git-range", "tree..v2"],
+        b"",
+        &["\"tree\" does not name a commit", "expected commit type"],
+    );
+    for (range, needle) in [
+        ("v1", "is not a range"),
+        ("v1...v2", "three dots"),
+        ("..v2", "both ends"),
+        ("v1..", "both ends"),
+    ] {
+        assert_bad(&["--git", repo_arg, "--git-range", range], b"", &[needle]);
+    }
+    // The range names commits of a repository: --git is required.
+    assert_bad(&["--git-range", "v1..v2"], b"", &["--git"]);
+    assert_bad(
+        &[
+            "--git",
+            dir.path().join("nope").to_str().unwrap(),
+            "--git-range",
+            "v1..v2",
+        ],
+        b"",
+        &["no such directory"],
+    );
+    let plain = TempDir::new().unwrap();
+    assert_bad(
+        &[
+            "--git",
+            plain.path().to_str().unwrap(),
+            "--git-range",
+            "v1..v2",
+        ],
+        b"",
+        &["not a git repository"],
+    );
+}
+
 fn assert_bad(args: &[&str], stdin: &[u8], needles: &[&str]) {
     let out = run(args, stdin);
     assert_eq!(out.status, 2, "{args:?}: {}", out.stderr);

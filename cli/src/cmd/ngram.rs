@@ -30,7 +30,10 @@ use crate::error::CliError;
 use crate::flags::parse_size;
 use crate::format::{display_path, excerpt};
 use crate::io::{file_id, is_stdin, note_reading_stdin};
-use crate::ngram::git::{GitError, History, Limits};
+use crate::ngram::git::{GitError, History, Limits, Skipped};
+use crate::ngram::git_range::{
+    RANGE_MAX_BYTES, RANGE_MAX_CHANGED_LINES, Range, RangeError, RangeSpec, parse_range,
+};
 use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
 use crate::ngram::{Config, Rule, generate};
 
@@ -88,13 +91,19 @@ pub struct Args {
     /// modified in it, oldest first.
     #[arg(long, value_name = "REPO", conflicts_with = "file")]
     git: Option<PathBuf>,
-    /// With --git: the most added plus deleted lines of a file's change.
-    #[arg(long, value_name = "N", default_value_t = 30, requires = "git")]
-    max_changed_lines: u64,
-    /// With --git: the largest file before the commit, in bytes (suffix K,
-    /// M or G allowed).
-    #[arg(long, value_name = "SIZE", default_value = "16KiB", value_parser = parse_size, requires = "git")]
-    max_bytes: u64,
+    /// With --git: one request per file modified between the commits (or
+    /// tags) FROM and TO, the file at FROM edited into the file at TO,
+    /// instead of one per commit.
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_range, requires = "git")]
+    git_range: Option<RangeSpec>,
+    /// With --git: the most added plus deleted lines of a file's change
+    /// [default: 30; with --git-range 4000].
+    #[arg(long, value_name = "N", requires = "git")]
+    max_changed_lines: Option<u64>,
+    /// With --git: the largest file before the change, in bytes (suffix K,
+    /// M or G allowed) [default: 16KiB; with --git-range 256KiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "git")]
+    max_bytes: Option<u64>,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
@@ -224,16 +233,31 @@ fn config(args: &Args) -> Result<Config, CliError> {
 /// The input the flags name: `--git`, a file, or standard input.
 fn open_source(args: &Args) -> Result<Source, CliError> {
     Ok(match (&args.git, &args.file) {
-        (Some(repo), _) => Source::Git(Box::new(
-            History::open(
-                repo,
-                Limits {
-                    max_changed_lines: args.max_changed_lines,
-                    max_bytes: args.max_bytes,
-                },
-            )
-            .map_err(git_error)?,
-        )),
+        (Some(repo), _) => match &args.git_range {
+            None => Source::Git(Box::new(
+                History::open(
+                    repo,
+                    Limits {
+                        max_changed_lines: args.max_changed_lines.unwrap_or(30),
+                        max_bytes: args.max_bytes.unwrap_or(16 << 10),
+                    },
+                )
+                .map_err(git_error)?,
+            )),
+            Some(spec) => Source::Range(Box::new(
+                Range::open(
+                    repo,
+                    spec.clone(),
+                    Limits {
+                        max_changed_lines: args
+                            .max_changed_lines
+                            .unwrap_or(RANGE_MAX_CHANGED_LINES),
+                        max_bytes: args.max_bytes.unwrap_or(RANGE_MAX_BYTES),
+                    },
+                )
+                .map_err(range_error)?,
+            )),
+        },
         (None, Some(path)) if !is_stdin(path) => {
             let name = display_path(path);
             let file =
@@ -346,6 +370,17 @@ enum Source {
         reader: Box<dyn BufRead + Send>,
     },
     Git(Box<History>),
+    Range(Box<Range>),
+}
+
+/// What a source of edits (`--git`, `--git-range`) read, for the summary
+/// line.
+enum EditCounts {
+    /// Commits with a request, the files skipped, the unborn branch of a
+    /// new repository.
+    Git(u64, Skipped, Option<String>),
+    /// The range, the files modified in it, the files skipped.
+    Range(RangeSpec, u64, Skipped),
 }
 
 /// Reads, generates on `threads` workers and writes in input order.
@@ -367,7 +402,6 @@ fn pipeline(
     }
     let (job_tx, job_rx) = bounded::<Message>(window);
     let (done_tx, done_rx) = unbounded::<(usize, Result<Done, CliError>)>();
-    let is_git = matches!(source, Source::Git(_));
     // The reader and workers are detached: after an error the main thread
     // returns without waiting for a reader blocked on a slow input, and
     // the process ends them.
@@ -419,17 +453,23 @@ fn pipeline(
     for worker in workers {
         let _ = worker.join();
     }
-    let git_counts = reader.join().ok().flatten();
+    let edit_counts = reader.join().ok().flatten();
     if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
-    if let (true, Some((commits, skipped, unborn))) = (is_git, git_counts) {
-        if let Some(branch) = unborn {
-            eprintln!(
-                "ngram --git: the repository has no commits yet (HEAD names {branch}, a branch without any)"
-            );
+    match edit_counts {
+        Some(EditCounts::Git(commits, skipped, unborn)) => {
+            if let Some(branch) = unborn {
+                eprintln!(
+                    "ngram --git: the repository has no commits yet (HEAD names {branch}, a branch without any)"
+                );
+            }
+            note_git_counts(next, positions, commits, &skipped);
         }
-        note_git_counts(next, positions, commits, &skipped);
+        Some(EditCounts::Range(spec, files, skipped)) => {
+            note_range_counts(next, positions, &spec, files, &skipped);
+        }
+        None => {}
     }
     Ok(())
 }
@@ -455,14 +495,29 @@ fn spawn_workers(
 }
 
 /// What `--git` read: requests, positions, commits and the files skipped.
-fn note_git_counts(
-    requests: usize,
-    positions: u64,
-    commits: u64,
-    skipped: &crate::ngram::git::Skipped,
-) {
+fn note_git_counts(requests: usize, positions: u64, commits: u64, skipped: &Skipped) {
     eprintln!(
         "ngram --git: {requests} requests ({positions} positions) from {commits} commits; skipped {} files not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} whose parent is not in the repository, {} submodules, {} symbolic links",
+        skipped.not_text,
+        skipped.too_many_changes,
+        skipped.too_large,
+        skipped.unavailable,
+        skipped.submodules,
+        skipped.symlinks
+    );
+}
+
+/// What `--git-range` read: requests, positions, files modified and the
+/// files skipped.
+fn note_range_counts(
+    requests: usize,
+    positions: u64,
+    spec: &RangeSpec,
+    files: u64,
+    skipped: &Skipped,
+) {
+    eprintln!(
+        "ngram --git-range {spec}: {requests} requests ({positions} positions) from {files} files modified; skipped {} not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} not in the repository, {} submodules, {} symbolic links",
         skipped.not_text,
         skipped.too_many_changes,
         skipped.too_large,
@@ -481,40 +536,31 @@ fn progress(requests: usize, positions: u64, started: Instant) {
 }
 
 /// The reading thread: one message per request, in order, each after a
-/// credit (a request written). Returns the `--git` counts (commits, files
-/// skipped, and the unborn branch of a new repository).
+/// credit (a request written). Returns the counts of `--git` (commits,
+/// files skipped, and the unborn branch of a new repository) or of
+/// `--git-range`.
 fn read_requests(
     source: Source,
     max_line_bytes: usize,
     credits: &Receiver<()>,
     jobs: &Sender<Message>,
-) -> Option<(u64, crate::ngram::git::Skipped, Option<String>)> {
+) -> Option<EditCounts> {
     match source {
         Source::Git(mut history) => {
-            let mut index = 0;
-            loop {
-                if credits.recv().is_err() {
-                    return None;
-                }
-                let message = match history.next_request() {
-                    Ok(Some(request)) => Message::Job(Job {
-                        index,
-                        line: index as u64 + 1,
-                        id: Value::String(request.id),
-                        prompt: request.prompt,
-                        output: request.output,
-                    }),
-                    Ok(None) => {
-                        return Some((history.commits, history.skipped, history.unborn.take()));
-                    }
-                    Err(e) => Message::Failed(index, git_error(e)),
-                };
-                let failed = matches!(message, Message::Failed(..));
-                if jobs.send(message).is_err() || failed {
-                    return None;
-                }
-                index += 1;
-            }
+            read_edits(credits, jobs, || history.next_request().map_err(git_error))?;
+            Some(EditCounts::Git(
+                history.commits,
+                history.skipped,
+                history.unborn.take(),
+            ))
+        }
+        Source::Range(mut range) => {
+            read_edits(credits, jobs, || range.next_request().map_err(range_error))?;
+            Some(EditCounts::Range(
+                range.spec().clone(),
+                range.files,
+                range.skipped,
+            ))
         }
         Source::Lines { name, reader } => {
             let mut requests = RequestReader::with_max_line_bytes(reader, max_line_bytes);
@@ -560,6 +606,49 @@ fn tokenizer_error(e: TokenizerError) -> CliError {
             CliError::new(format!("--tokenizer {}: {problem}", display_path(&path)))
         }
         e => CliError::new(e),
+    }
+}
+
+/// The message of a range's error, naming the repository and the range
+/// by their flags.
+fn range_error(e: RangeError) -> CliError {
+    match e {
+        RangeError::Repository { repo, problem } => {
+            CliError::new(format!("--git {}: {problem}", display_path(&repo)))
+        }
+        RangeError::Range { spec, problem } => {
+            CliError::new(format!("--git-range {spec}: {problem}"))
+        }
+        e => CliError::new(e),
+    }
+}
+
+/// Hands the edits of `next` on, one per credit; `None` when the run
+/// stopped (the writer is gone, or an edit could not be read).
+fn read_edits(
+    credits: &Receiver<()>,
+    jobs: &Sender<Message>,
+    mut next: impl FnMut() -> Result<Option<crate::ngram::git::EditRequest>, CliError>,
+) -> Option<()> {
+    let mut index = 0;
+    loop {
+        credits.recv().ok()?;
+        let message = match next() {
+            Ok(Some(request)) => Message::Job(Job {
+                index,
+                line: index as u64 + 1,
+                id: Value::String(request.id),
+                prompt: request.prompt,
+                output: request.output,
+            }),
+            Ok(None) => return Some(()),
+            Err(e) => Message::Failed(index, e),
+        };
+        let failed = matches!(message, Message::Failed(..));
+        if jobs.send(message).is_err() || failed {
+            return None;
+        }
+        index += 1;
     }
 }
 

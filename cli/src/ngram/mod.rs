@@ -72,6 +72,7 @@
 //! unbounded proposal cut at `--cap`, and the replay drafts `min(k, L_t)`.
 
 pub mod git;
+pub mod git_range;
 pub mod tokenize;
 
 #[cfg(test)]
