@@ -139,6 +139,8 @@ pub struct Trace {
     pub name: String,
     /// Its requests (perhaps a [`sample`]).
     pub traces: Arc<TraceSet>,
+    /// Requests in the file, before any sample.
+    pub file_requests: usize,
 }
 
 /// A set of traces judged together (one trace per repository, say).
@@ -221,6 +223,18 @@ pub struct SetResult {
     pub set: Set,
     /// Every cell of the grid.
     pub cells: Vec<CellResult>,
+}
+
+/// A whole report: the grid, the sample, and every set's cells (what the
+/// command line's `corpus` prints).
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// What was replayed.
+    pub grid: Grid,
+    /// At most this many requests of each trace ([`sample`]; 0: all).
+    pub sample: usize,
+    /// Every set, in the order given.
+    pub sets: Vec<SetResult>,
 }
 
 /// How far a run is: cells whose every replay is done, and replays.
@@ -785,6 +799,7 @@ mod tests {
                 .map(|&s| Trace {
                     name: format!("t{s}"),
                     traces: traces(s, 12),
+                    file_requests: 12,
                 })
                 .collect(),
         }

@@ -3,6 +3,7 @@
 //! produce a report (`replay`, `merge`).
 
 pub mod advise;
+pub mod corpus;
 pub mod merge;
 pub mod ngram;
 pub mod output;
