@@ -6,6 +6,7 @@
 mod advise;
 mod batch_table;
 mod cli;
+mod corpus;
 mod demo;
 mod engines;
 mod manual;

@@ -57,12 +57,14 @@ fn header(out: &mut String, report: &Report, set: &SetResult) {
          engine steps",
         report.grid.interval
     );
+    let of = if traces.len() == 1 {
+        "(one trace: its ratio)".to_string()
+    } else {
+        format!("median over the {} traces, minimum under it", traces.len())
+    };
     let _ = writeln!(
         out,
-        "each policy: its goodput over the trace's best static k (0..=K), the median over the \
-         {} trace{}, the minimum under it",
-        traces.len(),
-        if traces.len() == 1 { "" } else { "s" },
+        "each policy: goodput / the trace's best static k (0..=K), {of}"
     );
 }
 
