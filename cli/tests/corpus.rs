@@ -288,7 +288,7 @@ fn a_sample_is_deterministic_and_bounds_the_requests() {
 
 /// The table: one block per set, one table per K, rows of (c, batch),
 /// the default policies in at most 100 columns, the minimum under the
-/// median.
+/// median; a batch larger than the traces is warned about.
 #[test]
 fn the_table_has_a_block_per_set_and_a_table_per_k() {
     let dir = TempDir::new().unwrap();
@@ -305,6 +305,12 @@ fn the_table_has_a_block_per_set_and_a_table_per_k() {
         .args(["--costs", "0.02,0.3", "--batches", "1,128"])
         .assert()
         .success()
+        .stderr(predicate::str::contains(format!(
+            "warning: {}: 2 of 2 traces replay fewer requests than a batch of 128 (the fewest \
+             6): at that batch they are all in flight at once and the batch never fills\n",
+            set.display()
+        )))
+        .stderr(predicate::str::contains("a batch of 1 ").not())
         .get_output()
         .stdout
         .clone();
