@@ -257,3 +257,17 @@ pub fn json(report: &Report) -> impl Serialize + '_ {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_median_length_is_whole_or_halfway() {
+        assert_eq!(best_k(4.0), "4");
+        assert_eq!(best_k(0.0), "0");
+        assert_eq!(best_k(39.5), "39.5");
+        assert_eq!(ratio(0.98765), "0.988");
+        assert_eq!(ratio(1.0), "1.000");
+    }
+}
