@@ -980,6 +980,14 @@ mod tests {
     /// on the ids' JSON text `"r1-0"`, ...).
     const PINNED: &[usize] = &[4, 10, 18, 27, 36, 37, 38, 40, 42, 48];
 
+    /// The hash, against FNV-1a and SplitMix64's finalizer written apart.
+    #[test]
+    fn the_id_hash_is_fnv_1a_mixed() {
+        assert_eq!(id_hash(""), 0xf52a_15e9_a9b5_e89b);
+        assert_eq!(id_hash("\"r1-0\""), 0x772c_ba3b_6c10_5827);
+        assert_eq!(id_hash("7"), 0x7aed_ddb7_7282_6587);
+    }
+
     #[test]
     fn a_sample_is_deterministic_bounded_and_in_file_order() {
         let all = traces(1, 50);
