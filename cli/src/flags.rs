@@ -6,6 +6,7 @@ use std::num::IntErrorKind;
 use clap::ValueEnum;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use specdec_metrics::{AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN, StepCost};
+use specdec_sim::policy::PolicySpec;
 
 use crate::format::excerpt;
 
@@ -140,6 +141,61 @@ pub fn parse_cost_linear(s: &str) -> Result<StepCost, String> {
 pub fn parse_cost_table(s: &str) -> Result<StepCost, String> {
     let costs = parse_numbers(s, "one cost per draft length 0..=K, e.g. 1,1.1,1.2,1.3")?;
     StepCost::table(costs).map_err(|e| e.to_string())
+}
+
+/// The most requests in flight (`--batch`, `--batches`): a batch larger
+/// than any engine runs.
+pub const MAX_BATCH: usize = 65_536;
+
+/// The longest controller interval, in engine steps (`--interval`).
+pub const MAX_INTERVAL: u64 = 1_000_000;
+
+/// A number of requests in flight, `1..=MAX_BATCH`.
+pub fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(b) if (1..=MAX_BATCH).contains(&b) => Ok(b),
+        _ => Err(format!(
+            "expected a whole number of requests in 1..={MAX_BATCH}"
+        )),
+    }
+}
+
+/// `--interval STEPS`: engine steps between controller updates.
+pub fn parse_interval(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=MAX_INTERVAL).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of engine steps in 1..={MAX_INTERVAL}"
+        )),
+    }
+}
+
+/// The most request-steps a controller may wait for before deciding
+/// (`--update-observations`).
+pub const MAX_UPDATE_OBSERVATIONS: u64 = 1_000_000_000;
+
+/// `--update-observations N`: the fewest request-steps a controller
+/// decides from, `0..=MAX_UPDATE_OBSERVATIONS`.
+pub fn parse_update_observations(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_UPDATE_OBSERVATIONS => Ok(n),
+        _ => Err(format!(
+            "expected a whole number of request-steps in 0..={MAX_UPDATE_OBSERVATIONS}"
+        )),
+    }
+}
+
+/// A policy of the engine model's table, by its name (`static:K`, `none`).
+pub fn parse_policy(s: &str) -> Result<PolicySpec, String> {
+    s.trim().parse()
+}
+
+/// `--jobs N`: threads, `1..=256`.
+pub fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err("expected a whole number of threads in 1..=256".into()),
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,15 @@ enum Command {
     /// model's table of policies: `cmd::whatif::long_about`.)
     #[command(long_about = cmd::whatif::long_about())]
     Whatif(Box<cmd::whatif::Args>),
+    /// Judge every drafting policy on sets of traces over a grid of K,
+    /// step costs and batch sizes.
+    ///
+    /// Each SET is a directory (every *.jsonl file in it is one trace: one
+    /// repository, say) or one trace file. For every cell (K, c, batch)
+    /// prints, per set, the median and the minimum over its traces of each
+    /// policy's goodput over that trace's best static k: the what-if of
+    /// every trace at every cell, replays shared where the figures allow.
+    Corpus(Box<cmd::corpus::Args>),
     /// Generate exact n-gram what-if traces from requests' text.
     ///
     /// Reads JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id":
@@ -149,6 +158,7 @@ pub fn run() -> Result<ExitCode, error::CliError> {
         Command::Merge(args) => cmd::merge::run(args).map(|()| ExitCode::SUCCESS),
         Command::Advise(args) => cmd::advise::run(*args),
         Command::Whatif(args) => cmd::whatif::run(*args).map(|()| ExitCode::SUCCESS),
+        Command::Corpus(args) => cmd::corpus::run(*args).map(|()| ExitCode::SUCCESS),
         Command::Ngram(args) => cmd::ngram::run(*args).map(|()| ExitCode::SUCCESS),
     }
 }

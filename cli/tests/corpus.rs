@@ -1,364 +1,429 @@
-//! `scripts/corpus`: the committed manifest splits every language into a
-//! tuning half and a report half by the rule written in the script, and a
-//! build makes the three regimes' traces from mirrors (here a repository
-//! made by the test) with the command line under test.
+//! `specdec-metrics corpus`: sets of traces (the repository's example
+//! requests through `ngram`, and traces written here) judged over a grid;
+//! each figure against `whatif`'s for the same cell; bad sets refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
 use tempfile::TempDir;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+fn cli() -> Command {
+    Command::cargo_bin("specdec-metrics").unwrap()
 }
 
-fn corpus(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(repo_root().join("scripts/corpus"))
-        .args(args)
-        .output()
-        .unwrap()
+fn json_of(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// `split`'s rows: (half, name, language, repository, commit).
-fn split(args: &[&str]) -> Vec<[String; 5]> {
-    let out = corpus(&[&["split"], args].concat());
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    let mut lines = stdout.lines();
-    assert_eq!(
-        lines.next(),
-        Some("half\tname\tlanguage\trepository\tcommit\tfrom\tto")
-    );
-    lines
-        .take_while(|l| !l.is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 7, "{l:?}");
-            [f[0], f[1], f[2], f[3], f[4]].map(str::to_owned)
-        })
-        .collect()
-}
-
-#[test]
-fn the_committed_manifest_puts_every_language_in_both_halves() {
-    let rows = split(&[]);
-    assert!(rows.len() >= 24, "{} repositories", rows.len());
-    let mut by_language: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for [half, _, language, _, _] in &rows {
-        let counts = by_language.entry(language).or_default();
-        match half.as_str() {
-            "tuning" => counts.0 += 1,
-            "report" => counts.1 += 1,
-            other => panic!("half {other:?}"),
-        }
-    }
-    assert!(by_language.len() >= 6, "{by_language:?}");
-    for (language, (tuning, report)) in &by_language {
-        assert!(
-            *tuning >= 2 && *report >= 2,
-            "{language}: {tuning} tuning, {report} report"
-        );
-    }
-    let names: BTreeSet<&str> = rows.iter().map(|r| r[1].as_str()).collect();
-    assert_eq!(names.len(), rows.len(), "names are unique");
-    for [_, name, _, repo, commit] in &rows {
-        assert!(
-            commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
-            "{name}: commit {commit:?}"
-        );
-        // The old defaults were tuned on these: never in the corpus.
-        let repo = repo.to_lowercase();
-        for tuned_on in [
-            "burntsushi/ripgrep",
-            "psf/requests",
-            "jqlang/jq",
-            "stedolan/jq",
-        ] {
-            assert_ne!(repo, tuned_on);
-        }
-    }
-}
-
-/// A manifest of the rows `(name, language)`.
-fn manifest(dir: &Path, rows: &[(&str, &str)]) -> PathBuf {
-    let path = dir.join("manifest.tsv");
-    let mut text = "name\tlanguage\trepository\tcommit\tfrom\tto\n".to_owned();
-    for (name, language) in rows {
-        text.push_str(&format!(
-            "{name}\t{language}\towner/{name}\t{}\tv1\tv2\n",
-            "0".repeat(40)
-        ));
-    }
-    std::fs::write(&path, text).unwrap();
+/// The repository's example requests through `ngram`, into `dir/name`.
+fn example_trace(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let requests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/requests.jsonl");
+    cli()
+        .arg("ngram")
+        .arg(&requests)
+        .arg("--output")
+        .arg(&path)
+        .assert()
+        .success();
     path
 }
 
-#[test]
-fn the_split_alternates_down_the_sha256_order_within_each_language() {
-    // SHA-256 order: d c b e a (18ac.., 2e7d.., 3e23.., 3f79.., ca97..) and
-    // s p r q (043a.., 148d.., 4543.., 8e35..).
-    let dir = TempDir::new().unwrap();
-    let rows: Vec<(&str, &str)> = ["a", "b", "c", "d", "e"]
-        .into_iter()
-        .map(|n| (n, "X"))
-        .chain(["p", "q", "r", "s"].into_iter().map(|n| (n, "Y")))
-        .collect();
-    let path = manifest(dir.path(), &rows);
-    let halves: BTreeMap<String, String> = split(&["--manifest", path.to_str().unwrap()])
-        .into_iter()
-        .map(|[half, name, ..]| (name, half))
-        .collect();
-    let tuning: BTreeSet<&str> = halves
-        .iter()
-        .filter(|(_, h)| *h == "tuning")
-        .map(|(n, _)| n.as_str())
-        .collect();
-    assert_eq!(
-        tuning,
-        BTreeSet::from(["a", "b", "d", "r", "s"]),
-        "{halves:?}"
-    );
-    assert_eq!(halves.len(), 9);
+/// A trace of `requests` requests copying runs whose lengths `seed`
+/// varies, with a metadata line of cap `cap`, at `path`.
+fn write_trace(path: &Path, requests: usize, cap: u8, seed: usize) {
+    let mut text = serde_json::json!({
+        "specdec_trace": 1, "tokenizer": "o200k_base", "rule": "vllm", "min_n": 2,
+        "max_n": 5, "cap": cap, "eos": true, "greedy": true,
+    })
+    .to_string();
+    text.push('\n');
+    for i in 0..requests {
+        let m = 40 + (i * 5 + seed) % 20;
+        let (mut proposal, mut matched) = (Vec::new(), Vec::new());
+        for t in 1..m {
+            let left = (m - t) as u8;
+            let copying = (t / (3 + seed) + i) % 3 != 0;
+            proposal.push(if copying || t % 2 == 0 { cap } else { 0 });
+            matched.push(if copying {
+                left.min(cap).min((2 + 3 * seed) as u8)
+            } else {
+                0
+            });
+        }
+        text += &serde_json::json!({
+            "id": format!("r{i}"), "prompt_tokens": 100, "output_tokens": m,
+            "proposal": proposal, "match": matched,
+        })
+        .to_string();
+        text.push('\n');
+    }
+    fs::write(path, text).unwrap();
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
+/// `corpus ARGS --format json`, which must succeed.
+fn corpus_json(args: &[&str]) -> Value {
+    let out = cli()
+        .arg("corpus")
         .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "git {args:?}: {}",
-        text(&status.stderr)
-    );
+        .args(["--format", "json", "--jobs", "2"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    json_of(&out)
 }
 
-fn requests(trace: &Path) -> Vec<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
-    text.lines()
-        .skip(1)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// Every policy's ratio in a one-trace set is `whatif`'s
+/// `ratio_to_best_static` for that cell, to the bit, and the best static
+/// length is whatif's: the static replays shared across `K` and `c`, the
+/// oracle's across `c`, and the peers replayed with one update change no
+/// figure.
+#[test]
+fn a_one_trace_set_gives_whatifs_ratios_exactly() {
+    let dir = TempDir::new().unwrap();
+    let trace = example_trace(dir.path(), "example.jsonl");
+    let trace_arg = trace.to_str().unwrap();
+    let report = corpus_json(&[
+        trace_arg,
+        "--max-draft-lens",
+        "8,16",
+        "--costs",
+        "0.02,0.3",
+        "--batches",
+        "1,4",
+        "--sample",
+        "0",
+    ]);
+    let set = &report["sets"][0];
+    assert_eq!(set["set"], trace_arg);
+    let cells = set["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 8);
+    for cell in cells {
+        let (k, c, b) = (&cell["max_draft_len"], &cell["cost"], &cell["batch"]);
+        let out = cli()
+            .args(["whatif", trace_arg, "--format", "json", "--jobs", "2"])
+            .args(["--max-draft-len", &k.to_string()])
+            .args(["--cost-linear", &format!("1,{c}")])
+            .args(["--batch", &b.to_string()])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let whatif = json_of(&out);
+        assert_eq!(
+            cell["best_static_draft_lens"][0],
+            whatif["best_static_draft_len"]
+        );
+        let policies = cell["policies"].as_array().unwrap();
+        // none and every policy but the static lengths.
+        assert_eq!(policies.len(), 8);
+        for p in policies {
+            let row = whatif["policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["policy"] == p["policy"])
+                .unwrap();
+            let ratio = &row["ratio_to_best_static"];
+            assert_eq!(
+                &p["median"], ratio,
+                "{} at K {k}, c {c}, batch {b}",
+                p["policy"]
+            );
+            assert_eq!(&p["min"], ratio);
+            assert_eq!(p["ratios"], serde_json::json!([ratio]));
+            assert_eq!(p["min_trace"], trace_arg);
+            assert_eq!(p["kind"], row["kind"]);
+        }
+    }
+}
+
+/// A directory's traces are its `*.jsonl` files by name; the median and
+/// the minimum are over them, each trace's ratio its own what-if's.
+#[test]
+fn median_and_minimum_over_three_traces() {
+    let dir = TempDir::new().unwrap();
+    let set = dir.path().join("set");
+    fs::create_dir(&set).unwrap();
+    for (name, seed) in [("c.jsonl", 2), ("a.jsonl", 0), ("b.jsonl", 1)] {
+        write_trace(&set.join(name), 12, 16, seed);
+    }
+    fs::write(set.join("notes.txt"), "not a trace\n").unwrap();
+    let args = [
+        "--max-draft-lens",
+        "8",
+        "--costs",
+        "0.1",
+        "--batches",
+        "4",
+        "--policies",
+        "adaptive,sglang,oracle",
+    ];
+    let set_arg = set.to_str().unwrap();
+    let report = corpus_json(&[&[set_arg][..], &args].concat());
+    let traces: Vec<&str> = report["sets"][0]["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trace"].as_str().unwrap())
+        .collect();
+    let names: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| format!("{set_arg}/{n}.jsonl"))
+        .collect();
+    assert_eq!(traces, names);
+    let cell = &report["sets"][0]["cells"][0];
+    assert_eq!(cell["traces"], 3);
+    // Each trace alone gives its own ratio.
+    let alone: Vec<Value> = names
+        .iter()
+        .map(|n| corpus_json(&[&[n.as_str()][..], &args].concat()))
+        .collect();
+    let mut best = Vec::new();
+    for a in &alone {
+        best.push(
+            a["sets"][0]["cells"][0]["best_static_draft_lens"][0]
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(cell["best_static_draft_lens"], serde_json::json!(best));
+    let mut sorted_best = best.clone();
+    sorted_best.sort_unstable();
+    assert_eq!(cell["best_static_draft_len_median"], sorted_best[1] as f64);
+    for (i, p) in cell["policies"].as_array().unwrap().iter().enumerate() {
+        let ratios: Vec<f64> = alone
+            .iter()
+            .map(|a| {
+                a["sets"][0]["cells"][0]["policies"][i]["median"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(p["ratios"], serde_json::json!(ratios));
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(p["median"].as_f64(), Some(sorted[1]), "{}", p["policy"]);
+        assert_eq!(p["min"].as_f64(), Some(sorted[0]));
+        let at = ratios.iter().position(|&r| r == sorted[0]).unwrap();
+        assert_eq!(p["min_trace"], names[at].as_str());
+    }
+    // The three traces do not all agree, or the test would prove little.
+    let first = &cell["policies"][0]["ratios"];
+    assert_ne!(first[0], first[1]);
+}
+
+/// `--sample N` keeps at most N requests of each trace, the same ones on
+/// every run, and the figures are those of the sample.
+#[test]
+fn a_sample_is_deterministic_and_bounds_the_requests() {
+    let dir = TempDir::new().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    write_trace(&trace, 40, 16, 1);
+    let t = trace.to_str().unwrap();
+    let grid = ["--max-draft-lens", "8", "--costs", "0.1", "--batches", "4"];
+    let run = |sample: &str| {
+        let out = cli()
+            .args(["corpus", t, "--sample", sample, "--format", "json"])
+            .args(grid)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        json_of(&out)
+    };
+    let (a, b) = (run("7"), run("7"));
+    assert_eq!(a, b);
+    assert_eq!(a["sample"], 7);
+    let traced = &a["sets"][0]["traces"][0];
+    assert_eq!(
+        (&traced["requests"], &traced["requests_in_file"]),
+        (&7.into(), &40.into())
+    );
+    let all = run("0");
+    let whole = &all["sets"][0]["traces"][0];
+    assert_eq!(
+        (&whole["requests"], &whole["requests_in_file"]),
+        (&40.into(), &40.into())
+    );
+    assert!(traced["positions"].as_u64() < whole["positions"].as_u64());
+    assert_eq!(run("40")["sets"][0]["traces"], all["sets"][0]["traces"]);
+    // The sample is not the first seven requests: their positions differ.
+    let mut first = String::new();
+    for line in fs::read_to_string(&trace).unwrap().lines().take(8) {
+        first.push_str(line);
+        first.push('\n');
+    }
+    let head = dir.path().join("head.jsonl");
+    fs::write(&head, first).unwrap();
+    let out = cli()
+        .args(["corpus", head.to_str().unwrap(), "--format", "json"])
+        .args(grid)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_ne!(
+        json_of(&out)["sets"][0]["traces"][0]["positions"],
+        traced["positions"]
+    );
+    // The table says what was sampled.
+    cli()
+        .args(["corpus", t, "--sample", "7"])
+        .args(grid)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "7 of 40 requests (at most 7 per trace, chosen by a hash of their ids)",
+        ));
+}
+
+/// The table: one block per set, one table per K, rows of (c, batch),
+/// the default policies in at most 100 columns, the minimum under the
+/// median; a batch larger than the traces is warned about.
+#[test]
+fn the_table_has_a_block_per_set_and_a_table_per_k() {
+    let dir = TempDir::new().unwrap();
+    let set = dir.path().join("set");
+    fs::create_dir(&set).unwrap();
+    write_trace(&set.join("one.jsonl"), 6, 64, 0);
+    write_trace(&set.join("two.jsonl"), 6, 64, 2);
+    let single = dir.path().join("single.jsonl");
+    write_trace(&single, 6, 64, 1);
+    let out = cli()
+        .arg("corpus")
+        .arg(&set)
+        .arg(&single)
+        .args(["--costs", "0.02,0.3", "--batches", "1,128"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "warning: {}: 2 of 2 traces replay fewer requests than a batch of 128 (the fewest \
+             6): at that batch they are all in flight at once and the batch never fills\n",
+            set.display()
+        )))
+        .stderr(predicate::str::contains("a batch of 1 ").not())
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("\ncorpus ").count() + 1, 2, "{text}");
+    assert!(text.starts_with(&format!("corpus {}: 2 traces, 12 requests", set.display())));
+    assert!(text.contains(&format!("corpus {}: 1 trace, 6 requests", single.display())));
+    assert_eq!(text.matches("\nK = 8\n").count(), 2);
+    assert_eq!(text.matches("\nK = 64\n").count(), 2);
+    assert!(text.contains("median over the 2 traces, minimum under it"));
+    assert!(text.contains("(one trace: its ratio)"));
+    let header = text.lines().find(|l| l.contains("adaptive")).unwrap();
+    for name in [
+        "c",
+        "batch",
+        "best k",
+        "none",
+        "per-state",
+        "sglang",
+        "vllm-44336",
+        "smartspec",
+        "vllm-av",
+        "oracle",
+    ] {
+        assert!(header.contains(name), "{header}");
+    }
+    // Every line but those naming the (temporary) paths.
+    let tmp = dir.path().to_str().unwrap();
+    assert!(
+        text.lines()
+            .filter(|l| !l.contains(tmp))
+            .all(|l| l.chars().count() <= 100),
+        "{text}"
+    );
+    // The two-trace set has a line of minimums under each row, the single
+    // trace none: 2 Ks x 4 cells of each.
+    let minimums = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('('))
+        .count();
+    assert_eq!(minimums, 2 * 4);
+    let rows = text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("0.3 ") || l.starts_with("0.02 "))
+        .count();
+    assert_eq!(rows, 2 * 2 * 4);
 }
 
 #[test]
-fn a_build_makes_each_regimes_traces_from_mirrors() {
+fn bad_sets_and_flags_are_refused() {
     let dir = TempDir::new().unwrap();
-    let mirrors = dir.path().join("mirrors");
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    git(&work, &["init", "-q"]);
-    let body = |n: usize| -> String { (0..n).map(|i| format!("line {i}\n")).collect() };
-    std::fs::write(work.join("a.txt"), body(10)).unwrap();
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "-qm", "first"]);
-    git(&work, &["tag", "v1"]);
-    for n in [11, 12, 13] {
-        std::fs::write(work.join("a.txt"), body(n)).unwrap();
-        git(&work, &["commit", "-qam", &format!("grow to {n}")]);
-    }
-    git(&work, &["tag", "v2"]);
-    // A later commit the manifest does not pin: the short regime stops at
-    // the manifest's commit.
-    std::fs::write(work.join("a.txt"), body(14)).unwrap();
-    git(&work, &["commit", "-qam", "after the snapshot"]);
-    let pinned = {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&work)
-            .args(["rev-parse", "v2"])
-            .output()
-            .unwrap();
-        text(&out.stdout).trim().to_owned()
-    };
-    std::fs::create_dir_all(mirrors.join("owner")).unwrap();
-    let status = Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(&work)
-        .arg(mirrors.join("owner/tiny.git"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let manifest = dir.path().join("manifest.tsv");
-    std::fs::write(
-        &manifest,
-        format!("name\tlanguage\trepository\tcommit\tfrom\tto\ntiny\tText\towner/tiny\t{pinned}\tv1\tv2\n"),
-    )
-    .unwrap();
-    let agent = dir.path().join("mini.json");
-    let traj = |task: u32| {
-        serde_json::json!({"task_id": task, "trial": 0, "traj": [
-            {"role": "system", "content": "policy"},
-            {"role": "user", "content": "book a flight"},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "find", "arguments": "{\"to\":\"SEA\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "find", "content": "HAT1 to SEA"},
-            {"role": "assistant", "content": "HAT1 to SEA is free."},
-        ]})
-    };
-    std::fs::write(&agent, serde_json::json!([traj(0), traj(1)]).to_string()).unwrap();
-    let out_dir = dir.path().join("out");
-    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--mirrors",
-        mirrors.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-        "--max-short",
-        "5",
-        "--agent",
-        agent.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-
-    // Three commits edit a.txt up to the pinned one (not the fourth, after
-    // it); a sample of two keeps the meta line and two of them, in order.
-    let short_path = out_dir.join("tuning/short/tiny.jsonl");
-    let short = requests(&short_path);
-    assert_eq!(short.len(), 3, "{short:?}");
-    let sampled = Command::new("sh")
-        .arg("-c")
-        .arg("python3 \"$0\" sample 2 < \"$1\"")
-        .arg(repo_root().join("scripts/corpus_tool.py"))
-        .arg(&short_path)
-        .output()
-        .unwrap();
-    assert_eq!(sampled.status.code(), Some(0), "{}", text(&sampled.stderr));
-    let sampled = text(&sampled.stdout);
-    let full = std::fs::read_to_string(&short_path).unwrap();
-    let mut lines = sampled.lines();
-    assert_eq!(lines.next(), full.lines().next());
-    let kept: Vec<&str> = lines.collect();
-    assert_eq!(kept.len(), 2);
-    let positions: Vec<usize> = kept
-        .iter()
-        .map(|k| full.lines().position(|l| l == *k).unwrap())
-        .collect();
-    assert!(positions[0] < positions[1], "in their order");
-    // One long edit: a.txt from v1 to v2.
-    let long = requests(&out_dir.join("tuning/long/tiny.jsonl"));
-    let ids: Vec<&str> = long.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["v1..v2:a.txt"]);
-    // Task 0 is tuning, task 1 report (SHA-256 of "mini/task-0", 26c2..,
-    // before "mini/task-1", e9d3..); two model calls each.
-    for (half, task) in [("tuning", 0), ("report", 1)] {
-        let agent = requests(&out_dir.join(format!("{half}/agent/mini.jsonl")));
-        let ids: Vec<&str> = agent.iter().map(|r| r["id"].as_str().unwrap()).collect();
-        assert_eq!(
-            ids,
-            [
-                format!("mini/task-{task}/trial-0/call-2"),
-                format!("mini/task-{task}/trial-0/call-4")
-            ]
-        );
-    }
-    // The converter: the conversation so far as the prompt, the call as
-    // the output.
-    let converted = Command::new("python3")
-        .arg(repo_root().join("scripts/corpus_tool.py"))
-        .args(["agent", "--half", "tuning"])
-        .arg(&agent)
-        .output()
-        .unwrap();
-    assert_eq!(
-        converted.status.code(),
-        Some(0),
-        "{}",
-        text(&converted.stderr)
-    );
-    let calls: Vec<serde_json::Value> = text(&converted.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(
-        calls[0]["prompt"],
-        "<|im_start|>system\npolicy<|im_end|>\n<|im_start|>user\nbook a flight<|im_end|>\n<|im_start|>assistant\n"
-    );
-    assert_eq!(
-        calls[0]["output"],
-        "<tool_call>\n{\"name\": \"find\", \"arguments\": {\"to\": \"SEA\"}}\n</tool_call>"
-    );
-    let prompt = calls[1]["prompt"].as_str().unwrap();
-    assert!(
-        prompt.starts_with(calls[0]["prompt"].as_str().unwrap())
-            && prompt.contains("<|im_start|>tool name=find\nHAT1 to SEA<|im_end|>\n"),
-        "{prompt}"
-    );
-    assert_eq!(calls[1]["output"], "HAT1 to SEA is free.");
-
-    let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
-    assert!(times.contains("tuning\tshort\ttiny\t"), "{times}");
-    let stats = text(&out.stdout);
-    assert!(stats.contains("tuning\tshort\t1\t3\t"), "{stats}");
-
-    // Rebuilding one regime (agent needs no mirror) replaces its traces and
-    // times and keeps the others'.
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-        "--regimes",
-        "agent",
-        "--agent",
-        agent.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(requests(&short_path).len(), 3);
-    let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
-    for regime in ["short", "long", "agent"] {
-        assert_eq!(
-            times.matches(&format!("\t{regime}\t")).count(),
-            if regime == "agent" { 2 } else { 1 },
-            "{times}"
-        );
-    }
-
-    // A mirror missing: refused before anything is built, naming it.
     let empty = dir.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--mirrors",
-        empty.to_str().unwrap(),
-        "--out",
-        dir.path().join("out2").to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("no mirror of owner/tiny"),
-        "{}",
-        text(&out.stderr)
+    fs::create_dir(&empty).unwrap();
+    fs::write(empty.join("readme.txt"), "no traces here\n").unwrap();
+    let refused = |args: &[&str], message: &str| {
+        cli()
+            .arg("corpus")
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(message));
+    };
+    let empty_arg = empty.to_str().unwrap();
+    refused(
+        &[empty_arg],
+        &format!("error: {empty_arg}: no trace in this directory"),
     );
-    assert!(!dir.path().join("out2/tuning").exists());
+    let missing = dir.path().join("missing.jsonl");
+    refused(&[missing.to_str().unwrap()], missing.to_str().unwrap());
+    // A bad line, named with its file and line.
+    let bad = dir.path().join("bad");
+    fs::create_dir(&bad).unwrap();
+    write_trace(&bad.join("a.jsonl"), 3, 64, 0);
+    let mut text = fs::read_to_string(bad.join("a.jsonl")).unwrap();
+    text.push_str("{\"id\": 9, \"output_tokens\": 3}\n");
+    fs::write(bad.join("b.jsonl"), text).unwrap();
+    let b = bad.join("b.jsonl");
+    refused(
+        &[bad.to_str().unwrap()],
+        &format!("{}: line 5", b.display()),
+    );
+    // A K above a trace's cap names the trace and the flag.
+    let capped = dir.path().join("capped.jsonl");
+    write_trace(&capped, 3, 16, 0);
+    let capped_arg = capped.to_str().unwrap();
+    refused(
+        &[capped_arg],
+        &format!("{capped_arg}: --max-draft-lens 64 is above the trace's cap 16"),
+    );
+    // A replay trace is named as one.
+    let replay = dir.path().join("steps.jsonl");
+    fs::write(&replay, "{\"drafted\": 3, \"accepted\": 1}\n").unwrap();
+    refused(&[replay.to_str().unwrap()], "a replay trace");
+    let good = dir.path().join("good.jsonl");
+    write_trace(&good, 3, 64, 0);
+    let g = good.to_str().unwrap();
+    refused(&[g, "--costs", "0.1,-1"], "--costs");
+    refused(&[g, "--batches", "0"], "--batches");
+    refused(&[g, "--max-draft-lens", "8,65"], "--max-draft-lens");
+    refused(&[g, "--batches", "8,1,8"], "--batches: 8 is given twice");
+    refused(
+        &[
+            g,
+            "--max-draft-lens",
+            "8,64",
+            "--policies",
+            "adaptive,static:9",
+        ],
+        "--policies static:9: above the smallest of --max-draft-lens, 8",
+    );
+    refused(&[g, "--policies", "sideways"], "--policies");
+    refused(&[g, "--format", "vllm"], "--format");
+    refused(&[], "SET");
 }

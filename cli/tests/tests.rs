@@ -7,6 +7,7 @@ mod advise;
 mod batch_table;
 mod cli;
 mod corpus;
+mod corpus_script;
 mod demo;
 mod engines;
 mod manual;

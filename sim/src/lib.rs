@@ -20,6 +20,10 @@
 //! - [`whatif`]: every policy replayed on the same traces through one
 //!   engine model, and the result the command line's `whatif` renders
 //!   ([`whatif::WhatIf`]).
+//! - [`corpus`]: every policy against each trace's best static length
+//!   over a grid of `K`, costs and batch sizes, on sets of traces (one
+//!   per repository), summed up per cell by the median and the minimum
+//!   over traces: what the command line's `corpus` prints.
 //! - [`workload`]: what the requests look like: how well the proposer
 //!   predicts them, by phase of the run and kind of request, and the fake
 //!   verifier.
@@ -55,6 +59,7 @@
 //! settings and seed give the same summary, whatever the machine.
 
 pub mod barrier;
+pub mod corpus;
 pub mod drafting;
 pub mod engine;
 pub mod error;

@@ -114,6 +114,27 @@ impl TraceSet {
         }
     }
 
+    /// The requests `keep` accepts (given each request's index and the
+    /// request), in file order, with the same metadata and cap; `None`
+    /// when none of them has an output position to replay (a trace holds
+    /// at least one).
+    pub fn subset(&self, mut keep: impl FnMut(usize, &TracedRequest) -> bool) -> Option<Self> {
+        let requests: Vec<TracedRequest> = self
+            .requests
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| keep(*i, r))
+            .map(|(_, r)| r.clone())
+            .collect();
+        let positions = requests.iter().map(|r| r.positions.len() as u64).sum();
+        (positions > 0).then(|| Self {
+            requests,
+            meta: self.meta.clone(),
+            cap: self.cap,
+            positions,
+        })
+    }
+
     /// The requests, in file order.
     pub fn requests(&self) -> &[TracedRequest] {
         &self.requests

@@ -4,10 +4,12 @@
 //! outside `cmd` that name no flag become [`CliError`]s here, word for word.
 
 pub mod advise;
+pub mod corpus;
 pub mod merge;
 pub mod ngram;
 pub mod output;
 pub mod replay;
+pub mod traces;
 pub mod whatif;
 
 use crate::error::CliError;

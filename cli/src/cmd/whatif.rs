@@ -13,24 +13,18 @@ use clap::{ArgGroup, Args as ClapArgs};
 use specdec_metrics::StepCost;
 use specdec_sim::error::Setting;
 use specdec_sim::policy::PolicySpec;
-use specdec_sim::trace_set::TraceSet;
 use specdec_sim::whatif::{self, PolicyResult, Settings, WhatIf};
 
 use crate::error::CliError;
-use crate::flags::{Format, parse_cost_linear, parse_cost_table, parse_max_draft_len};
+use crate::flags::{
+    Format, parse_batch, parse_cost_linear, parse_cost_table, parse_interval, parse_jobs,
+    parse_max_draft_len, parse_policy, parse_update_observations,
+};
 use crate::format::display_path;
 use crate::io::{file_id, write_file, write_stdout};
 use crate::render::{self, json_line};
 
 const WHATIF_FORMATS: &[Format] = &[Format::Table, Format::Json];
-
-/// The most requests in flight: a batch larger than any engine runs.
-pub const MAX_BATCH: usize = 65_536;
-
-/// The most request-steps a controller may wait for before deciding.
-const MAX_UPDATE_OBSERVATIONS: u64 = 1_000_000_000;
-/// The longest controller interval, in engine steps.
-pub const MAX_INTERVAL: u64 = 1_000_000;
 
 /// Progress lines on standard error at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
@@ -96,33 +90,6 @@ pub struct Args {
     jobs: Option<usize>,
 }
 
-fn parse_batch(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(b) if (1..=MAX_BATCH).contains(&b) => Ok(b),
-        _ => Err(format!(
-            "expected a whole number of requests in 1..={MAX_BATCH}"
-        )),
-    }
-}
-
-fn parse_update_observations(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(n) if n <= MAX_UPDATE_OBSERVATIONS => Ok(n),
-        _ => Err(format!(
-            "expected a whole number of request-steps in 0..={MAX_UPDATE_OBSERVATIONS}"
-        )),
-    }
-}
-
-fn parse_interval(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(n) if (1..=MAX_INTERVAL).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "expected a whole number of engine steps in 1..={MAX_INTERVAL}"
-        )),
-    }
-}
-
 /// `--policies`' help: every name of the table of policies.
 fn policies_help() -> String {
     format!(
@@ -149,17 +116,6 @@ pub fn long_about() -> String {
     )
 }
 
-fn parse_policy(s: &str) -> Result<PolicySpec, String> {
-    s.trim().parse()
-}
-
-fn parse_jobs(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=256).contains(&n) => Ok(n),
-        _ => Err("expected a whole number of threads in 1..=256".into()),
-    }
-}
-
 /// Runs `whatif`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let Some(cost) = args.cost_linear.clone().or(args.cost_table.clone()) else {
@@ -169,20 +125,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     refuse_outputs_onto_inputs(&args, &report)?;
     let source = display_path(&args.traces);
     let started = Instant::now();
-    let traces = Arc::new(TraceSet::open(&args.traces).map_err(|e| {
-        if is_replay_trace(&args.traces) {
-            CliError::new(format!(
-                "{source}: line 1: a replay trace (steps drafted and accepted, as `replay` \
-                 reads), not an `ngram` trace (per output position: proposal and match); make \
-                 one with `specdec-metrics ngram`"
-            ))
-        } else {
-            CliError::new(e)
-        }
-    })?);
-    if let Some(m) = traces.meta() {
-        check_rule(&source, &m.rule)?;
-    }
+    let traces = Arc::new(super::traces::open(&args.traces, &source)?);
     if traces.meta().is_some_and(|m| !m.greedy) {
         warn(&format!(
             "{source}: the traces come from sampled outputs: a policy would have changed \
@@ -216,54 +159,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
         results,
     };
     write_outputs(&whatif, &args, report)
-}
-
-/// Whether the regular file at `path`
-/// begins with a step of `replay`'s traces: an object with `drafted` or
-/// `undrafted` and no `output_tokens`. Only its first line is read, and
-/// at most 64 KiB of it.
-fn is_replay_trace(path: &std::path::Path) -> bool {
-    use std::io::{BufRead as _, Read as _};
-    // A pipe or a device is read once: only a regular file is reopened.
-    if path.as_os_str() == "-" || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let Ok(file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut line = Vec::new();
-    if std::io::BufReader::new(file.take(64 * 1024))
-        .read_until(b'\n', &mut line)
-        .is_err()
-    {
-        return false;
-    }
-    match serde_json::from_slice::<serde_json::Value>(&line) {
-        Ok(serde_json::Value::Object(o)) => {
-            (o.contains_key("drafted") || o.contains_key("undrafted"))
-                && !o.contains_key("output_tokens")
-        }
-        _ => false,
-    }
-}
-
-/// Refuses a metadata `rule` that `ngram` does not write: its setting
-/// would be another engine's, invented.
-fn check_rule(source: &str, rule: &str) -> Result<(), CliError> {
-    use clap::ValueEnum as _;
-    let rules = crate::ngram::Rule::value_variants();
-    if rules.iter().any(|r| r.name() == rule) {
-        return Ok(());
-    }
-    Err(CliError::new(format!(
-        "{source}: line 1: field \"rule\": {} is not a rule ngram writes ({})",
-        crate::format::excerpt(rule),
-        rules
-            .iter()
-            .map(|r| r.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
 }
 
 /// Refuses a `--plot` or `--report` file that is the traces (the same

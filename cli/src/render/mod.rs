@@ -4,11 +4,12 @@
 //! and per engine group [`engine_advice`], from
 //! [`crate::advice`]'s model), the batch-size table
 //! ([`batch_table`]), the what-if's table and plot ([`whatif`],
-//! [`whatif_plot`]), all laid out by the one table renderer ([`table`]);
+//! [`whatif_plot`]), the corpus report's tables ([`corpus`]), all laid out by the one table renderer ([`table`]);
 //! and any serializable value as one line of JSON ([`json_line`]).
 
 pub mod advice;
 pub mod batch_table;
+pub mod corpus;
 pub mod engine_advice;
 pub mod plot;
 pub mod report;

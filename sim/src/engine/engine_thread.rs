@@ -360,6 +360,7 @@ impl<'a> Engine<'a> {
             finished,
             budget,
             draft_len,
+            drafted: drafted_sum,
         });
         cost
     }

@@ -95,6 +95,10 @@ pub struct EngineStep {
     /// The step's mean draft length per request, unrounded: its cost is
     /// `base + per_token × draft_len`.
     pub draft_len: f64,
+    /// Tokens drafted over the step's requests (`min(k, L_t)` on a trace):
+    /// under the `drafted` cost rule the step pays for their mean over
+    /// `batch`.
+    pub drafted: u64,
 }
 
 /// What the simulation tells its caller while it runs (the demo logs it;

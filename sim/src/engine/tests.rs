@@ -168,7 +168,7 @@ fn a_virtual_run_is_a_function_of_its_config() {
 
 /// Adds up what `engine_step` reports.
 #[derive(Default)]
-struct StepTotals(std::sync::Mutex<(u64, u64, u64, u64, u64, f64)>);
+struct StepTotals(std::sync::Mutex<(u64, u64, u64, u64, u64, f64, u64)>);
 impl Events for StepTotals {
     fn engine_step(&self, step: &EngineStep) {
         let mut t = self.0.lock().unwrap();
@@ -178,6 +178,7 @@ impl Events for StepTotals {
         t.3 += step.admitted as u64;
         t.4 += step.finished as u64;
         t.5 += step.seconds;
+        t.6 += step.drafted;
         assert_eq!(step.batch, 8);
     }
 }
@@ -188,10 +189,16 @@ fn engine_steps_add_up_to_the_summary() {
     let recorder = Recorder::new(8).unwrap();
     let events = StepTotals::default();
     let outcome = run(&config, &recorder, None, &AtomicBool::new(false), &events).unwrap();
-    let (steps, tokens, budgets, admitted, finished, seconds) = *events.0.lock().unwrap();
+    let (steps, tokens, budgets, admitted, finished, seconds, drafted) = *events.0.lock().unwrap();
     let s = &outcome.summary;
     assert_eq!(steps, s.overall.steps);
     assert_eq!(tokens, s.overall.tokens);
+    // Every step's requests are a full batch of 8.
+    assert!(drafted > 0);
+    assert_eq!(
+        Some(drafted as f64 / (8 * steps) as f64),
+        s.overall.drafted_per_request_step
+    );
     assert!((s.overall.mean_draft_len.unwrap() - budgets as f64 / steps as f64).abs() < 1e-12);
     assert_eq!(finished, outcome.requests_finished);
     // Still running at the end: the two batches of 8, less the

@@ -1,0 +1,364 @@
+//! `scripts/corpus`: the committed manifest splits every language into a
+//! tuning half and a report half by the rule written in the script, and a
+//! build makes the three regimes' traces from mirrors (here a repository
+//! made by the test) with the command line under test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn corpus(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(repo_root().join("scripts/corpus"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `split`'s rows: (half, name, language, repository, commit).
+fn split(args: &[&str]) -> Vec<[String; 5]> {
+    let out = corpus(&[&["split"], args].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("half\tname\tlanguage\trepository\tcommit\tfrom\tto")
+    );
+    lines
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 7, "{l:?}");
+            [f[0], f[1], f[2], f[3], f[4]].map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn the_committed_manifest_puts_every_language_in_both_halves() {
+    let rows = split(&[]);
+    assert!(rows.len() >= 24, "{} repositories", rows.len());
+    let mut by_language: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for [half, _, language, _, _] in &rows {
+        let counts = by_language.entry(language).or_default();
+        match half.as_str() {
+            "tuning" => counts.0 += 1,
+            "report" => counts.1 += 1,
+            other => panic!("half {other:?}"),
+        }
+    }
+    assert!(by_language.len() >= 6, "{by_language:?}");
+    for (language, (tuning, report)) in &by_language {
+        assert!(
+            *tuning >= 2 && *report >= 2,
+            "{language}: {tuning} tuning, {report} report"
+        );
+    }
+    let names: BTreeSet<&str> = rows.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(names.len(), rows.len(), "names are unique");
+    for [_, name, _, repo, commit] in &rows {
+        assert!(
+            commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{name}: commit {commit:?}"
+        );
+        // The old defaults were tuned on these: never in the corpus.
+        let repo = repo.to_lowercase();
+        for tuned_on in [
+            "burntsushi/ripgrep",
+            "psf/requests",
+            "jqlang/jq",
+            "stedolan/jq",
+        ] {
+            assert_ne!(repo, tuned_on);
+        }
+    }
+}
+
+/// A manifest of the rows `(name, language)`.
+fn manifest(dir: &Path, rows: &[(&str, &str)]) -> PathBuf {
+    let path = dir.join("manifest.tsv");
+    let mut text = "name\tlanguage\trepository\tcommit\tfrom\tto\n".to_owned();
+    for (name, language) in rows {
+        text.push_str(&format!(
+            "{name}\t{language}\towner/{name}\t{}\tv1\tv2\n",
+            "0".repeat(40)
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_split_alternates_down_the_sha256_order_within_each_language() {
+    // SHA-256 order: d c b e a (18ac.., 2e7d.., 3e23.., 3f79.., ca97..) and
+    // s p r q (043a.., 148d.., 4543.., 8e35..).
+    let dir = TempDir::new().unwrap();
+    let rows: Vec<(&str, &str)> = ["a", "b", "c", "d", "e"]
+        .into_iter()
+        .map(|n| (n, "X"))
+        .chain(["p", "q", "r", "s"].into_iter().map(|n| (n, "Y")))
+        .collect();
+    let path = manifest(dir.path(), &rows);
+    let halves: BTreeMap<String, String> = split(&["--manifest", path.to_str().unwrap()])
+        .into_iter()
+        .map(|[half, name, ..]| (name, half))
+        .collect();
+    let tuning: BTreeSet<&str> = halves
+        .iter()
+        .filter(|(_, h)| *h == "tuning")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        tuning,
+        BTreeSet::from(["a", "b", "d", "r", "s"]),
+        "{halves:?}"
+    );
+    assert_eq!(halves.len(), 9);
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "git {args:?}: {}",
+        text(&status.stderr)
+    );
+}
+
+fn requests(trace: &Path) -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
+    text.lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_build_makes_each_regimes_traces_from_mirrors() {
+    let dir = TempDir::new().unwrap();
+    let mirrors = dir.path().join("mirrors");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q"]);
+    let body = |n: usize| -> String { (0..n).map(|i| format!("line {i}\n")).collect() };
+    std::fs::write(work.join("a.txt"), body(10)).unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-qm", "first"]);
+    git(&work, &["tag", "v1"]);
+    for n in [11, 12, 13] {
+        std::fs::write(work.join("a.txt"), body(n)).unwrap();
+        git(&work, &["commit", "-qam", &format!("grow to {n}")]);
+    }
+    git(&work, &["tag", "v2"]);
+    // A later commit the manifest does not pin: the short regime stops at
+    // the manifest's commit.
+    std::fs::write(work.join("a.txt"), body(14)).unwrap();
+    git(&work, &["commit", "-qam", "after the snapshot"]);
+    let pinned = {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&work)
+            .args(["rev-parse", "v2"])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_owned()
+    };
+    std::fs::create_dir_all(mirrors.join("owner")).unwrap();
+    let status = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(&work)
+        .arg(mirrors.join("owner/tiny.git"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let manifest = dir.path().join("manifest.tsv");
+    std::fs::write(
+        &manifest,
+        format!("name\tlanguage\trepository\tcommit\tfrom\tto\ntiny\tText\towner/tiny\t{pinned}\tv1\tv2\n"),
+    )
+    .unwrap();
+    let agent = dir.path().join("mini.json");
+    let traj = |task: u32| {
+        serde_json::json!({"task_id": task, "trial": 0, "traj": [
+            {"role": "system", "content": "policy"},
+            {"role": "user", "content": "book a flight"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "find", "arguments": "{\"to\":\"SEA\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "find", "content": "HAT1 to SEA"},
+            {"role": "assistant", "content": "HAT1 to SEA is free."},
+        ]})
+    };
+    std::fs::write(&agent, serde_json::json!([traj(0), traj(1)]).to_string()).unwrap();
+    let out_dir = dir.path().join("out");
+    let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
+    let out = corpus(&[
+        "build",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--mirrors",
+        mirrors.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+        "--max-short",
+        "5",
+        "--agent",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // Three commits edit a.txt up to the pinned one (not the fourth, after
+    // it); a sample of two keeps the meta line and two of them, in order.
+    let short_path = out_dir.join("tuning/short/tiny.jsonl");
+    let short = requests(&short_path);
+    assert_eq!(short.len(), 3, "{short:?}");
+    let sampled = Command::new("sh")
+        .arg("-c")
+        .arg("python3 \"$0\" sample 2 < \"$1\"")
+        .arg(repo_root().join("scripts/corpus_tool.py"))
+        .arg(&short_path)
+        .output()
+        .unwrap();
+    assert_eq!(sampled.status.code(), Some(0), "{}", text(&sampled.stderr));
+    let sampled = text(&sampled.stdout);
+    let full = std::fs::read_to_string(&short_path).unwrap();
+    let mut lines = sampled.lines();
+    assert_eq!(lines.next(), full.lines().next());
+    let kept: Vec<&str> = lines.collect();
+    assert_eq!(kept.len(), 2);
+    let positions: Vec<usize> = kept
+        .iter()
+        .map(|k| full.lines().position(|l| l == *k).unwrap())
+        .collect();
+    assert!(positions[0] < positions[1], "in their order");
+    // One long edit: a.txt from v1 to v2.
+    let long = requests(&out_dir.join("tuning/long/tiny.jsonl"));
+    let ids: Vec<&str> = long.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["v1..v2:a.txt"]);
+    // Task 0 is tuning, task 1 report (SHA-256 of "mini/task-0", 26c2..,
+    // before "mini/task-1", e9d3..); two model calls each.
+    for (half, task) in [("tuning", 0), ("report", 1)] {
+        let agent = requests(&out_dir.join(format!("{half}/agent/mini.jsonl")));
+        let ids: Vec<&str> = agent.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(
+            ids,
+            [
+                format!("mini/task-{task}/trial-0/call-2"),
+                format!("mini/task-{task}/trial-0/call-4")
+            ]
+        );
+    }
+    // The converter: the conversation so far as the prompt, the call as
+    // the output.
+    let converted = Command::new("python3")
+        .arg(repo_root().join("scripts/corpus_tool.py"))
+        .args(["agent", "--half", "tuning"])
+        .arg(&agent)
+        .output()
+        .unwrap();
+    assert_eq!(
+        converted.status.code(),
+        Some(0),
+        "{}",
+        text(&converted.stderr)
+    );
+    let calls: Vec<serde_json::Value> = text(&converted.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        calls[0]["prompt"],
+        "<|im_start|>system\npolicy<|im_end|>\n<|im_start|>user\nbook a flight<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        calls[0]["output"],
+        "<tool_call>\n{\"name\": \"find\", \"arguments\": {\"to\": \"SEA\"}}\n</tool_call>"
+    );
+    let prompt = calls[1]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.starts_with(calls[0]["prompt"].as_str().unwrap())
+            && prompt.contains("<|im_start|>tool name=find\nHAT1 to SEA<|im_end|>\n"),
+        "{prompt}"
+    );
+    assert_eq!(calls[1]["output"], "HAT1 to SEA is free.");
+
+    let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
+    assert!(times.contains("tuning\tshort\ttiny\t"), "{times}");
+    let stats = text(&out.stdout);
+    assert!(stats.contains("tuning\tshort\t1\t3\t"), "{stats}");
+
+    // Rebuilding one regime (agent needs no mirror) replaces its traces and
+    // times and keeps the others'.
+    let out = corpus(&[
+        "build",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+        "--regimes",
+        "agent",
+        "--agent",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(requests(&short_path).len(), 3);
+    let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
+    for regime in ["short", "long", "agent"] {
+        assert_eq!(
+            times.matches(&format!("\t{regime}\t")).count(),
+            if regime == "agent" { 2 } else { 1 },
+            "{times}"
+        );
+    }
+
+    // A mirror missing: refused before anything is built, naming it.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = corpus(&[
+        "build",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--mirrors",
+        empty.to_str().unwrap(),
+        "--out",
+        dir.path().join("out2").to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no mirror of owner/tiny"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.path().join("out2/tuning").exists());
+}
