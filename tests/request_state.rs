@@ -206,4 +206,27 @@ fn the_state_controller_pools_windows_over_all_states() {
             assert_eq!(s.plan(), a.plan(), "state {i}, call {call}");
         }
     }
+    // Inclusive: 511 observations wait, the 512th decides.
+    let mut window = AcceptanceHistogram::new(8).unwrap();
+    for _ in 0..511 {
+        window.observe(8, 8).unwrap();
+    }
+    c.update(&[window]);
+    assert_eq!(
+        (
+            c.pending_observations(),
+            c.controller_at(0).unwrap().updates()
+        ),
+        (511, 4)
+    );
+    let mut one = AcceptanceHistogram::new(8).unwrap();
+    one.observe_undrafted();
+    c.update(&[one]);
+    assert_eq!(
+        (
+            c.pending_observations(),
+            c.controller_at(0).unwrap().updates()
+        ),
+        (0, 5)
+    );
 }
