@@ -7,10 +7,11 @@
 //! named at its right end, so that "does the controller reach the best
 //! static k?" and "how far is the oracle?" are read at a glance. Names go
 //! at their lines' heights, moved apart only as far as they must be, with
-//! a leader when moved ([`super::label_layout`]). When the level lines
-//! span under a quarter of the goodput axis (at K = 8, lines 0.3% apart
-//! are one band of colour), a panel beside the chart shows them and the
-//! best static length zoomed, and names them there. Text is drawn as SVG
+//! a leader when moved ([`super::label_layout`]). When lines of different
+//! goodputs are crowded into one band of colour (at K = 8, lines 0.3%
+//! apart on an axis from k = 0's goodput), a panel beside the chart shows
+//! that band zoomed, the best static length in it if it is, names its
+//! lines there and marks the span on the chart. Text is drawn as SVG
 //! `<text>` elements (no font library), as in the heatmap.
 
 use plotters::coord::Shift;
@@ -72,20 +73,36 @@ const ZOOM_WIDTH: u32 = 340;
 /// The width of the zoomed panel's goodput axis, its numbers.
 const ZOOM_AXIS: u32 = 50;
 
+/// The plotting area's height in pixels, near enough to tell which lines
+/// are crowded on it (the chart's caption and axes take the rest).
+const PLOT_HEIGHT: f64 = 598.0;
+
+/// Level lines closer than this, in pixels, look like one band.
+const CROWDED: f64 = 6.0;
+
+/// The colour marking the span the panel zooms.
+const ZOOM_GREY: RGBColor = RGBColor(150, 150, 150);
+
 /// The level lines' names: their font size and the height each takes.
 const NAME_FONT: f64 = 13.0;
 const NAME_HEIGHT: f64 = 15.0;
 
 /// The plot in order: the axes, the static lengths, the other policies'
-/// level lines, the key and the lines' names; and, when the level lines
-/// lie too close together to be told apart, a panel beside the chart with
-/// them zoomed, where their names go.
+/// level lines, the key and the lines' names; and, when some lie too close
+/// together to be told apart, a panel beside the chart with them zoomed,
+/// where their names go.
 fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let max = w.settings.max_draft_len;
     let (statics, others) = (static_goodputs(w), other_goodputs(w));
     let best = best_static(&statics);
     let (y0, y1) = y_range(&statics, &others);
-    let zoom = zoom_range(&others, best, (y0, y1));
+    let lines: Vec<f64> = others
+        .iter()
+        .map(|o| o.1)
+        .chain(best.map(|b| b.1))
+        .collect();
+    let zoom = zoom_range(&lines, (y0, y1), PLOT_HEIGHT / (y1 - y0));
+    let zoomed = |g: f64| zoom.is_some_and(|(z0, z1)| (z0..=z1).contains(&g));
     let width = SIZE.0 + if zoom.is_some() { ZOOM_WIDTH } else { 0 };
     let root = SVGBackend::with_string(out, (width, SIZE.1)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -105,7 +122,7 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
         .caption(caption, ("sans-serif", 18))
         .margin(16)
         .margin_bottom(40)
-        .margin_right(if zoom.is_some() { 16 } else { 150 })
+        .margin_right(150)
         .x_label_area_size(50)
         .y_label_area_size(80)
         .build_cartesian_2d(-0.5f64..max as f64 + 0.5, y0..y1)?;
@@ -136,24 +153,26 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
         (110, 706),
         ("sans-serif", 14).into_font().color(&RGBColor(90, 90, 90)),
     ))?;
-    let mut names: Vec<(String, RGBColor, f64)> = others
-        .iter()
-        .map(|&(p, g)| (format!("{} {:.2}", policy_name(p), g), colour(p), g))
-        .collect();
-    match zoom {
-        None => name_levels(&root, &chart, &names, max as f64 + 0.5)?,
-        Some((z0, z1)) => {
-            let (b, g) = best.expect("a zoom has a best static length");
-            // As many decimals as tell the zoomed lines apart, two at least.
-            let d = (-((z1 - z0) / 20.0).log10()).ceil().clamp(2.0, 6.0) as usize;
-            names = others
-                .iter()
-                .map(|&(p, g)| (format!("{} {g:.d$}", policy_name(p)), colour(p), g))
-                .collect();
-            names.push((format!("best static (k = {b}) {g:.d$}"), STATIC_BLUE, g));
-            let zoomed = draw_zoom(&root, &right, &chart, &others, g, (z0, z1))?;
-            name_levels(&root, &zoomed, &names, 1.0)?;
+    // The lines outside the zoom (all of them without one) are named on
+    // the chart, the others in the zoomed panel.
+    let (inside, outside): (Vec<_>, Vec<_>) = others.iter().partition(|o| zoomed(o.1));
+    let names = |lines: &[(PolicySpec, f64)], d: usize| -> Vec<(String, RGBColor, f64)> {
+        lines
+            .iter()
+            .map(|&(p, g)| (format!("{} {g:.d$}", policy_name(p)), colour(p), g))
+            .collect()
+    };
+    name_levels(&root, &chart, &names(&outside, 2), max as f64 + 0.5)?;
+    if let Some((z0, z1)) = zoom {
+        // As many decimals as tell the zoomed lines apart, two at least.
+        let d = (-((z1 - z0) / 20.0).log10()).ceil().clamp(2.0, 6.0) as usize;
+        let mut inner = names(&inside, d);
+        let best = best.filter(|b| zoomed(b.1));
+        if let Some((b, g)) = best {
+            inner.push((format!("best static (k = {b}) {g:.d$}"), STATIC_BLUE, g));
         }
+        let panel = draw_zoom(&root, &right, &chart, &inside, best, (z0, z1))?;
+        name_levels(&root, &panel, &inner, 1.0)?;
     }
     root.present()?;
     Ok(())
@@ -200,23 +219,36 @@ fn y_range(statics: &[(usize, f64)], others: &[(PolicySpec, f64)]) -> (f64, f64)
     ((lo - pad).max(0.0), hi + pad)
 }
 
-/// The goodput range of the zoomed panel, if there is to be one: the
-/// level lines and the best static length, with a margin, when together
-/// they span less than a quarter of the chart's axis (on a full axis
-/// lines a few tenths of a percent apart are one band of colour).
-fn zoom_range(
-    others: &[(PolicySpec, f64)],
-    best: Option<(usize, f64)>,
-    (y0, y1): (f64, f64),
-) -> Option<(f64, f64)> {
-    let best = best?;
-    let (lo, hi) = others
-        .iter()
-        .map(|o| o.1)
-        .fold((best.1, best.1), |(lo, hi), g| (lo.min(g), hi.max(g)));
+/// The goodput range of the zoomed panel, if there is to be one, given
+/// the goodputs of the lines (the level lines and the best static length),
+/// the chart's axis `y0..y1` and its pixels per unit of goodput.
+///
+/// Lines under [`CROWDED`] pixels apart look like one band. The lines are
+/// grouped into runs of such neighbours; a run holding two different
+/// goodputs needs the zoom. The panel spans every such run, with a margin,
+/// when that is under a quarter of the axis; otherwise the run of the most
+/// lines (the highest of equals) alone. No run, no panel.
+fn zoom_range(lines: &[f64], (y0, y1): (f64, f64), px_per_unit: f64) -> Option<(f64, f64)> {
+    let mut sorted = lines.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    // Runs of neighbours: (lowest, highest, how many lines).
+    let mut runs: Vec<(f64, f64, usize)> = Vec::new();
+    for g in sorted {
+        match runs.last_mut() {
+            Some(run) if (g - run.1) * px_per_unit < CROWDED => *run = (run.0, g, run.2 + 1),
+            _ => runs.push((g, g, 1)),
+        }
+    }
+    runs.retain(|r| r.1 > r.0);
+    let (first, last) = (runs.first()?, runs.last()?);
+    let (lo, hi) = if last.1 - first.0 < (y1 - y0) / 4.0 {
+        (first.0, last.1)
+    } else {
+        let run = runs.iter().max_by_key(|r| r.2).expect("a run");
+        (run.0, run.1)
+    };
     let pad = ((hi - lo) * 0.1).max(hi.abs() * 5e-4).max(1e-9);
-    let (z0, z1) = (lo - pad, hi + pad);
-    (!others.is_empty() && z1 - z0 < (y1 - y0) / 4.0).then_some((z0, z1))
+    Some((lo - pad, hi + pad))
 }
 
 /// The static lengths: a line with a dot per length, the best ringed.
@@ -320,14 +352,14 @@ fn draw_levels(
 }
 
 /// The panel beside the chart: the goodputs `z0..z1` of the level lines
-/// and the best static length, zoomed, joined to the span of the chart's
-/// axis it magnifies. Returns the panel's chart, for the lines' names.
+/// and the best static length, zoomed, and the span it magnifies marked on
+/// the chart's right edge. Returns the panel's chart, for the lines' names.
 fn draw_zoom<'a, 'b>(
     root: &DrawingArea<SVGBackend<'b>, Shift>,
     area: &'a DrawingArea<SVGBackend<'b>, Shift>,
     chart: &Chart<'_, 'b>,
     others: &[(PolicySpec, f64)],
-    g: f64,
+    best: Option<(usize, f64)>,
     (z0, z1): (f64, f64),
 ) -> Result<Chart<'a, 'b>, Box<dyn std::error::Error>> {
     let mut zoomed = ChartBuilder::on(area)
@@ -345,37 +377,32 @@ fn draw_zoom<'a, 'b>(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
-        .x_desc("the lines, zoomed")
+        .x_desc("zoomed: the span in grey")
         .axis_desc_style(("sans-serif", 13))
         .y_label_style(("sans-serif", 11))
         .max_light_lines(1)
         .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
     draw_levels(&mut zoomed, others, (0.0, 1.0))?;
-    zoomed.draw_series(LineSeries::new(
-        [(0.0, g), (1.0, g)],
-        STATIC_BLUE.stroke_width(2),
-    ))?;
-    zoomed.draw_series([Circle::new((0.5, g), 4, STATIC_BLUE.filled())])?;
-    // The magnified span: a bracket on the chart's right edge, joined to
-    // the panel's corners.
-    let grey = RGBColor(150, 150, 150);
+    if let Some((_, g)) = best {
+        zoomed.draw_series(LineSeries::new(
+            [(0.0, g), (1.0, g)],
+            STATIC_BLUE.stroke_width(2),
+        ))?;
+        zoomed.draw_series([Circle::new((0.5, g), 4, STATIC_BLUE.filled())])?;
+    }
+    // The magnified span: a grey bar on the chart's right edge, at least
+    // 8 pixels tall. (Lines joining it to the panel would cross names.)
     let from = chart.plotting_area();
     let (xs, _) = from.get_pixel_range();
     let (_, top) = from.map_coordinate(&(0.0, z1));
     let (_, bottom) = from.map_coordinate(&(0.0, z0));
-    let edge = xs.end + 4;
-    let (zx, zy) = zoomed.plotting_area().get_pixel_range();
-    root.draw(&PathElement::new(
-        [(edge, top), (edge, bottom)],
-        grey.stroke_width(2),
+    let middle = (top + bottom) / 2;
+    let (top, bottom) = (top.min(middle - 4), bottom.max(middle + 4));
+    root.draw(&Rectangle::new(
+        [(xs.end - 3, top), (xs.end + 1, bottom)],
+        ZOOM_GREY.filled(),
     ))?;
-    for (y, to) in [(top, zy.start), (bottom, zy.end)] {
-        root.draw(&PathElement::new(
-            [(edge, y), (zx.start - ZOOM_AXIS as i32, to)],
-            grey,
-        ))?;
-    }
     Ok(zoomed)
 }
 
@@ -427,26 +454,47 @@ fn name_levels(
 mod tests {
     use super::*;
 
-    /// Every policy but the static lengths, at the goodputs given in turn.
-    fn levels(goodputs: &[f64]) -> Vec<(PolicySpec, f64)> {
-        specdec_sim::whatif::policies(8)
-            .into_iter()
-            .filter(|p| p.static_len().is_none())
-            .zip(goodputs.iter().copied())
-            .collect()
+    /// The zoom for lines at `lines` on the axis `y0..y1` of the chart.
+    fn zoom(lines: &[f64], (y0, y1): (f64, f64)) -> Option<(f64, f64)> {
+        zoom_range(lines, (y0, y1), PLOT_HEIGHT / (y1 - y0))
     }
 
     #[test]
     fn lines_within_a_percent_on_a_full_axis_are_zoomed() {
-        // Goodput 29 at k = 0 up to 119.4 at k = 8, the lines all within
-        // 118.8..119.5: on the axis they would be one band.
-        let others = levels(&[119.13, 119.13, 119.32, 119.44, 118.82, 119.38]);
-        let (z0, z1) = zoom_range(&others, Some((8, 119.44)), (20.0, 130.0)).unwrap();
+        // Goodput 29 at k = 0 up to 119.44 at k = 8, the lines (the best
+        // static's last) within 118.82..119.44: on the axis, one band.
+        let lines = [
+            119.13, 119.13, 119.32, 119.44, 118.82, 119.38, 123.79, 119.44,
+        ];
+        let (z0, z1) = zoom(&lines, (20.0, 130.0)).unwrap();
         assert!(z0 < 118.82 && z1 > 119.44 && z1 - z0 < 1.0, "{z0}..{z1}");
-        // One far from the others: the zoom would be the axis again.
-        let others = levels(&[1.85, 1.89, 2.36, 2.46, 2.53, 1.01, 2.93]);
-        assert_eq!(zoom_range(&others, Some((25, 2.48)), (0.93, 3.0)), None);
-        // Nothing to zoom.
-        assert_eq!(zoom_range(&[], Some((2, 1.0)), (0.0, 2.0)), None);
+        // Lines 11 pixels apart or more: no zoom.
+        assert_eq!(
+            zoom(&[1.85, 1.89, 2.36, 2.46, 2.53, 1.01, 2.93], (0.9, 3.0)),
+            None
+        );
+        // Lines of one goodput are one line: no zoom tells them apart.
+        assert_eq!(zoom(&[7.42, 7.42, 5.0], (4.5, 7.6)), None);
+        assert_eq!(zoom(&[], (0.0, 2.0)), None);
+    }
+
+    #[test]
+    fn a_line_far_from_the_band_is_left_out_of_the_zoom() {
+        // One rule at 1.01 while the rest crowd 5.65..5.79 on 0.9..6.2:
+        // spanning both would be the axis again.
+        let lines = [5.69, 5.67, 5.65, 5.73, 5.73, 1.01, 5.79, 5.74];
+        let (z0, z1) = zoom(&lines, (0.9, 6.2)).unwrap();
+        assert!(
+            z0 > 5.6 && z0 < 5.65 && z1 > 5.79 && z1 < 5.85,
+            "{z0}..{z1}"
+        );
+        // Two crowded runs near each other: one panel spans both.
+        let lines = [7.42, 7.422, 7.436, 7.25, 7.149, 7.141, 7.141];
+        let (z0, z1) = zoom(&lines, (4.5, 7.6)).unwrap();
+        assert!(z0 < 7.141 && z1 > 7.436 && z1 - z0 < 0.4, "{z0}..{z1}");
+        // Two crowded runs far apart: the one of more lines.
+        let lines = [1.0, 1.001, 5.0, 5.001, 5.002];
+        let (z0, z1) = zoom(&lines, (0.0, 6.0)).unwrap();
+        assert!(z0 > 4.9 && z1 < 5.1, "{z0}..{z1}");
     }
 }
