@@ -1618,6 +1618,7 @@ fn sglang_meta_info_is_read_per_choice() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["groups"][0]["identified"], "exact", "{out}");
+    assert!(out.contains("had one length"), "{out}");
     // 3 drafted in 2 steps: no K divides them, so no length is claimed
     // (though drafts as short as their accepted tokens would fit).
     let odd = serde_json::json!({"id": "c", "model": "s", "choices": [{"index": 0, "meta_info":
