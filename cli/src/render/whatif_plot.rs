@@ -497,4 +497,25 @@ mod tests {
         let (z0, z1) = zoom(&lines, (0.0, 6.0)).unwrap();
         assert!(z0 > 4.9 && z1 < 5.1, "{z0}..{z1}");
     }
+
+    #[test]
+    fn the_zoom_rules_hold_at_their_edges() {
+        // Neighbours exactly 6 pixels apart are not crowded.
+        assert_eq!(zoom_range(&[0.0, 6.0], (0.0, 100.0), 1.0), None);
+        assert!(zoom_range(&[0.0, 5.9], (0.0, 100.0), 1.0).is_some());
+        // Of two runs far apart, the one of more lines, though lower.
+        let (z0, z1) = zoom_range(&[1.0, 1.001, 1.002, 5.0, 5.001], (0.0, 6.0), 1000.0).unwrap();
+        assert!(z0 > 0.9 && z1 < 1.1, "{z0}..{z1}");
+        // Runs spanning exactly a quarter of the axis: not both.
+        let (z0, _) = zoom_range(&[2.0, 2.004, 2.996, 3.0], (0.0, 4.0), 1000.0).unwrap();
+        assert!(z0 > 2.9, "{z0}");
+        // A quarter of 100..140 is 10: runs 4 apart are zoomed together,
+        // runs 19 apart are not.
+        let (z0, z1) =
+            zoom_range(&[101.0, 101.001, 105.0, 105.001], (100.0, 140.0), 1000.0).unwrap();
+        assert!(z0 < 101.0 && z1 > 105.001, "{z0}..{z1}");
+        let lines = [101.0, 101.001, 120.0, 120.001, 120.002];
+        let (z0, _) = zoom_range(&lines, (100.0, 140.0), 1000.0).unwrap();
+        assert!(z0 > 119.0, "{z0}");
+    }
 }
