@@ -290,6 +290,56 @@ mod tests {
     }
 
     #[test]
+    fn containing_overlapping_and_crossing_are_decided_edge_by_edge() {
+        let r = Rect {
+            left: 10.0,
+            top: 10.0,
+            right: 20.0,
+            bottom: 20.0,
+        };
+        let at = |left, top, right, bottom| Rect {
+            left,
+            top,
+            right,
+            bottom,
+        };
+        assert!(r.contains(&at(11.0, 11.0, 19.0, 19.0)));
+        for out in [
+            at(9.0, 11.0, 19.0, 19.0),
+            at(11.0, 11.0, 21.0, 19.0),
+            at(11.0, 9.0, 19.0, 19.0),
+            at(11.0, 11.0, 19.0, 21.0),
+        ] {
+            assert!(!r.contains(&out), "{out:?}");
+        }
+        assert!(r.overlaps(&at(15.0, 15.0, 25.0, 25.0)));
+        assert!(r.overlaps(&at(20.0, 20.0, 25.0, 25.0)), "a shared corner");
+        for apart in [
+            at(21.0, 10.0, 30.0, 20.0),
+            at(0.0, 10.0, 9.0, 20.0),
+            at(10.0, 21.0, 20.0, 30.0),
+            at(10.0, 0.0, 20.0, 9.0),
+        ] {
+            assert!(!r.overlaps(&apart) && !apart.overlaps(&r), "{apart:?}");
+        }
+        // Either way along a line through it.
+        assert!(r.crossed_by((30.0, 15.0), (0.0, 15.0)));
+        assert!(r.crossed_by((15.0, 30.0), (15.0, 0.0)));
+        // Along an edge: on it, so crossed.
+        assert!(r.crossed_by((0.0, 10.0), (30.0, 10.0)));
+        assert!(r.crossed_by((20.0, 0.0), (20.0, 30.0)));
+        // Short of each edge, either way.
+        for (a, b) in [
+            ((0.0, 15.0), (5.0, 15.0)),
+            ((25.0, 15.0), (30.0, 15.0)),
+            ((15.0, 0.0), (15.0, 5.0)),
+            ((15.0, 25.0), (15.0, 30.0)),
+        ] {
+            assert!(!r.crossed_by(a, b) && !r.crossed_by(b, a), "{a:?} {b:?}");
+        }
+    }
+
+    #[test]
     fn the_spot_above_is_taken_when_nothing_crosses_it() {
         let area = Rect {
             left: 0.0,
