@@ -1522,6 +1522,16 @@ fn a_multiple_of_the_steps_claims_one_length_only_where_the_counts_force_it() {
     assert_eq!(v["groups"][0]["identified"], "bounds");
     assert!(!out.contains("had one length"), "{out}");
     assert!(out.contains("so do drafts of several"), "{out}");
+    assert!(!out.contains("varying length"), "{out}");
+    // 5 drafted in 2 steps: not one length whatever K; the note says so,
+    // and only it.
+    let (out, err, code) = advise_responses(&vllm_response("r1", 3, &[1, 0, 1, 0], 5), &[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        out.contains("1 request drafted tokens of varying length"),
+        "{out}"
+    );
+    assert!(!out.contains("drafted a multiple"), "{out}");
     let (out, _, _) = advise_responses(
         &vllm_response("r1", 3, &[1, 0, 1, 0], 4),
         &["--format", "table"],
@@ -1603,6 +1613,21 @@ fn sglang_meta_info_is_read_per_choice() {
         out.contains("20 drafts") && out.contains("--speculative-num-steps"),
         "{out}"
     );
+    // 3 drafted tokens every step: one length, the counts exact.
+    let (out, err, code) = advise_responses(&line, &[]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["groups"][0]["identified"], "exact", "{out}");
+    assert!(out.contains("had one length"), "{out}");
+    // 3 drafted in 2 steps: no K divides them, so no length is claimed
+    // (though drafts as short as their accepted tokens would fit).
+    let odd = serde_json::json!({"id": "c", "model": "s", "choices": [{"index": 0, "meta_info":
+        {"id": "a", "spec_verify_ct": 2, "spec_num_correct_drafts": 3,
+         "spec_num_proposed_drafts": 3, "spec_correct_drafts_histogram": [0, 1, 1]}}]})
+    .to_string();
+    let (out, err, code) = advise_responses(&odd, &[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.contains("varying length"), "{out}");
 }
 
 #[test]

@@ -428,6 +428,26 @@ fn offline_summary_longer_than_its_drafts_is_advised_at_the_drafted_k() {
         "{out}{err}"
     );
     assert!(!out.contains("== K = 3,"), "{out}");
+    // One position beyond the drafts: named alone.
+    let four = "acceptance at token 0: 0.85\nacceptance at token 1: 0.85\nacceptance at token 2: 0.85\nacceptance at token 3: 0.00\n";
+    let (out, err, code) = advise(&summary(2025, four), &["--format", "table"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("the array is longer than the drafts: position 4 never accepted a token"),
+        "{out}"
+    );
+    // No drafts, or drafts of no tokens: nothing to infer, the array as
+    // printed (and no division by zero drafts).
+    let zero = "acceptance at token 0: 0.00\nacceptance at token 1: 0.00\n";
+    for drafts in [0, 675] {
+        let text = format!(
+            "{rule}\ntotal_num_output_tokens: 2396\nnum_drafts: {drafts}\nnum_draft_tokens: 0\nnum_accepted_tokens: 0\nmean acceptance length: 1.00\n{rule}\n{zero}"
+        );
+        let (out, err, code) = advise(&text, &["--format", "table"]);
+        assert_eq!(code, 0, "{drafts}: {err}");
+        assert!(out.contains("== K = 2,"), "{drafts}: {out}");
+        assert!(!out.contains("the array is longer"), "{drafts}: {out}");
+    }
 }
 
 /// `vllm bench serve` prints drafts and percentages to 2 decimals (rates

@@ -811,4 +811,44 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn an_index_label_is_a_canonical_number_up_to_the_longest_draft() {
+        let index = |label: &str, v: &str| {
+            let s = Sample {
+                name: "a_total".into(),
+                labels: vec![(label.into(), v.into())],
+                value: 1.0,
+            };
+            index_label(&s, label).map_err(|e| e.to_string())
+        };
+        assert_eq!(index("position", "0"), Ok(0));
+        assert_eq!(index("position", "12"), Ok(12));
+        assert_eq!(index("position", "100"), Ok(100));
+        for v in ["", "01", "0000", "x", "-1", "1.5", "abcd", "12a4"] {
+            let e = index("position", v).unwrap_err();
+            assert!(e.ends_with("is not an index (0, 1, 2, ...)"), "{v:?}: {e}");
+        }
+        // Past any draft: positions go up to K - 1, lengths up to K.
+        let max = MAX_MAX_DRAFT_LEN;
+        let above = |label: &str, top: usize| {
+            format!(
+                "a_total{{{label}=\"100000\"}}: {label} \"100000\" is above {top}: draft lengths go up to {max}"
+            )
+        };
+        assert_eq!(index("position", "100000"), Err(above("position", max - 1)));
+        assert_eq!(
+            index("draft_length", "100000"),
+            Err(above("draft_length", max))
+        );
+        assert_eq!(index("accepted", "100000"), Err(above("accepted", max)));
+        assert!(index("position", "1000").unwrap_err().contains("is above"));
+        let s = Sample {
+            name: "a_total".into(),
+            labels: vec![("m".into(), "x".into())],
+            value: 1.0,
+        };
+        let e = index_label(&s, "position").unwrap_err().to_string();
+        assert_eq!(e, "a_total{m=\"x\"} has no position label");
+    }
 }

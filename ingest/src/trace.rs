@@ -1111,6 +1111,19 @@ mod tests {
     }
 
     #[test]
+    fn a_fraction_is_read_as_a_number_and_quoted() {
+        // Read through the reader that refuses repeated keys: a fraction
+        // stays the number it is (not null) in the message.
+        let got = requests(b"{\"prompt\":1.5,\"output\":\"o\"}", 1000);
+        assert_eq!(
+            got,
+            vec![Err(
+                "line 1: field \"prompt\": must be a string, not \"1.5\"".to_owned()
+            )]
+        );
+    }
+
+    #[test]
     fn a_long_line_is_an_error_without_reading_it_whole() {
         // A reader that would yield endless bytes without a newline: the
         // read stops at the limit.

@@ -289,6 +289,24 @@ mod tests {
     }
 
     #[test]
+    fn chosen_lengths_are_counted_and_added_across_threads() {
+        let mut a = EngineStats::default();
+        a.record_lens(&[2, 0, 2]);
+        assert_eq!(a.lens, [1, 0, 2]);
+        let mut b = EngineStats::default();
+        b.record_lens(&[5, 1]);
+        assert_eq!(b.lens, [0, 1, 0, 0, 0, 1]);
+        // The shorter one grows to the longer one's lengths, the longer
+        // one keeps its own: no count is lost either way.
+        let mut ab = a.clone();
+        ab.add(&b);
+        assert_eq!(ab.lens, [1, 1, 2, 0, 0, 1]);
+        let mut ba = b.clone();
+        ba.add(&a);
+        assert_eq!(ba.lens, ab.lens);
+    }
+
+    #[test]
     fn engine_stats_add_up_by_phase_and_settled_is_a_part() {
         let mut a = EngineStats::default();
         a.record(0, false, &step(2.0, 5, false));

@@ -357,6 +357,28 @@ mod tests {
     }
 
     #[test]
+    fn the_median_length_is_the_lower_median_of_the_request_steps() {
+        let mut r = settings().replay(PolicySpec::fixed(4)).unwrap();
+        // The engine counted every request-step at the length chosen.
+        let steps = r.report.num_spec_steps() + r.report.num_undrafted_steps();
+        assert_eq!(r.chosen_lens.iter().sum::<u64>(), steps);
+        assert_eq!(r.chosen_lens[4], steps, "{:?}", r.chosen_lens);
+        assert_eq!(r.median_draft_len(), Some(4));
+        for (lens, median) in [
+            (vec![], None),
+            (vec![0, 0], None),
+            (vec![0, 0, 3], Some(2)),
+            // Of an even count, the lower of the two middle ones.
+            (vec![1, 1], Some(0)),
+            (vec![3, 0, 1], Some(0)),
+            (vec![0, 2, 0, 3], Some(3)),
+        ] {
+            r.chosen_lens = lens;
+            assert_eq!(r.median_draft_len(), median, "{:?}", r.chosen_lens);
+        }
+    }
+
+    #[test]
     fn a_replay_is_a_function_of_its_settings() {
         let s = settings();
         let a = s.replay(PolicySpec::adaptive()).unwrap();

@@ -11,6 +11,7 @@ pub mod advice;
 pub mod batch_table;
 pub mod corpus;
 pub mod engine_advice;
+pub mod label_layout;
 pub mod plot;
 pub mod report;
 pub mod table;

@@ -619,3 +619,37 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     Some(sorted[rank - 1])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drafts_of_one_length_or_all_shortest_are_forced() {
+        assert_eq!(forced_rows(&[0, 0, 0, 0], 0, 0, 3), Some(Vec::new()));
+        // K = 3: two steps accepting 0 and 2.
+        let all_k = Some(vec![(3, 0, 1), (3, 2, 1)]);
+        assert_eq!(forced_rows(&[1, 0, 1, 0], 2, 6, 3), all_k);
+        let shortest = Some(vec![(1, 0, 1), (2, 2, 1)]);
+        assert_eq!(forced_rows(&[1, 0, 1, 0], 2, 3, 3), shortest);
+        // 4 drafted: 2 + 2 and 1 + 3 fit alike.
+        assert_eq!(forced_rows(&[1, 0, 1, 0], 2, 4, 3), None);
+    }
+
+    #[test]
+    fn one_free_step_takes_what_the_others_leave() {
+        // K = 3: two steps accepted all 3 (so drafted 3), one accepted 1
+        // and drafted what is left of 8: 2.
+        let rows = forced_rows(&[0, 1, 0, 2], 3, 8, 3);
+        assert_eq!(rows, Some(vec![(2, 1, 1), (3, 3, 2)]));
+        // Two steps that accepted 1: 2 + 3 or 3 + 2 drafted, not forced.
+        assert_eq!(forced_rows(&[0, 2, 0, 1], 3, 7, 3), None);
+        // One step that accepted 0 beside the full ones.
+        assert_eq!(
+            forced_rows(&[1, 0, 0, 2], 3, 8, 3),
+            Some(vec![(2, 0, 1), (3, 3, 2)])
+        );
+        // More drafted than K per step is no count this can hold.
+        assert_eq!(forced_rows(&[0, 1, 0, 2], 3, 10, 3), None);
+    }
+}
