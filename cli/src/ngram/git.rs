@@ -215,9 +215,7 @@ pub struct History {
     /// The start of `git log`'s standard error, read by a thread of its
     /// own (the rest is drained, so that `git log` never blocks on it).
     log_err: Option<JoinHandle<Vec<u8>>>,
-    batch: Child,
-    batch_in: ChildStdin,
-    batch_out: BufReader<ChildStdout>,
+    cat_file: CatFile,
     limits: Limits,
     /// The commit being read: (full hash, short hash, subject).
     commit: Option<(String, String, String)>,
@@ -307,24 +305,14 @@ impl History {
                 kept
             })
         });
-        let mut batch = git(repo)
-            .args(["cat-file", "--batch"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(GitError::cannot_run(repo, "git cat-file"))?;
+        let cat_file = CatFile::spawn(repo).map_err(GitError::cannot_run(repo, "git cat-file"))?;
         let log_out = BufReader::new(log.stdout.take().expect("piped"));
-        let batch_in = batch.stdin.take().expect("piped");
-        let batch_out = BufReader::new(batch.stdout.take().expect("piped"));
         Ok(Self {
             repo: repo.to_owned(),
             log,
             log_out,
             log_err,
-            batch,
-            batch_in,
-            batch_out,
+            cat_file,
             limits,
             commit: None,
             commits: 0,
@@ -501,11 +489,19 @@ impl History {
                 self.skipped.unavailable += 1;
                 continue;
             }
-            let Some(before) = self.text(&format!("{full}^:{path}"), self.limits.max_bytes)? else {
+            let Some(before) = self.cat_file.text(
+                &format!("{full}^:{path}"),
+                self.limits.max_bytes,
+                &mut self.skipped,
+            )?
+            else {
                 continue;
             };
             let after_limit = self.limits.max_bytes.saturating_mul(4);
-            let Some(after) = self.text(&format!("{full}:{path}"), after_limit)? else {
+            let Some(after) =
+                self.cat_file
+                    .text(&format!("{full}:{path}"), after_limit, &mut self.skipped)?
+            else {
                 continue;
             };
             if self.last_commit_counted.as_deref() != Some(full.as_str()) {
@@ -519,15 +515,59 @@ impl History {
             }));
         }
     }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        // Stopping early (an error downstream): end `git log`, which is
+        // ours, and reap it (`cat_file` ends its own).
+        let _ = self.log.kill();
+        let _ = self.log.wait();
+        if let Some(reader) = self.log_err.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// `git cat-file --batch` on a repository: the blobs of the edits, one at a
+/// time, through one child process (ended and reaped when dropped).
+pub(crate) struct CatFile {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl CatFile {
+    /// Starts `git cat-file --batch` in `repo`.
+    pub(crate) fn spawn(repo: &Path) -> std::io::Result<Self> {
+        let mut child = git(repo)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let input = child.stdin.take().expect("piped");
+        let output = BufReader::new(child.stdout.take().expect("piped"));
+        Ok(Self {
+            child,
+            input,
+            output,
+        })
+    }
 
     /// The text of the blob named `spec`, or `None` when it is skipped
     /// (counted in [`Skipped`]: not text, larger than `limit`, missing).
-    fn text(&mut self, spec: &str, limit: u64) -> Result<Option<String>, GitError> {
+    pub(crate) fn text(
+        &mut self,
+        spec: &str,
+        limit: u64,
+        skipped: &mut Skipped,
+    ) -> Result<Option<String>, GitError> {
         let skipped = match self.blob(spec, limit)? {
             Blob::Text(text) => return Ok(Some(text)),
-            Blob::NotText => &mut self.skipped.not_text,
-            Blob::TooLarge => &mut self.skipped.too_large,
-            Blob::Missing => &mut self.skipped.unavailable,
+            Blob::NotText => &mut skipped.not_text,
+            Blob::TooLarge => &mut skipped.too_large,
+            Blob::Missing => &mut skipped.unavailable,
         };
         *skipped += 1;
         Ok(None)
@@ -536,10 +576,10 @@ impl History {
     /// The blob named `spec` through `git cat-file --batch`.
     fn blob(&mut self, spec: &str, limit: u64) -> Result<Blob, GitError> {
         let broken = GitError::CatFile;
-        writeln!(self.batch_in, "{spec}").map_err(broken)?;
-        self.batch_in.flush().map_err(broken)?;
+        writeln!(self.input, "{spec}").map_err(broken)?;
+        self.input.flush().map_err(broken)?;
         let mut header = Vec::new();
-        (&mut self.batch_out)
+        (&mut self.output)
             .take(4096)
             .read_until(b'\n', &mut header)
             .map_err(broken)?;
@@ -565,7 +605,7 @@ impl History {
             return Ok(Blob::TooLarge);
         }
         let mut content = vec![0; size as usize + 1];
-        self.batch_out.read_exact(&mut content).map_err(broken)?;
+        self.output.read_exact(&mut content).map_err(broken)?;
         content.pop(); // the newline after the content
         if content.contains(&0) {
             return Ok(Blob::NotText);
@@ -577,23 +617,18 @@ impl History {
     }
 
     fn drain(&mut self, n: u64) -> Result<(), GitError> {
-        std::io::copy(&mut (&mut self.batch_out).take(n), &mut std::io::sink())
+        std::io::copy(&mut (&mut self.output).take(n), &mut std::io::sink())
             .map(|_| ())
             .map_err(GitError::CatFile)
     }
 }
 
-impl Drop for History {
+impl Drop for CatFile {
     fn drop(&mut self) {
-        // Stopping early (an error downstream): end both children, which
-        // are ours, and reap them.
-        let _ = self.log.kill();
-        let _ = self.log.wait();
-        if let Some(reader) = self.log_err.take() {
-            let _ = reader.join();
-        }
-        let _ = self.batch.kill();
-        let _ = self.batch.wait();
+        // Stopping early (an error downstream): end the child, which is
+        // ours, and reap it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -16,12 +16,11 @@
 //! skipped is counted once, under the first reason found, in that order
 //! (the sizes before the line count, so that a large file is never diffed).
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use crate::format::display_path;
-use crate::ngram::git::{EditRequest, Limits, Skipped};
+use crate::ngram::git::{CatFile, EditRequest, Limits, Skipped};
 
 /// `--max-changed-lines` with `--git-range` unless given: a release's
 /// rewrite of a file, not only a commit's touch.
@@ -112,9 +111,7 @@ pub struct Range {
     repo: std::path::PathBuf,
     spec: RangeSpec,
     entries: std::vec::IntoIter<Entry>,
-    batch: Child,
-    batch_in: ChildStdin,
-    batch_out: BufReader<ChildStdout>,
+    cat_file: CatFile,
     limits: Limits,
     /// Files modified in the range (every raw entry, skipped or not).
     pub files: u64,
@@ -221,23 +218,14 @@ impl Range {
             });
         }
         let entries = raw_entries(&diff.stdout);
-        let mut batch = git(repo)
-            .args(["cat-file", "--batch"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
+        let cat_file = CatFile::spawn(repo)
             .map_err(|e| RangeError::repository(repo, format!("cannot run git cat-file: {e}")))?;
-        let batch_in = batch.stdin.take().expect("piped");
-        let batch_out = BufReader::new(batch.stdout.take().expect("piped"));
         Ok(Self {
             repo: repo.to_owned(),
             spec,
             files: entries.len() as u64,
             entries: entries.into_iter(),
-            batch,
-            batch_in,
-            batch_out,
+            cat_file,
             limits,
             skipped: Skipped::default(),
         })
@@ -337,57 +325,9 @@ impl Range {
     /// The text of the blob `hash`, or `None` when it is skipped (counted
     /// in [`Skipped`]: not text, larger than `limit`, missing).
     fn text(&mut self, hash: &str, limit: u64) -> Result<Option<String>, RangeError> {
-        let broken = |e: std::io::Error| RangeError::Git(format!("git cat-file: {e}"));
-        writeln!(self.batch_in, "{hash}").map_err(broken)?;
-        self.batch_in.flush().map_err(broken)?;
-        let mut header = Vec::new();
-        (&mut self.batch_out)
-            .take(4096)
-            .read_until(b'\n', &mut header)
-            .map_err(broken)?;
-        let header = String::from_utf8_lossy(&header);
-        let fields: Vec<&str> = header.split_whitespace().collect();
-        let unexpected = || RangeError::Git(format!("git cat-file: unexpected answer {header:?}"));
-        let (kind, size) = match fields.as_slice() {
-            [_, kind, size] => (*kind, size.parse::<u64>().map_err(|_| unexpected())?),
-            [_, "missing"] | [_, "ambiguous"] => {
-                self.skipped.unavailable += 1;
-                return Ok(None);
-            }
-            _ => return Err(unexpected()),
-        };
-        if kind != "blob" || size > limit {
-            std::io::copy(
-                &mut (&mut self.batch_out).take(size + 1),
-                &mut std::io::sink(),
-            )
-            .map_err(broken)?;
-            if kind == "blob" {
-                self.skipped.too_large += 1;
-            } else {
-                self.skipped.unavailable += 1;
-            }
-            return Ok(None);
-        }
-        let mut content = vec![0; size as usize + 1];
-        self.batch_out.read_exact(&mut content).map_err(broken)?;
-        content.pop(); // the newline after the content
-        match String::from_utf8(content) {
-            Ok(text) if !text.contains('\0') => Ok(Some(text)),
-            _ => {
-                self.skipped.not_text += 1;
-                Ok(None)
-            }
-        }
-    }
-}
-
-impl Drop for Range {
-    fn drop(&mut self) {
-        // Stopping early (an error downstream): end the child, which is
-        // ours, and reap it.
-        let _ = self.batch.kill();
-        let _ = self.batch.wait();
+        self.cat_file
+            .text(hash, limit, &mut self.skipped)
+            .map_err(|e| RangeError::Git(e.to_string()))
     }
 }
 
