@@ -87,8 +87,9 @@ fn every_policy_is_replayed_and_compared_with_the_best_static_length() {
         .clone();
     let v = json_of(&out);
     let policies = v["policies"].as_array().unwrap();
-    // none, static:1..=16, two controllers, four peers, the oracle.
-    assert_eq!(policies.len(), 1 + 16 + 2 + 4 + 1);
+    // none, static:1..=16, two controllers and their censored
+    // versions, four peers, the oracle.
+    assert_eq!(policies.len(), 1 + 16 + 4 + 4 + 1);
     let names: Vec<&str> = policies
         .iter()
         .map(|p| p["policy"].as_str().unwrap())

@@ -898,9 +898,9 @@ mod tests {
             (last.cells, seen.iter().map(|p| p.cells_done).max()),
             (16, Some(16))
         );
-        // Per set and batch: 9 static lengths, the oracle per K, 6
+        // Per set and batch: 9 static lengths, the oracle per K, 8
         // policies per K and c.
-        assert_eq!(last.replays, 2 * 2 * (9 + 2 + 2 * 2 * 6));
+        assert_eq!(last.replays, 2 * 2 * (9 + 2 + 2 * 2 * 8));
     }
 
     /// A static length feeds the cells of every `K` at least its own (at

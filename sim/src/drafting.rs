@@ -44,12 +44,13 @@ use specdec_metrics::{
     DraftPlan, RequestState, SharedPlan, SharedStatePlan, SharedStateTable, StatePlan,
 };
 
+use crate::runs::PositionOutcome;
 use crate::trace_set::Position;
 
 /// Numbers a policy keeps for one request (for example its own estimate of
 /// the request's acceptance): zero when the request is admitted, changed
 /// only by [`Policy::after_request`], stored by the engine with the request.
-pub type RequestMemory = [f64; 2];
+pub type RequestMemory = [f64; 5];
 
 /// What a policy sees of one request of the batch before a step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,6 +125,15 @@ pub trait Policy: Send {
     /// ([`scheduled_budget`] of the lengths), and `(drafted, accepted)` for
     /// every request of the batch that drafted.
     fn after_step(&mut self, budget: usize, outcomes: &[(usize, usize)]);
+
+    /// After every request-step on a trace, drafted or not: what the
+    /// drafter proposed there, what was drafted and accepted, and the
+    /// step's batch. Only the copy-run controllers ([`crate::runs`]) use
+    /// it; of the proposal's match length they use only what the verify
+    /// step's bonus token tells (whether the copy went on past the draft).
+    fn after_position(&mut self, memory: &mut RequestMemory, outcome: PositionOutcome) {
+        let _ = (memory, outcome);
+    }
 
     /// The draft length the policy currently chooses, exploration aside;
     /// for a per-request policy, the latest step's scheduled budget.
@@ -336,7 +346,7 @@ mod tests {
         let mut policy = PerState::new(Arc::clone(&plan));
         let view = |score: f64| RequestView {
             state: RequestState::with_score(score),
-            memory: [0.0; 2],
+            memory: [0.0; 5],
             position: None,
             state_index: 0,
             left: 100,

@@ -66,6 +66,7 @@ pub mod error;
 pub mod peers;
 pub mod policy;
 pub mod rng;
+pub mod runs;
 pub mod state_rule;
 pub mod stdio;
 pub mod summary;

@@ -19,6 +19,7 @@ pub use crate::drafting::{
     mean_draft_len, scheduled_budget,
 };
 use crate::peers::{Sglang, SmartSpec, Vllm44336, VllmAdaptiveVerification};
+pub use crate::runs::CopyRuns;
 use crate::summary::CostLinear;
 
 /// How the engine builds a policy of the table: the static length, the two
@@ -29,17 +30,31 @@ pub enum Build {
     /// `static:K`: [`Static`]; `none` is `static:0`.
     Static,
     /// [`Adaptive`]: the metrics thread's `DraftController` publishes the
-    /// plan every engine thread reads.
-    Adaptive,
+    /// plan every engine thread reads; with [`Feedback::Runs`], on a trace,
+    /// the batch-level copy-run controller ([`CopyRuns`]) instead.
+    Adaptive(Feedback),
     /// [`PerState`] (or [`PerStateTable`] for a state space): the metrics
-    /// thread's `StateController` publishes a length per request state.
-    PerState,
+    /// thread's `StateController` publishes a length per request state;
+    /// with [`Feedback::Runs`], on a trace, the per-state copy-run
+    /// controller ([`CopyRuns`]) instead.
+    PerState(Feedback),
     /// [`Oracle`], on a trace only.
     Oracle,
     /// A rule the engine builds once per engine thread from the run's
     /// settings alone (each thread's instance learns from its own steps,
     /// as in its engine).
     Rule(fn(&RuleSettings) -> Box<dyn Policy>),
+}
+
+/// What a controller learns from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// The accepted counts of its own drafts (censored at the drafted
+    /// length): the library's controllers, on and off traces.
+    Censored,
+    /// On a lookup drafter's trace, whole copy runs ([`crate::runs`]);
+    /// off traces, as [`Feedback::Censored`].
+    Runs,
 }
 
 /// What a [`Build::Rule`] is built from: the run's settings, and a seed of
@@ -90,17 +105,33 @@ static POLICIES: &[PolicyDef] = &[
         name: "adaptive",
         index: 0,
         per_request: false,
-        help: "the DraftController's plan",
+        help: "the DraftController's plan; on a trace, from copy runs",
         about: "the batch-level controller `adaptive`",
-        build: Build::Adaptive,
+        build: Build::Adaptive(Feedback::Runs),
     },
     PolicyDef {
         name: "per-state",
         index: 1,
         per_request: true,
-        help: "the StateController's plan, a length per request state",
+        help: "the StateController's plan, a length per request state; on a trace, from copy runs",
         about: "the per-state controller",
-        build: Build::PerState,
+        build: Build::PerState(Feedback::Runs),
+    },
+    PolicyDef {
+        name: "adaptive-censored",
+        index: 8,
+        per_request: false,
+        help: "the DraftController's plan, from accepted counts only",
+        about: "`adaptive` from accepted counts only (`adaptive-censored`)",
+        build: Build::Adaptive(Feedback::Censored),
+    },
+    PolicyDef {
+        name: "per-state-censored",
+        index: 9,
+        per_request: true,
+        help: "the StateController's plan, from accepted counts only",
+        about: "`per-state` from accepted counts only (`per-state-censored`)",
+        build: Build::PerState(Feedback::Censored),
     },
     PolicyDef {
         name: "static",
@@ -368,12 +399,22 @@ impl PolicySpec {
 
     /// `adaptive`: the `DraftController`'s plan.
     pub fn adaptive() -> Self {
-        Self::of(row(|b| matches!(b, Build::Adaptive)))
+        Self::of(row(|b| matches!(b, Build::Adaptive(_))))
     }
 
     /// `per-state`: the `StateController`'s plan.
     pub fn per_state() -> Self {
-        Self::of(row(|b| matches!(b, Build::PerState)))
+        Self::of(row(|b| matches!(b, Build::PerState(_))))
+    }
+
+    /// `adaptive-censored`: the `DraftController`'s plan, on traces too.
+    pub fn adaptive_censored() -> Self {
+        Self::of(row(|b| matches!(b, Build::Adaptive(Feedback::Censored))))
+    }
+
+    /// `per-state-censored`: the `StateController`'s plan, on traces too.
+    pub fn per_state_censored() -> Self {
+        Self::of(row(|b| matches!(b, Build::PerState(Feedback::Censored))))
     }
 
     /// `oracle`: on a trace, what the verifier will accept.
@@ -429,7 +470,7 @@ impl PolicySpec {
         match self.def.build {
             Build::Static if self.k == 0 => Kind::NoSpeculation,
             Build::Static => Kind::Static,
-            Build::Adaptive | Build::PerState => Kind::Controller,
+            Build::Adaptive(_) | Build::PerState(_) => Kind::Controller,
             Build::Oracle => Kind::Oracle,
             Build::Rule(_) => Kind::Peer,
         }
@@ -519,8 +560,8 @@ mod tests {
         assert!("static:-1".parse::<PolicySpec>().is_err());
         assert_eq!(
             "greedy".parse::<PolicySpec>().unwrap_err(),
-            "\"greedy\" is not a policy (adaptive, per-state, static:K, none, sglang, \
-             vllm-44336, smartspec, vllm-av or oracle)"
+            "\"greedy\" is not a policy (adaptive, per-state, adaptive-censored, \
+             per-state-censored, static:K, none, sglang, vllm-44336, smartspec, vllm-av or oracle)"
         );
         assert!(matches!(
             PolicySpec::fixed(9).check(8),
@@ -537,19 +578,25 @@ mod tests {
     fn the_tables_help_texts_name_every_policy() {
         assert_eq!(
             choices_help(),
-            "adaptive (the DraftController's plan), per-state (the StateController's plan, \
-             a length per request state), static:K, sglang (SGLang's EMA tiers), vllm-44336 \
+            "adaptive (the DraftController's plan; on a trace, from copy runs), per-state \
+             (the StateController's plan, a length per request state; on a trace, from copy \
+             runs), adaptive-censored (the DraftController's plan, from accepted counts only), \
+             per-state-censored (the StateController's plan, from accepted counts only), \
+             static:K, sglang (SGLang's EMA tiers), vllm-44336 \
              (vLLM #44336's per-position EMA), smartspec (a SmartSpec-style per-request rule) \
              or vllm-av (vLLM's adaptive verification, per request)"
         );
         assert_eq!(
             names_statics_first(),
-            "none, static:K, adaptive, per-state, sglang, vllm-44336, smartspec, vllm-av, oracle"
+            "none, static:K, adaptive, per-state, adaptive-censored, per-state-censored, sglang, \
+             vllm-44336, smartspec, vllm-av, oracle"
         );
         assert_eq!(
             about_whatif(),
             "no speculation, every static k up to K, the batch-level controller `adaptive`, \
-             the per-state controller, the peer rules of SGLang, vLLM #44336, SmartSpec and \
+             the per-state controller, `adaptive` from accepted counts only \
+             (`adaptive-censored`), `per-state` from accepted counts only \
+             (`per-state-censored`), the peer rules of SGLang, vLLM #44336, SmartSpec and \
              vLLM's adaptive verification, and per-step hindsight (`oracle`)"
         );
     }

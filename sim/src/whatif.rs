@@ -356,6 +356,61 @@ mod tests {
         assert_eq!(results[0].report.num_spec_steps(), 0);
     }
 
+    /// On a trace `adaptive` and `per-state` learn from copy runs (no
+    /// metrics-thread controller); `-censored` are the library's.
+    #[test]
+    fn on_a_trace_the_controllers_learn_from_copy_runs() {
+        // Copies of 12 tokens (each position knows the rest of its copy),
+        // then 5 positions with nothing to propose.
+        let mut text = String::new();
+        for i in 0..60u64 {
+            let m = 300;
+            let (mut proposal, mut matched) = (Vec::new(), Vec::new());
+            for t in 1..m {
+                let at = (t + i as usize) % 17;
+                let copying = at < 12;
+                proposal.push(if copying { 16 } else { 0 });
+                matched.push(if copying {
+                    (12 - at).min(m - t) as u8
+                } else {
+                    0
+                });
+            }
+            text += &serde_json::json!({
+                "id": i, "output_tokens": m, "proposal": proposal, "match": matched,
+            })
+            .to_string();
+            text.push('\n');
+        }
+        let s = Settings {
+            traces: Arc::new(TraceSet::read(text.as_bytes(), "copies").unwrap()),
+            ..settings()
+        };
+        let runs = s.replay(PolicySpec::adaptive()).unwrap();
+        let censored = s.replay(PolicySpec::adaptive_censored()).unwrap();
+        assert!(runs.summary.controller.is_none());
+        assert!(censored.summary.controller.is_some());
+        let per_state = s.replay(PolicySpec::per_state()).unwrap();
+        assert!(per_state.summary.state_controller.is_none());
+        let per_state_censored = s.replay(PolicySpec::per_state_censored()).unwrap();
+        assert!(per_state_censored.summary.state_controller.is_some());
+        // A copy of 12 is taken in one step at k >= 12: from its first
+        // choice on, that is what it drafts.
+        let all = s.replay_all(&policies(16), 2, &|_, _, _| {}).unwrap();
+        let best = best_static(&all).unwrap();
+        assert!(best.policy.static_len().unwrap() >= 11, "{}", best.policy);
+        assert!(runs.median_draft_len().unwrap() >= 11);
+        for r in [&runs, &per_state] {
+            assert!(
+                r.goodput() > 0.97 * best.goodput(),
+                "{}: {} vs {}",
+                r.policy,
+                r.goodput(),
+                best.goodput()
+            );
+        }
+    }
+
     #[test]
     fn the_median_length_is_the_lower_median_of_the_request_steps() {
         let mut r = settings().replay(PolicySpec::fixed(4)).unwrap();
@@ -424,7 +479,7 @@ mod tests {
         assert!(parse_state_space("levels=16,match=9").is_err());
         let mut s = settings();
         s.state_space = Some(space);
-        let r = s.replay(PolicySpec::per_state()).unwrap();
+        let r = s.replay(PolicySpec::per_state_censored()).unwrap();
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
@@ -445,7 +500,7 @@ mod tests {
         }
         let mut s = settings();
         s.state_space = Some(parse_state_space("levels=2,short-match,after-undrafted").unwrap());
-        let config = s.config(PolicySpec::per_state()).unwrap();
+        let config = s.config(PolicySpec::per_state_censored()).unwrap();
         let recorder = engine::recorder(&config).unwrap();
         let lens = Lens(Mutex::new(Vec::new()));
         engine::run(&config, &recorder, None, &AtomicBool::new(false), &lens).unwrap();

@@ -65,13 +65,14 @@ pub struct Args {
     /// The fewest request-steps a controller decides from, as whatif's.
     #[arg(long, value_name = "N", default_value_t = specdec_metrics::DEFAULT_UPDATE_OBSERVATIONS, value_parser = parse_update_observations)]
     update_observations: u64,
-    /// The request states of per-state, as whatif's --states (default:
+    /// The request states of per-state-censored (and of per-state off a
+    /// lookup trace), as whatif's --states (default:
     /// levels=1,short-match,after-undrafted).
     #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
     states: Option<specdec_metrics::StateSpace>,
     /// The policies reported (comma-separated names as whatif's; static
     /// lengths at most the smallest K); default: none and every policy but
-    /// the static lengths. The best static length is always over every
+    /// the static lengths and the censored controllers. The best static length is always over every
     /// static length up to the cell's K.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy)]
     policies: Option<Vec<PolicySpec>>,
@@ -185,7 +186,8 @@ fn no_value_twice<T: PartialEq + std::fmt::Display>(
 
 /// The policies reported: `--policies` (each once, no static length above
 /// the smallest `K`), or `none` and every policy that is not a static
-/// length.
+/// length nor a censored controller (`adaptive-censored`,
+/// `per-state-censored`: named with `--policies`).
 fn chosen_policies(
     given: Option<Vec<PolicySpec>>,
     max_draft_lens: &[usize],
@@ -193,7 +195,11 @@ fn chosen_policies(
     let smallest = max_draft_lens.iter().copied().min().unwrap_or(0);
     let Some(list) = given else {
         let mut all = vec![PolicySpec::fixed(0)];
-        all.extend(PolicySpec::non_static());
+        all.extend(
+            PolicySpec::non_static()
+                .into_iter()
+                .filter(|p| !p.def().name.ends_with("-censored")),
+        );
         return Ok(all);
     };
     let mut policies: Vec<PolicySpec> = Vec::new();
@@ -324,7 +330,8 @@ mod tests {
         let p = chosen_policies(None, &[8, 64]).unwrap();
         assert_eq!(p[0], PolicySpec::fixed(0));
         assert!(p[1..].iter().all(|p| p.kind() != Kind::Static));
-        assert_eq!(p.len(), 1 + PolicySpec::non_static().len());
+        assert_eq!(p.len(), 1 + PolicySpec::non_static().len() - 2);
+        assert!(!p.contains(&PolicySpec::adaptive_censored()));
         let some = vec![
             PolicySpec::oracle(),
             PolicySpec::fixed(8),

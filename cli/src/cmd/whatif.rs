@@ -79,7 +79,7 @@ pub struct Args {
     /// (null without one).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy, help = policies_help())]
     policies: Option<Vec<PolicySpec>>,
-    /// The request states of per-state: levels=N (recent acceptance in N
+    /// The request states of per-state-censored: levels=N (recent acceptance in N
     /// levels) and any of match=N, short-match, short-proposal,
     /// after-undrafted, comma-separated (default:
     /// levels=1,short-match,after-undrafted, measured on real code edits).

@@ -255,8 +255,8 @@ pub fn table(w: &WhatIf) -> String {
             },
             // What a controller used, not the choice it made as the last
             // requests drained.
-            match (&r.final_draft_lens, r.median_draft_len) {
-                (Some(_), Some(m)) => format!("   (median k = {m} over request-steps)"),
+            match (r.kind == "controller", r.median_draft_len) {
+                (true, Some(m)) => format!("   (median k = {m} over request-steps)"),
                 _ => String::new(),
             }
         );

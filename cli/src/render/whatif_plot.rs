@@ -31,7 +31,7 @@ use crate::render::whatif::{kind, policy_name};
 /// 7), and the static lengths' blue at index 2 (they are drawn as dots,
 /// in [`STATIC_BLUE`]). A row past the palette takes its colours again,
 /// in turn.
-const PALETTE: [RGBColor; 11] = [
+const PALETTE: [RGBColor; 13] = [
     RGBColor(214, 39, 40),   // 0 adaptive
     RGBColor(44, 160, 44),   // 1 per-state
     STATIC_BLUE,             // 2 static
@@ -40,6 +40,8 @@ const PALETTE: [RGBColor; 11] = [
     RGBColor(227, 119, 194), // 5 smartspec
     RGBColor(188, 189, 34),  // 6 vllm-av
     RGBColor(0, 0, 0),       // 7 oracle
+    RGBColor(255, 152, 150), // 8 adaptive-censored: adaptive's, lighter
+    RGBColor(152, 223, 138), // 9 per-state-censored: per-state's, lighter
     RGBColor(255, 127, 14),
     RGBColor(23, 190, 207),
     RGBColor(127, 127, 127),

@@ -3,6 +3,7 @@
 //! counters.
 
 use super::*;
+use crate::runs::PositionOutcome;
 
 /// One request in a batch.
 pub(super) struct Request {
@@ -45,6 +46,8 @@ pub(super) struct Recording<'a> {
     /// A traced request that found no match moves its state on (a state
     /// space tells the step after a no-match).
     pub(super) after_no_match: bool,
+    /// The requests of the step's batch.
+    pub(super) batch: usize,
 }
 
 impl Recording<'_> {
@@ -82,6 +85,16 @@ impl Recording<'_> {
         // The bonus token too, but never past the output's end.
         let gain = gain.min(request.output_len - request.generated);
         request.generated += gain;
+        self.policy.after_position(
+            &mut request.memory,
+            PositionOutcome {
+                position,
+                drafted,
+                accepted: drafted.min(usize::from(position.matched)),
+                batch: self.batch,
+                finished: request.generated >= request.output_len,
+            },
+        );
         (gain as u64, drafted as u64)
     }
 
@@ -426,6 +439,7 @@ impl<'a> Engine<'a> {
             phases: &self.phases,
             phase,
             after_no_match: self.config.state_space.is_some(),
+            batch: self.batch.len(),
         };
         let (mut tokens, mut drafted_sum) = (0u64, 0u64);
         for (index, request) in self.batch.iter_mut().enumerate() {

@@ -81,8 +81,9 @@ use crate::drafting::{
     Adaptive, Oracle, PerState, PerStateTable, Policy, RequestMemory, RequestView, Static,
     mean_draft_len, scheduled_budget,
 };
-use crate::policy::{Build, PolicySpec, RuleSettings};
+use crate::policy::{Build, Feedback, PolicySpec, RuleSettings};
 use crate::rng::{self, Rng};
+use crate::runs::{CopyRuns, RunSettings};
 use crate::state_rule::{RuleState, StateRule};
 use crate::summary::{
     ControllerFigures, CostLinear, Counts, EngineStats, Figures, Phase, StateControllerFigures,
@@ -106,10 +107,23 @@ use coordinator::Coordinator;
 use engine_thread::Engine;
 use live::Live;
 
+/// Whether the run's controller learns from copy runs (`adaptive` or
+/// `per-state` on a trace): no metrics-thread controller then.
+pub fn copy_runs(config: &Config) -> bool {
+    config.traces.is_some()
+        && matches!(
+            config.policy.build(),
+            Build::Adaptive(Feedback::Runs) | Build::PerState(Feedback::Runs)
+        )
+}
+
 /// The controller of `adaptive` (`None` for the other policies).
 fn controller(config: &Config) -> Result<Option<DraftController>, Error> {
+    if copy_runs(config) {
+        return Ok(None);
+    }
     match config.policy.build() {
-        Build::Adaptive => DraftController::new(config.max_draft_len, config.step_cost()?)
+        Build::Adaptive(_) => DraftController::new(config.max_draft_len, config.step_cost()?)
             .map(|c| match config.model.update_observations {
                 Some(n) => Some(c.with_update_observations(n)),
                 None => Some(c),
@@ -125,11 +139,16 @@ fn state_controller(config: &Config) -> Result<Option<StateController>, Error> {
         Some(n) => c.with_update_observations(n),
         None => c,
     };
+    if copy_runs(config) {
+        return Ok(None);
+    }
     match (config.policy.build(), config.state_space) {
-        (Build::PerState, None) => StateController::new(config.max_draft_len, config.step_cost()?)
-            .map(|c| Some(observations(c)))
-            .map_err(Error::from),
-        (Build::PerState, Some(space)) => {
+        (Build::PerState(_), None) => {
+            StateController::new(config.max_draft_len, config.step_cost()?)
+                .map(|c| Some(observations(c)))
+                .map_err(Error::from)
+        }
+        (Build::PerState(_), Some(space)) => {
             StateController::with_states(config.max_draft_len, config.step_cost()?, space.count())
                 .map(|c| Some(observations(c)))
                 .map_err(Error::from)
@@ -150,7 +169,9 @@ fn state_count(config: &Config) -> usize {
 /// snapshot is their sum), one for the other policies.
 pub fn recorder(config: &Config) -> Result<Recorder, Error> {
     match config.policy.build() {
-        Build::PerState => Recorder::with_states(config.max_draft_len, state_count(config)),
+        Build::PerState(_) if !copy_runs(config) => {
+            Recorder::with_states(config.max_draft_len, state_count(config))
+        }
         _ => Recorder::new(config.max_draft_len),
     }
     .map_err(Error::from)
@@ -165,7 +186,7 @@ pub fn recorder(config: &Config) -> Result<Recorder, Error> {
 pub fn shared_plan(config: &Config) -> Result<Option<Arc<SharedPlan>>, Error> {
     config.validate()?;
     Ok(match (config.policy.build(), config.policy.static_len()) {
-        (Build::Adaptive, _) => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
+        (Build::Adaptive(_), _) => controller(config)?.map(|c| Arc::new(SharedPlan::new(c.plan()))),
         (Build::Static, Some(k)) => {
             DraftPlan::new(k, config.max_draft_len).map(|p| Arc::new(SharedPlan::new(p)))
         }
@@ -341,8 +362,23 @@ fn make_policy(
     state_plan: Option<&Arc<SharedStatePlan>>,
     state_table: Option<&Arc<SharedStateTable>>,
 ) -> Result<Box<dyn Policy>, Error> {
+    if copy_runs(config) {
+        let per_state = matches!(config.policy.build(), Build::PerState(_));
+        let max_n = config
+            .traces
+            .as_ref()
+            .and_then(|t| t.meta())
+            .map_or(5, |m| m.max_n);
+        let mut settings =
+            RunSettings::new(config.max_draft_len, config.linear_cost(), per_state, max_n);
+        if let Some(n) = config.model.update_observations {
+            // 0: every observation (as the controllers' "every call").
+            settings.observations = n.max(1);
+        }
+        return Ok(Box::new(CopyRuns::new(settings)));
+    }
     match config.policy.build() {
-        Build::PerState => match state_table {
+        Build::PerState(_) => match state_table {
             Some(table) => Ok(Box::new(PerStateTable::new(Arc::clone(table)))),
             None => Ok(Box::new(PerState::new(Arc::clone(
                 state_plan.ok_or(Error::MissingPlan("per-state needs a state plan"))?,
@@ -351,7 +387,7 @@ fn make_policy(
         Build::Static => Ok(Box::new(Static::new(
             config.policy.static_len().unwrap_or(0),
         ))),
-        Build::Adaptive => Ok(Box::new(Adaptive::new(Arc::clone(
+        Build::Adaptive(_) => Ok(Box::new(Adaptive::new(Arc::clone(
             plan.ok_or(Error::MissingPlan("adaptive needs a plan"))?,
         )))),
         Build::Oracle => Ok(Box::new(Oracle::default())),

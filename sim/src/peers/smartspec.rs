@@ -118,7 +118,8 @@ impl Policy for SmartSpec {
         let (a, tested) = (accepted as f64, drafted.min(accepted + 1) as f64);
         if memory[1] == 0.0 {
             // The first verify step moves the estimate from the engine's.
-            *memory = [self.pool.0, self.pool.1];
+            memory[0] = self.pool.0;
+            memory[1] = self.pool.1;
         }
         let w = SMARTSPEC_REQUEST_WEIGHT;
         memory[0] += w * (a - memory[0]);

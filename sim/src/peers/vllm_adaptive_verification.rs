@@ -241,7 +241,8 @@ impl Policy for VllmAdaptiveVerification {
         if memory[1] > 0.0 {
             memory[0] += AV_FEATURE_WEIGHT * (rate - memory[0]);
         } else {
-            *memory = [0.5 + AV_FEATURE_WEIGHT * (rate - 0.5), 1.0];
+            memory[0] = 0.5 + AV_FEATURE_WEIGHT * (rate - 0.5);
+            memory[1] = 1.0;
         }
     }
 

@@ -1,0 +1,576 @@
+//! The uncensored controllers: on a lookup drafter's trace, `adaptive` and
+//! `per-state` learn from whole copy runs instead of the accepted counts of
+//! their own drafts.
+//!
+//! # What they see
+//!
+//! A lookup drafter (prompt lookup, vLLM's `ngram`) proposes a copy of
+//! context tokens; its proposal beyond the drafted `d` is known when
+//! drafting, and the verify step's bonus token says whether the copy went
+//! on past the draft: the step *continues the run* when the bonus token is
+//! the proposal's next token (`m > a`, with `m` the proposal's match
+//! length and `a` the accepted count), or when the whole proposal was
+//! drafted and accepted (`a = d = L`: the next lookup most likely goes on
+//! copying). Every other step *ends* its run. A run is the chain of a
+//! request's steps from one that starts a run to the one that ends it; its
+//! length `R` is the number of output tokens the chain predicted, `Σ (a +
+//! 1)` over its continuing steps plus the last step's `a`. Everything here
+//! is known at the verify step (one token past the draft), so no outcome
+//! waits for later tokens, and it is exact for greedy verification.
+//!
+//! # The estimate
+//!
+//! Where a run ends does not depend on the draft length (the first output
+//! token the copy mispredicts ends it whatever was drafted), so a run of
+//! `R` predicted tokens whose proposal was `L` long would have taken, at a
+//! static length `k` (drafting `d = min(k, L)` a step),
+//!
+//! ```text
+//! steps(k) = ⌊R / (d + 1)⌋ + 1        for R + 1 tokens,
+//! ```
+//!
+//! each step costing the request `(base + per_token × d) / n` of the step
+//! it shares with the `n` requests of its batch (the engine model's cost:
+//! `base + per_token × mean d`). The tokens do not depend on `k`, so the
+//! controller drafts the `k` of least summed cost over the runs it has
+//! seen, searched over all of `0..=K` (the goodput curve need not be
+//! concave). The batch-level controller keeps one sum; the per-state one
+//! keeps one per state of a run's first step (whether the drafter's match
+//! was shorter than its longest `n`, and whether the request's previous
+//! step had nothing to propose), and a run keeps its first step's length
+//! to its end. Runs of a request that had nothing to propose (`L = 0`)
+//! cost the same at every `k` and are not counted.
+//!
+//! Evidence is counted in observations (request-steps): the plan is chosen
+//! again once [`DEFAULT_RUN_OBSERVATIONS`] have been seen since the last
+//! choice, and every sum is then multiplied by `keep`
+//! ([`DEFAULT_KEEP`]): older runs weigh less. No exploration: a run is
+//! seen at every length, 0 included.
+
+use crate::drafting::{Policy, RequestMemory, RequestView};
+use crate::summary::CostLinear;
+use crate::trace_set::Position;
+
+/// Observations (request-steps) between two choices of the plan.
+pub const DEFAULT_RUN_OBSERVATIONS: u64 = 256;
+
+/// The weight every sum keeps at each choice of the plan.
+pub const DEFAULT_KEEP: f64 = 0.8;
+
+/// The draft length before the first choice.
+pub const DEFAULT_FIRST_LEN: usize = 4;
+
+/// The states of the per-state copy-run controller: short match × after a
+/// no-match.
+pub const RUN_STATES: usize = 4;
+
+/// What the engine tells a policy of one traced request-step, drafted or
+/// not (see [`Policy::after_position`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PositionOutcome {
+    /// What the trace says of the position: the proposal length `L`, its
+    /// match length `m` (known once the verify step's bonus token exists
+    /// for the part this module uses: `m > a`), the matched `n`.
+    pub position: Position,
+    /// The tokens drafted there (`min(k, L)`).
+    pub drafted: usize,
+    /// The tokens accepted (`min(drafted, m)`).
+    pub accepted: usize,
+    /// The requests of the step's batch (the step's cost is theirs).
+    pub batch: usize,
+    /// Whether the request generated its last token at this step.
+    pub finished: bool,
+}
+
+/// The settings of a copy-run controller.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSettings {
+    /// `K`.
+    pub max_draft_len: usize,
+    /// The step cost.
+    pub cost: CostLinear,
+    /// One length per state ([`RUN_STATES`]) or one for all.
+    pub per_state: bool,
+    /// The drafter's longest `n`: a shorter match is a state.
+    pub max_n: usize,
+    /// Observations between two choices.
+    pub observations: u64,
+    /// The weight the sums keep at each choice.
+    pub keep: f64,
+    /// The length before the first choice.
+    pub first_len: usize,
+    /// Whether a run costs its request `1 / n` of each step it shares with
+    /// `n - 1` others (else the whole step).
+    pub share_batch: bool,
+}
+
+impl RunSettings {
+    /// The defaults, for `K` and a cost.
+    pub fn new(max_draft_len: usize, cost: CostLinear, per_state: bool, max_n: usize) -> Self {
+        Self {
+            max_draft_len,
+            cost,
+            per_state,
+            max_n,
+            observations: DEFAULT_RUN_OBSERVATIONS,
+            keep: DEFAULT_KEEP,
+            first_len: DEFAULT_FIRST_LEN,
+            share_batch: true,
+        }
+    }
+}
+
+/// The summed cost at every `k`, per state, of the runs seen: the estimate
+/// a copy-run controller chooses from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunCosts {
+    max_draft_len: usize,
+    /// `states × (K + 1)`.
+    cost: Vec<f64>,
+    runs: Vec<f64>,
+}
+
+impl RunCosts {
+    /// Empty sums for `states` states at `K`.
+    pub fn new(states: usize, max_draft_len: usize) -> Self {
+        Self {
+            max_draft_len,
+            cost: vec![0.0; states * (max_draft_len + 1)],
+            runs: vec![0.0; states],
+        }
+    }
+
+    /// The cost of `steps(k)` steps of `base + per_token × min(k, L)` each
+    /// for a run of `r` predicted tokens whose proposal was `proposal` long,
+    /// weighted by `weight`, added to every `k` of `state`.
+    pub fn add(
+        &mut self,
+        state: usize,
+        r: usize,
+        proposal: usize,
+        weight: [f64; 2],
+        cost: CostLinear,
+    ) {
+        let width = self.max_draft_len + 1;
+        let row = &mut self.cost[state * width..(state + 1) * width];
+        for (k, sum) in row.iter_mut().enumerate() {
+            let d = k.min(proposal);
+            let steps = r / (d + 1) + 1;
+            *sum += steps as f64 * (weight[0] * cost.base + weight[1] * cost.per_token * d as f64);
+        }
+        self.runs[state] += weight[1];
+    }
+
+    /// The length of least cost for `state` (ties to the shorter), `None`
+    /// when it has seen no run.
+    pub fn best(&self, state: usize) -> Option<usize> {
+        let width = self.max_draft_len + 1;
+        if self.runs[state] <= 0.0 {
+            return None;
+        }
+        argmin(&self.cost[state * width..(state + 1) * width])
+    }
+
+    /// The length of least cost over every state together.
+    pub fn best_overall(&self) -> Option<usize> {
+        let width = self.max_draft_len + 1;
+        if self.runs.iter().sum::<f64>() <= 0.0 {
+            return None;
+        }
+        let total: Vec<f64> = (0..width)
+            .map(|k| self.cost.chunks(width).map(|row| row[k]).sum())
+            .collect();
+        argmin(&total)
+    }
+
+    /// Multiplies every sum by `keep`.
+    pub fn decay(&mut self, keep: f64) {
+        self.cost.iter_mut().for_each(|c| *c *= keep);
+        self.runs.iter_mut().for_each(|c| *c *= keep);
+    }
+}
+
+fn argmin(row: &[f64]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (k, &c) in row.iter().enumerate() {
+        if best.is_none_or(|(_, b)| c < b) {
+            best = Some((k, c));
+        }
+    }
+    best.map(|(k, _)| k)
+}
+
+// The request memory of a copy-run controller: the open run's predicted
+// tokens so far, its state + 1 (0: no open run), its proposal length, its
+// weight, and whether the previous step had nothing to propose.
+const RUN_R: usize = 0;
+const RUN_STATE: usize = 1;
+const RUN_PROPOSAL: usize = 2;
+const RUN_WEIGHT: usize = 3;
+const RUN_AFTER_NO_MATCH: usize = 4;
+
+/// A copy-run controller (`adaptive` or `per-state` on a lookup trace):
+/// see the module docs.
+#[derive(Clone, Debug)]
+pub struct CopyRuns {
+    settings: RunSettings,
+    costs: RunCosts,
+    plan: Vec<usize>,
+    seen: u64,
+    choices: u64,
+    last: usize,
+}
+
+impl CopyRuns {
+    /// A controller of `settings`, drafting `first_len` until its first
+    /// choice.
+    pub fn new(settings: RunSettings) -> Self {
+        let states = if settings.per_state { RUN_STATES } else { 1 };
+        let first = settings.first_len.min(settings.max_draft_len);
+        Self {
+            costs: RunCosts::new(states, settings.max_draft_len),
+            plan: vec![first; states],
+            seen: 0,
+            choices: 0,
+            last: first,
+            settings,
+        }
+    }
+
+    /// The length per state (one for the batch-level controller).
+    pub fn plan(&self) -> &[usize] {
+        &self.plan
+    }
+
+    /// How many times the plan was chosen.
+    pub fn choices(&self) -> u64 {
+        self.choices
+    }
+
+    /// The state of a run starting at a step where the drafter proposes
+    /// `position` after a step with no proposal (`after_no_match`).
+    fn state_of(&self, position: Option<Position>, after_no_match: bool) -> usize {
+        if !self.settings.per_state {
+            return 0;
+        }
+        let short =
+            position.is_some_and(|p| p.ngram > 0 && usize::from(p.ngram) < self.settings.max_n);
+        usize::from(short) + 2 * usize::from(after_no_match)
+    }
+
+    fn choose(&mut self) {
+        self.choices += 1;
+        let overall = self.costs.best_overall();
+        for s in 0..self.plan.len() {
+            if let Some(k) = self.costs.best(s).or(overall) {
+                self.plan[s] = k;
+            }
+        }
+        self.costs.decay(self.settings.keep);
+    }
+
+    fn len_for(&self, view: &RequestView) -> usize {
+        let m = &view.memory;
+        let state = if m[RUN_STATE] > 0.0 {
+            m[RUN_STATE] as usize - 1
+        } else {
+            self.state_of(view.position, m[RUN_AFTER_NO_MATCH] > 0.0)
+        };
+        self.plan[state.min(self.plan.len() - 1)]
+    }
+}
+
+impl Policy for CopyRuns {
+    fn budget(&mut self, _step: u64) -> usize {
+        self.plan[0]
+    }
+
+    fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        for (len, view) in lens.iter_mut().zip(requests) {
+            *len = self.len_for(view);
+        }
+    }
+
+    fn after_position(&mut self, memory: &mut RequestMemory, outcome: PositionOutcome) {
+        let p = outcome.position;
+        let (l, m, a) = (
+            usize::from(p.proposal),
+            usize::from(p.matched),
+            outcome.accepted,
+        );
+        if memory[RUN_STATE] == 0.0 && l > 0 {
+            // A run starts here.
+            let state = self.state_of(Some(p), memory[RUN_AFTER_NO_MATCH] > 0.0);
+            memory[RUN_STATE] = (state + 1) as f64;
+            memory[RUN_R] = 0.0;
+            memory[RUN_PROPOSAL] = l as f64;
+            // The step's cost is shared by its batch (the engine model's
+            // `base + per_token × mean d`).
+            memory[RUN_WEIGHT] = if self.settings.share_batch {
+                1.0 / outcome.batch.max(1) as f64
+            } else {
+                1.0
+            };
+        }
+        if memory[RUN_STATE] > 0.0 {
+            let continues = (m > a || (l > 0 && a == l)) && !outcome.finished;
+            if continues {
+                memory[RUN_R] += (a + 1) as f64;
+            } else {
+                let r = memory[RUN_R] as usize + a;
+                let state = memory[RUN_STATE] as usize - 1;
+                let w = memory[RUN_WEIGHT];
+                self.costs.add(
+                    state,
+                    r,
+                    memory[RUN_PROPOSAL] as usize,
+                    [w, w],
+                    self.settings.cost,
+                );
+                memory[RUN_STATE] = 0.0;
+            }
+        }
+        memory[RUN_AFTER_NO_MATCH] = if l == 0 { 1.0 } else { 0.0 };
+        self.seen += 1;
+        if self.seen >= self.settings.observations {
+            self.seen = 0;
+            self.choose();
+        }
+    }
+
+    fn after_step(&mut self, budget: usize, _outcomes: &[(usize, usize)]) {
+        self.last = budget;
+    }
+
+    fn chosen(&self) -> usize {
+        if self.settings.per_state {
+            self.last
+        } else {
+            self.plan[0]
+        }
+    }
+
+    fn plan_key(&self) -> u64 {
+        self.plan
+            .iter()
+            .fold(0u64, |h, &k| h.wrapping_mul(131).wrapping_add(k as u64 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COST: CostLinear = CostLinear {
+        base: 1.0,
+        per_token: 0.1,
+    };
+
+    fn settings(per_state: bool, observations: u64) -> RunSettings {
+        RunSettings {
+            observations,
+            keep: 1.0,
+            share_batch: false,
+            ..RunSettings::new(8, COST, per_state, 5)
+        }
+    }
+
+    fn outcome(proposal: u8, matched: u8, drafted: usize, ngram: u8) -> PositionOutcome {
+        PositionOutcome {
+            position: Position {
+                proposal,
+                matched,
+                ngram,
+            },
+            drafted,
+            accepted: drafted.min(usize::from(matched)),
+            batch: 1,
+            finished: false,
+        }
+    }
+
+    /// The cost of one run of `r` predicted tokens at `k` (proposal `l`).
+    fn run_cost(r: usize, l: usize, k: usize) -> f64 {
+        let d = k.min(l);
+        (r / (d + 1) + 1) as f64 * (COST.base + COST.per_token * d as f64)
+    }
+
+    #[test]
+    fn a_run_costs_its_steps_at_every_length() {
+        let mut costs = RunCosts::new(1, 8);
+        costs.add(0, 10, 8, [1.0, 1.0], COST);
+        // k = 0: 11 steps of 1; k = 4: 3 steps of 1.4; k = 8: 2 of 1.8.
+        let row: Vec<f64> = (0..=8).map(|k| costs.cost[k]).collect();
+        assert!((row[0] - 11.0).abs() < 1e-12);
+        assert!((row[4] - 3.0 * 1.4).abs() < 1e-12);
+        assert!((row[8] - 2.0 * 1.8).abs() < 1e-12);
+        // A proposal of 3 caps every longer draft at 3.
+        let mut capped = RunCosts::new(1, 8);
+        capped.add(0, 10, 3, [1.0, 1.0], COST);
+        assert_eq!(capped.cost[8], capped.cost[3]);
+        assert!((capped.cost[3] - 3.0 * 1.3).abs() < 1e-12);
+        // The base and the per-token cost are weighted apart.
+        let mut weighted = RunCosts::new(1, 8);
+        weighted.add(0, 10, 8, [1.0, 0.5], COST);
+        assert!((weighted.cost[4] - 3.0 * 1.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_best_length_is_searched_over_every_length() {
+        // Runs that end at once: drafting only costs.
+        let mut none = RunCosts::new(1, 8);
+        assert_eq!(none.best(0), None, "no run seen");
+        none.add(0, 0, 8, [1.0, 1.0], COST);
+        assert_eq!(none.best(0), Some(0));
+        // Long runs: the longest draft.
+        let mut long = RunCosts::new(1, 8);
+        long.add(0, 500, 8, [1.0, 1.0], COST);
+        assert_eq!(long.best(0), Some(8));
+        // Runs of exactly 3 and of 0 tokens: k = 3 takes a run in one
+        // step, k = 2 in two; no local search from k = 0 or 8 would stop
+        // there if the curve dips between.
+        let mut mixed = RunCosts::new(1, 8);
+        for _ in 0..10 {
+            mixed.add(0, 3, 8, [1.0, 1.0], COST);
+        }
+        mixed.add(0, 0, 8, [1.0, 1.0], COST);
+        let best = mixed.best(0).unwrap();
+        let costs: Vec<f64> = (0..=8)
+            .map(|k| 10.0 * run_cost(3, 8, k) + run_cost(0, 8, k))
+            .collect();
+        let want = (0..=8)
+            .min_by(|&a, &b| costs[a].partial_cmp(&costs[b]).unwrap())
+            .unwrap();
+        assert_eq!(best, want);
+        assert_eq!(best, 3);
+    }
+
+    #[test]
+    fn a_chain_of_steps_is_one_run_until_the_copy_stops() {
+        let mut c = CopyRuns::new(settings(false, 1000));
+        let mut memory = RequestMemory::default();
+        // k = 4: accepts 4 and the bonus token continues the copy (m > a),
+        // twice; then 2 of 4 accepted: the run ends at 5 + 5 + 2 = 12.
+        c.after_position(&mut memory, outcome(8, 20, 4, 5));
+        c.after_position(&mut memory, outcome(8, 15, 4, 5));
+        assert_eq!(memory[RUN_STATE], 1.0, "the run is open");
+        assert_eq!(memory[RUN_R], 10.0);
+        c.after_position(&mut memory, outcome(8, 2, 4, 5));
+        assert_eq!(memory[RUN_STATE], 0.0, "closed");
+        for k in 0..=8 {
+            assert!(
+                (c.costs.cost[k] - run_cost(12, 8, k)).abs() < 1e-12,
+                "k = {k}"
+            );
+        }
+        // Accepting all of a draft whose bonus token is not the proposal's
+        // next token ends the run (m = a = d < L).
+        c.after_position(&mut memory, outcome(8, 4, 4, 5));
+        assert_eq!(memory[RUN_STATE], 0.0);
+        // A whole proposal accepted goes on (nothing to compare the bonus
+        // token with): m = a = d = L.
+        c.after_position(&mut memory, outcome(3, 3, 4, 5));
+        assert_eq!(memory[RUN_STATE], 1.0);
+        // A step with nothing to propose is no run.
+        let mut fresh = RequestMemory::default();
+        c.after_position(&mut fresh, outcome(0, 0, 0, 0));
+        assert_eq!(fresh[RUN_STATE], 0.0);
+        assert_eq!(fresh[RUN_AFTER_NO_MATCH], 1.0);
+    }
+
+    #[test]
+    fn a_run_ends_with_its_request() {
+        let mut c = CopyRuns::new(settings(false, 1000));
+        let mut memory = RequestMemory::default();
+        let mut last = outcome(8, 20, 4, 5);
+        last.finished = true;
+        c.after_position(&mut memory, last);
+        assert_eq!(memory[RUN_STATE], 0.0);
+        assert!((c.costs.cost[0] - run_cost(4, 8, 0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn undrafted_steps_still_see_the_copy() {
+        // k = 0 drafts nothing; the one token generated matches the
+        // proposal (m >= 1): the run goes on, and ends where m = 0.
+        let mut c = CopyRuns::new(settings(false, 1000));
+        let mut memory = RequestMemory::default();
+        for m in [3, 2, 1] {
+            c.after_position(&mut memory, outcome(8, m, 0, 5));
+        }
+        c.after_position(&mut memory, outcome(8, 0, 0, 5));
+        assert!((c.costs.cost[8] - run_cost(3, 8, 8)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_plan_is_chosen_every_n_observations_from_what_was_seen() {
+        let mut c = CopyRuns::new(settings(false, 4));
+        assert_eq!(c.plan(), &[DEFAULT_FIRST_LEN]);
+        let mut memory = RequestMemory::default();
+        // Long copies: each step accepts its 4 and goes on, then one ends.
+        for _ in 0..3 {
+            c.after_position(&mut memory, outcome(8, 8, 4, 5));
+        }
+        assert_eq!(c.choices(), 0);
+        c.after_position(&mut memory, outcome(8, 0, 4, 5));
+        assert_eq!(c.choices(), 1);
+        // One run of 15 tokens: k = 8 takes 2 steps of 1.8 (3.6), k = 7
+        // 2 of 1.7 (3.4), k = 4 3 of 1.4 (4.2): k = 7.
+        assert_eq!(c.plan(), &[7]);
+        let mut lens = [0; 1];
+        let view = RequestView {
+            state: specdec_metrics::RequestState::new(),
+            memory,
+            position: None,
+            state_index: 0,
+            left: 10,
+        };
+        c.draft_lens(0, &[view], &mut lens);
+        assert_eq!(lens, [7]);
+        assert_eq!(c.chosen(), 7);
+    }
+
+    #[test]
+    fn per_state_runs_keep_the_length_of_their_first_steps_state() {
+        let mut c = CopyRuns::new(settings(true, 1000));
+        // States: short match (n < 5) and after a step with no proposal.
+        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 5).position), false), 0);
+        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 2).position), false), 1);
+        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 5).position), true), 2);
+        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 2).position), true), 3);
+        // Long runs after a no-match, none elsewhere: only state 2 and 3
+        // learn to draft long; states never seen take the overall best.
+        let mut memory = RequestMemory::default();
+        for _ in 0..20 {
+            c.after_position(&mut memory, outcome(0, 0, 0, 0));
+            c.after_position(&mut memory, outcome(8, 8, 4, 5));
+            c.after_position(&mut memory, outcome(8, 0, 4, 5));
+        }
+        let mut other = RequestMemory::default();
+        for _ in 0..20 {
+            c.after_position(&mut other, outcome(8, 0, 1, 2));
+        }
+        c.choose();
+        assert_eq!(
+            c.plan()[2],
+            5,
+            "runs of 5 predicted tokens: one step at k = 5"
+        );
+        assert_eq!(c.plan()[1], 0, "runs of nothing: k = 0");
+        assert_eq!(c.plan()[0], c.costs.best_overall().unwrap());
+        // An open run drafts its first state's length.
+        let mut open = RequestMemory::default();
+        open[RUN_AFTER_NO_MATCH] = 1.0;
+        c.after_position(&mut open, outcome(8, 8, 4, 2));
+        let view = RequestView {
+            state: specdec_metrics::RequestState::new(),
+            memory: open,
+            position: Some(outcome(8, 0, 0, 2).position),
+            state_index: 0,
+            left: 10,
+        };
+        let mut lens = [9; 1];
+        c.draft_lens(0, &[view], &mut lens);
+        assert_eq!(lens, [c.plan()[3]]);
+    }
+}
