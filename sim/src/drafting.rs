@@ -50,7 +50,7 @@ use crate::trace_set::Position;
 /// Numbers a policy keeps for one request (for example its own estimate of
 /// the request's acceptance): zero when the request is admitted, changed
 /// only by [`Policy::after_request`], stored by the engine with the request.
-pub type RequestMemory = [f64; 5];
+pub type RequestMemory = [f64; 6];
 
 /// What a policy sees of one request of the batch before a step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -346,7 +346,7 @@ mod tests {
         let mut policy = PerState::new(Arc::clone(&plan));
         let view = |score: f64| RequestView {
             state: RequestState::with_score(score),
-            memory: [0.0; 5],
+            memory: [0.0; 6],
             position: None,
             state_index: 0,
             left: 100,

@@ -36,8 +36,9 @@
 //! seen, searched over all of `0..=K` (the goodput curve need not be
 //! concave). The batch-level controller keeps one sum; the per-state one
 //! keeps one per state of a run's first step (whether the drafter's match
-//! was shorter than its longest `n`, and whether the request's previous
-//! step had nothing to propose), and a run keeps its first step's length
+//! was shorter than its longest `n`, whether the request's previous step
+//! had nothing to propose, and whether its previous run predicted more
+//! than one token), and a run keeps its first step's length
 //! to its end. Runs of a request that had nothing to propose (`L = 0`)
 //! cost the same at every `k` and are not counted.
 //!
@@ -60,9 +61,14 @@ pub const DEFAULT_KEEP: f64 = 0.8;
 /// The draft length before the first choice.
 pub const DEFAULT_FIRST_LEN: usize = 4;
 
-/// The states of the per-state copy-run controller: short match × after a
-/// no-match.
+/// The states of the per-state copy-run controller without
+/// [`RunSettings::long_run`]: short match × after a no-match (twice as many
+/// with it).
 pub const RUN_STATES: usize = 4;
+
+/// The per-state copy-run controller's third signal: whether the request's
+/// previous run predicted more than this many tokens.
+pub const DEFAULT_LONG_RUN: usize = 1;
 
 /// What the engine tells a policy of one traced request-step, drafted or
 /// not (see [`Policy::after_position`]).
@@ -99,6 +105,9 @@ pub struct RunSettings {
     pub keep: f64,
     /// The length before the first choice.
     pub first_len: usize,
+    /// With `Some(t)`, per-state doubles its states by whether the
+    /// request's previous run predicted more than `t` tokens.
+    pub long_run: Option<usize>,
     /// Whether a run costs its request `1 / n` of each step it shares with
     /// `n - 1` others (else the whole step).
     pub share_batch: bool,
@@ -116,6 +125,7 @@ impl RunSettings {
             keep: DEFAULT_KEEP,
             first_len: DEFAULT_FIRST_LEN,
             share_batch: true,
+            long_run: Some(DEFAULT_LONG_RUN),
         }
     }
 }
@@ -208,6 +218,7 @@ const RUN_STATE: usize = 1;
 const RUN_PROPOSAL: usize = 2;
 const RUN_WEIGHT: usize = 3;
 const RUN_AFTER_NO_MATCH: usize = 4;
+const RUN_LAST: usize = 5;
 
 /// A copy-run controller (`adaptive` or `per-state` on a lookup trace):
 /// see the module docs.
@@ -225,7 +236,11 @@ impl CopyRuns {
     /// A controller of `settings`, drafting `first_len` until its first
     /// choice.
     pub fn new(settings: RunSettings) -> Self {
-        let states = if settings.per_state { RUN_STATES } else { 1 };
+        let states = match (settings.per_state, settings.long_run) {
+            (false, _) => 1,
+            (true, None) => RUN_STATES,
+            (true, Some(_)) => 2 * RUN_STATES,
+        };
         let first = settings.first_len.min(settings.max_draft_len);
         Self {
             costs: RunCosts::new(states, settings.max_draft_len),
@@ -249,13 +264,18 @@ impl CopyRuns {
 
     /// The state of a run starting at a step where the drafter proposes
     /// `position` after a step with no proposal (`after_no_match`).
-    fn state_of(&self, position: Option<Position>, after_no_match: bool) -> usize {
+    fn state_with(&self, position: Option<Position>, after_no_match: bool, last_run: f64) -> usize {
         if !self.settings.per_state {
             return 0;
         }
         let short =
             position.is_some_and(|p| p.ngram > 0 && usize::from(p.ngram) < self.settings.max_n);
-        usize::from(short) + 2 * usize::from(after_no_match)
+        // `last_run` is one more than the predicted tokens (0: no run yet).
+        let long = self
+            .settings
+            .long_run
+            .is_some_and(|t| last_run > (t + 1) as f64);
+        usize::from(short) + 2 * usize::from(after_no_match) + 4 * usize::from(long)
     }
 
     fn choose(&mut self) {
@@ -274,7 +294,7 @@ impl CopyRuns {
         let state = if m[RUN_STATE] > 0.0 {
             m[RUN_STATE] as usize - 1
         } else {
-            self.state_of(view.position, m[RUN_AFTER_NO_MATCH] > 0.0)
+            self.state_with(view.position, m[RUN_AFTER_NO_MATCH] > 0.0, m[RUN_LAST])
         };
         self.plan[state.min(self.plan.len() - 1)]
     }
@@ -300,7 +320,8 @@ impl Policy for CopyRuns {
         );
         if memory[RUN_STATE] == 0.0 && l > 0 {
             // A run starts here.
-            let state = self.state_of(Some(p), memory[RUN_AFTER_NO_MATCH] > 0.0);
+            let state =
+                self.state_with(Some(p), memory[RUN_AFTER_NO_MATCH] > 0.0, memory[RUN_LAST]);
             memory[RUN_STATE] = (state + 1) as f64;
             memory[RUN_R] = 0.0;
             memory[RUN_PROPOSAL] = l as f64;
@@ -328,6 +349,8 @@ impl Policy for CopyRuns {
                     self.settings.cost,
                 );
                 memory[RUN_STATE] = 0.0;
+                // One more than the run's predicted tokens (0: none yet).
+                memory[RUN_LAST] = (r + 1) as f64;
             }
         }
         memory[RUN_AFTER_NO_MATCH] = if l == 0 { 1.0 } else { 0.0 };
@@ -371,6 +394,7 @@ mod tests {
             observations,
             keep: 1.0,
             share_batch: false,
+            long_run: None,
             ..RunSettings::new(8, COST, per_state, 5)
         }
     }
@@ -531,13 +555,47 @@ mod tests {
     }
 
     #[test]
+    fn the_previous_run_is_a_state_of_its_own() {
+        let mut c = CopyRuns::new(RunSettings {
+            long_run: Some(1),
+            ..settings(true, 1000)
+        });
+        assert_eq!(c.plan().len(), 8);
+        let p = Some(outcome(8, 0, 0, 5).position);
+        // One more than the predicted tokens: 2 is a run of 1, 3 of 2.
+        assert_eq!(c.state_with(p, false, 0.0), 0);
+        assert_eq!(c.state_with(p, false, 2.0), 0);
+        assert_eq!(c.state_with(p, false, 3.0), 4);
+        assert_eq!(c.state_with(p, true, 3.0), 6);
+        // A run of 5 then: the next run starts in a "long" state.
+        let mut memory = RequestMemory::default();
+        c.after_position(&mut memory, outcome(8, 8, 4, 5));
+        c.after_position(&mut memory, outcome(8, 0, 4, 5));
+        assert_eq!(memory[RUN_LAST], 6.0);
+        c.after_position(&mut memory, outcome(8, 8, 4, 5));
+        assert_eq!(memory[RUN_STATE], 5.0, "state 4, stored plus one");
+    }
+
+    #[test]
     fn per_state_runs_keep_the_length_of_their_first_steps_state() {
         let mut c = CopyRuns::new(settings(true, 1000));
         // States: short match (n < 5) and after a step with no proposal.
-        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 5).position), false), 0);
-        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 2).position), false), 1);
-        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 5).position), true), 2);
-        assert_eq!(c.state_of(Some(outcome(8, 0, 0, 2).position), true), 3);
+        assert_eq!(
+            c.state_with(Some(outcome(8, 0, 0, 5).position), false, 0.0),
+            0
+        );
+        assert_eq!(
+            c.state_with(Some(outcome(8, 0, 0, 2).position), false, 0.0),
+            1
+        );
+        assert_eq!(
+            c.state_with(Some(outcome(8, 0, 0, 5).position), true, 0.0),
+            2
+        );
+        assert_eq!(
+            c.state_with(Some(outcome(8, 0, 0, 2).position), true, 0.0),
+            3
+        );
         // Long runs after a no-match, none elsewhere: only state 2 and 3
         // learn to draft long; states never seen take the overall best.
         let mut memory = RequestMemory::default();

@@ -485,7 +485,7 @@ fn per_request_lengths_never_exceed_k() {
             Box::new(VllmAdaptiveVerification::new(k, 1.0, 0.1, 8)),
         ];
         for policy in &mut policies {
-            let mut memories = [[0.0; 5]; 8];
+            let mut memories = [[0.0; 6]; 8];
             let mut lens = [0; 8];
             for i in 0..1_000 {
                 let views: Vec<RequestView> = memories.iter().map(|&m| view(m)).collect();
@@ -533,8 +533,8 @@ fn steps_never_allocate() {
     // allocation included).
     let mut smartspec = SmartSpec::new(7, 1.0, 0.1, 32);
     let mut av = VllmAdaptiveVerification::new(7, 1.0, 0.1, 32);
-    let mut memories = [[0.0; 5]; 32];
-    let mut views = [view([0.0; 5]); 32];
+    let mut memories = [[0.0; 6]; 32];
+    let mut views = [view([0.0; 6]); 32];
     let mut lens = [0usize; 32];
     let n = allocations_during(|| {
         for i in 0..2_000u64 {
@@ -566,8 +566,8 @@ fn smartspec_gives_tokens_where_they_are_likeliest_while_the_goodput_rises() {
     // first request's and the second's first.
     let mut rule = SmartSpec::new(3, 1.0, 0.1, 2);
     let requests = [
-        view([0.9, 1.0, 0.0, 0.0, 0.0]),
-        view([0.3, 1.0, 0.0, 0.0, 0.0]),
+        view([0.9, 1.0, 0.0, 0.0, 0.0, 0.0]),
+        view([0.3, 1.0, 0.0, 0.0, 0.0, 0.0]),
     ];
     assert!(close(rule.alpha(&requests[0].memory), 0.9));
     let mut lens = [0; 2];
@@ -585,8 +585,8 @@ fn smartspec_gives_tokens_where_they_are_likeliest_while_the_goodput_rises() {
     rule.draft_lens(
         1,
         &[
-            view([0.0, 1.0, 0.0, 0.0, 0.0]),
-            view([0.9, 1.0, 0.0, 0.0, 0.0]),
+            view([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]),
+            view([0.9, 1.0, 0.0, 0.0, 0.0, 0.0]),
         ],
         &mut lens,
     );
@@ -596,7 +596,7 @@ fn smartspec_gives_tokens_where_they_are_likeliest_while_the_goodput_rises() {
 #[test]
 fn smartspec_estimates_alpha_from_the_engine_then_the_requests_own_steps() {
     let mut rule = SmartSpec::new(4, 1.0, 0.1, 4);
-    let mut memory = [0.0; 5];
+    let mut memory = [0.0; 6];
     // No verify step yet: the engine's rate, 1/2 at first.
     assert!(close(rule.alpha(&memory), 0.5));
     // Drafted 4, accepted 2: 3 tested. From the engine's (0.5, 1), a
@@ -609,7 +609,7 @@ fn smartspec_estimates_alpha_from_the_engine_then_the_requests_own_steps() {
     assert!(close(rule.alpha(&memory), 0.875 / 1.5));
     // The engine's rate moves 1/100 toward the step's (2 of 3).
     rule.after_step(2, &[(4, 2)]);
-    assert!(close(rule.alpha(&[0.0; 5]), 0.515 / 1.02));
+    assert!(close(rule.alpha(&[0.0; 6]), 0.515 / 1.02));
     // All 4 accepted: 4 tested. (1.65625, 2.125), alpha 0.7794.
     rule.after_request(0, &mut memory, 4, 4);
     assert!(
@@ -632,7 +632,7 @@ fn vllm_av_verifies_whole_drafts_until_its_third_refit_then_allocates_by_surviva
     // Nothing observed: the first coefficients stay (slope 0, bias 1.5),
     // every position at sigmoid(1.5) = 0.8176.
     let mut av = VllmAdaptiveVerification::new(3, 1.0, 0.6, 2);
-    let requests = [view([0.0; 5]); 2];
+    let requests = [view([0.0; 6]); 2];
     let mut lens = [0; 2];
     assert!(close(av.acceptance(2, 0.3), 1.0 / (1.0 + (-1.5f64).exp())));
     for step in 0..300 {
@@ -663,7 +663,7 @@ fn vllm_av_verifies_whole_drafts_until_its_third_refit_then_allocates_by_surviva
 fn av_after_one_round(accepted_at_0: usize, accepted_at_1: usize) -> VllmAdaptiveVerification {
     let mut av = VllmAdaptiveVerification::new(1, 1.0, 0.1, 200);
     let mut memories: Vec<RequestMemory> = (0..200)
-        .map(|r| [if r < 100 { 0.0 } else { 1.0 }, 1.0, 0.0, 0.0, 0.0])
+        .map(|r| [if r < 100 { 0.0 } else { 1.0 }, 1.0, 0.0, 0.0, 0.0, 0.0])
         .collect();
     let views: Vec<RequestView> = memories.iter().map(|&m| view(m)).collect();
     let mut lens = vec![0; 200];
@@ -704,7 +704,7 @@ fn vllm_av_refits_one_newton_step_per_position_from_the_round() {
 #[test]
 fn vllm_av_feature_is_the_requests_recent_acceptance() {
     let mut av = VllmAdaptiveVerification::new(4, 1.0, 0.1, 1);
-    let mut memory = [0.0; 5];
+    let mut memory = [0.0; 6];
     assert_eq!(VllmAdaptiveVerification::feature(&memory), 0.5);
     // 4 drafted, 3 accepted: a quarter of the way from 1/2 to 3/4.
     av.after_request(0, &mut memory, 4, 3);
