@@ -502,6 +502,108 @@ mod tests {
     }
 
     #[test]
+    fn the_base_cost_is_weighted_too() {
+        let two = CostLinear {
+            base: 2.0,
+            per_token: 0.1,
+        };
+        let mut costs = RunCosts::new(1, 8);
+        costs.add(0, 10, 8, [0.5, 1.0], two);
+        // k = 4: 3 steps of 0.5 × 2 + 0.4.
+        assert!((costs.cost[4] - 3.0 * 1.4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_overall_best_sums_the_states() {
+        let mut costs = RunCosts::new(2, 8);
+        // State 0 alone would draft 0, state 1 alone 8; together the long
+        // runs weigh more.
+        costs.add(0, 0, 8, [1.0, 1.0], COST);
+        for _ in 0..3 {
+            costs.add(1, 40, 8, [1.0, 1.0], COST);
+        }
+        assert_eq!((costs.best(0), costs.best(1)), (Some(0), Some(8)));
+        assert_eq!(costs.best_overall(), Some(8));
+        let mut short = RunCosts::new(2, 8);
+        for _ in 0..30 {
+            short.add(0, 0, 8, [1.0, 1.0], COST);
+        }
+        short.add(1, 3, 8, [1.0, 1.0], COST);
+        assert_eq!(short.best(1), Some(3));
+        assert_eq!(short.best_overall(), Some(0));
+        assert_eq!(RunCosts::new(2, 8).best_overall(), None);
+    }
+
+    #[test]
+    fn decay_weighs_older_runs_less() {
+        let mut costs = RunCosts::new(1, 8);
+        costs.add(0, 40, 8, [1.0, 1.0], COST);
+        let before = costs.cost.clone();
+        costs.decay(0.25);
+        for (a, b) in costs.cost.iter().zip(&before) {
+            assert!((a - 0.25 * b).abs() < 1e-12);
+        }
+        assert!((costs.runs[0] - 0.25).abs() < 1e-12);
+        // Forgotten: one run that ends at once decides.
+        costs.decay(0.0);
+        costs.add(0, 0, 8, [1.0, 1.0], COST);
+        assert_eq!(costs.best(0), Some(0));
+    }
+
+    #[test]
+    fn ties_go_to_the_shorter_length() {
+        assert_eq!(argmin(&[2.0, 1.0, 1.0, 3.0]), Some(1));
+        assert_eq!(argmin(&[]), None);
+    }
+
+    #[test]
+    fn a_request_drafts_its_states_length() {
+        let mut c = CopyRuns::new(RunSettings {
+            long_run: Some(1),
+            ..settings(true, 1000)
+        });
+        c.plan = (10..18).collect();
+        assert_eq!(c.budget(0), 10);
+        let view = |memory: RequestMemory, ngram: u8| RequestView {
+            state: specdec_metrics::RequestState::new(),
+            memory,
+            position: Some(outcome(8, 0, 0, ngram).position),
+            state_index: 0,
+            left: 10,
+        };
+        let mut after = RequestMemory::default();
+        after[RUN_AFTER_NO_MATCH] = 1.0;
+        let mut long = RequestMemory::default();
+        long[RUN_LAST] = 5.0;
+        let mut open = RequestMemory::default();
+        open[RUN_STATE] = 7.0; // state 6, whatever the position says
+        let views = [
+            view(RequestMemory::default(), 5),
+            view(RequestMemory::default(), 2),
+            view(RequestMemory::default(), 0),
+            view(after, 5),
+            view(long, 2),
+            view(open, 2),
+        ];
+        let mut lens = [0; 6];
+        c.draft_lens(0, &views, &mut lens);
+        assert_eq!(lens, [10, 11, 10, 12, 15, 16]);
+    }
+
+    #[test]
+    fn a_run_weighs_its_share_of_the_batch() {
+        let mut c = CopyRuns::new(RunSettings {
+            share_batch: true,
+            ..settings(false, 1000)
+        });
+        let mut memory = RequestMemory::default();
+        let mut o = outcome(8, 0, 4, 5);
+        o.batch = 4;
+        c.after_position(&mut memory, o);
+        assert!((c.costs.cost[4] - 0.25 * run_cost(0, 8, 4)).abs() < 1e-12);
+    }
+
+    #[test]
     fn a_chain_of_steps_is_one_run_until_the_copy_stops() {
         let mut c = CopyRuns::new(settings(false, 1000));
         let mut memory = RequestMemory::default();
