@@ -629,7 +629,10 @@ mod tests {
         // token with): m = a = d = L.
         c.after_position(&mut memory, outcome(3, 3, 4, 5));
         assert_eq!(memory[RUN_STATE], 1.0);
-        // A step with nothing to propose is no run.
+        // A step with nothing to propose ends an open run ...
+        c.after_position(&mut memory, outcome(0, 0, 0, 0));
+        assert_eq!(memory[RUN_STATE], 0.0);
+        // ... and is no run of its own.
         let mut fresh = RequestMemory::default();
         c.after_position(&mut fresh, outcome(0, 0, 0, 0));
         assert_eq!(fresh[RUN_STATE], 0.0);
