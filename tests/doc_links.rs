@@ -30,6 +30,7 @@ fn documents() -> Vec<PathBuf> {
         "sim",
         "examples",
         "cli",
+        "ingest",
         "loom-tests",
     ] {
         let readme = root.join(dir).join("README.md");

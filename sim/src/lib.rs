@@ -5,7 +5,9 @@
 //! the `serving_engine` demo and the `policy_table`) run. A plain library:
 //! no features, no HTTP, runtime or flag parser.
 //!
-//! This crate is not published: it is the library's test bed. For the
+//! It is published only because the command line (`specdec-metrics-cli`)
+//! needs it to install from crates.io: it is the library's test bed, and
+//! its API follows the command line's and the demo's needs. For the
 //! twenty lines an engine needs, read `examples/embed.rs` at the
 //! repository root instead.
 //!
