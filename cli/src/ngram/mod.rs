@@ -73,6 +73,7 @@
 
 pub mod git;
 pub mod git_range;
+pub mod suffix;
 pub mod tokenize;
 
 #[cfg(test)]
