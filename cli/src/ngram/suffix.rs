@@ -67,6 +67,7 @@
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
+use specdec_ingest::trace::Below;
 
 /// The rule's settings (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -681,24 +682,8 @@ pub fn local_pass(config: &SuffixConfig, prompt: &[u32], output: &[u32]) -> Loca
     pass
 }
 
-/// A cap below the trace's where the outcome differs from the trace's
-/// own arrays: at caps above the previous such cap of the position, up to
-/// `cap`, the draft is `min(k, proposal)` long and `min(k, matched)` of
-/// it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cut {
-    /// The position's index (output position `j + 1`).
-    pub j: u32,
-    /// The largest cap this holds at.
-    pub cap: u8,
-    /// The draft's length (at most `cap`).
-    pub proposal: u8,
-    /// How many of its tokens hold (at most `proposal`).
-    pub matched: u8,
-}
-
 /// A request's outcomes at every cap: the arrays at the trace's cap and
-/// the cuts below it.
+/// the outcomes below it where they differ (the trace format's `below`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcomes {
     /// The draft's length at the cap, by position.
@@ -708,19 +693,19 @@ pub struct Outcomes {
     /// The match length of the draft at the cap (0: no draft).
     pub match_len: Vec<u8>,
     /// Positions and caps where a smaller cap changes the outcome.
-    pub cuts: Vec<Cut>,
+    pub below: Vec<Below>,
 }
 
 impl Outcomes {
     /// Draft length and tokens accepted at position index `j` and cap `k`
     /// (`1 <= k <=` the trace's cap), as the replay reads them.
     pub fn at(&self, j: usize, k: usize) -> (usize, usize) {
-        let cut = self
-            .cuts
+        let entry = self
+            .below
             .iter()
-            .find(|c| c.j as usize == j && usize::from(c.cap) >= k);
-        let (l, m) = match cut {
-            Some(c) => (c.proposal, c.matched),
+            .find(|b| b.position as usize == j && usize::from(b.cap) >= k);
+        let (l, m) = match entry {
+            Some(b) => (b.proposal, b.matched),
             None => (self.proposal[j], self.matched[j]),
         };
         (k.min(usize::from(l)), k.min(usize::from(m)))
@@ -735,14 +720,14 @@ impl Outcomes {
         self.proposal.push(top_l);
         self.matched.push(top_a);
         self.match_len.push(if top_l == 0 { 0 } else { top_m });
-        let start = self.cuts.len();
+        let start = self.below.len();
         let (mut l, mut a) = (top_l, top_a);
         for k in (1..cap).rev() {
             let (lk, ak, _) = by_cap[k - 1];
             let kk = k as u8;
             if kk.min(l) != lk || kk.min(a) != ak {
-                self.cuts.push(Cut {
-                    j,
+                self.below.push(Below {
+                    position: j,
                     cap: kk,
                     proposal: lk,
                     matched: ak,
@@ -750,7 +735,7 @@ impl Outcomes {
                 (l, a) = (lk, ak);
             }
         }
-        self.cuts[start..].reverse();
+        self.below[start..].reverse();
     }
 }
 

@@ -425,7 +425,7 @@ fn every_cap_of_the_replay_agrees_with_the_rule_run_at_that_cap() {
                 assert_eq!(&got, w, "round {round} request {i} cap {k} {config:?}");
             }
         }
-        cuts += outcomes.iter().map(|o| o.cuts.len()).sum::<usize>();
+        cuts += outcomes.iter().map(|o| o.below.len()).sum::<usize>();
     }
     // The smaller caps changed the choice somewhere.
     assert!(cuts > 0);
@@ -453,7 +453,7 @@ fn the_arrays_are_the_outcome_at_the_cap_with_its_match_length() {
             assert_eq!(m == 0, o.proposal[j] == 0);
             assert!(m < config.depth.min(r.prompt.len() + j + 1));
         }
-        for c in &o.cuts {
+        for c in &o.below {
             assert!(usize::from(c.cap) < config.cap && c.proposal <= c.cap);
             assert!(c.matched <= c.proposal);
         }
@@ -489,4 +489,16 @@ fn the_global_tree_drafts_an_earlier_response() {
     assert!(with[1].matched[1..].iter().all(|&m| m > 0), "{:?}", with[1]);
     assert!(without[1].matched.iter().all(|&m| m == 0));
     assert!(with[1].proposal.iter().all(|&l| l <= 4));
+}
+
+#[test]
+#[should_panic(expected = "suffix traces are made by ngram::suffix")]
+fn the_n_gram_generator_refuses_the_suffix_rule() {
+    let config = crate::ngram::Config {
+        rule: crate::ngram::Rule::Suffix,
+        min_n: 1,
+        max_n: 23,
+        cap: 24,
+    };
+    crate::ngram::generate(&config, &[1, 2, 3], 2);
 }
