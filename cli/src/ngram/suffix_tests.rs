@@ -502,3 +502,105 @@ fn the_n_gram_generator_refuses_the_suffix_rule() {
     };
     crate::ngram::generate(&config, &[1, 2, 3], 2);
 }
+
+/// The trace file of `requests` under `config`, as `ngram` writes it.
+fn trace_file(config: &SuffixConfig, requests: &[Req]) -> Vec<u8> {
+    use specdec_ingest::trace::{SuffixMeta, TraceMeta, TraceRequest, write_meta, write_request};
+    let (outcomes, _) = fast(config, requests);
+    let mut file = Vec::new();
+    let meta = TraceMeta {
+        tokenizer: "test".into(),
+        rule: "suffix".into(),
+        min_n: 1,
+        max_n: config.depth - 1,
+        cap: config.cap,
+        eos: false,
+        greedy: true,
+        num_speculative_tokens: Some(config.cap),
+        suffix: Some(SuffixMeta {
+            depth: config.depth,
+            factor: config.factor,
+            offset: config.offset,
+            min_prob: config.min_prob,
+            cache: config.cache,
+        }),
+    };
+    write_meta(&mut file, &meta).unwrap();
+    for (r, o) in requests.iter().zip(outcomes) {
+        let request = TraceRequest {
+            id: r.id.clone().into(),
+            prompt_tokens: r.prompt.len() as u64,
+            output_tokens: r.output.len() as u64,
+            proposal: o.proposal,
+            matched: o.matched,
+            ngram: Some(o.match_len),
+            below: o.below,
+        };
+        write_request(&mut file, &request).unwrap();
+    }
+    file
+}
+
+#[test]
+fn the_engine_replay_of_each_static_length_is_the_rule_run_at_that_cap() {
+    use specdec_metrics::StepCost;
+    use specdec_sim::policy::PolicySpec;
+    use specdec_sim::trace_set::TraceSet;
+    use specdec_sim::whatif::Settings;
+    use std::sync::Arc;
+
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(25784);
+    for round in 0..4 {
+        let config = SuffixConfig {
+            depth: 5 + round,
+            cap: 6,
+            cache: [10_000, 2][round % 2],
+            ..SuffixConfig::VLLM
+        };
+        let requests = requests(&mut rng, 10, round % 2 == 0);
+        let file = trace_file(&config, &requests);
+        let traces = Arc::new(TraceSet::read(file.as_slice(), "test").unwrap());
+        for k in 1..=config.cap {
+            // The rule run at cap k, request by request, as the engine
+            // walks: draft, accept, move past the accepted and the bonus.
+            let direct = direct(&config, &requests, k);
+            let (mut drafted, mut accepted, mut steps, mut undrafted) = (0, 0, 0, 0);
+            for (r, positions) in requests.iter().zip(&direct) {
+                let m = r.output.len();
+                let mut t = 1;
+                while t < m {
+                    let (d, a) = positions[t - 1];
+                    if d == 0 {
+                        undrafted += 1;
+                    } else {
+                        steps += 1;
+                    }
+                    drafted += d as u64;
+                    accepted += a as u64;
+                    t += (a + 1).min(m - t);
+                }
+            }
+            let settings = Settings {
+                traces: Arc::clone(&traces),
+                max_draft_len: k,
+                cost: StepCost::linear(1.0, 0.1).unwrap(),
+                batch: 1,
+                interval: 16,
+                update_observations: None,
+                seed: 1,
+                state_space: None,
+            };
+            let replay = settings.replay(PolicySpec::fixed(k)).unwrap().report;
+            assert_eq!(
+                (
+                    replay.num_draft_tokens(),
+                    replay.num_accepted_draft_tokens(),
+                    replay.num_spec_steps(),
+                    replay.num_undrafted_steps()
+                ),
+                (drafted, accepted, steps, undrafted),
+                "round {round} k {k}"
+            );
+        }
+    }
+}
