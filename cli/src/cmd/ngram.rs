@@ -28,7 +28,7 @@ use specdec_ingest::trace::{
 
 use crate::error::CliError;
 use crate::flags::parse_size;
-use crate::format::{display_path, excerpt};
+use crate::format::{display_path, excerpt, group_digits};
 use crate::io::{file_id, is_stdin, note_reading_stdin};
 use crate::ngram::git::{GitError, History, Limits, Skipped};
 use crate::ngram::git_range::{
@@ -603,6 +603,17 @@ fn pipeline(
             note_range_counts(next, positions, &spec, files, &skipped);
         }
         None => {}
+    }
+    // Only after a run long enough to have shown its progress, as that.
+    if let Some((cache, _)) = global.as_ref().filter(|_| noted) {
+        let tree = cache.tree();
+        eprintln!(
+            "ngram --rule suffix: the global tree peaked at {} ({} nodes at its peak); at the end it held {} responses, {} tokens",
+            binary_size(cache.peak_bytes() as u64),
+            group_digits(cache.peak_nodes() as u64),
+            cache.cached(),
+            group_digits(tree.tokens() as u64),
+        );
     }
     Ok(())
 }

@@ -348,6 +348,11 @@ impl Tree {
             + seqs
     }
 
+    /// Tokens held over every sequence.
+    pub fn tokens(&self) -> usize {
+        self.seqs.iter().flatten().map(|s| s.tokens.len()).sum()
+    }
+
     /// Nodes in use (the root included).
     pub fn nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
@@ -748,6 +753,8 @@ pub struct GlobalCache {
     /// Cached responses, oldest first: (request id, sequence).
     order: VecDeque<(String, Seq)>,
     scratch_ctx: Vec<u32>,
+    peak_bytes: usize,
+    peak_nodes: usize,
 }
 
 impl GlobalCache {
@@ -758,7 +765,19 @@ impl GlobalCache {
             tree: Tree::new(config.depth),
             order: VecDeque::new(),
             scratch_ctx: Vec::new(),
+            peak_bytes: 0,
+            peak_nodes: 0,
         }
+    }
+
+    /// The most bytes the tree held after a request ([`Tree::bytes`]).
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+
+    /// The most nodes the tree held after a request.
+    pub fn peak_nodes(&self) -> usize {
+        self.peak_nodes
     }
 
     /// The global tree.
@@ -832,6 +851,8 @@ impl GlobalCache {
         if let (Some(own), Some(&last)) = (own, output.last()) {
             self.tree.append(own, last);
         }
+        self.peak_bytes = self.peak_bytes.max(self.tree.bytes());
+        self.peak_nodes = self.peak_nodes.max(self.tree.nodes());
         outcomes
     }
 
