@@ -1243,3 +1243,65 @@ fn the_global_tree_stops_at_its_memory_ceiling_with_a_message() {
         assert_eq!(read_trace(&out.stdout).1.len(), 3);
     }
 }
+
+#[test]
+fn in_flight_one_is_the_file_order_trace_and_more_is_refused_above_the_cache() {
+    let input: String = (0..6)
+        .map(|i| {
+            json!({"prompt": format!("p{i}"), "output": REPEATING.replace("add", &format!("a{}", i % 2))})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let plain = run(
+        &["--rule", "suffix", "--suffix-depth", "8"],
+        input.as_bytes(),
+    );
+    let one = run(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-depth",
+            "8",
+            "--suffix-in-flight",
+            "1",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!((plain.status, one.status), (0, 0), "{}", one.stderr);
+    assert_eq!(plain.stdout, one.stdout);
+    let four = run(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-depth",
+            "8",
+            "--suffix-in-flight",
+            "4",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(four.status, 0, "{}", four.stderr);
+    let (_, a) = read_trace(&plain.stdout);
+    let (_, b) = read_trace(&four.stdout);
+    assert_eq!(a.len(), b.len());
+    // The same requests, drafted from another global tree.
+    assert!(
+        a.iter()
+            .zip(&b)
+            .all(|(x, y)| x.id == y.id && x.output_tokens == y.output_tokens)
+    );
+    assert_ne!(a, b);
+    assert_bad(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-cache",
+            "2",
+            "--suffix-in-flight",
+            "3",
+        ],
+        GOOD.as_bytes(),
+        &["--suffix-in-flight 3 is above --suffix-cache 2"],
+    );
+}

@@ -34,7 +34,9 @@ use crate::ngram::git::{GitError, History, Limits, Skipped};
 use crate::ngram::git_range::{
     RANGE_MAX_BYTES, RANGE_MAX_CHANGED_LINES, Range, RangeError, RangeSpec, parse_range,
 };
-use crate::ngram::suffix::{GlobalCache, LocalPass, SuffixConfig, local_pass};
+use crate::ngram::suffix::{
+    GlobalCache, LocalPass, Request, SuffixConfig, interleaved, local_pass,
+};
 use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
 use crate::ngram::{Config, Rule, generate};
 use specdec_ingest::trace::SuffixMeta;
@@ -105,6 +107,12 @@ pub struct Args {
     /// status 2) [default: 16GiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     suffix_max_memory: Option<u64>,
+    /// With --rule suffix, an experiment: the global tree as an engine
+    /// with B requests in flight fills it (one token of each per step, in
+    /// admission order), instead of each request finished before the
+    /// next. Every request is held until the end.
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u16).range(1..))]
+    suffix_in_flight: Option<u16>,
     /// The outputs came from sampled decoding: recorded as "greedy": false
     /// in the metadata, with a warning that the trace is not exact.
     #[arg(long)]
@@ -160,7 +168,9 @@ pub const DEFAULT_SUFFIX_MAX_MEMORY: u64 = 16 << 30;
 #[derive(Clone, Copy, Debug)]
 enum Drafter {
     Ngram(Config),
-    Suffix(SuffixConfig, u64),
+    /// The settings, the global tree's ceiling, and the experiment's
+    /// requests in flight (`--suffix-in-flight`).
+    Suffix(SuffixConfig, u64, Option<usize>),
 }
 
 /// One request read: where it came from and its text.
@@ -221,7 +231,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Drafter::Ngram(config) => {
             (meta.min_n, meta.max_n, meta.cap) = (config.min_n, config.max_n, config.cap);
         }
-        Drafter::Suffix(s, _) => {
+        Drafter::Suffix(s, _, _) => {
             // The match lengths possible, 1..depth - 1, stand for the n.
             (meta.min_n, meta.max_n, meta.cap) = (1, s.depth - 1, s.cap);
             meta.num_speculative_tokens = Some(s.cap);
@@ -295,6 +305,7 @@ fn drafter(args: &Args) -> Result<Drafter, CliError> {
         ("--suffix-min-prob", args.suffix_min_prob.is_some()),
         ("--suffix-cache", args.suffix_cache.is_some()),
         ("--suffix-max-memory", args.suffix_max_memory.is_some()),
+        ("--suffix-in-flight", args.suffix_in_flight.is_some()),
     ];
     if args.rule != Rule::Suffix {
         if let Some((flag, _)) = suffix_flags.iter().find(|(_, given)| *given) {
@@ -326,7 +337,19 @@ fn drafter(args: &Args) -> Result<Drafter, CliError> {
             cap: args.cap.map_or(depth.min(MAX_CAP), usize::from),
         },
         args.suffix_max_memory.unwrap_or(DEFAULT_SUFFIX_MAX_MEMORY),
+        in_flight(args, args.suffix_cache.unwrap_or(vllm.cache))?,
     ))
+}
+
+/// `--suffix-in-flight B`: at most the cache (a response stays while its
+/// request runs), unless there is no global tree.
+fn in_flight(args: &Args, cache: usize) -> Result<Option<usize>, CliError> {
+    match args.suffix_in_flight {
+        Some(b) if cache != 0 && usize::from(b) > cache => Err(CliError::new(format!(
+            "--suffix-in-flight {b} is above --suffix-cache {cache}: a response would be evicted while its request runs"
+        ))),
+        b => Ok(b.map(usize::from)),
+    }
 }
 
 /// The rule's settings from the flags: `--min-n` at most `--max-n`, and
@@ -520,10 +543,14 @@ fn pipeline(
     out: &mut dyn Write,
     output_name: &str,
 ) -> Result<(), CliError> {
-    let mut global = match drafter {
-        Drafter::Suffix(config, max_bytes) => Some((GlobalCache::new(config), max_bytes)),
-        Drafter::Ngram(_) => None,
+    let (mut global, in_flight) = match drafter {
+        Drafter::Suffix(config, max_bytes, in_flight) => {
+            (Some((GlobalCache::new(config), max_bytes)), in_flight)
+        }
+        Drafter::Ngram(_) => (None, None),
     };
+    // With --suffix-in-flight: every request's part, until the end.
+    let mut held: Vec<Box<SuffixPart>> = Vec::new();
     let window = window(threads);
     let (credit_tx, credit_rx) = bounded::<()>(window);
     for _ in 0..window {
@@ -562,6 +589,10 @@ fn pipeline(
         while let Some(result) = pending.remove(&next) {
             let done = result?;
             let line = match (done.suffix, &mut global) {
+                (Some(part), _) if in_flight.is_some() => {
+                    held.push(part);
+                    Vec::new()
+                }
                 (Some(part), Some((cache, max_bytes))) => suffix_line(cache, *max_bytes, &part)?,
                 _ => done.line,
             };
@@ -582,6 +613,12 @@ fn pipeline(
     if let Some((_, result)) = pending.pop_first() {
         // Cannot happen: every index below the last is sent.
         result?;
+    }
+    if let (Some(batch), Some((cache, _))) = (in_flight, &global) {
+        for line in interleaved_lines(cache, &held, batch) {
+            out.write_all(&line)
+                .map_err(|e| write_error(&e, output_name))?;
+        }
     }
     for worker in workers {
         let _ = worker.join();
@@ -604,8 +641,8 @@ fn pipeline(
         }
         None => {}
     }
-    // Only after a run long enough to have shown its progress, as that.
-    if let Some((cache, _)) = global.as_ref().filter(|_| noted) {
+    // What the global tree took, for --suffix-max-memory.
+    if let Some((cache, _)) = &global {
         let tree = cache.tree();
         eprintln!(
             "ngram --rule suffix: the global tree peaked at {} ({} nodes at its peak); at the end it held {} responses, {} tokens",
@@ -652,6 +689,42 @@ fn binary_size(bytes: u64) -> String {
     } else {
         format!("{value:.1} {}", units[unit])
     }
+}
+
+/// The trace lines of `--suffix-in-flight`'s experiment.
+fn interleaved_lines(cache: &GlobalCache, held: &[Box<SuffixPart>], batch: usize) -> Vec<Vec<u8>> {
+    let ids: Vec<String> = held.iter().map(|p| p.id.to_string()).collect();
+    let requests: Vec<Request<'_>> = held
+        .iter()
+        .zip(&ids)
+        .map(|(p, id)| {
+            (
+                id.as_str(),
+                p.prompt_tail.as_slice(),
+                p.prompt_tokens,
+                p.output.as_slice(),
+                &p.local,
+            )
+        })
+        .collect();
+    interleaved(cache.config(), &requests, batch)
+        .into_iter()
+        .zip(held)
+        .map(|(o, p)| {
+            let request = TraceRequest {
+                id: p.id.clone(),
+                prompt_tokens: p.prompt_tokens as u64,
+                output_tokens: p.output.len() as u64,
+                proposal: o.proposal,
+                matched: o.matched,
+                ngram: Some(o.match_len),
+                below: o.below,
+            };
+            let mut line = Vec::new();
+            write_request(&mut line, &request).expect("writing to memory");
+            line
+        })
+        .collect()
 }
 
 /// The trace line of a request's suffix part: the global tree's pass, in
@@ -913,7 +986,7 @@ fn one_request(
     }
     let config = match drafter {
         Drafter::Ngram(config) => config,
-        Drafter::Suffix(config, _) => {
+        Drafter::Suffix(config, _, _) => {
             let (prompt, output) = context.split_at(prompt_tokens);
             let local = local_pass(config, prompt, output);
             return Ok(Done {

@@ -780,6 +780,11 @@ impl GlobalCache {
         self.peak_nodes
     }
 
+    /// The settings.
+    pub fn config(&self) -> SuffixConfig {
+        self.config
+    }
+
     /// The global tree.
     pub fn tree(&self) -> &Tree {
         &self.tree
@@ -803,56 +808,118 @@ impl GlobalCache {
         output: &[u32],
         local: &LocalPass,
     ) -> Outcomes {
-        let config = self.config;
-        let own = (config.cache > 0).then(|| self.start(id));
+        let own = (self.config.cache > 0).then(|| self.start(id));
         let mut outcomes = Outcomes::default();
-        let mut scratch = Scratch::default();
-        let mut global = Vec::new();
-        let mut by_cap = Vec::with_capacity(config.cap);
+        let mut work = Work::default();
         for t in 1..output.len() {
-            if let Some(own) = own {
-                self.tree.append(own, output[t - 1]);
-            }
-            let ctx_len = (prompt_len + t).min(config.depth);
-            // The context, for suffixes longer than the output so far.
-            let ctx = &mut self.scratch_ctx;
-            ctx.clear();
-            if ctx_len > t {
-                let from_prompt = ctx_len - t;
-                ctx.extend_from_slice(&prompt_tail[prompt_tail.len() - from_prompt..]);
-                ctx.extend_from_slice(&output[..t]);
-            }
-            let tree = &self.tree;
-            let ctx = &*ctx;
-            global.clear();
-            choose(
-                tree,
-                &config,
-                ctx_len,
-                |m| match own {
-                    Some(own) if m <= t => Some(tree.suffix_node(own, m)),
-                    _ if m <= t => tree.node_of(&output[t - m..t]),
-                    _ => tree.node_of(&ctx[ctx_len - m..]),
-                },
-                &output[t..],
-                &mut scratch,
-                &mut global,
-            );
-            let mine = local.at(t - 1);
-            by_cap.clear();
-            for k in 1..=config.cap {
-                let l = mine[k.min(mine.len()) - 1];
-                let g = global[k.min(global.len()) - 1];
-                let w = if l.score >= g.score { l } else { g };
-                by_cap.push((w.len, w.agree, w.m));
-            }
-            outcomes.push(&by_cap);
+            let part = Part {
+                prompt_tail,
+                prompt_len,
+                output,
+                local,
+            };
+            self.position(own, &part, t, &mut work, &mut outcomes);
         }
+        self.finish(own, output);
+        outcomes
+    }
+
+    /// The request's output up to `t` is in the trees (its own sequence
+    /// `own` in the global one): appends output token `t - 1` to `own`,
+    /// then chooses at position `t`.
+    fn position(
+        &mut self,
+        own: Option<Seq>,
+        part: &Part<'_>,
+        t: usize,
+        work: &mut Work,
+        outcomes: &mut Outcomes,
+    ) {
+        let config = self.config;
+        let output = part.output;
+        if let Some(own) = own {
+            self.tree.append(own, output[t - 1]);
+        }
+        let ctx_len = (part.prompt_len + t).min(config.depth);
+        // The context, for suffixes longer than the output so far.
+        let ctx = &mut self.scratch_ctx;
+        ctx.clear();
+        if ctx_len > t {
+            let from_prompt = ctx_len - t;
+            ctx.extend_from_slice(&part.prompt_tail[part.prompt_tail.len() - from_prompt..]);
+            ctx.extend_from_slice(&output[..t]);
+        }
+        let tree = &self.tree;
+        let ctx = &*ctx;
+        work.global.clear();
+        choose(
+            tree,
+            &config,
+            ctx_len,
+            |m| match own {
+                Some(own) if m <= t => Some(tree.suffix_node(own, m)),
+                _ if m <= t => tree.node_of(&output[t - m..t]),
+                _ => tree.node_of(&ctx[ctx_len - m..]),
+            },
+            &output[t..],
+            &mut work.scratch,
+            &mut work.global,
+        );
+        let mine = part.local.at(t - 1);
+        let global = &work.global;
+        work.by_cap.clear();
+        for k in 1..=config.cap {
+            let l = mine[k.min(mine.len()) - 1];
+            let g = global[k.min(global.len()) - 1];
+            let w = if l.score >= g.score { l } else { g };
+            work.by_cap.push((w.len, w.agree, w.m));
+        }
+        outcomes.push(&work.by_cap);
+    }
+
+    /// The request's last output token enters its own sequence: it has
+    /// finished.
+    fn finish(&mut self, own: Option<Seq>, output: &[u32]) {
         if let (Some(own), Some(&last)) = (own, output.last()) {
             self.tree.append(own, last);
         }
         self.peak_bytes = self.peak_bytes.max(self.tree.bytes());
         self.peak_nodes = self.peak_nodes.max(self.tree.nodes());
+    }
+
+    /// The experiment of [`interleaved`]: `parts` with `batch` in flight.
+    fn interleave(&mut self, parts: &[Part<'_>], ids: &[String], batch: usize) -> Vec<Outcomes> {
+        let mut outcomes: Vec<Outcomes> = parts.iter().map(|_| Outcomes::default()).collect();
+        let mut work = Work::default();
+        // In flight: (request, its sequence, the next position).
+        let mut running: Vec<(usize, Option<Seq>, usize)> = Vec::new();
+        let mut next = 0;
+        loop {
+            while running.len() < batch && next < parts.len() {
+                let own = (self.config.cache > 0).then(|| self.start(&ids[next]));
+                running.push((next, own, 1));
+                next += 1;
+            }
+            if running.is_empty() {
+                break;
+            }
+            // One engine step: each request in flight gains one token, in
+            // the order they were admitted.
+            for (r, own, t) in &mut running {
+                let part = &parts[*r];
+                if *t < part.output.len() {
+                    self.position(*own, part, *t, &mut work, &mut outcomes[*r]);
+                }
+                *t += 1;
+            }
+            running.retain(|&(r, own, t)| {
+                let done = t >= parts[r].output.len();
+                if done {
+                    self.finish(own, parts[r].output);
+                }
+                !done
+            });
+        }
         outcomes
     }
 
@@ -871,6 +938,56 @@ impl GlobalCache {
         }
         seq
     }
+}
+
+/// One request's part of the global pass: what [`GlobalCache::request`]
+/// takes.
+struct Part<'a> {
+    prompt_tail: &'a [u32],
+    prompt_len: usize,
+    output: &'a [u32],
+    local: &'a LocalPass,
+}
+
+/// Buffers reused from position to position.
+#[derive(Default)]
+struct Work {
+    scratch: Scratch,
+    global: Vec<Choice>,
+    by_cap: Vec<(u8, u8, u8)>,
+}
+
+/// One request for [`interleaved`]: id, prompt tail and length, output,
+/// its [`local_pass`].
+pub type Request<'a> = (&'a str, &'a [u32], usize, &'a [u32], &'a LocalPass);
+
+/// An experiment, not the trace `ngram` writes: the global tree as an
+/// engine with `batch` requests in flight fills it, each step adding one
+/// token of every request in flight (in admission order) before the next,
+/// so that a request also drafts from the partial outputs of the others
+/// running with it. Admission in file order as slots free up; `cache` must
+/// be 0 or at least `batch` (a response is not evicted while its request
+/// runs).
+///
+/// # Panics
+///
+/// When `config.cache` is between 1 and `batch - 1`.
+pub fn interleaved(config: SuffixConfig, requests: &[Request<'_>], batch: usize) -> Vec<Outcomes> {
+    assert!(
+        config.cache == 0 || config.cache >= batch,
+        "the cache holds every request in flight"
+    );
+    let parts: Vec<Part<'_>> = requests
+        .iter()
+        .map(|&(_, prompt_tail, prompt_len, output, local)| Part {
+            prompt_tail,
+            prompt_len,
+            output,
+            local,
+        })
+        .collect();
+    let ids: Vec<String> = requests.iter().map(|r| r.0.to_owned()).collect();
+    GlobalCache::new(config).interleave(&parts, &ids, batch.max(1))
 }
 
 #[cfg(test)]

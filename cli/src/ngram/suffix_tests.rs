@@ -604,3 +604,56 @@ fn the_engine_replay_of_each_static_length_is_the_rule_run_at_that_cap() {
         }
     }
 }
+
+fn interleave(config: &SuffixConfig, requests: &[Req], batch: usize) -> Vec<Outcomes> {
+    let locals: Vec<LocalPass> = requests
+        .iter()
+        .map(|r| local_pass(config, &r.prompt, &r.output))
+        .collect();
+    let all: Vec<Request<'_>> = requests
+        .iter()
+        .zip(&locals)
+        .map(|(r, l)| {
+            (
+                r.id.as_str(),
+                r.prompt.as_slice(),
+                r.prompt.len(),
+                r.output.as_slice(),
+                l,
+            )
+        })
+        .collect();
+    interleaved(*config, &all, batch)
+}
+
+#[test]
+fn one_in_flight_is_file_order_and_more_share_partial_outputs_only() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let config = SuffixConfig {
+        depth: 7,
+        cap: 5,
+        ..SuffixConfig::VLLM
+    };
+    let reqs = requests(&mut rng, 9, true);
+    assert_eq!(interleave(&config, &reqs, 1), fast(&config, &reqs).0);
+    // B repeats A's output: in file order B drafts all of A's; in flight
+    // beside A, only A's output so far, which ends where B's does.
+    let output: Vec<u32> = (100..140).collect();
+    let two = [
+        Req {
+            id: "a".into(),
+            prompt: vec![1],
+            output: output.clone(),
+        },
+        Req {
+            id: "b".into(),
+            prompt: vec![2],
+            output,
+        },
+    ];
+    let sum = |o: &Outcomes| o.matched.iter().map(|&m| usize::from(m)).sum::<usize>();
+    let (apart, together) = (fast(&config, &two).0, interleave(&config, &two, 2));
+    assert_eq!(apart[0], together[0]);
+    assert!(sum(&apart[1]) > 0);
+    assert_eq!(sum(&together[1]), 0);
+}
