@@ -641,8 +641,9 @@ fn pipeline(
         }
         None => {}
     }
-    // What the global tree took, for --suffix-max-memory.
-    if let Some((cache, _)) = &global {
+    // What the global tree took, for --suffix-max-memory (the
+    // experiment's own tree is not that one).
+    if let Some((cache, _)) = global.as_ref().filter(|_| in_flight.is_none()) {
         let tree = cache.tree();
         eprintln!(
             "ngram --rule suffix: the global tree peaked at {} ({} nodes at its peak); at the end it held {} responses, {} tokens",

@@ -192,8 +192,8 @@ pub fn json<'a>(a: &'a WhatIf, b: &'a WhatIf) -> impl Serialize + 'a {
 const COLOURS: [RGBColor; 2] = [RGBColor(31, 119, 180), RGBColor(230, 115, 0)];
 
 /// Both what-ifs on one chart: each side's goodput by static length (dots
-/// and a line), its controllers as solid level lines and its oracle as a
-/// dashed one, in its colour.
+/// and a line), its controllers as solid level lines (adaptive thin,
+/// per-state thick) and its oracle as a dashed one, in its colour.
 pub fn render_svg(a: &WhatIf, b: &WhatIf) -> Result<String, String> {
     let mut svg = String::new();
     draw(a, b, &mut svg).map_err(|e| format!("cannot draw the plot: {e}"))?;
@@ -268,6 +268,13 @@ fn draw(a: &WhatIf, b: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::err
         .configure_mesh()
         .x_desc("static draft length k (0: no speculation)")
         .y_desc("goodput: tokens per unit of step cost")
+        .x_label_formatter(&|v| {
+            if (v - v.round()).abs() < 1e-6 && *v >= -1e-6 {
+                format!("{}", v.round() as usize)
+            } else {
+                String::new()
+            }
+        })
         .max_light_lines(1)
         .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
@@ -289,8 +296,10 @@ fn draw(a: &WhatIf, b: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::err
                 .map(|&p| Circle::new(p, 3, colour.filled())),
         )?;
         let right = w.settings.max_draft_len as f64 + 0.5;
-        for (policy, g, oracle) in &levels[i] {
-            let style = colour.stroke_width(if *oracle { 1 } else { 2 });
+        for (n, (policy, g, oracle)) in levels[i].iter().enumerate() {
+            // The controllers told apart by width, the oracle dashed.
+            let width = if *oracle { 1 } else { 1 + 2 * (n as u32 % 2) };
+            let style = colour.stroke_width(width);
             let points = vec![(-0.5, *g), (right, *g)];
             let label = format!("{}: {policy} {g:.2}", ["A", "B"][i]);
             if *oracle {
@@ -305,14 +314,14 @@ fn draw(a: &WhatIf, b: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::err
                     .draw_series(LineSeries::new(points, style))?
                     .label(label)
                     .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(width))
                     });
             }
         }
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::MiddleRight)
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
         .label_font(("sans-serif", 13))
