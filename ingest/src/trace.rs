@@ -172,6 +172,19 @@ pub struct TraceMeta {
 }
 
 /// The settings of a suffix-decoding trace (vLLM's `method: suffix`).
+///
+/// ```
+/// use specdec_ingest::trace::{SuffixMeta, TraceMeta, TraceReader, write_meta};
+/// let meta = TraceMeta {
+///     tokenizer: "o200k_base".into(), rule: "suffix".into(), min_n: 1, max_n: 23,
+///     cap: 24, eos: true, greedy: true, num_speculative_tokens: Some(24),
+///     suffix: Some(SuffixMeta { depth: 24, factor: 1.0, offset: 0.0, min_prob: 0.1, cache: 10_000 }),
+/// };
+/// let mut file = Vec::new();
+/// write_meta(&mut file, &meta).unwrap();
+/// assert!(file.ends_with(b"\"suffix\":{\"depth\":24,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10000}}\n"));
+/// assert_eq!(TraceReader::new(file.as_slice()).meta().unwrap(), Some(&meta));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuffixMeta {

@@ -662,6 +662,12 @@ impl LocalPass {
 /// The per-request tree's part of one request (independent of every other
 /// request): its prompt, then its output token by token, choosing at each
 /// position `1..output.len()`.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::suffix::{SuffixConfig, local_pass};
+/// let pass = local_pass(&SuffixConfig::VLLM, &[1, 2, 3], &[1, 2, 3, 4]);
+/// assert_eq!(pass.positions(), 3);
+/// ```
 pub fn local_pass(config: &SuffixConfig, prompt: &[u32], output: &[u32]) -> LocalPass {
     let mut tree = Tree::new(config.depth);
     let seq = tree.add_sequence();
@@ -746,6 +752,22 @@ impl Outcomes {
 
 /// The global tree in file order: each request's output enters it as it
 /// is generated, and stays until `cache` later requests have started.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::suffix::{GlobalCache, SuffixConfig, local_pass};
+/// let config = SuffixConfig { depth: 8, cap: 4, ..SuffixConfig::VLLM };
+/// let mut cache = GlobalCache::new(config);
+/// let output: Vec<u32> = (10..20).collect();
+/// // The first request has nothing to copy; the second, another prompt
+/// // and the same output, drafts the first's output from position 2 on.
+/// for (id, prompt, drafts) in [("a", [1, 2], false), ("b", [3, 4], true)] {
+///     let local = local_pass(&config, &prompt, &output);
+///     let outcomes = cache.request(id, &prompt, prompt.len(), &output, &local);
+///     assert_eq!(outcomes.at(1, 4).1 > 0, drafts);
+///     assert_eq!(outcomes.proposal.len(), output.len() - 1);
+/// }
+/// assert_eq!((cache.cached(), cache.tree().tokens()), (2, 20));
+/// ```
 #[derive(Clone, Debug)]
 pub struct GlobalCache {
     config: SuffixConfig,
@@ -972,6 +994,21 @@ pub type Request<'a> = (&'a str, &'a [u32], usize, &'a [u32], &'a LocalPass);
 /// # Panics
 ///
 /// When `config.cache` is between 1 and `batch - 1`.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::suffix::{SuffixConfig, interleaved, local_pass};
+/// let config = SuffixConfig { depth: 8, cap: 4, ..SuffixConfig::VLLM };
+/// let output: Vec<u32> = (10..20).collect();
+/// let (pa, pb) = ([1, 2], [3, 4]);
+/// let (la, lb) = (local_pass(&config, &pa, &output), local_pass(&config, &pb, &output));
+/// let requests = [("a", &pa[..], 2, &output[..], &la), ("b", &pb[..], 2, &output[..], &lb)];
+/// // Side by side, b sees only as much of a's output as its own: no draft.
+/// let both = interleaved(config, &requests, 2);
+/// assert!(both[1].matched.iter().all(|&m| m == 0));
+/// // One at a time, b drafts a's whole output.
+/// let one = interleaved(config, &requests, 1);
+/// assert!(one[1].matched[1..].iter().all(|&m| m > 0));
+/// ```
 pub fn interleaved(config: SuffixConfig, requests: &[Request<'_>], batch: usize) -> Vec<Outcomes> {
     assert!(
         config.cache == 0 || config.cache >= batch,
