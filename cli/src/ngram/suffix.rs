@@ -55,9 +55,10 @@
 //!
 //! A [`Tree`] is an uncompressed trie of arena nodes (28 bytes each, a
 //! hash map from `(parent, token)` to child), with each node's children in
-//! a doubly linked list in the order above. Appending a token touches at
-//! most `depth` nodes (one per suffix ending there); finding the first
-//! sibling of a run walks back along the run. A sequence's suffixes of
+//! a doubly linked list in the order above, and each run of equal-count
+//! siblings knowing its first node (as Arctic's groups). Appending a token
+//! touches at most `depth` nodes (one per suffix ending there), each in
+//! constant time; an eviction walks along a run to find its last node. A sequence's suffixes of
 //! every length are its *active* nodes, so matching the context in the
 //! per-request tree, and in the global tree up to the output's own length,
 //! costs nothing; longer contexts in the global tree are walked from the
@@ -131,6 +132,9 @@ struct Node {
     tail: u32,
     prev: u32,
     next: u32,
+    /// The run of equal-count siblings it belongs to (an index into
+    /// `Tree::runs`, which holds the run's first node).
+    run: u32,
 }
 
 impl Node {
@@ -143,6 +147,7 @@ impl Node {
             tail: NIL,
             prev: NIL,
             next: NIL,
+            run: NIL,
         }
     }
 }
@@ -197,6 +202,9 @@ pub struct Tree {
     free: Vec<u32>,
     seqs: Vec<Option<Sequence>>,
     free_seqs: Vec<u32>,
+    /// The first node of each run of equal-count siblings, by run.
+    runs: Vec<u32>,
+    free_runs: Vec<u32>,
 }
 
 impl Tree {
@@ -209,6 +217,8 @@ impl Tree {
             free: Vec::new(),
             seqs: Vec::new(),
             free_seqs: Vec::new(),
+            runs: Vec::new(),
+            free_runs: Vec::new(),
         }
     }
 
@@ -276,7 +286,10 @@ impl Tree {
                     self.decrement(child);
                     node = child;
                 } else {
+                    self.leave_run(child);
                     self.unlink(child);
+                    // Its run is left: the chain frees the rest.
+                    self.nodes[child as usize].run = NIL;
                     self.delete_chain(child);
                     break;
                 }
@@ -344,6 +357,7 @@ impl Tree {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + map
             + self.free.capacity() * 4
+            + (self.runs.capacity() + self.free_runs.capacity()) * 4
             + self.seqs.capacity() * std::mem::size_of::<Option<Sequence>>()
             + seqs
     }
@@ -445,7 +459,48 @@ impl Tree {
         } else {
             self.insert_after(child, tail);
         }
+        self.join_run(child);
         child
+    }
+
+    /// `node`, about to leave its run (moved, recounted or removed): the
+    /// run's first node is the next one, or the run ends.
+    fn leave_run(&mut self, node: u32) {
+        let n = self.nodes[node as usize];
+        let run = n.run as usize;
+        if self.runs[run] == node {
+            if n.next != NIL && self.nodes[n.next as usize].run == n.run {
+                self.runs[run] = n.next;
+            } else {
+                self.free_runs.push(n.run);
+            }
+        }
+    }
+
+    /// `node`, in its place with its count: joins the run of a neighbour
+    /// of equal count (the one before it, else the one after it, as its
+    /// first node), or starts one.
+    fn join_run(&mut self, node: u32) {
+        let n = self.nodes[node as usize];
+        let run = if n.prev != NIL && self.nodes[n.prev as usize].count == n.count {
+            self.nodes[n.prev as usize].run
+        } else if n.next != NIL && self.nodes[n.next as usize].count == n.count {
+            let run = self.nodes[n.next as usize].run;
+            self.runs[run as usize] = node;
+            run
+        } else {
+            match self.free_runs.pop() {
+                Some(run) => {
+                    self.runs[run as usize] = node;
+                    run
+                }
+                None => {
+                    self.runs.push(node);
+                    (self.runs.len() - 1) as u32
+                }
+            }
+        };
+        self.nodes[node as usize].run = run;
     }
 
     /// Frees `node` and the chain below it (a node counted once has at
@@ -453,6 +508,10 @@ impl Tree {
     fn delete_chain(&mut self, mut node: u32) {
         loop {
             let n = self.nodes[node as usize];
+            // Each below the first is an only child: a run of its own.
+            if n.run != NIL && self.runs[n.run as usize] == node {
+                self.free_runs.push(n.run);
+            }
             self.children.remove(&(n.parent, n.token));
             self.free.push(node);
             if n.head == NIL {
@@ -466,29 +525,27 @@ impl Tree {
         let n = self.nodes[node as usize];
         let c = n.count;
         if n.prev == NIL || self.nodes[n.prev as usize].count > c + 1 {
+            self.leave_run(node);
             self.nodes[node as usize].count = c + 1;
+            self.join_run(node);
             return;
         }
         // In front of the first of the previous sibling's run.
-        let run = self.nodes[n.prev as usize].count;
-        let mut target = n.prev;
-        loop {
-            let before = self.nodes[target as usize].prev;
-            if before == NIL || self.nodes[before as usize].count != run {
-                break;
-            }
-            target = before;
-        }
+        let target = self.runs[self.nodes[n.prev as usize].run as usize];
+        self.leave_run(node);
         self.unlink(node);
         self.nodes[node as usize].count = c + 1;
         self.insert_before(node, target);
+        self.join_run(node);
     }
 
     fn decrement(&mut self, node: u32) {
         let n = self.nodes[node as usize];
         let c = n.count;
         if n.next == NIL || self.nodes[n.next as usize].count < c {
+            self.leave_run(node);
             self.nodes[node as usize].count = c - 1;
+            self.join_run(node);
             return;
         }
         // Behind the last of its run.
@@ -500,9 +557,11 @@ impl Tree {
             }
             target = after;
         }
+        self.leave_run(node);
         self.unlink(node);
         self.nodes[node as usize].count = c - 1;
         self.insert_after(node, target);
+        self.join_run(node);
     }
 
     fn unlink(&mut self, node: u32) {
