@@ -53,7 +53,7 @@
 //!
 //! # The trees
 //!
-//! A [`Tree`] is an uncompressed trie of arena nodes (28 bytes each, a
+//! A [`Tree`] is an uncompressed trie of arena nodes (32 bytes each, a
 //! hash map from `(parent, token)` to child), with each node's children in
 //! a doubly linked list in the order above, and each run of equal-count
 //! siblings knowing its first node (as Arctic's groups). Appending a token
