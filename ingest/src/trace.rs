@@ -1364,6 +1364,14 @@ mod tests {
         let mut m = suffix_meta();
         m.suffix.as_mut().unwrap().depth = 1;
         assert!(line(&m).message.contains("depth 1"));
+        m.suffix.as_mut().unwrap().depth = 257;
+        assert!(line(&m).message.contains("depth 257 is not in 2..=256"));
+        // 256, one more than the largest cap, is the deepest: match
+        // lengths up to 255 fit the trace.
+        m.suffix.as_mut().unwrap().depth = 256;
+        let mut file = Vec::new();
+        write_meta(&mut file, &m).unwrap();
+        assert!(TraceReader::new(file.as_slice()).meta().is_ok());
         let mut m = suffix_meta();
         m.num_speculative_tokens = Some(25);
         assert_eq!(line(&m).field, Some("num_speculative_tokens"));
@@ -1393,6 +1401,7 @@ mod tests {
             ("[[0,2,3,0]]", "match <= proposal <= cap 2"),
             ("[[0,2,1,2]]", "match <= proposal"),
             ("[[2,2,2,2]]", "only 1 output tokens"),
+            ("[[0,4,4,4]]", "match 4, but only 3 output tokens"),
             ("[[1,2,0,0],[1,2,1,0]]", "entry 1 is not after entry 0"),
             ("[[1,2,0,0],[0,3,1,0]]", "entry 1 is not after"),
         ] {
@@ -1403,6 +1412,11 @@ mod tests {
             assert_eq!((e.line, e.field), (2, Some("below")), "{below}");
             assert!(e.message.contains(message), "{below}: {e}");
         }
+        // A match of every token after its position is fine.
+        let text = format!(
+            "{head}{{\"output_tokens\":4,\"proposal\":[3,3,1],\"match\":[3,2,1],\"below\":[[0,3,3,3],[2,1,1,1]]}}\n"
+        );
+        assert!(TraceReader::new(text.as_bytes()).all(|r| r.is_ok()));
     }
 
     #[test]
