@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value, json};
 use specdec_ingest::trace::{TraceMeta, TraceReader, TraceRequest};
+use specdec_metrics_cli::ngram::suffix::{SuffixConfig, Tree};
 use specdec_metrics_cli::ngram::tokenize::EOS;
 use specdec_metrics_cli::ngram::{Config, Rule, generate};
 use tempfile::TempDir;
@@ -106,6 +107,8 @@ fn requests_become_trace_lines_in_input_order() {
             cap: 64,
             eos: true,
             greedy: true,
+            num_speculative_tokens: None,
+            suffix: None,
         })
     );
     assert_eq!(requests.len(), 40);
@@ -1063,4 +1066,242 @@ fn the_readme_commands_run_as_printed() {
         out.stdout
     };
     assert_eq!(from(&bare), from(repo));
+}
+
+/// The suffix rule run directly at cap `k` with the trees' own
+/// `speculate`: per request, the draft length and agreement at every
+/// position (the per-request tree holds the prompt, the global tree the
+/// outputs, every response kept).
+fn suffix_direct(
+    config: &SuffixConfig,
+    requests: &[(Vec<u32>, Vec<u32>)],
+    k: usize,
+) -> Vec<Vec<(usize, usize)>> {
+    let mut global = Tree::new(config.depth);
+    let mut out = Vec::new();
+    for (prompt, output) in requests {
+        let mut local = Tree::new(config.depth);
+        let (lseq, gseq) = (local.add_sequence(), global.add_sequence());
+        for &t in prompt {
+            local.append(lseq, t);
+        }
+        let mut positions = Vec::new();
+        for t in 1..output.len() {
+            local.append(lseq, output[t - 1]);
+            global.append(gseq, output[t - 1]);
+            let context: Vec<u32> = prompt.iter().chain(&output[..t]).copied().collect();
+            let (a, b) = (
+                local.speculate(&context, k, config),
+                global.speculate(&context, k, config),
+            );
+            let draft = if a.score >= b.score { a } else { b };
+            let agree = draft
+                .tokens
+                .iter()
+                .zip(&output[t..])
+                .take_while(|(x, y)| x == y)
+                .count();
+            positions.push((draft.tokens.len(), agree));
+        }
+        global.append(gseq, *output.last().unwrap());
+        out.push(positions);
+    }
+    out
+}
+
+#[test]
+fn rule_suffix_writes_every_cap_exactly_in_input_order() {
+    let texts: Vec<(String, String)> = (0..12)
+        .map(|i| {
+            let prompt = format!("Edit {i}:\n{}", REPEATING.repeat(1 + i % 3));
+            let output = REPEATING.replace("add", &format!("add{}", i % 4)).repeat(2);
+            (prompt, output)
+        })
+        .collect();
+    let input: String = texts
+        .iter()
+        .map(|(p, o)| json!({"prompt": p, "output": o}).to_string() + "\n")
+        .collect();
+    let out = run(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-depth",
+            "10",
+            "--cap",
+            "7",
+            "--threads",
+            "3",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (meta, traced) = read_trace(&out.stdout);
+    let meta = meta.unwrap();
+    assert_eq!(
+        (meta.rule.as_str(), meta.min_n, meta.max_n, meta.cap),
+        ("suffix", 1, 9, 7)
+    );
+    assert_eq!(meta.num_speculative_tokens, Some(7));
+    let settings = meta.suffix.unwrap();
+    assert_eq!(
+        (settings.depth, settings.cache, settings.min_prob),
+        (10, 10_000, 0.1)
+    );
+    let config = SuffixConfig {
+        depth: 10,
+        cap: 7,
+        ..SuffixConfig::VLLM
+    };
+    let tokens: Vec<(Vec<u32>, Vec<u32>)> = texts
+        .iter()
+        .map(|(p, o)| {
+            let mut output = o200k(o);
+            output.push(EOS);
+            (o200k(p), output)
+        })
+        .collect();
+    for k in 1..=7 {
+        let want = suffix_direct(&config, &tokens, k);
+        for (r, w) in traced.iter().zip(&want) {
+            let got: Vec<_> = (0..r.positions()).map(|j| r.outcome(j, k)).collect();
+            assert_eq!(&got, w, "cap {k}");
+        }
+    }
+    // The global tree copies the earlier outputs: most drafts hold.
+    let (drafted, held) = traced
+        .iter()
+        .flat_map(|r| r.proposal.iter().zip(&r.matched))
+        .fold((0usize, 0usize), |(d, h), (&l, &m)| {
+            (d + usize::from(l), h + usize::from(m))
+        });
+    assert!(held * 2 > drafted, "{held} of {drafted}");
+}
+
+#[test]
+fn rule_suffix_refuses_n_gram_flags_and_others_refuse_its_flags() {
+    assert_bad(
+        &["--rule", "suffix", "--min-n", "3"],
+        GOOD.as_bytes(),
+        &["--min-n does not apply to --rule suffix", "--suffix-depth"],
+    );
+    assert_bad(
+        &["--rule", "suffix", "--max-n", "3"],
+        GOOD.as_bytes(),
+        &["--max-n does not apply to --rule suffix"],
+    );
+    assert_bad(
+        &["--suffix-cache", "3"],
+        GOOD.as_bytes(),
+        &["--suffix-cache applies to --rule suffix only, not --rule vllm"],
+    );
+    assert_bad(
+        &["--rule", "suffix", "--suffix-factor", "nan"],
+        GOOD.as_bytes(),
+        &["not a finite number"],
+    );
+    assert_bad(
+        &["--rule", "suffix", "--suffix-depth", "1"],
+        GOOD.as_bytes(),
+        &["--suffix-depth"],
+    );
+}
+
+#[test]
+fn the_global_tree_stops_at_its_memory_ceiling_with_a_message() {
+    let input = format!("{}{}", json!({"prompt": "p", "output": REPEATING}), "\n").repeat(3);
+    let out = run(
+        &["--rule", "suffix", "--suffix-max-memory", "4K"],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("request \"1\": the global suffix tree holds 1 responses in ")
+            && out
+                .stderr
+                .contains("KiB, above --suffix-max-memory (4.0 KiB)")
+            && out.stderr.contains("above --suffix-max-memory")
+            && out.stderr.contains("Lower --suffix-cache"),
+        "{}",
+        out.stderr
+    );
+    // A ceiling it fits under, and no global tree at all, both finish.
+    for args in [
+        &["--rule", "suffix", "--suffix-max-memory", "64M"][..],
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-cache",
+            "0",
+            "--suffix-max-memory",
+            "1K",
+        ][..],
+    ] {
+        let out = run(args, input.as_bytes());
+        assert_eq!(out.status, 0, "{args:?}: {}", out.stderr);
+        assert_eq!(read_trace(&out.stdout).1.len(), 3);
+    }
+}
+
+#[test]
+fn in_flight_one_is_the_file_order_trace_and_more_is_refused_above_the_cache() {
+    let input: String = (0..6)
+        .map(|i| {
+            json!({"prompt": format!("p{i}"), "output": REPEATING.replace("add", &format!("a{}", i % 2))})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let plain = run(
+        &["--rule", "suffix", "--suffix-depth", "8"],
+        input.as_bytes(),
+    );
+    let one = run(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-depth",
+            "8",
+            "--suffix-in-flight",
+            "1",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!((plain.status, one.status), (0, 0), "{}", one.stderr);
+    assert_eq!(plain.stdout, one.stdout);
+    let four = run(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-depth",
+            "8",
+            "--suffix-in-flight",
+            "4",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(four.status, 0, "{}", four.stderr);
+    let (_, a) = read_trace(&plain.stdout);
+    let (_, b) = read_trace(&four.stdout);
+    assert_eq!(a.len(), b.len());
+    // The same requests, drafted from another global tree.
+    assert!(
+        a.iter()
+            .zip(&b)
+            .all(|(x, y)| x.id == y.id && x.output_tokens == y.output_tokens)
+    );
+    assert_ne!(a, b);
+    assert_bad(
+        &[
+            "--rule",
+            "suffix",
+            "--suffix-cache",
+            "2",
+            "--suffix-in-flight",
+            "3",
+        ],
+        GOOD.as_bytes(),
+        &["--suffix-in-flight 3 is above --suffix-cache 2"],
+    );
 }

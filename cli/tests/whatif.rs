@@ -265,7 +265,7 @@ fn no_setting_is_invented_for_an_unknown_rule() {
         .stdout("")
         .stderr(predicate::str::contains(
             "line 1: field \"rule\": \"vllm-next\" is not a rule ngram writes \
-             (vllm, trtllm, llamacpp-simple, hf)",
+             (vllm, trtllm, llamacpp-simple, hf, suffix)",
         ));
 }
 
@@ -643,4 +643,238 @@ fn the_plots_title_names_the_traces_and_the_step_cost() {
         );
         assert!(text.contains(words), "{words}");
     }
+}
+
+/// Code-edit-like requests, as `ngram` reads them.
+fn requests_file(dir: &Path) -> std::path::PathBuf {
+    let body = "fn add(a: u32, b: u32) -> u32 { a + b }\nfn sub(a: u32, b: u32) -> u32 { a - b }\n";
+    let text: String = (0..16)
+        .map(|i| {
+            let prompt = format!("Rename in {i}:\n{}", body.repeat(1 + i % 3));
+            let output = body
+                .replace("add", &format!("plus{}", i % 5))
+                .repeat(1 + i % 3);
+            serde_json::json!({"id": format!("e{i}"), "prompt": prompt, "output": output})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let path = dir.join("requests.jsonl");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// `ngram` with these flags on `requests`, into `dir/name`.
+fn ngram(dir: &Path, requests: &Path, name: &str, flags: &[&str]) -> std::path::PathBuf {
+    let out = dir.join(name);
+    cli()
+        .arg("ngram")
+        .args(flags)
+        .arg("--output")
+        .arg(&out)
+        .arg(requests)
+        .assert()
+        .success();
+    out
+}
+
+#[test]
+fn compare_prints_both_rules_side_by_side_and_the_winners_setting() {
+    let dir = TempDir::new().unwrap();
+    let requests = requests_file(dir.path());
+    let a = ngram(
+        dir.path(),
+        &requests,
+        "a.jsonl",
+        &["--min-n", "2", "--max-n", "5"],
+    );
+    let b = ngram(dir.path(), &requests, "b.jsonl", &["--rule", "suffix"]);
+    let plot = dir.path().join("both.svg");
+    let run = |format: &str| {
+        cli()
+            .args(["whatif", "--compare"])
+            .args([&a, &b])
+            .args([
+                "--max-draft-len",
+                "30",
+                "--cost-linear",
+                "1,0.1",
+                "--batch",
+                "4",
+            ])
+            .args(["--format", format, "--plot"])
+            .arg(&plot)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    };
+    let json = json_of(&run("json"));
+    // Each side's K is at most its cap: the suffix traces' cap is 24.
+    assert_eq!(json["a"]["max_draft_len"], 30);
+    assert_eq!(json["b"]["max_draft_len"], 24);
+    assert_eq!(json["a"]["engine_default"], serde_json::Value::Null);
+    assert_eq!(json["b"]["engine_default"][0], 24);
+    assert!(json["b"]["engine_default"][1].as_f64().unwrap() > 0.0);
+    let winner = json["winner"].as_str().unwrap();
+    let (ga, gb) = (
+        json["a"]["best_static"][1].as_f64().unwrap(),
+        json["b"]["best_static"][1].as_f64().unwrap(),
+    );
+    assert_eq!(winner, if gb > ga { "B" } else { "A" });
+    let setting = json["settings"][0]["setting"].as_str().unwrap();
+    let method = if winner == "B" {
+        "\"method\": \"suffix\""
+    } else {
+        "\"method\": \"ngram\""
+    };
+    assert!(setting.contains(method), "{setting}");
+    let others: Vec<&str> = json["b"]["others"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o[0].as_str().unwrap())
+        .collect();
+    // Every controller, then the oracle.
+    assert!(
+        others.contains(&"adaptive") && others.contains(&"per-state"),
+        "{others:?}"
+    );
+    assert_eq!(others.last(), Some(&"oracle"), "{others:?}");
+    let table = String::from_utf8(run("table")).unwrap();
+    for needle in [
+        "compare on the same 16 requests",
+        "(vllm, n 2..=5)",
+        "(suffix, depth 24)",
+        "engine default",
+        "best static",
+        "oracle",
+        &format!("winner: {winner} ("),
+        "setting (vLLM): --speculative-config",
+    ] {
+        assert!(table.contains(needle), "{needle:?} not in\n{table}");
+    }
+    let svg = fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.contains("A: vllm, n 2..=5 static k") && svg.contains("B: suffix, depth 24 static k")
+    );
+    assert!(svg.contains("B: oracle") && svg.contains("A: per-state"));
+}
+
+#[test]
+fn the_engines_default_row_is_labelled() {
+    let dir = TempDir::new().unwrap();
+    let requests = requests_file(dir.path());
+    let b = ngram(
+        dir.path(),
+        &requests,
+        "b.jsonl",
+        &["--rule", "suffix", "--cap", "8"],
+    );
+    let out = cli()
+        .arg("whatif")
+        .arg(&b)
+        .args([
+            "--max-draft-len",
+            "8",
+            "--cost-linear",
+            "1,0.1",
+            "--batch",
+            "4",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let table = String::from_utf8(out).unwrap();
+    let labelled: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("<- the engine's default"))
+        .collect();
+    assert_eq!(labelled.len(), 1, "{table}");
+    assert!(labelled[0].starts_with("static:8 "), "{table}");
+    assert!(table.contains("\"method\": \"suffix\""), "{table}");
+    assert!(
+        table.contains("\"suffix_decoding_max_tree_depth\": 24"),
+        "{table}"
+    );
+    // Above K: said, not replayed.
+    let out = cli()
+        .arg("whatif")
+        .arg(&b)
+        .args([
+            "--max-draft-len",
+            "4",
+            "--cost-linear",
+            "1,0.1",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let json = json_of(&out);
+    assert_eq!(json["engine_default_draft_len"], 8);
+    assert!(
+        json["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["engine_default"] == false)
+    );
+}
+
+#[test]
+fn compare_refuses_traces_of_other_requests() {
+    let dir = TempDir::new().unwrap();
+    let requests = requests_file(dir.path());
+    let a = ngram(dir.path(), &requests, "a.jsonl", &[]);
+    let b = ngram(dir.path(), &requests, "b.jsonl", &["--rule", "suffix"]);
+    let text = fs::read_to_string(&b).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let write = |name: &str, lines: &[String]| {
+        let path = dir.path().join(name);
+        fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    };
+    let owned: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let mut renamed = owned.clone();
+    renamed[3] = renamed[3].replace("\"e2\"", "\"x2\"");
+    let fewer = owned[..owned.len() - 1].to_vec();
+    let eos_no = ngram(
+        dir.path(),
+        &requests,
+        "c.jsonl",
+        &["--rule", "suffix", "--eos", "no"],
+    );
+    for (other, why) in [
+        (
+            write("renamed.jsonl", &renamed),
+            "request 3 is \"e2\" in A but \"x2\" in B",
+        ),
+        (write("fewer.jsonl", &fewer), "A has 16 requests, B 15"),
+        (eos_no, "request 1 (\"e0\") has"),
+    ] {
+        cli()
+            .args(["whatif", "--compare"])
+            .args([&a, &other])
+            .args(["--max-draft-len", "8", "--cost-linear", "1,0.1"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "are not traces of the same requests",
+            ))
+            .stderr(predicate::str::contains(why));
+    }
+    // One trace, or --report with two: refused by the flags.
+    cli()
+        .args(["whatif", "--compare"])
+        .arg(&a)
+        .args(["--max-draft-len", "8", "--cost-linear", "1,0.1"])
+        .assert()
+        .code(2);
 }

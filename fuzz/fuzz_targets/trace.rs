@@ -4,8 +4,10 @@
 //! Properties: no panic, no hang, memory bounded by the line limit (4 KiB
 //! here, so that the fuzzer reaches it); every request read meets the
 //! format's rules (arrays of `max(M - 1, 0)` entries, `match <= proposal
-//! <= cap`); and the metadata and requests read, written back by the
-//! writer, read back the same.
+//! <= cap`; `below` entries in order, each below the cap, `match <=
+//! proposal <= its cap`, and every cap's outcome within it); and the
+//! metadata and requests read (version 1 or 2), written back by the writer
+//! (version 2), read back the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -37,6 +39,19 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(r.positions(), positions);
         for (&l, &m) in r.proposal.iter().zip(&r.matched) {
             assert!(m <= l && usize::from(l) <= cap);
+        }
+        for pair in r.below.windows(2) {
+            assert!((pair[0].position, pair[0].cap) < (pair[1].position, pair[1].cap));
+        }
+        for b in &r.below {
+            assert!((b.position as usize) < positions && usize::from(b.cap) < cap);
+            assert!(b.matched <= b.proposal && b.proposal <= b.cap);
+        }
+        for j in r.below.iter().map(|b| b.position as usize) {
+            for k in 1..=cap {
+                let (drafted, held) = r.outcome(j, k);
+                assert!(held <= drafted && drafted <= k);
+            }
         }
         write_request(&mut written, r).unwrap();
     }

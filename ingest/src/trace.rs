@@ -16,10 +16,27 @@
 //! # The format
 //!
 //! JSON Lines, UTF-8. An optional first line of metadata, recognised by its
-//! key `"specdec_trace"` (the format's version, 1):
+//! key `"specdec_trace"` (the format's version: 2, written since suffix
+//! decoding; files of version 1, which has neither `below` nor the keys
+//! marked *v2* below, are read as before):
 //!
 //! ```json
-//! {"specdec_trace":1,"tokenizer":"o200k_base","rule":"vllm","min_n":5,"max_n":5,"cap":64,"eos":true,"greedy":true}
+//! {"specdec_trace":2,"tokenizer":"o200k_base","rule":"vllm","min_n":5,"max_n":5,"cap":64,"eos":true,"greedy":true}
+//! ```
+//!
+//! | key | meaning |
+//! |-----|---------|
+//! | `tokenizer`, `rule` | the tokenizer and the drafter's rule (`vllm`, `trtllm`, `llamacpp-simple`, `hf`, `suffix`) |
+//! | `min_n`, `max_n` | the n-grams matched; for `suffix`, 1 and `depth - 1` (the match lengths possible) |
+//! | `cap` | every value is at most this |
+//! | `eos`, `greedy` | whether outputs end with an end-of-sequence token; whether they came from greedy decoding |
+//! | `num_speculative_tokens` | *v2*, optional: the engine's own `k` for these settings (for `suffix`, vLLM's default is the depth) |
+//! | `suffix` | *v2*, required with the rule `suffix` and only with it: `{"depth", "factor", "offset", "min_prob", "cache"}`, vLLM's `suffix_decoding_max_tree_depth`, `suffix_decoding_max_spec_factor`, Arctic's `max_spec_offset`, `suffix_decoding_min_token_prob`, `suffix_decoding_max_cached_requests` |
+//!
+//! A suffix-decoding trace:
+//!
+//! ```json
+//! {"specdec_trace":2,"tokenizer":"o200k_base","rule":"suffix","min_n":1,"max_n":23,"cap":24,"eos":true,"greedy":true,"num_speculative_tokens":24,"suffix":{"depth":24,"factor":1.0,"offset":0.0,"min_prob":0.1,"cache":10000}}
 //! ```
 //!
 //! then one line per request:
@@ -35,19 +52,36 @@
 //! | `output_tokens` | `M`, counting the end-of-sequence token when there is one (required) |
 //! | `proposal` | `L_1..L_{M-1}`: entry `j` is output position `j + 1` (required; `[]` when `M <= 1`) |
 //! | `match` | `m_1..m_{M-1}`, each `<= ` its `proposal` entry and `<= M - t` (required) |
-//! | `ngram` | optional: the `n` of the n-gram matched at each position (0: none) |
+//! | `ngram` | optional: the `n` of the n-gram matched at each position (0: none); for `suffix`, the match length of the draft at the cap |
+//! | `below` | *v2*, optional: `[[j, k, L, m], ...]`, the outcomes at caps below the cap where they differ (next section) |
 //!
 //! Every value is at most the cap: the metadata's `cap`, else
 //! [`DEFAULT_CAP`]; a cap is at most [`MAX_CAP`], so values fit in a `u8`.
 //! A proposal longer than the cap is stored as the cap: the replay of a
 //! draft length `k <= cap` is exact.
 //!
+//! ## Outcomes below the cap
+//!
+//! An n-gram drafter's proposal at a cap `k` is its proposal at the cap cut
+//! to `k`: drafting `k` drafts `min(k, L_t)` and `min(k, m_t)` of it holds.
+//! A suffix drafter's is not: it chooses the match length on the scores of
+//! drafts cut at `k`, so a smaller cap can choose another draft. `below`
+//! lists, per position, the caps where the outcome differs from that: an
+//! entry `[j, k, L, m]` says that at output position `j + 1` and at every
+//! cap above the position's previous entry's `k`, up to `k`, drafting
+//! that cap drafts `min(cap, L)` and `min(cap, m)` of it holds. Caps above
+//! the position's last entry read the arrays. Entries are in increasing
+//! order of `j`, then `k`; `k` is below the trace's cap, `L <= k`, `m <=
+//! L` and `m` at most the output tokens after the position
+//! ([`TraceRequest::outcome`]).
+//!
 //! Blank lines are skipped. Anything else is an error naming the line and
 //! the key ([`TraceError`]), after which the reader yields nothing more: a
 //! line that is not UTF-8, not JSON (a leading byte-order mark is named) or
 //! not an object; a key given twice in one object; a missing required
 //! key; an array of another length than `max(M - 1, 0)`; a value above the
-//! cap; `match[j] > proposal[j]`; a line longer than the limit (read in
+//! cap; `match[j] > proposal[j]`; a `below` entry out of order or out of
+//! its bounds; a line longer than the limit (read in
 //! bounded chunks, never held whole; [`DEFAULT_MAX_LINE_BYTES`] unless
 //! [`TraceReader::with_max_line_bytes`] says otherwise); a metadata line
 //! after the first line.
@@ -69,10 +103,12 @@
 //! let meta = TraceMeta {
 //!     tokenizer: "o200k_base".into(), rule: "vllm".into(),
 //!     min_n: 2, max_n: 5, cap: 64, eos: true, greedy: true,
+//!     num_speculative_tokens: None, suffix: None,
 //! };
 //! let request = TraceRequest {
 //!     id: "r1".into(), prompt_tokens: 12, output_tokens: 4,
 //!     proposal: vec![0, 3, 2], matched: vec![0, 2, 1], ngram: None,
+//!     below: Vec::new(),
 //! };
 //! let mut file = Vec::new();
 //! write_meta(&mut file, &meta).unwrap();
@@ -102,8 +138,9 @@ pub const MAX_CAP: usize = 255;
 /// The longest line a [`TraceReader`] accepts unless told otherwise (64 MiB,
 /// the line terminator not counted).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
-/// The version written in the metadata line's `"specdec_trace"` key.
-pub const FORMAT_VERSION: u64 = 1;
+/// The version written in the metadata line's `"specdec_trace"` key; the
+/// reader reads this one and version 1.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// What the optional first line says about how the trace was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +161,59 @@ pub struct TraceMeta {
     /// False when the outputs came from sampled decoding: the trace is then
     /// not an exact counterfactual.
     pub greedy: bool,
+    /// The engine's own `k` for these settings, when it has one (version
+    /// 2): the static length an operator runs today.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_speculative_tokens: Option<usize>,
+    /// The suffix drafter's settings, with the rule `suffix` only (version
+    /// 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suffix: Option<SuffixMeta>,
+}
+
+/// The settings of a suffix-decoding trace (vLLM's `method: suffix`).
+///
+/// ```
+/// use specdec_ingest::trace::{SuffixMeta, TraceMeta, TraceReader, write_meta};
+/// let meta = TraceMeta {
+///     tokenizer: "o200k_base".into(), rule: "suffix".into(), min_n: 1, max_n: 23,
+///     cap: 24, eos: true, greedy: true, num_speculative_tokens: Some(24),
+///     suffix: Some(SuffixMeta { depth: 24, factor: 1.0, offset: 0.0, min_prob: 0.1, cache: 10_000 }),
+/// };
+/// let mut file = Vec::new();
+/// write_meta(&mut file, &meta).unwrap();
+/// assert!(file.ends_with(b"\"suffix\":{\"depth\":24,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10000}}\n"));
+/// assert_eq!(TraceReader::new(file.as_slice()).meta().unwrap(), Some(&meta));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuffixMeta {
+    /// The trees' depth, 2..=256 (`suffix_decoding_max_tree_depth`).
+    pub depth: usize,
+    /// `suffix_decoding_max_spec_factor`.
+    pub factor: f32,
+    /// Arctic's `max_spec_offset` (vLLM passes none: 0).
+    pub offset: f32,
+    /// `suffix_decoding_min_token_prob`.
+    pub min_prob: f32,
+    /// `suffix_decoding_max_cached_requests` (0: no global tree).
+    pub cache: usize,
+}
+
+// The reader refuses a value that is not finite: equality is total.
+impl Eq for SuffixMeta {}
+
+/// An outcome below the trace's cap (see [the format](self#outcomes-below-the-cap)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Below {
+    /// `j`: output position `j + 1`.
+    pub position: u32,
+    /// `k`: the largest cap this entry holds at (below the trace's cap).
+    pub cap: u8,
+    /// `L`: the draft's length at these caps, at most `k`.
+    pub proposal: u8,
+    /// `m`: how many of its tokens hold, at most `L`.
+    pub matched: u8,
 }
 
 /// One request of a trace.
@@ -142,12 +232,39 @@ pub struct TraceRequest {
     pub matched: Vec<u8>,
     /// The matched `n` at each position (0 = no match); JSON key `"ngram"`.
     pub ngram: Option<Vec<u8>>,
+    /// The outcomes below the cap where they differ (empty for an n-gram
+    /// drafter), in order.
+    pub below: Vec<Below>,
 }
 
 impl TraceRequest {
     /// The number of positions that could be drafted: `max(M - 1, 0)`.
     pub fn positions(&self) -> usize {
         self.proposal.len()
+    }
+
+    /// Drafting `k` (`1..=` the cap) at position index `j`: the tokens
+    /// drafted and the tokens of them that hold.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::{Below, TraceRequest};
+    /// let r = TraceRequest {
+    ///     id: 1.into(), prompt_tokens: 0, output_tokens: 9,
+    ///     proposal: vec![0, 0, 6, 0, 0, 0, 0, 0], matched: vec![0, 0, 5, 0, 0, 0, 0, 0], ngram: None,
+    ///     // At caps 1 and 2 position 3 drafts another draft, which fails.
+    ///     below: vec![Below { position: 2, cap: 2, proposal: 2, matched: 0 }],
+    /// };
+    /// assert_eq!((r.outcome(2, 1), r.outcome(2, 2), r.outcome(2, 3), r.outcome(2, 8)), ((1, 0), (2, 0), (3, 3), (6, 5)));
+    /// ```
+    pub fn outcome(&self, j: usize, k: usize) -> (usize, usize) {
+        let i = self
+            .below
+            .partition_point(|b| (b.position as usize, usize::from(b.cap)) < (j, k));
+        let (l, m) = match self.below.get(i) {
+            Some(b) if b.position as usize == j => (b.proposal, b.matched),
+            _ => (self.proposal[j], self.matched[j]),
+        };
+        (k.min(usize::from(l)), k.min(usize::from(m)))
     }
 }
 
@@ -363,13 +480,28 @@ fn kind(value: &Value) -> &'static str {
 }
 
 fn parse_meta(line: u64, mut object: Map<String, Value>) -> Result<TraceMeta, TraceError> {
-    let version = object.remove("specdec_trace");
-    if version.as_ref().and_then(Value::as_u64) != Some(FORMAT_VERSION) {
+    let version = object
+        .remove("specdec_trace")
+        .as_ref()
+        .and_then(Value::as_u64);
+    if !matches!(version, Some(1..=FORMAT_VERSION)) {
         return Err(TraceError::new(
             line,
             Some("specdec_trace"),
-            format!("this reader knows version {FORMAT_VERSION} of the format only"),
+            format!("this reader knows versions 1 to {FORMAT_VERSION} of the format only"),
         ));
+    }
+    if version == Some(1) {
+        if let Some(key) = ["num_speculative_tokens", "suffix"]
+            .into_iter()
+            .find(|k| object.contains_key(*k))
+        {
+            return Err(TraceError::new(
+                line,
+                Some(key),
+                "version 1 of the format has no such key (it came with version 2)",
+            ));
+        }
     }
     let meta: TraceMeta = serde_json::from_value(Value::Object(object))
         .map_err(|e| TraceError::new(line, None, format!("bad metadata: {e}")))?;
@@ -389,6 +521,51 @@ fn parse_meta(line: u64, mut object: Map<String, Value>) -> Result<TraceMeta, Tr
                 meta.min_n, meta.max_n
             ),
         ));
+    }
+    if let Some(k) = meta.num_speculative_tokens {
+        if k == 0 || k > meta.cap {
+            return Err(TraceError::new(
+                line,
+                Some("num_speculative_tokens"),
+                format!("{k} is not in 1..=cap ({})", meta.cap),
+            ));
+        }
+    }
+    match (&meta.suffix, meta.rule == "suffix") {
+        (None, true) => {
+            return Err(TraceError::new(
+                line,
+                Some("suffix"),
+                "the rule suffix needs its settings",
+            ));
+        }
+        (Some(_), false) => {
+            return Err(TraceError::new(
+                line,
+                Some("suffix"),
+                format!("suffix settings with the rule {:?}", meta.rule),
+            ));
+        }
+        (Some(s), true) => {
+            if !(2..=MAX_CAP + 1).contains(&s.depth) {
+                return Err(TraceError::new(
+                    line,
+                    Some("suffix"),
+                    format!("depth {} is not in 2..={}", s.depth, MAX_CAP + 1),
+                ));
+            }
+            if ![s.factor, s.offset, s.min_prob]
+                .iter()
+                .all(|x| x.is_finite())
+            {
+                return Err(TraceError::new(
+                    line,
+                    Some("suffix"),
+                    "factor, offset and min_prob must be finite",
+                ));
+            }
+        }
+        (None, false) => {}
     }
     Ok(meta)
 }
@@ -421,6 +598,10 @@ fn parse_request(
         None
     };
     check_matches(line, &proposal, &matched, output_tokens)?;
+    let below = match object.remove("below") {
+        None => Vec::new(),
+        Some(value) => parse_below(line, value, cap, output_tokens)?,
+    };
     Ok(TraceRequest {
         id,
         prompt_tokens,
@@ -428,7 +609,73 @@ fn parse_request(
         proposal,
         matched,
         ngram,
+        below,
     })
+}
+
+/// A request's `below`: entries `[j, k, L, m]` in increasing `(j, k)`,
+/// `j` a position, `k < cap`, `L <= k`, `m <= L` and `m` at most the
+/// output tokens after position `j + 1`.
+fn parse_below(
+    line: u64,
+    value: Value,
+    cap: usize,
+    output_tokens: u64,
+) -> Result<Vec<Below>, TraceError> {
+    let bad = |message: String| TraceError::new(line, Some("below"), message);
+    let Value::Array(items) = value else {
+        return Err(bad(format!("must be an array, not {}", kind(&value))));
+    };
+    let positions = output_tokens.saturating_sub(1);
+    let mut out: Vec<Below> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let numbers: Option<Vec<u64>> = match item {
+            Value::Array(v) if v.len() == 4 => v.iter().map(Value::as_u64).collect(),
+            _ => None,
+        };
+        let Some([j, k, l, m]) = numbers.as_deref().map(|n| [n[0], n[1], n[2], n[3]]) else {
+            return Err(bad(format!(
+                "entry {i} is not [position, cap, proposal, match] of non-negative integers"
+            )));
+        };
+        if j >= positions {
+            return Err(bad(format!(
+                "entry {i}: position {j} is not below the {positions} positions"
+            )));
+        }
+        if k == 0 || k >= cap as u64 {
+            return Err(bad(format!(
+                "entry {i}: cap {k} is not in 1..{cap} (below the trace's cap)"
+            )));
+        }
+        if l > k || m > l {
+            return Err(bad(format!(
+                "entry {i}: proposal {l} and match {m} must satisfy match <= proposal <= cap {k}"
+            )));
+        }
+        let left = output_tokens - (j + 1);
+        if m > left {
+            return Err(bad(format!(
+                "entry {i}: match {m}, but only {left} output tokens follow its position"
+            )));
+        }
+        let entry = Below {
+            position: j as u32,
+            cap: k as u8,
+            proposal: l as u8,
+            matched: m as u8,
+        };
+        if let Some(prev) = out.last() {
+            if (prev.position, prev.cap) >= (entry.position, entry.cap) {
+                return Err(bad(format!(
+                    "entry {i} is not after entry {} (by position, then cap)",
+                    i - 1
+                )));
+            }
+        }
+        out.push(entry);
+    }
+    Ok(out)
 }
 
 /// A request's `id`: a string or an integer, its line number without one.
@@ -895,7 +1142,7 @@ pub fn write_meta(w: &mut impl Write, meta: &TraceMeta) -> io::Result<()> {
 
 /// Writes one request as one line, keys in the order `id`,
 /// `prompt_tokens`, `output_tokens`, `proposal`, `match` and, when there is
-/// one, `ngram`.
+/// one, `ngram`, then `below` when it has entries.
 pub fn write_request(w: &mut impl Write, r: &TraceRequest) -> io::Result<()> {
     let mut line = Vec::with_capacity(64 + 4 * 3 * r.proposal.len());
     line.extend_from_slice(b"{\"id\":");
@@ -909,6 +1156,20 @@ pub fn write_request(w: &mut impl Write, r: &TraceRequest) -> io::Result<()> {
     push_array(&mut line, "match", &r.matched);
     if let Some(ngram) = &r.ngram {
         push_array(&mut line, "ngram", ngram);
+    }
+    if !r.below.is_empty() {
+        line.extend_from_slice(b",\"below\":[");
+        for (i, b) in r.below.iter().enumerate() {
+            if i > 0 {
+                line.push(b',');
+            }
+            write!(
+                line,
+                "[{},{},{},{}]",
+                b.position, b.cap, b.proposal, b.matched
+            )?;
+        }
+        line.push(b']');
     }
     line.extend_from_slice(b"}\n");
     w.write_all(&line)
@@ -956,6 +1217,8 @@ mod tests {
             cap,
             eos: true,
             greedy: true,
+            num_speculative_tokens: None,
+            suffix: None,
         }
     }
 
@@ -969,6 +1232,7 @@ mod tests {
                 proposal: vec![0, 255, 100],
                 matched: vec![0, 2, 1],
                 ngram: Some(vec![0, 5, 3]),
+                below: Vec::new(),
             },
             TraceRequest {
                 id: Value::from(-7),
@@ -977,6 +1241,7 @@ mod tests {
                 proposal: vec![],
                 matched: vec![],
                 ngram: None,
+                below: Vec::new(),
             },
         ];
         let mut file = Vec::new();
@@ -985,13 +1250,173 @@ mod tests {
             write_request(&mut file, r).unwrap();
         }
         let text = String::from_utf8(file.clone()).unwrap();
-        assert!(text.starts_with("{\"specdec_trace\":1,\"tokenizer\":"));
+        assert!(text.starts_with("{\"specdec_trace\":2,\"tokenizer\":"));
         assert!(text.contains(
             "{\"id\":\"a\",\"prompt_tokens\":3,\"output_tokens\":4,\"proposal\":[0,255,100],\"match\":[0,2,1],\"ngram\":[0,5,3]}\n"
         ));
         let mut reader = TraceReader::new(file.as_slice());
         assert_eq!(reader.cap().unwrap(), 255);
         assert_eq!(reader.collect::<Result<Vec<_>, _>>().unwrap(), requests);
+    }
+
+    fn suffix_meta() -> TraceMeta {
+        TraceMeta {
+            rule: "suffix".into(),
+            min_n: 1,
+            max_n: 23,
+            cap: 24,
+            num_speculative_tokens: Some(24),
+            suffix: Some(SuffixMeta {
+                depth: 24,
+                factor: 1.0,
+                offset: 0.0,
+                min_prob: 0.1,
+                cache: 10_000,
+            }),
+            ..meta(24)
+        }
+    }
+
+    #[test]
+    fn a_suffix_trace_round_trips_with_its_settings_and_below() {
+        let request = TraceRequest {
+            id: Value::from("s"),
+            prompt_tokens: 5,
+            output_tokens: 6,
+            proposal: vec![0, 4, 3, 2, 1],
+            matched: vec![0, 4, 0, 2, 1],
+            ngram: Some(vec![0, 4, 3, 2, 1]),
+            below: vec![
+                Below {
+                    position: 1,
+                    cap: 1,
+                    proposal: 1,
+                    matched: 0,
+                },
+                Below {
+                    position: 1,
+                    cap: 3,
+                    proposal: 2,
+                    matched: 2,
+                },
+                Below {
+                    position: 2,
+                    cap: 2,
+                    proposal: 2,
+                    matched: 2,
+                },
+            ],
+        };
+        let mut file = Vec::new();
+        write_meta(&mut file, &suffix_meta()).unwrap();
+        write_request(&mut file, &request).unwrap();
+        let text = String::from_utf8(file.clone()).unwrap();
+        assert!(text.starts_with(
+            "{\"specdec_trace\":2,\"tokenizer\":\"o200k_base\",\"rule\":\"suffix\",\"min_n\":1,\"max_n\":23,\"cap\":24,\"eos\":true,\"greedy\":true,\"num_speculative_tokens\":24,\"suffix\":{\"depth\":24,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10000}}\n"
+        ), "{text}");
+        assert!(
+            text.ends_with(",\"below\":[[1,1,1,0],[1,3,2,2],[2,2,2,2]]}\n"),
+            "{text}"
+        );
+        let mut reader = TraceReader::new(file.as_slice());
+        assert_eq!(reader.meta().unwrap(), Some(&suffix_meta()));
+        let back: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
+        assert_eq!(back, vec![request.clone()]);
+        // Caps 1, 2..=3, then the arrays; position 3 at cap 1 reads the
+        // arrays cut to 1.
+        let at = |j, k| back[0].outcome(j, k);
+        assert_eq!(
+            (at(1, 1), at(1, 2), at(1, 3), at(1, 4), at(1, 24)),
+            ((1, 0), (2, 2), (2, 2), (4, 4), (4, 4))
+        );
+        assert_eq!((at(2, 1), at(2, 2), at(2, 3)), ((1, 1), (2, 2), (3, 0)));
+        assert_eq!(at(3, 1), (1, 1));
+    }
+
+    #[test]
+    fn a_version_1_trace_still_reads_and_has_no_v2_keys() {
+        let v1 = "{\"specdec_trace\":1,\"tokenizer\":\"o200k_base\",\"rule\":\"vllm\",\"min_n\":2,\"max_n\":5,\"cap\":64,\"eos\":true,\"greedy\":true}\n{\"output_tokens\":2,\"proposal\":[3],\"match\":[1]}\n";
+        let mut reader = TraceReader::new(v1.as_bytes());
+        assert_eq!(reader.meta().unwrap(), Some(&meta(64)));
+        assert_eq!(reader.next().unwrap().unwrap().outcome(0, 2), (2, 1));
+        let with_suffix = v1.replacen(
+            "\"greedy\":true",
+            "\"greedy\":true,\"num_speculative_tokens\":4",
+            1,
+        );
+        let e = error_of(with_suffix.as_bytes());
+        assert_eq!((e.line, e.field), (1, Some("num_speculative_tokens")));
+    }
+
+    #[test]
+    fn bad_suffix_settings_are_errors() {
+        let line = |meta: &TraceMeta| {
+            let mut file = Vec::new();
+            write_meta(&mut file, meta).unwrap();
+            error_of(&file)
+        };
+        let mut m = suffix_meta();
+        m.suffix = None;
+        assert_eq!(line(&m).field, Some("suffix"));
+        let mut m = meta(64);
+        m.suffix = suffix_meta().suffix;
+        assert_eq!(line(&m).field, Some("suffix"));
+        let mut m = suffix_meta();
+        m.suffix.as_mut().unwrap().depth = 1;
+        assert!(line(&m).message.contains("depth 1"));
+        m.suffix.as_mut().unwrap().depth = 257;
+        assert!(line(&m).message.contains("depth 257 is not in 2..=256"));
+        // 256, one more than the largest cap, is the deepest: match
+        // lengths up to 255 fit the trace.
+        m.suffix.as_mut().unwrap().depth = 256;
+        let mut file = Vec::new();
+        write_meta(&mut file, &m).unwrap();
+        assert!(TraceReader::new(file.as_slice()).meta().is_ok());
+        let mut m = suffix_meta();
+        m.num_speculative_tokens = Some(25);
+        assert_eq!(line(&m).field, Some("num_speculative_tokens"));
+        let text = String::from_utf8({
+            let mut f = Vec::new();
+            write_meta(&mut f, &suffix_meta()).unwrap();
+            f
+        })
+        .unwrap()
+        .replace("\"factor\":1.0", "\"factor\":1e999");
+        assert!(TraceReader::new(text.as_bytes()).meta().is_err());
+    }
+
+    #[test]
+    fn bad_below_entries_are_errors_naming_them() {
+        let head = {
+            let mut f = Vec::new();
+            write_meta(&mut f, &meta(8)).unwrap();
+            String::from_utf8(f).unwrap()
+        };
+        for (below, message) in [
+            ("3", "must be an array"),
+            ("[[0,1,1]]", "entry 0 is not"),
+            ("[[3,1,1,0]]", "position 3 is not below"),
+            ("[[0,8,1,0]]", "cap 8 is not in 1..8"),
+            ("[[0,0,0,0]]", "cap 0"),
+            ("[[0,2,3,0]]", "match <= proposal <= cap 2"),
+            ("[[0,2,1,2]]", "match <= proposal"),
+            ("[[2,2,2,2]]", "only 1 output tokens"),
+            ("[[0,4,4,4]]", "match 4, but only 3 output tokens"),
+            ("[[1,2,0,0],[1,2,1,0]]", "entry 1 is not after entry 0"),
+            ("[[1,2,0,0],[0,3,1,0]]", "entry 1 is not after"),
+        ] {
+            let text = format!(
+                "{head}{{\"output_tokens\":4,\"proposal\":[3,3,1],\"match\":[3,2,1],\"below\":{below}}}\n"
+            );
+            let e = error_of(text.as_bytes());
+            assert_eq!((e.line, e.field), (2, Some("below")), "{below}");
+            assert!(e.message.contains(message), "{below}: {e}");
+        }
+        // A match of every token after its position is fine.
+        let text = format!(
+            "{head}{{\"output_tokens\":4,\"proposal\":[3,3,1],\"match\":[3,2,1],\"below\":[[0,3,3,3],[2,1,1,1]]}}\n"
+        );
+        assert!(TraceReader::new(text.as_bytes()).all(|r| r.is_ok()));
     }
 
     #[test]
@@ -1158,7 +1583,7 @@ mod tests {
         let e = error_of(&late);
         assert_eq!((e.line, e.field), (2, Some("specdec_trace")));
 
-        let e = error_of(b"{\"specdec_trace\":2}");
+        let e = error_of(b"{\"specdec_trace\":3}");
         assert_eq!((e.line, e.field), (1, Some("specdec_trace")));
         let mut bad_cap = Vec::new();
         write_meta(&mut bad_cap, &meta(64)).unwrap();

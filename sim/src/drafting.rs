@@ -290,7 +290,8 @@ impl Policy for PerStateTable {
 }
 
 /// Per-step hindsight on a trace (the policy named `oracle`): each request
-/// drafts what its verifier will accept there (`m_t`), nothing where
+/// drafts what its verifier will accept there (`m_t`, or for a suffix
+/// drafter the fewest tokens that accept the most at any length), nothing where
 /// nothing would be, and never a token that gains nothing (where the match
 /// reaches the output's end, its last token would stand in for the bonus
 /// token). Myopic, one step at a time and blind to the cost the batch
@@ -308,7 +309,7 @@ impl Policy for Oracle {
     fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
         for (len, view) in lens.iter_mut().zip(requests) {
             *len = view.position.map_or(0, |p| {
-                usize::from(p.matched).min(view.left.saturating_sub(1))
+                usize::from(p.oracle).min(view.left.saturating_sub(1))
             });
         }
         self.last = scheduled_budget(lens);

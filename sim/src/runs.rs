@@ -437,6 +437,7 @@ mod tests {
                 proposal,
                 matched,
                 ngram,
+                oracle: matched,
             },
             drafted,
             accepted: drafted.min(usize::from(matched)),

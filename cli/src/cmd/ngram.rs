@@ -28,14 +28,18 @@ use specdec_ingest::trace::{
 
 use crate::error::CliError;
 use crate::flags::parse_size;
-use crate::format::{display_path, excerpt};
+use crate::format::{display_path, excerpt, group_digits};
 use crate::io::{file_id, is_stdin, note_reading_stdin};
 use crate::ngram::git::{GitError, History, Limits, Skipped};
 use crate::ngram::git_range::{
     RANGE_MAX_BYTES, RANGE_MAX_CHANGED_LINES, Range, RangeError, RangeSpec, parse_range,
 };
+use crate::ngram::suffix::{
+    GlobalCache, LocalPass, Request, SuffixConfig, interleaved, local_pass,
+};
 use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
 use crate::ngram::{Config, Rule, generate};
+use specdec_ingest::trace::SuffixMeta;
 
 /// `--eos`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -72,9 +76,43 @@ pub struct Args {
     eos: YesNo,
     /// The largest value recorded, 1..=255: longer proposals are recorded
     /// as the cap (for llamacpp-simple it is also the engine's m,
-    /// --spec-ngram-simple-size-m).
-    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..))]
-    cap: u8,
+    /// --spec-ngram-simple-size-m; for suffix the engine's
+    /// num_speculative_tokens, every smaller cap recorded exactly)
+    /// [default: 64; with --rule suffix the depth, at most 255].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    cap: Option<u8>,
+    /// With --rule suffix: the trees' depth, 2..=256
+    /// (suffix_decoding_max_tree_depth) [default: 24].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=256))]
+    suffix_depth: Option<u16>,
+    /// With --rule suffix: a draft after a match of m tokens is at most
+    /// m * F + --suffix-offset long (suffix_decoding_max_spec_factor)
+    /// [default: 1].
+    #[arg(long, value_name = "F", value_parser = finite)]
+    suffix_factor: Option<f32>,
+    /// With --rule suffix: Arctic's max_spec_offset (vLLM passes none)
+    /// [default: 0].
+    #[arg(long, value_name = "X", value_parser = finite, allow_hyphen_values = true)]
+    suffix_offset: Option<f32>,
+    /// With --rule suffix: the least probability of a drafted token
+    /// (suffix_decoding_min_token_prob) [default: 0.1].
+    #[arg(long, value_name = "P", value_parser = finite)]
+    suffix_min_prob: Option<f32>,
+    /// With --rule suffix: responses kept in the global tree
+    /// (suffix_decoding_max_cached_requests), 0 for none [default: 10000].
+    #[arg(long, value_name = "N")]
+    suffix_cache: Option<usize>,
+    /// With --rule suffix: the most memory the global tree may take, with
+    /// an optional suffix K, M or G; a run that needs more stops (exit
+    /// status 2) [default: 16GiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    suffix_max_memory: Option<u64>,
+    /// With --rule suffix, an experiment: the global tree as an engine
+    /// with B requests in flight fills it (one token of each per step, in
+    /// admission order), instead of each request finished before the
+    /// next. Every request is held until the end.
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u16).range(1..))]
+    suffix_in_flight: Option<u16>,
     /// The outputs came from sampled decoding: recorded as "greedy": false
     /// in the metadata, with a warning that the trace is not exact.
     #[arg(long)]
@@ -113,6 +151,28 @@ pub struct Args {
     file: Option<PathBuf>,
 }
 
+/// A finite number (`--suffix-factor` and the like).
+fn finite(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(format!("{s:?} is not a finite number")),
+    }
+}
+
+/// The global tree's memory ceiling unless told otherwise: room on a
+/// 24 GiB machine for the per-request trees of every core and the rest.
+pub const DEFAULT_SUFFIX_MAX_MEMORY: u64 = 16 << 30;
+
+/// What drafts: an n-gram rule, or suffix decoding with its global tree's
+/// memory ceiling.
+#[derive(Clone, Copy, Debug)]
+enum Drafter {
+    Ngram(Config),
+    /// The settings, the global tree's ceiling, and the experiment's
+    /// requests in flight (`--suffix-in-flight`).
+    Suffix(SuffixConfig, u64, Option<usize>),
+}
+
 /// One request read: where it came from and its text.
 struct Job {
     index: usize,
@@ -126,6 +186,18 @@ struct Job {
 struct Done {
     line: Vec<u8>,
     positions: u64,
+    /// For suffix decoding: the part the global tree completes, in order.
+    suffix: Option<Box<SuffixPart>>,
+}
+
+/// A request's per-request pass, waiting for the global tree.
+struct SuffixPart {
+    id: Value,
+    prompt_tokens: usize,
+    /// The prompt's last `depth - 1` tokens.
+    prompt_tail: Vec<u32>,
+    output: Vec<u32>,
+    local: LocalPass,
 }
 
 enum Message {
@@ -142,18 +214,36 @@ pub fn window(threads: usize) -> usize {
 
 /// Runs `ngram`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = config(&args)?;
-    let (min_n, max_n, cap) = (config.min_n, config.max_n, config.cap);
+    let drafter = drafter(&args)?;
     let eos = args.eos == YesNo::Yes;
-    let meta = TraceMeta {
+    let mut meta = TraceMeta {
         tokenizer: args.tokenizer.clone(),
         rule: args.rule.name().to_owned(),
-        min_n,
-        max_n,
-        cap,
+        min_n: 0,
+        max_n: 0,
+        cap: 0,
         eos,
         greedy: !args.sampled,
+        num_speculative_tokens: None,
+        suffix: None,
     };
+    match drafter {
+        Drafter::Ngram(config) => {
+            (meta.min_n, meta.max_n, meta.cap) = (config.min_n, config.max_n, config.cap);
+        }
+        Drafter::Suffix(s, _, _) => {
+            // The match lengths possible, 1..depth - 1, stand for the n.
+            (meta.min_n, meta.max_n, meta.cap) = (1, s.depth - 1, s.cap);
+            meta.num_speculative_tokens = Some(s.cap);
+            meta.suffix = Some(SuffixMeta {
+                depth: s.depth,
+                factor: s.factor,
+                offset: s.offset,
+                min_prob: s.min_prob,
+                cache: s.cache,
+            });
+        }
+    }
     let max_line_bytes = usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX);
 
     // Every input is checked before anything is written.
@@ -185,7 +275,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             pipeline(
                 source,
                 tokenizer,
-                config,
+                drafter,
                 eos,
                 max_line_bytes,
                 threads,
@@ -201,6 +291,64 @@ pub fn run(args: Args) -> Result<(), CliError> {
     match flushed {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(write_error(&e, &output_name)),
         _ => Ok(()),
+    }
+}
+
+/// The drafter from the flags: an n-gram rule's, or suffix decoding's
+/// (which takes no `--min-n`/`--max-n`, and whose flags no other rule
+/// takes).
+fn drafter(args: &Args) -> Result<Drafter, CliError> {
+    let suffix_flags = [
+        ("--suffix-depth", args.suffix_depth.is_some()),
+        ("--suffix-factor", args.suffix_factor.is_some()),
+        ("--suffix-offset", args.suffix_offset.is_some()),
+        ("--suffix-min-prob", args.suffix_min_prob.is_some()),
+        ("--suffix-cache", args.suffix_cache.is_some()),
+        ("--suffix-max-memory", args.suffix_max_memory.is_some()),
+        ("--suffix-in-flight", args.suffix_in_flight.is_some()),
+    ];
+    if args.rule != Rule::Suffix {
+        if let Some((flag, _)) = suffix_flags.iter().find(|(_, given)| *given) {
+            return Err(CliError::new(format!(
+                "{flag} applies to --rule suffix only, not --rule {}",
+                args.rule.name()
+            )));
+        }
+        return config(args).map(Drafter::Ngram);
+    }
+    if let Some(flag) = [("--min-n", args.min_n), ("--max-n", args.max_n)]
+        .iter()
+        .find_map(|(flag, n)| n.map(|_| flag))
+    {
+        return Err(CliError::new(format!(
+            "{flag} does not apply to --rule suffix, which matches every context length up to the depth minus one: set --suffix-depth instead"
+        )));
+    }
+    let vllm = SuffixConfig::VLLM;
+    let depth = args.suffix_depth.map_or(vllm.depth, usize::from);
+    Ok(Drafter::Suffix(
+        SuffixConfig {
+            depth,
+            factor: args.suffix_factor.unwrap_or(vllm.factor),
+            offset: args.suffix_offset.unwrap_or(vllm.offset),
+            min_prob: args.suffix_min_prob.unwrap_or(vllm.min_prob),
+            cache: args.suffix_cache.unwrap_or(vllm.cache),
+            // vLLM's num_speculative_tokens is the depth when unset.
+            cap: args.cap.map_or(depth.min(MAX_CAP), usize::from),
+        },
+        args.suffix_max_memory.unwrap_or(DEFAULT_SUFFIX_MAX_MEMORY),
+        in_flight(args, args.suffix_cache.unwrap_or(vllm.cache))?,
+    ))
+}
+
+/// `--suffix-in-flight B`: at most the cache (a response stays while its
+/// request runs), unless there is no global tree.
+fn in_flight(args: &Args, cache: usize) -> Result<Option<usize>, CliError> {
+    match args.suffix_in_flight {
+        Some(b) if cache != 0 && usize::from(b) > cache => Err(CliError::new(format!(
+            "--suffix-in-flight {b} is above --suffix-cache {cache}: a response would be evicted while its request runs"
+        ))),
+        b => Ok(b.map(usize::from)),
     }
 }
 
@@ -220,7 +368,7 @@ fn config(args: &Args) -> Result<Config, CliError> {
             "--rule llamacpp-simple matches one n: --min-n {min_n} and --max-n {max_n} must be equal"
         )));
     }
-    let cap = usize::from(args.cap);
+    let cap = args.cap.map_or(64, usize::from);
     debug_assert!(cap <= MAX_CAP);
     Ok(Config {
         rule: args.rule,
@@ -388,13 +536,21 @@ enum EditCounts {
 fn pipeline(
     source: Source,
     tokenizer: Arc<Tokenizer>,
-    config: Config,
+    drafter: Drafter,
     eos: bool,
     max_line_bytes: usize,
     threads: usize,
     out: &mut dyn Write,
     output_name: &str,
 ) -> Result<(), CliError> {
+    let (mut global, in_flight) = match drafter {
+        Drafter::Suffix(config, max_bytes, in_flight) => {
+            (Some((GlobalCache::new(config), max_bytes)), in_flight)
+        }
+        Drafter::Ngram(_) => (None, None),
+    };
+    // With --suffix-in-flight: every request's part, until the end.
+    let mut held: Vec<Box<SuffixPart>> = Vec::new();
     let window = window(threads);
     let (credit_tx, credit_rx) = bounded::<()>(window);
     for _ in 0..window {
@@ -406,7 +562,7 @@ fn pipeline(
     // returns without waiting for a reader blocked on a slow input, and
     // the process ends them.
     let reader = thread::spawn(move || read_requests(source, max_line_bytes, &credit_rx, &job_tx));
-    let workers = spawn_workers(threads, job_rx, done_tx, &tokenizer, config, eos);
+    let workers = spawn_workers(threads, job_rx, done_tx, &tokenizer, drafter, eos);
 
     let mut pending: BTreeMap<usize, Result<Done, CliError>> = BTreeMap::new();
     let mut next = 0usize;
@@ -432,7 +588,15 @@ fn pipeline(
         }
         while let Some(result) = pending.remove(&next) {
             let done = result?;
-            out.write_all(&done.line)
+            let line = match (done.suffix, &mut global) {
+                (Some(part), _) if in_flight.is_some() => {
+                    held.push(part);
+                    Vec::new()
+                }
+                (Some(part), Some((cache, max_bytes))) => suffix_line(cache, *max_bytes, &part)?,
+                _ => done.line,
+            };
+            out.write_all(&line)
                 .map_err(|e| write_error(&e, output_name))?;
             positions += done.positions;
             next += 1;
@@ -449,6 +613,12 @@ fn pipeline(
     if let Some((_, result)) = pending.pop_first() {
         // Cannot happen: every index below the last is sent.
         result?;
+    }
+    if let (Some(batch), Some((cache, _))) = (in_flight, &global) {
+        for line in interleaved_lines(cache, &held, batch) {
+            out.write_all(&line)
+                .map_err(|e| write_error(&e, output_name))?;
+        }
     }
     for worker in workers {
         let _ = worker.join();
@@ -471,6 +641,18 @@ fn pipeline(
         }
         None => {}
     }
+    // What the global tree took, for --suffix-max-memory (the
+    // experiment's own tree is not that one).
+    if let Some((cache, _)) = global.as_ref().filter(|_| in_flight.is_none()) {
+        let tree = cache.tree();
+        eprintln!(
+            "ngram --rule suffix: the global tree peaked at {} ({} nodes at its peak); at the end it held {} responses, {} tokens",
+            binary_size(cache.peak_bytes() as u64),
+            group_digits(cache.peak_nodes() as u64),
+            cache.cached(),
+            group_digits(tree.tokens() as u64),
+        );
+    }
     Ok(())
 }
 
@@ -481,7 +663,7 @@ fn spawn_workers(
     job_rx: Receiver<Message>,
     done_tx: Sender<(usize, Result<Done, CliError>)>,
     tokenizer: &Arc<Tokenizer>,
-    config: Config,
+    drafter: Drafter,
     eos: bool,
 ) -> Vec<thread::JoinHandle<()>> {
     (0..threads)
@@ -489,9 +671,100 @@ fn spawn_workers(
             let job_rx = job_rx.clone();
             let done_tx = done_tx.clone();
             let tokenizer = Arc::clone(tokenizer);
-            thread::spawn(move || work(&job_rx, &done_tx, &tokenizer, &config, eos))
+            thread::spawn(move || work(&job_rx, &done_tx, &tokenizer, &drafter, eos))
         })
         .collect()
+}
+
+/// `bytes` in the largest binary unit under which it is at least 1.
+fn binary_size(bytes: u64) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+/// The trace lines of `--suffix-in-flight`'s experiment.
+fn interleaved_lines(cache: &GlobalCache, held: &[Box<SuffixPart>], batch: usize) -> Vec<Vec<u8>> {
+    let ids: Vec<String> = held.iter().map(|p| p.id.to_string()).collect();
+    let requests: Vec<Request<'_>> = held
+        .iter()
+        .zip(&ids)
+        .map(|(p, id)| {
+            (
+                id.as_str(),
+                p.prompt_tail.as_slice(),
+                p.prompt_tokens,
+                p.output.as_slice(),
+                &p.local,
+            )
+        })
+        .collect();
+    interleaved(cache.config(), &requests, batch)
+        .into_iter()
+        .zip(held)
+        .map(|(o, p)| {
+            let request = TraceRequest {
+                id: p.id.clone(),
+                prompt_tokens: p.prompt_tokens as u64,
+                output_tokens: p.output.len() as u64,
+                proposal: o.proposal,
+                matched: o.matched,
+                ngram: Some(o.match_len),
+                below: o.below,
+            };
+            let mut line = Vec::new();
+            write_request(&mut line, &request).expect("writing to memory");
+            line
+        })
+        .collect()
+}
+
+/// The trace line of a request's suffix part: the global tree's pass, in
+/// file order. Stops the run when the global tree outgrows `max_bytes`.
+fn suffix_line(
+    cache: &mut GlobalCache,
+    max_bytes: u64,
+    part: &SuffixPart,
+) -> Result<Vec<u8>, CliError> {
+    let id = part.id.to_string();
+    let outcomes = cache.request(
+        &id,
+        &part.prompt_tail,
+        part.prompt_tokens,
+        &part.output,
+        &part.local,
+    );
+    let bytes = cache.tree().bytes() as u64;
+    if bytes > max_bytes {
+        return Err(CliError::new(format!(
+            "request {}: the global suffix tree holds {} responses in {}, above --suffix-max-memory ({}); nothing after this request was written. Lower --suffix-cache (the responses kept) or raise --suffix-max-memory if the machine has the memory",
+            excerpt(&id),
+            cache.cached(),
+            binary_size(bytes),
+            binary_size(max_bytes),
+        )));
+    }
+    let request = TraceRequest {
+        id: part.id.clone(),
+        prompt_tokens: part.prompt_tokens as u64,
+        output_tokens: part.output.len() as u64,
+        proposal: outcomes.proposal,
+        matched: outcomes.matched,
+        ngram: Some(outcomes.match_len),
+        below: outcomes.below,
+    };
+    let mut line = Vec::new();
+    write_request(&mut line, &request).expect("writing to memory");
+    Ok(line)
 }
 
 /// What `--git` read: requests, positions, commits and the files skipped.
@@ -672,13 +945,13 @@ fn work(
     jobs: &Receiver<Message>,
     done: &Sender<(usize, Result<Done, CliError>)>,
     tokenizer: &Tokenizer,
-    config: &Config,
+    drafter: &Drafter,
     eos: bool,
 ) {
     for message in jobs {
         let (index, result) = match message {
             Message::Failed(index, e) => (index, Err(e)),
-            Message::Job(job) => (job.index, one_request(&job, tokenizer, config, eos)),
+            Message::Job(job) => (job.index, one_request(&job, tokenizer, drafter, eos)),
         };
         if done.send((index, result)).is_err() {
             return;
@@ -689,7 +962,7 @@ fn work(
 fn one_request(
     job: &Job,
     tokenizer: &Tokenizer,
-    config: &Config,
+    drafter: &Drafter,
     eos: bool,
 ) -> Result<Done, CliError> {
     let at = |what: &str| {
@@ -712,6 +985,24 @@ fn one_request(
             "field \"output\": tokenizes to nothing, and without --eos yes an output needs at least one token",
         ));
     }
+    let config = match drafter {
+        Drafter::Ngram(config) => config,
+        Drafter::Suffix(config, _, _) => {
+            let (prompt, output) = context.split_at(prompt_tokens);
+            let local = local_pass(config, prompt, output);
+            return Ok(Done {
+                positions: local.positions() as u64,
+                line: Vec::new(),
+                suffix: Some(Box::new(SuffixPart {
+                    id: job.id.clone(),
+                    prompt_tokens,
+                    prompt_tail: prompt[prompt_tokens.saturating_sub(config.depth - 1)..].to_vec(),
+                    output: output.to_vec(),
+                    local,
+                })),
+            });
+        }
+    };
     let positions = generate(config, &context, output_len);
     let request = TraceRequest {
         id: job.id.clone(),
@@ -720,11 +1011,13 @@ fn one_request(
         proposal: positions.proposal,
         matched: positions.matched,
         ngram: Some(positions.ngram),
+        below: Vec::new(),
     };
     let mut line = Vec::new();
     write_request(&mut line, &request).expect("writing to memory");
     Ok(Done {
         positions: request.matched.len() as u64,
         line,
+        suffix: None,
     })
 }

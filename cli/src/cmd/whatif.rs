@@ -35,10 +35,16 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 pub struct Args {
     /// The traces to replay, as `specdec-metrics ngram` writes them (JSON
     /// Lines; `-` reads standard input).
-    #[arg(value_name = "TRACES")]
-    traces: PathBuf,
+    #[arg(value_name = "TRACES", required_unless_present = "compare")]
+    traces: Option<PathBuf>,
+    /// Replay two traces of the same requests (same ids in the same order,
+    /// same output lengths) made under two rules, and print them side by
+    /// side with the setting of the one that earns more; K is then at most
+    /// each one's cap.
+    #[arg(long, value_names = ["A", "B"], num_args = 2, conflicts_with_all = ["traces", "report"])]
+    compare: Option<Vec<PathBuf>>,
     /// K: the longest draft any policy may make (1..=64, at most the
-    /// traces' cap).
+    /// traces' cap; with --compare, each one's K is at most its cap).
     #[arg(long, value_name = "K", value_parser = parse_max_draft_len)]
     max_draft_len: usize,
     /// A step costs BASE + PER_TOKEN * d, d the mean tokens drafted per
@@ -118,14 +124,21 @@ pub fn long_about() -> String {
 
 /// Runs `whatif`.
 pub fn run(args: Args) -> Result<(), CliError> {
+    if let Some(pair) = args.compare.clone() {
+        return compare(&args, &pair[0], &pair[1]);
+    }
     let Some(cost) = args.cost_linear.clone().or(args.cost_table.clone()) else {
         unreachable!("the argument group makes one of the costs required");
     };
     let report = report_arg(&args)?;
-    refuse_outputs_onto_inputs(&args, &report)?;
-    let source = display_path(&args.traces);
+    let path = args
+        .traces
+        .clone()
+        .expect("clap requires the traces without --compare");
+    refuse_outputs_onto_inputs(&args, &path, &report)?;
+    let source = display_path(&path);
     let started = Instant::now();
-    let traces = Arc::new(super::traces::open(&args.traces, &source)?);
+    let traces = Arc::new(super::traces::open(&path, &source)?);
     if traces.meta().is_some_and(|m| !m.greedy) {
         warn(&format!(
             "{source}: the traces come from sampled outputs: a policy would have changed \
@@ -161,25 +174,140 @@ pub fn run(args: Args) -> Result<(), CliError> {
     write_outputs(&whatif, &args, report)
 }
 
-/// Refuses a `--plot` or `--report` file that is the traces (the same
-/// file: device and inode, whatever the name or link), which writing it
-/// would destroy, or that is the other output (the same path, or the same
-/// file), which would keep only the last written.
+/// `--compare A B`: both traces replayed under the same settings (each
+/// at most its cap), side by side.
+fn compare(args: &Args, a: &std::path::Path, b: &std::path::Path) -> Result<(), CliError> {
+    let Some(cost) = args.cost_linear.clone().or(args.cost_table.clone()) else {
+        unreachable!("the argument group makes one of the costs required");
+    };
+    for path in [a, b] {
+        refuse_outputs_onto_inputs(args, path, &None)?;
+    }
+    let started = Instant::now();
+    let (source_a, source_b) = (display_path(a), display_path(b));
+    let traces_a = Arc::new(super::traces::open(a, &source_a)?);
+    let traces_b = Arc::new(super::traces::open(b, &source_b)?);
+    same_requests(&traces_a, &source_a, &traces_b, &source_b)?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    let mut whatifs = Vec::new();
+    for (traces, source) in [(traces_a, source_a), (traces_b, source_b)] {
+        if traces.meta().is_some_and(|m| !m.greedy) {
+            warn(&format!(
+                "{source}: the traces come from sampled outputs: the figures are estimates"
+            ));
+        }
+        let k = args.max_draft_len.min(traces.cap());
+        let settings = Settings {
+            traces: Arc::clone(&traces),
+            max_draft_len: k,
+            cost: cost.clone(),
+            batch: args.batch,
+            interval: args.interval,
+            update_observations: Some(args.update_observations),
+            seed: 1,
+            state_space: Some(match args.states {
+                Some(space) => space,
+                None => whatif::parse_state_space(whatif::DEFAULT_STATES)
+                    .expect("the default state definition is valid"),
+            }),
+        };
+        let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &None)?
+            .into_iter()
+            .filter(|p| p.static_len().is_none_or(|n| n <= k))
+            .collect::<Vec<_>>();
+        let results = replay(&settings, &policies, jobs, started)
+            .map_err(|e| CliError::new(format!("{source}: {e}")))?;
+        whatifs.push(WhatIf {
+            source,
+            traces,
+            settings,
+            results,
+        });
+    }
+    let (a, b) = (&whatifs[0], &whatifs[1]);
+    let text = match args.format {
+        Format::Json => json_line(&render::whatif_compare::json(a, b), "what-if")
+            .map(|t| crate::format::escape_hidden(&t))
+            .map_err(CliError::from),
+        _ => Ok(render::whatif_compare::table(a, b)),
+    };
+    let mut errors: Vec<CliError> = Vec::new();
+    if let Err(e) = text.and_then(|t| Ok(write_stdout(t.as_bytes(), "what-if")?)) {
+        errors.push(e);
+    }
+    if let Some(path) = &args.plot {
+        let svg = render::whatif_compare::render_svg(a, b).map_err(CliError::new);
+        if let Err(e) = svg.and_then(|svg| Ok(write_file(path, svg.as_bytes(), "plot")?)) {
+            errors.push(e);
+        }
+    }
+    match errors.into_iter().reduce(CliError::and) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Refuses two traces that are not of the same requests: the same ids in
+/// the same order, each with the same output length.
+fn same_requests(
+    a: &specdec_sim::trace_set::TraceSet,
+    source_a: &str,
+    b: &specdec_sim::trace_set::TraceSet,
+    source_b: &str,
+) -> Result<(), CliError> {
+    let refuse = |why: String| {
+        Err(CliError::new(format!(
+            "--compare: {source_a} and {source_b} are not traces of the same requests: {why}; make both with `ngram` from the same requests"
+        )))
+    };
+    let (ra, rb) = (a.requests(), b.requests());
+    for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
+        if x.id != y.id {
+            return refuse(format!(
+                "request {} is {} in A but {} in B",
+                i + 1,
+                crate::format::sanitize(&x.id),
+                crate::format::sanitize(&y.id)
+            ));
+        }
+        if x.output_tokens != y.output_tokens {
+            return refuse(format!(
+                "request {} ({}) has {} output tokens in A but {} in B (another tokenizer or --eos?)",
+                i + 1,
+                crate::format::sanitize(&x.id),
+                x.output_tokens,
+                y.output_tokens
+            ));
+        }
+    }
+    if ra.len() != rb.len() {
+        return refuse(format!("A has {} requests, B {}", ra.len(), rb.len()));
+    }
+    Ok(())
+}
+
+/// Refuses a `--plot` or `--report` file that is the traces at `path` (the
+/// same file: device and inode, whatever the name or link), which writing
+/// it would destroy, or that is the other output (the same path, or the
+/// same file), which would keep only the last written.
 fn refuse_outputs_onto_inputs(
     args: &Args,
+    path: &std::path::Path,
     report: &Option<(PolicySpec, PathBuf)>,
 ) -> Result<(), CliError> {
-    let traces = file_id(std::fs::metadata(&args.traces));
+    let traces = file_id(std::fs::metadata(path));
     let outputs = [
         args.plot.as_ref().map(|p| ("--plot", p)),
         report.as_ref().map(|(_, p)| ("--report", p)),
     ];
-    for (flag, path) in outputs.iter().flatten() {
-        if traces.is_some() && file_id(std::fs::metadata(path)) == traces {
+    for (flag, out) in outputs.iter().flatten() {
+        if traces.is_some() && file_id(std::fs::metadata(out)) == traces {
             return Err(CliError::new(format!(
                 "{flag} {} is the traces {}: writing it would destroy them; nothing was replayed",
-                display_path(path),
-                display_path(&args.traces)
+                display_path(out),
+                display_path(path)
             )));
         }
     }

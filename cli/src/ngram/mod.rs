@@ -73,6 +73,7 @@
 
 pub mod git;
 pub mod git_range;
+pub mod suffix;
 pub mod tokenize;
 
 #[cfg(test)]
@@ -80,7 +81,8 @@ mod tests;
 
 use rustc_hash::FxHashMap;
 
-/// A drafting rule (see the [module docs](self)).
+/// A drafting rule (see the [module docs](self), and [`suffix`] for
+/// suffix decoding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Rule {
     /// vLLM's `ngram`: longest n in min..=max, earliest occurrence.
@@ -92,6 +94,9 @@ pub enum Rule {
     LlamacppSimple,
     /// Hugging Face's prompt lookup: longest match, earliest occurrence.
     Hf,
+    /// vLLM's `suffix` (Arctic Inference's suffix decoding): per-request
+    /// and global suffix trees ([`suffix`]).
+    Suffix,
 }
 
 impl Rule {
@@ -102,6 +107,7 @@ impl Rule {
             Rule::Trtllm => "trtllm",
             Rule::LlamacppSimple => "llamacpp-simple",
             Rule::Hf => "hf",
+            Rule::Suffix => "suffix",
         }
     }
 
@@ -112,6 +118,8 @@ impl Rule {
             Rule::Trtllm => (1, 3),
             Rule::LlamacppSimple => (12, 12),
             Rule::Hf => (1, 2),
+            // The match lengths possible at vLLM's depth.
+            Rule::Suffix => (1, suffix::SuffixConfig::VLLM.depth - 1),
         }
     }
 
@@ -277,7 +285,16 @@ fn fresh(id: u32, end: u32) -> Seen {
 /// last `output_len` are the output. Entry `j` of each array is output
 /// position `j + 1`; there are `output_len - 1` of them (none for an output
 /// of at most one token).
+///
+/// # Panics
+///
+/// With [`Rule::Suffix`], whose traces depend on other requests too: see
+/// [`suffix`].
 pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Positions {
+    assert!(
+        config.rule != Rule::Suffix,
+        "suffix traces are made by ngram::suffix"
+    );
     let prompt_len = context.len() - output_len;
     let positions = output_len.saturating_sub(1);
     let mut out = Positions {
@@ -306,6 +323,7 @@ pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Position
                 .rev()
                 .find_map(|n| before[n - 1].map(|seen| (n, seen.first as usize + 1, len))),
             Rule::LlamacppSimple => llamacpp_simple(config, &before, len),
+            Rule::Suffix => unreachable!("refused above"),
         };
         let (proposal, matched, n) = match found {
             Some((n, start, end)) => {

@@ -158,6 +158,7 @@ fn brute(config: &Config, context: &[u32], output_len: usize) -> Positions {
             Rule::Trtllm => trtllm(c, config.min_n, config.max_n, config.cap)
                 .map(|(n, s)| (n, s, (len - s).min(config.cap))),
             Rule::LlamacppSimple => llamacpp(&c[..len - 1], c[len - 1], config.max_n, config.cap),
+            Rule::Suffix => unreachable!("suffix has its own tests"),
         };
         let (n, l, m) = match found {
             Some((n, start, l)) => {

@@ -16,6 +16,7 @@ pub mod plot;
 pub mod report;
 pub mod table;
 pub mod whatif;
+pub mod whatif_compare;
 pub mod whatif_plot;
 
 use std::fmt;

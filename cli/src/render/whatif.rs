@@ -36,10 +36,20 @@ struct Row {
     final_draft_lens: Option<Vec<usize>>,
     /// The median draft length chosen over the request-steps.
     median_draft_len: Option<usize>,
+    /// The static row at the traces' `num_speculative_tokens`: what the
+    /// engine drafts with these settings unless told otherwise.
+    engine_default: bool,
+}
+
+/// The engine's own `k` for the traces' settings (their metadata's
+/// `num_speculative_tokens`), when they say.
+pub fn engine_default(w: &WhatIf) -> Option<usize> {
+    w.traces.meta().and_then(|m| m.num_speculative_tokens)
 }
 
 fn rows(w: &WhatIf) -> Vec<Row> {
     let best = best_static(&w.results).map_or(f64::NAN, PolicyResult::goodput);
+    let default = engine_default(w);
     w.results
         .iter()
         .map(|r| {
@@ -59,6 +69,7 @@ fn rows(w: &WhatIf) -> Vec<Row> {
                         .map(|c| c.draft_lens.clone())
                 }),
                 median_draft_len: r.median_draft_len(),
+                engine_default: default.is_some() && r.policy.static_len() == default,
             }
         })
         .collect()
@@ -117,8 +128,36 @@ pub fn settings(meta: Option<&TraceMeta>, k: usize) -> Vec<Setting> {
                  \"prompt_lookup_min\": {min_n}, \"prompt_lookup_max\": {max_n}}}'"
             ),
         }],
+        "suffix" => match &m.suffix {
+            Some(s) => vec![Setting {
+                engine: "vLLM",
+                setting: format!(
+                    "--speculative-config '{{\"method\": \"suffix\", \"num_speculative_tokens\": {k}, \
+                     \"suffix_decoding_max_tree_depth\": {}, \"suffix_decoding_max_spec_factor\": {}, \
+                     \"suffix_decoding_min_token_prob\": {}, \"suffix_decoding_max_cached_requests\": {}}}'{}",
+                    s.depth,
+                    float(s.factor),
+                    float(s.min_prob),
+                    s.cache,
+                    if s.offset == 0.0 {
+                        String::new()
+                    } else {
+                        format!(
+                            " (the traces' max_spec_offset {} is Arctic Inference's own; vLLM passes none)",
+                            float(s.offset)
+                        )
+                    }
+                ),
+            }],
+            None => Vec::new(),
+        },
         _ => Vec::new(),
     }
+}
+
+/// A setting's number as JSON writes it: `1.0`, `0.1`.
+fn float(x: f32) -> String {
+    serde_json::to_string(&x).unwrap_or_else(|_| x.to_string())
 }
 
 /// The best static length, when static lengths were replayed.
@@ -257,8 +296,17 @@ pub fn table(w: &WhatIf) -> String {
             // requests drained.
             match (r.kind == "controller", r.median_draft_len) {
                 (true, Some(m)) => format!("   (median k = {m} over request-steps)"),
+                _ if r.engine_default => {
+                    "   <- the engine's default (the traces' num_speculative_tokens)".into()
+                }
                 _ => String::new(),
             }
+        );
+    }
+    if let Some(d) = engine_default(w).filter(|&d| d > w.settings.max_draft_len) {
+        let _ = writeln!(
+            out,
+            "(the engine's default, k = {d} (the traces' num_speculative_tokens), is above K: not replayed)"
         );
     }
     let Some(k) = best_k(w) else {
@@ -328,6 +376,8 @@ struct Json<'a> {
     /// The static lengths around the best within 1% of its goodput.
     best_static_within_1pct: Option<(usize, usize)>,
     oracle_headroom: Option<f64>,
+    /// The traces' `num_speculative_tokens`: the engine's default length.
+    engine_default_draft_len: Option<usize>,
     policies: Vec<Row>,
     settings: Vec<Setting>,
 }
@@ -351,6 +401,7 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
         best_static_draft_len: k,
         best_static_within_1pct: within_one_percent(w),
         oracle_headroom: oracle_headroom(w),
+        engine_default_draft_len: engine_default(w),
         policies: rows(w),
         settings: k.map_or_else(Vec::new, |k| settings(w.traces.meta(), k)),
     }

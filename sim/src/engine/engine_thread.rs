@@ -442,11 +442,22 @@ impl<'a> Engine<'a> {
             batch: self.batch.len(),
         };
         let (mut tokens, mut drafted_sum) = (0u64, 0u64);
+        let traces = self.config.traces.as_deref();
         for (index, request) in self.batch.iter_mut().enumerate() {
             let view = &self.views[index];
             let len = self.lens[index];
             let (gained, drafted) = match view.position {
-                Some(position) => recording.traced(index, view.state_index, request, len, position),
+                Some(position) => {
+                    // What drafting `len` drafts there (a suffix drafter
+                    // may choose another draft at a smaller length).
+                    let position = match (traces, request.trace) {
+                        (Some(traces), Some(i)) => {
+                            traces.requests()[i].at_cap(request.generated, position, len)
+                        }
+                        _ => position,
+                    };
+                    recording.traced(index, view.state_index, request, len, position)
+                }
                 None => recording.drawn(index, view.state_index, request, len),
             };
             tokens += gained;
