@@ -23,7 +23,8 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use serde_json::Value;
 use specdec_ingest::lines::LineError;
 use specdec_ingest::trace::{
-    MAX_CAP, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta, write_request,
+    MAX_CAP, Prompt, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta,
+    write_request,
 };
 
 use crate::error::CliError;
@@ -37,7 +38,9 @@ use crate::ngram::git_range::{
 use crate::ngram::suffix::{
     GlobalCache, LocalPass, Request, SuffixConfig, interleaved, local_pass,
 };
-use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
+use crate::ngram::tokenize::{
+    DEFAULT_TOKEN_CACHE_BYTES, EOS, TokenCache, Tokenizer, TokenizerError, prompt_tokens,
+};
 use crate::ngram::{Config, Rule, generate};
 use specdec_ingest::trace::SuffixMeta;
 
@@ -121,6 +124,12 @@ pub struct Args {
     /// K, M or G; a longer line stops the run (exit status 2).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
     max_line_bytes: u64,
+    /// The most memory the tokens of chat messages may take ("messages"
+    /// requests: each message is tokenized once while it stays cached),
+    /// with an optional suffix K, M or G; 0 tokenizes every message anew
+    /// [default: 256MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    token_cache: Option<u64>,
     /// Write the trace to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -145,8 +154,11 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
-    /// JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id": ...};
-    /// standard input when absent or "-".
+    /// JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id": ...}
+    /// or {"messages": [{"role": TEXT, "content": TEXT}, ...], "output":
+    /// TEXT, "id": ...} (a chat's turns, rendered
+    /// "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then
+    /// "<|im_start|>assistant\n"); standard input when absent or "-".
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
 }
@@ -178,8 +190,15 @@ struct Job {
     index: usize,
     line: u64,
     id: Value,
-    prompt: String,
+    prompt: Prompt,
     output: String,
+}
+
+/// The tokenizer, and the cache of chat messages' tokens every worker
+/// shares.
+struct Encoding {
+    tokenizer: Tokenizer,
+    cache: TokenCache,
 }
 
 /// What a worker hands back for request `index`.
@@ -254,7 +273,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     }
     refuse_output_onto_an_input(&args)?;
-    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?);
+    let tokenizer = Arc::new(Encoding {
+        tokenizer: Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?,
+        cache: TokenCache::new(args.token_cache.unwrap_or(DEFAULT_TOKEN_CACHE_BYTES)),
+    });
     if args.sampled {
         eprintln!(
             "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
@@ -535,7 +557,7 @@ enum EditCounts {
 #[allow(clippy::too_many_arguments)]
 fn pipeline(
     source: Source,
-    tokenizer: Arc<Tokenizer>,
+    tokenizer: Arc<Encoding>,
     drafter: Drafter,
     eos: bool,
     max_line_bytes: usize,
@@ -627,6 +649,14 @@ fn pipeline(
     if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
+    let cached = tokenizer.cache.stats();
+    if cached.hits + cached.misses > 0 {
+        eprintln!(
+            "ngram: chat messages: {} tokenized, {} found in the token cache (--token-cache)",
+            group_digits(cached.misses),
+            group_digits(cached.hits),
+        );
+    }
     match edit_counts {
         Some(EditCounts::Git(commits, skipped, unborn)) => {
             if let Some(branch) = unborn {
@@ -662,7 +692,7 @@ fn spawn_workers(
     threads: usize,
     job_rx: Receiver<Message>,
     done_tx: Sender<(usize, Result<Done, CliError>)>,
-    tokenizer: &Arc<Tokenizer>,
+    tokenizer: &Arc<Encoding>,
     drafter: Drafter,
     eos: bool,
 ) -> Vec<thread::JoinHandle<()>> {
@@ -911,7 +941,7 @@ fn read_edits(
                 index,
                 line: index as u64 + 1,
                 id: Value::String(request.id),
-                prompt: request.prompt,
+                prompt: Prompt::Text(request.prompt),
                 output: request.output,
             }),
             Ok(None) => return Some(()),
@@ -944,7 +974,7 @@ fn request_error(name: &str, e: RequestError) -> CliError {
 fn work(
     jobs: &Receiver<Message>,
     done: &Sender<(usize, Result<Done, CliError>)>,
-    tokenizer: &Tokenizer,
+    tokenizer: &Encoding,
     drafter: &Drafter,
     eos: bool,
 ) {
@@ -961,7 +991,7 @@ fn work(
 
 fn one_request(
     job: &Job,
-    tokenizer: &Tokenizer,
+    tokenizer: &Encoding,
     drafter: &Drafter,
     eos: bool,
 ) -> Result<Done, CliError> {
@@ -972,9 +1002,10 @@ fn one_request(
             job.line
         ))
     };
-    let mut context = tokenizer.encode(&job.prompt).map_err(|e| at(&e))?;
+    let encode = |text: &str| tokenizer.tokenizer.encode(text);
+    let mut context = prompt_tokens(&job.prompt, &tokenizer.cache, encode).map_err(|e| at(&e))?;
     let prompt_tokens = context.len();
-    let output = tokenizer.encode(&job.output).map_err(|e| at(&e))?;
+    let output = encode(&job.output).map_err(|e| at(&e))?;
     context.extend_from_slice(&output);
     if eos {
         context.push(EOS);
