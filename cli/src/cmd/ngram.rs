@@ -13,9 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use serde_json::Value;
 use specdec_ingest::lines::LineError;
 use specdec_ingest::trace::{
-    MAX_CAP, Prompt, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta,
+    ChatMessage, MAX_CAP, Prompt, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta,
     write_request,
 };
 
@@ -41,7 +42,8 @@ use crate::ngram::suffix::{
 use crate::ngram::tokenize::{
     DEFAULT_TOKEN_CACHE_BYTES, EOS, TokenCache, Tokenizer, TokenizerError, prompt_tokens,
 };
-use crate::ngram::{Config, Rule, generate};
+use crate::ngram::{Config, Reusable, Rule, generate};
+use rustc_hash::FxHasher;
 use specdec_ingest::trace::SuffixMeta;
 
 /// `--eos`.
@@ -194,11 +196,86 @@ struct Job {
     output: String,
 }
 
-/// The tokenizer, and the cache of chat messages' tokens every worker
-/// shares.
+/// The tokenizer, the cache of chat messages' tokens, and the n-grams of
+/// recent conversations, which every worker shares.
 struct Encoding {
     tokenizer: Tokenizer,
     cache: TokenCache,
+    /// The most recently used last.
+    conversations: Mutex<Vec<Conversation>>,
+    max_conversations: usize,
+}
+
+/// An n-gram rule's state after the last request of a conversation: the
+/// next call of the same conversation (or of one that begins the same
+/// way, such as under the same system prompt) goes on from the prefix it
+/// shares ([`Reusable`]).
+struct Conversation {
+    /// A hash of each message of the last request, to choose the state
+    /// whose messages the next request shares most (the tokens shared are
+    /// then found exactly).
+    hashes: Vec<u64>,
+    state: Reusable,
+}
+
+/// Conversations' n-gram states kept for `threads` workers: one each being
+/// worked on and as many waiting. Each takes memory in proportion to its
+/// context (its tokens and their n-grams: some tens of bytes a token).
+pub fn conversations_kept(threads: usize) -> usize {
+    2 * threads + 2
+}
+
+/// A hash of a chat message, to tell conversations apart.
+fn message_hash(m: &ChatMessage) -> u64 {
+    let mut h = FxHasher::default();
+    m.role.hash(&mut h);
+    m.content.hash(&mut h);
+    h.finish()
+}
+
+impl Encoding {
+    /// The state whose last request's messages begin as `hashes` do the
+    /// longest (most recent first among equals), or a new one when none
+    /// shares any and there is room.
+    fn take(&self, config: Config, hashes: &[u64]) -> Conversation {
+        let mut kept = self
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let shared = |c: &Conversation| {
+            c.hashes
+                .iter()
+                .zip(hashes)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let best = kept
+            .iter()
+            .enumerate()
+            .rev()
+            .max_by_key(|(i, c)| (shared(c), *i))
+            .map(|(i, c)| (i, shared(c)));
+        match best {
+            Some((i, n)) if n > 0 || kept.len() >= self.max_conversations => kept.remove(i),
+            _ => Conversation {
+                hashes: Vec::new(),
+                state: Reusable::new(config),
+            },
+        }
+    }
+
+    /// Keeps `conversation` for the next requests, dropping the least
+    /// recently used beyond the limit.
+    fn put_back(&self, conversation: Conversation) {
+        let mut kept = self
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.push(conversation);
+        if kept.len() > self.max_conversations {
+            kept.remove(0);
+        }
+    }
 }
 
 /// What a worker hands back for request `index`.
@@ -273,10 +350,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     }
     refuse_output_onto_an_input(&args)?;
-    let tokenizer = Arc::new(Encoding {
-        tokenizer: Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?,
-        cache: TokenCache::new(args.token_cache.unwrap_or(DEFAULT_TOKEN_CACHE_BYTES)),
-    });
+    let loaded = Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?;
     if args.sampled {
         eprintln!(
             "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
@@ -287,6 +361,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         || thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
     );
+    let tokenizer = Arc::new(Encoding {
+        tokenizer: loaded,
+        cache: TokenCache::new(args.token_cache.unwrap_or(DEFAULT_TOKEN_CACHE_BYTES)),
+        conversations: Mutex::new(Vec::new()),
+        max_conversations: conversations_kept(threads),
+    });
     let output_name = args
         .output
         .as_deref()
@@ -1034,7 +1114,17 @@ fn one_request(
             });
         }
     };
-    let positions = generate(config, &context, output_len);
+    let positions = match &job.prompt {
+        Prompt::Messages(turns) => {
+            let hashes: Vec<u64> = turns.iter().map(message_hash).collect();
+            let mut conversation = tokenizer.take(*config, &hashes);
+            let positions = conversation.state.generate(&context, output_len);
+            conversation.hashes = hashes;
+            tokenizer.put_back(conversation);
+            positions
+        }
+        Prompt::Text(_) => generate(config, &context, output_len),
+    };
     let request = TraceRequest {
         id: job.id.clone(),
         prompt_tokens: prompt_tokens as u64,
