@@ -1036,7 +1036,10 @@ impl Prompt {
         match self {
             Prompt::Text(text) => text.clone(),
             Prompt::Messages(turns) => {
-                let mut text: String = turns.iter().map(ChatMessage::render).collect();
+                let mut text = String::new();
+                for m in turns {
+                    m.render_into(&mut text);
+                }
                 text.push_str(ASSISTANT_HEADER);
                 text
             }
@@ -1068,7 +1071,30 @@ impl ChatMessage {
     /// assert_eq!(m.render(), "<|im_start|>tool name=f\n{}<|im_end|>\n");
     /// ```
     pub fn render(&self) -> String {
-        format!("<|im_start|>{}\n{}<|im_end|>\n", self.role, self.content)
+        let mut text = String::new();
+        self.render_into(&mut text);
+        text
+    }
+
+    /// [`render`](Self::render), appended to `text`.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::ChatMessage;
+    /// let mut text = String::from("> ");
+    /// ChatMessage { role: "user".into(), content: "hi".into() }.render_into(&mut text);
+    /// assert_eq!(text, "> <|im_start|>user\nhi<|im_end|>\n");
+    /// ```
+    pub fn render_into(&self, text: &mut String) {
+        text.reserve(self.role.len() + self.content.len() + 24);
+        for part in [
+            "<|im_start|>",
+            &self.role,
+            "\n",
+            &self.content,
+            "<|im_end|>\n",
+        ] {
+            text.push_str(part);
+        }
     }
 }
 

@@ -314,15 +314,15 @@ pub fn prompt_tokens(
     match prompt {
         Prompt::Text(text) => encode(text),
         Prompt::Messages(turns) => {
-            let parts = turns
-                .iter()
-                .map(|m| cache.tokens(&m.render(), &encode))
-                .chain(std::iter::once(cache.tokens(ASSISTANT_HEADER, &encode)))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut tokens = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
-            for part in parts {
-                tokens.extend_from_slice(&part);
+            let mut tokens = Vec::new();
+            // One buffer for every message's rendering (the cache's key).
+            let mut text = String::new();
+            for m in turns {
+                text.clear();
+                m.render_into(&mut text);
+                tokens.extend_from_slice(&cache.tokens(&text, &encode)?);
             }
+            tokens.extend_from_slice(&cache.tokens(ASSISTANT_HEADER, &encode)?);
             Ok(tokens)
         }
     }
@@ -335,6 +335,76 @@ pub const EOS: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use specdec_ingest::trace::ChatMessage;
+
+    fn bytes(text: &str) -> Result<Vec<u32>, String> {
+        Ok(text.bytes().map(u32::from).collect())
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_budget_and_keeps_what_is_used() {
+        let texts: Vec<String> = (0..200).map(|i| format!("message {i:04}")).collect();
+        let one = entry_bytes(&texts[0], &bytes(&texts[0]).unwrap());
+        // Room for ten entries.
+        let cache = TokenCache::new(10 * one as u64);
+        for (i, text) in texts.iter().enumerate() {
+            assert_eq!(*cache.tokens(text, bytes).unwrap(), *bytes(text).unwrap());
+            // The first message is used all along: never evicted.
+            assert_eq!(
+                *cache.tokens(&texts[0], bytes).unwrap(),
+                *bytes(&texts[0]).unwrap()
+            );
+            assert!(cache.bytes() <= 10 * one, "{} after {i}", cache.bytes());
+        }
+        let stats = cache.stats();
+        assert_eq!(stats.misses, 200, "{stats:?}");
+        assert_eq!(stats.hits, 200);
+        // An old one was evicted: tokenized again, the same.
+        let before = cache.stats().misses;
+        assert_eq!(
+            *cache.tokens(&texts[1], bytes).unwrap(),
+            *bytes(&texts[1]).unwrap()
+        );
+        assert_eq!(cache.stats().misses, before + 1);
+    }
+
+    #[test]
+    fn a_cache_of_nothing_tokenizes_every_time() {
+        let cache = TokenCache::new(0);
+        for _ in 0..3 {
+            assert_eq!(*cache.tokens("ab", bytes).unwrap(), [97, 98]);
+        }
+        assert_eq!(cache.stats(), CacheStats { hits: 0, misses: 3 });
+        assert_eq!(cache.bytes(), 0);
+        let failed = cache.tokens("ab", |_| Err("no".into()));
+        assert_eq!(failed.unwrap_err(), "no");
+    }
+
+    #[test]
+    fn a_chats_tokens_are_its_messages_then_the_header() {
+        let turn = |role: &str, content: &str| ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        };
+        let chat = Prompt::Messages(vec![
+            turn("system", "s"),
+            turn("user", "u"),
+            turn("user", "u"),
+        ]);
+        let cache = TokenCache::new(1 << 20);
+        // Byte tokens: per message is the whole text's.
+        let whole = bytes(&chat.render()).unwrap();
+        assert_eq!(prompt_tokens(&chat, &cache, bytes).unwrap(), whole);
+        // Three distinct texts tokenized (the repeated turn and the header
+        // once each), one found.
+        assert_eq!(cache.stats(), CacheStats { hits: 1, misses: 3 });
+        // A tokenizer that marks each call's start: the parts are apart.
+        let marked = |t: &str| Ok(std::iter::once(0).chain(t.bytes().map(u32::from)).collect());
+        let parts = prompt_tokens(&chat, &TokenCache::new(1 << 20), marked).unwrap();
+        assert_eq!(parts.iter().filter(|&&t| t == 0).count(), 4);
+        let text = Prompt::Text("ab".into());
+        assert_eq!(prompt_tokens(&text, &cache, marked).unwrap(), [0, 97, 98]);
+    }
 
     #[test]
     fn errors_name_the_file_not_a_flag() {
