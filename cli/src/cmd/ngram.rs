@@ -128,8 +128,8 @@ pub struct Args {
     max_line_bytes: u64,
     /// The most memory the tokens of chat messages may take ("messages"
     /// requests: each message is tokenized once while it stays cached),
-    /// with an optional suffix K, M or G; 0 tokenizes every message anew
-    /// [default: 256MiB].
+    /// with an optional suffix K, M or G; a message larger than half of it
+    /// is tokenized anew every time [default: 256MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     token_cache: Option<u64>,
     /// Write the trace to FILE instead of standard output.

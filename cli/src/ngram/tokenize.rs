@@ -172,7 +172,8 @@ const ENTRY_OVERHEAD: usize = 64;
 /// newer one; when the newer one is full, the older one is dropped and the
 /// newer one becomes it. So the recently used entries stay (an
 /// approximation of least-recently-used that costs one map lookup or two),
-/// and the cache holds at most the budget plus one entry. A message
+/// and the cache holds at most the budget (an entry larger than half of it
+/// is not kept). A message
 /// evicted is tokenized again when it comes back: the result is the same,
 /// only slower. The lock is not held while tokenizing, so two workers may
 /// tokenize the same new message at once; both get the same tokens.
