@@ -1085,7 +1085,6 @@ impl ChatMessage {
     /// assert_eq!(text, "> <|im_start|>user\nhi<|im_end|>\n");
     /// ```
     pub fn render_into(&self, text: &mut String) {
-        text.reserve(self.role.len() + self.content.len() + 24);
         for part in [
             "<|im_start|>",
             &self.role,
