@@ -240,8 +240,8 @@ pub use report::OpenTelemetryExporter;
 #[cfg_attr(docsrs, doc(cfg(feature = "tikv-prometheus")))]
 pub use report::PrometheusCrateCollector;
 pub use report::{
-    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, PROPOSAL_REPORT_KEYS,
-    REPORT_KEYS, VLLM_METRIC_PREFIX,
+    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, PROPOSAL_FAMILIES,
+    PROPOSAL_FAMILY_LABELS, PROPOSAL_REPORT_KEYS, REPORT_KEYS, VLLM_METRIC_PREFIX,
 };
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

@@ -213,7 +213,7 @@ pub enum NameError {
     /// The label name is not a label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
     LabelName(String),
     /// The label name is one the families set themselves
-    /// ([`FAMILY_LABELS`](crate::FAMILY_LABELS)) or starts with `__` (reserved by Prometheus).
+    /// ([`FAMILY_LABELS`](crate::FAMILY_LABELS), [`PROPOSAL_FAMILY_LABELS`](crate::PROPOSAL_FAMILY_LABELS)) or starts with `__` (reserved by Prometheus).
     ReservedLabelName(String),
     /// The label name is given twice.
     DuplicateLabelName(String),
@@ -232,7 +232,7 @@ impl fmt::Display for NameError {
             ),
             Self::ReservedLabelName(n) => write!(
                 f,
-                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens; or starting with __)"
+                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens, proposal_length, matched; or starting with __)"
             ),
             Self::DuplicateLabelName(n) => write!(f, "label name {n:?} given twice"),
         }
