@@ -565,38 +565,49 @@ impl Recorder {
     /// ```
     pub fn snapshot(&self) -> AcceptanceHistogram {
         let slots = self.slots;
+        if slots.records_proposals {
+            return self.snapshot_with_proposals();
+        }
+        // Exactly the reading of a recorder without proposals: no proposal
+        // counter exists, none is read or allocated.
         let mut counts = vec![0u64; slots.triangle].into_boxed_slice();
         let mut sides = [0u64; 2];
         let mut scheduled = vec![0u64; slots.max_draft_len + 1].into_boxed_slice();
-        // The states' triangles folded into one.
-        let buckets = Dest {
-            offset: 0,
-            reps: slots.states,
-            stride: slots.triangle,
-            totals: &mut counts,
-        };
-        let sides_dest = Dest::new(slots.undrafted, &mut sides);
-        let scheduled_dest = Dest::new(slots.scheduled, &mut scheduled);
-        if !slots.records_proposals {
-            // Exactly the reading of a recorder without proposals: no
-            // proposal counter exists, none is read or allocated.
-            self.read_counters(&mut [buckets, sides_dest, scheduled_dest]);
-            debug_assert_eq!(slots.rejected, slots.undrafted + 1);
-            let [undrafted, rejected] = sides;
-            return AcceptanceHistogram::from_parts(
-                slots.max_draft_len,
-                counts,
-                undrafted,
-                rejected,
-                scheduled,
-            );
-        }
+        self.read_counters(&mut [
+            // The states' triangles folded into one.
+            Dest {
+                offset: 0,
+                reps: slots.states,
+                stride: slots.triangle,
+                totals: &mut counts,
+            },
+            Dest::new(slots.undrafted, &mut sides),
+            Dest::new(slots.scheduled, &mut scheduled),
+        ]);
+        debug_assert_eq!(slots.rejected, slots.undrafted + 1);
+        let [undrafted, rejected] = sides;
+        AcceptanceHistogram::from_parts(slots.max_draft_len, counts, undrafted, rejected, scheduled)
+    }
+
+    /// [`snapshot`](Self::snapshot) of a recorder that records proposals:
+    /// the same reading, with the proposal triangle and the aborted count.
+    #[inline(never)]
+    fn snapshot_with_proposals(&self) -> AcceptanceHistogram {
+        let slots = self.slots;
+        let mut counts = vec![0u64; slots.triangle].into_boxed_slice();
+        let mut sides = [0u64; 2];
+        let mut scheduled = vec![0u64; slots.max_draft_len + 1].into_boxed_slice();
         let mut proposals = vec![0u64; slots.aborted - slots.proposals].into_boxed_slice();
         let mut aborted = [0u64; 1];
         self.read_counters(&mut [
-            buckets,
-            sides_dest,
-            scheduled_dest,
+            Dest {
+                offset: 0,
+                reps: slots.states,
+                stride: slots.triangle,
+                totals: &mut counts,
+            },
+            Dest::new(slots.undrafted, &mut sides),
+            Dest::new(slots.scheduled, &mut scheduled),
             Dest::new(slots.proposals, &mut proposals),
             Dest::new(slots.aborted, &mut aborted),
         ]);
