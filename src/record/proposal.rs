@@ -3,44 +3,7 @@
 //! ([`ProposalSink`]); and where each `(L, m)` lives in the proposal
 //! triangle of a counter block or a histogram.
 //!
-//! # What is recorded, and when it means what it says
-//!
-//! A lookup drafter (prompt lookup, n-gram) proposes up to `K` tokens
-//! copied from the context; the engine drafts the first `k` of them. The
-//! verify step's accepted count says nothing about the proposal beyond `k`
-//! (it is censored there). The output tokens that follow do: `m`, the
-//! length of the common prefix of the whole proposal (`L` tokens) and the
-//! output tokens generated from the drafting position on, is how many of
-//! the proposal's tokens the verifier would have accepted had the engine
-//! drafted all `L`:
-//!
-//! - **exact under greedy verification**: the output is the target's
-//!   argmax continuation whatever was drafted, so a draft of `j <= L`
-//!   tokens would have accepted exactly `min(j, m)`, and the drafted step
-//!   itself accepted [`greedy_accepted`](ProposalOutcome::greedy_accepted)
-//!   `= min(k, m)`;
-//! - **unbiased in expectation for one-hot drafts under standard
-//!   rejection sampling** (Leviathan et al., Chen et al.): a draft token
-//!   `x` with `q = δ_x` is accepted with probability `p(x)` and, when
-//!   rejected, the resampled token is never `x`; a token that was not
-//!   drafted is sampled from `p` and equals `x` with the same probability
-//!   `p(x)`. Given the same matched prefix the contexts agree, so `m` has
-//!   the distribution of the accepted count of a length-`L` draft; single
-//!   outcomes differ, their expectation (and distribution) does not;
-//! - **not under typical acceptance** (a threshold on `p(x)`: a token can be
-//!   output without passing it, or pass it and differ from the output) or
-//!   any **lossy verification** (accepting near-matches), where "the output
-//!   equals the proposal" and "the verifier would accept" part;
-//! - **not for tokens a grammar would have invalidated**: the tracker
-//!   compares the proposal as the drafter made it; positions beyond `k`
-//!   that structured output would have cut off were never going to be
-//!   sent, yet count here as matched or not;
-//! - at the end of a request ([`finish`](ProposalTracker::finish)) the
-//!   output beyond its last token does not exist: pending outcomes are
-//!   resolved with the tokens matched so far (censored by the end of the
-//!   output, as a verifier would stop at the end too). An aborted request's
-//!   pending outcomes ([`abort`](ProposalTracker::abort)) are counted apart,
-//!   never as matches.
+//! What an outcome means, and when, is on [`ProposalTracker`].
 //!
 //! # The proposal triangle
 //!
@@ -356,9 +319,7 @@ struct Pending {
     matched: u8,
 }
 
-/// One request's pending proposals, resolved against its output tokens
-/// (see the [module documentation](self) for what an outcome means and
-/// when).
+/// One request's pending proposals, resolved against its output tokens.
 ///
 /// When the engine drafts, it hands the tracker the drafter's **whole**
 /// proposal (up to `K` tokens, of which it drafted `k`) with
@@ -404,6 +365,45 @@ struct Pending {
 /// assert_eq!(s.num_aborted_proposals(), 0);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # What is recorded, and when it means what it says
+///
+/// A lookup drafter (prompt lookup, n-gram) proposes up to `K` tokens
+/// copied from the context; the engine drafts the first `k` of them. The
+/// verify step's accepted count says nothing about the proposal beyond `k`
+/// (it is censored there). The output tokens that follow do: `m`, the
+/// length of the common prefix of the whole proposal (`L` tokens) and the
+/// output tokens generated from the drafting position on, is how many of
+/// the proposal's tokens the verifier would have accepted had the engine
+/// drafted all `L`:
+///
+/// - **exact under greedy verification**: the output is the target's
+///   argmax continuation whatever was drafted, so a draft of `j <= L`
+///   tokens would have accepted exactly `min(j, m)`, and the drafted step
+///   itself accepted [`greedy_accepted`](ProposalOutcome::greedy_accepted)
+///   `= min(k, m)`;
+/// - **unbiased in expectation for one-hot drafts under standard
+///   rejection sampling** (Leviathan et al., Chen et al.): a draft token
+///   `x` with `q = δ_x` is accepted with probability `p(x)` and, when
+///   rejected, the resampled token is never `x`; a token that was not
+///   drafted is sampled from `p` and equals `x` with the same probability
+///   `p(x)`. Given the same matched prefix the contexts agree, so `m` has
+///   the distribution of the accepted count of a length-`L` draft; single
+///   outcomes differ, their expectation (and distribution) does not;
+/// - **not under typical acceptance** (a threshold on `p(x)`: a token can be
+///   output without passing it, or pass it and differ from the output) or
+///   any **lossy verification** (accepting near-matches), where "the output
+///   equals the proposal" and "the verifier would accept" part;
+/// - **not for tokens a grammar would have invalidated**: the tracker
+///   compares the proposal as the drafter made it; positions beyond `k`
+///   that structured output would have cut off were never going to be
+///   sent, yet count here as matched or not;
+/// - at the end of a request ([`finish`](ProposalTracker::finish)) the
+///   output beyond its last token does not exist: pending outcomes are
+///   resolved with the tokens matched so far (censored by the end of the
+///   output, as a verifier would stop at the end too). An aborted request's
+///   pending outcomes ([`abort`](ProposalTracker::abort)) are counted apart,
+///   never as matches.
 #[derive(Clone)]
 pub struct ProposalTracker<T = u32> {
     max_draft_len: usize,
