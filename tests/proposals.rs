@@ -520,3 +520,92 @@ fn debug_shows_the_proposal_part_only_when_recorded() {
         "ProposalTracker { max_draft_len: 2, pending: 0, position: 0, .. }"
     );
 }
+
+#[test]
+fn a_histogram_without_the_part_rejects_and_counts_proposal_outcomes() {
+    let mut h = AcceptanceHistogram::new(3).unwrap();
+    assert_eq!(
+        h.observe_aborted_proposals(5),
+        Err(ObserveError::ProposalsNotRecorded)
+    );
+    assert_eq!(h.num_rejected_observations(), 1);
+    assert_eq!(
+        h.observe_proposal(2, 1),
+        Err(ObserveError::ProposalsNotRecorded)
+    );
+    assert_eq!(h.num_rejected_observations(), 2);
+    assert_eq!((h.proposal_row(2), h.proposal_count(2, 1)), (None, 0));
+    assert_eq!(
+        (h.num_resolved_proposals(), h.num_aborted_proposals()),
+        (0, 0)
+    );
+    assert_eq!(h.observed_proposal_rows().count(), 0);
+    assert!(!h.records_proposals());
+    // With the part: out of the triangle is rejected the same way.
+    let mut p = AcceptanceHistogram::with_proposals(3).unwrap();
+    assert!(p.is_empty());
+    p.observe_aborted_proposals(0).unwrap();
+    assert!(p.is_empty());
+    p.observe_aborted_proposals(2).unwrap();
+    assert!(!p.is_empty());
+    assert_eq!(
+        p.observe_proposal(4, 0),
+        Err(ObserveError::ProposalOutOfRange {
+            proposal_len: 4,
+            matched: 0,
+            max_draft_len: 3
+        })
+    );
+    assert_eq!(p.num_rejected_observations(), 1);
+    assert_eq!(p.num_aborted_proposals(), 2);
+}
+
+#[test]
+fn a_recorder_as_sink_records_on_its_stripes_and_outcomes_say_what_was_drafted() {
+    let recorder = Recorder::builder(4).record_proposals().build().unwrap();
+    let mut tracker = ProposalTracker::new(4).unwrap();
+    assert_eq!(tracker.max_draft_len(), 4);
+    let mut log = Log::default();
+    tracker.draft(&[1, 2, 3], 1).unwrap();
+    tracker.push_tokens(&[1, 2], &recorder);
+    assert_eq!(tracker.position(), 2);
+    tracker.draft(&[3, 4], 2).unwrap();
+    tracker.push_token(3, &mut log); // the first is now 3 of 3: resolved
+    assert_eq!(tracker.position(), 3);
+    tracker.abort(&recorder); // the second is pending
+    let s = recorder.snapshot();
+    assert_eq!(
+        (s.num_resolved_proposals(), s.num_aborted_proposals()),
+        (0, 1)
+    );
+    let (full, _) = log.resolved[0];
+    assert_eq!(
+        full,
+        ProposalOutcome {
+            position: 0,
+            proposal_len: 3,
+            drafted: 1,
+            matched: 3
+        }
+    );
+    assert!(full.accepted_all_drafted());
+    assert_eq!(full.greedy_accepted(), 1);
+    tracker.draft(&[5, 6], 2).unwrap();
+    tracker.push_tokens(&[5, 0], &recorder);
+    assert_eq!(recorder.snapshot().proposal_count(2, 1), 1);
+    let short = ProposalOutcome {
+        drafted: 2,
+        matched: 1,
+        ..full
+    };
+    assert!(!short.accepted_all_drafted());
+    assert_eq!(short.greedy_accepted(), 1);
+    assert!(
+        ProposalOutcome {
+            drafted: 2,
+            matched: 2,
+            ..full
+        }
+        .accepted_all_drafted()
+    );
+}
