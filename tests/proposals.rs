@@ -438,7 +438,7 @@ fn the_report_has_the_proposal_keys_only_when_recorded_and_reads_back() {
 #[test]
 fn malformed_proposal_reports_are_rejected_with_a_message() {
     let good = serde_json::to_value(with_proposals(&[(2, 1)], 0)).unwrap();
-    let cases: [(&str, serde_json::Value, &str); 7] = [
+    let cases: [(&str, serde_json::Value, &str); 8] = [
         (
             "acceptance_by_proposal_length",
             serde_json::json!({"0": [1]}),
@@ -473,6 +473,11 @@ fn malformed_proposal_reports_are_rejected_with_a_message() {
             "num_aborted_proposals",
             serde_json::json!(-1),
             "invalid value",
+        ),
+        (
+            "acceptance_by_proposal_length",
+            serde_json::json!([[0, 1, 0]]),
+            "a map from decimal proposal lengths to lists of counts",
         ),
     ];
     for (key, value, message) in cases {
@@ -608,4 +613,13 @@ fn a_recorder_as_sink_records_on_its_stripes_and_outcomes_say_what_was_drafted()
         }
         .accepted_all_drafted()
     );
+}
+
+#[test]
+fn the_builder_option_is_what_the_recorder_reports() {
+    let on = Recorder::builder(2).record_proposals().build().unwrap();
+    let off = Recorder::builder(2).build().unwrap();
+    assert!(on.records_proposals() && on.snapshot().records_proposals());
+    assert!(!off.records_proposals() && !off.snapshot().records_proposals());
+    assert_eq!(Recorder::builder(2).states(3).build().unwrap().states(), 3);
 }

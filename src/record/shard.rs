@@ -663,6 +663,23 @@ impl Shards {
 
 #[cfg(test)]
 mod tests {
+    /// The exact layout at K = 8: without proposals the block is what it
+    /// was before they existed (45 buckets, 2 side counters, 9 budgets);
+    /// with them, the 44 proposal buckets and the aborted counter follow.
+    #[test]
+    fn proposal_counters_follow_the_budgets_only_when_recorded() {
+        let off = Slots::with_options(8, 1, false);
+        assert_eq!(off.len(), 45 + 2 + 9);
+        let on = Slots::with_options(8, 1, true);
+        assert_eq!((on.proposals, on.aborted, on.len()), (56, 100, 101));
+        assert_eq!((on.undrafted, on.rejected, on.scheduled), (45, 46, 47));
+        let states = Slots::with_options(2, 3, true);
+        assert_eq!(
+            (states.proposals, states.aborted, states.len()),
+            (23, 28, 29)
+        );
+    }
+
     use super::super::sum::{Dest, sum_blocks};
     use super::*;
 
