@@ -534,6 +534,13 @@ fn the_proposal_families_are_the_collectors_and_only_when_recorded() {
             .filter(|(name, _)| name.contains("proposal"))
             .count();
         let names = exporter.proposal_instrument_names();
+        assert_eq!(
+            names,
+            [
+                "spec_decode_acceptance_by_proposal_length",
+                "spec_decode_num_aborted_proposals"
+            ]
+        );
         if proposals {
             assert_eq!(proposal_points, k_max * (k_max + 3) / 2 + 1);
             assert!(

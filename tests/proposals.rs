@@ -623,3 +623,42 @@ fn the_builder_option_is_what_the_recorder_reports() {
     assert!(!off.records_proposals() && !off.snapshot().records_proposals());
     assert_eq!(Recorder::builder(2).states(3).build().unwrap().states(), 3);
 }
+
+#[test]
+fn proposal_errors_name_their_values() {
+    let err = ObserveError::ProposalOutOfRange {
+        proposal_len: 3,
+        matched: 5,
+        max_draft_len: 4,
+    };
+    assert_eq!((err.drafted(), err.accepted()), (3, 5));
+    assert!(
+        err.to_string().contains("(proposal_len=3, matched=5)"),
+        "{err}"
+    );
+    let off = ObserveError::ProposalsNotRecorded;
+    assert_eq!((off.drafted(), off.accepted()), (0, 0));
+    assert!(off.to_string().contains("record_proposals"), "{off}");
+    let bucket = HistogramCounter::ProposalBucket {
+        proposal_len: 2,
+        matched: 1,
+    };
+    assert_eq!(
+        bucket.to_string(),
+        "proposal bucket (proposal_len=2, matched=1)"
+    );
+    assert_eq!(
+        HistogramCounter::AbortedProposals.to_string(),
+        "num_aborted_proposals"
+    );
+    let too_long = ProposalError::TooLong {
+        proposal_len: 9,
+        max_draft_len: 8,
+    };
+    assert!(too_long.to_string().contains("9 tokens"), "{too_long}");
+    let over = ProposalError::DraftedExceedsProposal {
+        drafted: 3,
+        proposal_len: 2,
+    };
+    assert_eq!(over.to_string(), "drafted 3 tokens of a proposal of 2");
+}
