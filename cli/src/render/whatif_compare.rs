@@ -88,11 +88,11 @@ pub fn table(a: &WhatIf, b: &WhatIf) -> String {
     );
     let width = 26;
     let cell = |s: String| format!("{s:>width$}");
-    let _ = writeln!(out, "\n{:<16}{}{}", "", cell("A".into()), cell("B".into()));
+    let _ = writeln!(out, "\n{:<18}{}{}", "", cell("A".into()), cell("B".into()));
     let row = |out: &mut String, name: &str, f: &dyn Fn(&Side<'_>) -> String| {
         let _ = writeln!(
             out,
-            "{name:<16}{}{}",
+            "{name:<18}{}{}",
             cell(f(&sides[0])),
             cell(f(&sides[1]))
         );
