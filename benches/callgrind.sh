@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 K="${1:-8}"
 N1=102400
 N2=1024000
-VARIANTS=(${VARIANTS:-noop local worker histogram recorder worker_scheduled worker_in_state state_plan request_state fetch_add parking_lot std_mutex prometheus})
+VARIANTS=(${VARIANTS:-noop local worker histogram recorder worker_scheduled worker_opted worker_proposal tracker worker_in_state state_plan request_state fetch_add parking_lot std_mutex prometheus})
 
 for tool in valgrind jq; do
     command -v "$tool" >/dev/null || { echo "callgrind.sh: $tool not found" >&2; exit 1; }

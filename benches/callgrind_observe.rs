@@ -8,7 +8,13 @@
 //! VARIANT is one of `noop` (the loop and the input table alone), `local`
 //! (the non-atomic array, the physical limit), `worker`, `histogram`,
 //! `recorder`, `worker_scheduled` (`Worker::observe_scheduled(k)` with the
-//! table's `k` as the budget), and the baselines `fetch_add` (a `fetch_add` array; on one
+//! table's `k` as the budget), `worker_opted` (`Worker::observe` on a
+//! recorder that records proposals), `worker_proposal`
+//! (`Worker::observe_proposal(k + 1, a)` on a recorder of `K + 1` that
+//! records proposals: one add more than the pair), `tracker` (one verify
+//! step of a `ProposalTracker` per pair: `draft` of a `k`-token proposal
+//! whose first mismatch is at `a`, then `a + 1` output tokens through
+//! `push_token` into a worker; the driver prints the tokens), and the baselines `fetch_add` (a `fetch_add` array; on one
 //! thread per-worker and shared are the same code), `parking_lot`,
 //! `std_mutex` (these two for K = 8 or 32 only) and `prometheus`. N is
 //! rounded up to whole passes over the 1024-pair table; K defaults to 8.
@@ -29,7 +35,7 @@ use common::{
 };
 use specdec_metrics::{AcceptanceHistogram, Recorder, RequestState, SharedStatePlan, StatePlan};
 
-const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|worker_scheduled|worker_in_state|state_plan|request_state|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
+const USAGE: &str = "usage: callgrind_observe {noop|local|worker|histogram|recorder|worker_scheduled|worker_opted|worker_proposal|tracker|worker_in_state|state_plan|request_state|fetch_add|parking_lot|std_mutex|prometheus} N [K]\n\
     (driver for benches/callgrind.sh; does nothing under `cargo bench`)";
 
 fn main() {
@@ -53,6 +59,9 @@ fn main() {
         "histogram" => run_histogram(table, passes, max),
         "recorder" => run_recorder(table, passes, max),
         "worker_scheduled" => run_worker_scheduled(table, passes, max),
+        "worker_opted" => run_worker_opted(table, passes, max),
+        "worker_proposal" => run_worker_proposal(table, passes, max),
+        "tracker" => run_tracker(table, passes, max),
         "worker_in_state" => run_worker_in_state(table, passes, max),
         "state_plan" => run_state_plan(table, passes, max),
         "request_state" => run_request_state(table, passes),
@@ -110,6 +119,86 @@ fn run_worker(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
         recorder.snapshot().num_spec_steps(),
         (passes * BATCH) as u64
     );
+    rejected
+}
+
+/// `Worker::observe` on a recorder built with `record_proposals`: the
+/// same code as `worker`, on a longer block.
+#[inline(never)]
+fn run_worker_opted(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::builder(max).record_proposals().build().unwrap();
+    let worker = recorder.worker();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| worker.observe(k, a).is_ok());
+    }
+    drop(worker);
+    assert_eq!(
+        recorder.snapshot().num_spec_steps(),
+        (passes * BATCH) as u64
+    );
+    rejected
+}
+
+/// `Worker::observe_proposal(k + 1, a)`: every pair of the table is a
+/// valid proposal outcome of a recorder of `K + 1`.
+#[inline(never)]
+fn run_worker_proposal(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    let recorder = Recorder::builder(max + 1)
+        .record_proposals()
+        .build()
+        .unwrap();
+    let worker = recorder.worker();
+    let mut rejected = 0;
+    for _ in 0..passes {
+        rejected += run_batch(black_box(table), |k, a| {
+            worker.observe_proposal(k + 1, a).is_ok()
+        });
+    }
+    drop(worker);
+    assert_eq!(
+        recorder.snapshot().num_resolved_proposals(),
+        (passes * BATCH) as u64
+    );
+    rejected
+}
+
+/// A `ProposalTracker` per verify step: for the pair `(k, a)` it takes a
+/// `k`-token proposal whose first mismatch with the output (all zeros)
+/// is at `a` (none when `a = k`), then the `a + 1` output tokens the step
+/// emits, resolving into a worker. Prints the tokens pushed.
+#[inline(never)]
+fn run_tracker(table: &[(u8, u8)], passes: usize, max: usize) -> usize {
+    use specdec_metrics::ProposalTracker;
+    let recorder = Recorder::builder(max).record_proposals().build().unwrap();
+    let worker = recorder.worker();
+    let mut tracker: ProposalTracker = ProposalTracker::new(max).unwrap();
+    // The proposal of each pair, built before the loop.
+    let proposals: Vec<Vec<u32>> = table
+        .iter()
+        .map(|&(k, a)| (0..k).map(|i| u32::from(i == a)).collect())
+        .collect();
+    let mut rejected = 0;
+    let mut tokens = 0u64;
+    for _ in 0..passes {
+        for (&(_, a), proposal) in black_box(table).iter().zip(&proposals) {
+            let k = proposal.len();
+            rejected += usize::from(tracker.draft(proposal, k).is_err());
+            for _ in 0..=a {
+                tracker.push_token(black_box(0), &worker);
+            }
+            tokens += u64::from(a) + 1;
+        }
+    }
+    tracker.finish(&worker);
+    drop(worker);
+    let s = recorder.snapshot();
+    assert_eq!(s.num_rejected_observations(), 0);
+    eprintln!(
+        "tracker: {tokens} tokens, {} outcomes",
+        s.num_resolved_proposals()
+    );
+    println!("tracker tokens={tokens}");
     rejected
 }
 

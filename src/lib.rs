@@ -22,7 +22,7 @@
 //!
 //! | layer | what it does | main types |
 //! | --- | --- | --- |
-//! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`] |
+//! | **record** | what an engine thread touches: one relaxed load and store per verify step, snapshots at any time | [`Recorder`], [`Worker`], [`AcceptanceHistogram`]; for lookup drafters, opt-in: [`ProposalTracker`] |
 //! | **report** | what leaves the process: vLLM's JSON report plus the histogram, Prometheus counters | serde on [`AcceptanceHistogram`] ([`REPORT_KEYS`]), `SpecDecodeCollector` (feature `prometheus`), `MetricsPublisher` (feature `metrics`), `PrometheusCrateCollector` (feature `tikv-prometheus`), `OpenTelemetryExporter` (feature `opentelemetry`) |
 //! | **draft** | what the histogram is for: the draft length to use | [`Continuation`], [`StepCost`], [`Advisor`], [`DraftController`], [`SharedPlan`], [`BatchTable`]; per request state: [`StateSpace`], [`StateController`], [`SharedStateTable`] |
 //!
@@ -31,7 +31,7 @@
 //!
 //! | layer | errors |
 //! | --- | --- |
-//! | **record** | [`ConfigError`] (a maximum draft length or state count out of range), [`ObserveError`] (an observation out of range), [`MergeError`] (a sum that would overflow, naming a [`HistogramCounter`]) |
+//! | **record** | [`ConfigError`] (a maximum draft length or state count out of range), [`ObserveError`] (an observation out of range), [`ProposalError`] (a proposal a tracker cannot take), [`MergeError`] (a sum that would overflow, naming a [`HistogramCounter`]) |
 //! | **report** | [`ReportError`] (a JSON report that is not one), [`NameError`] (a metric prefix or label that is not a valid name) |
 //! | **draft** | [`CostError`] (naming a [`CostTerm`]), [`ParameterError`], [`BatchTableError`] ([`BatchTableErrorKind`], [`BucketSpan`]), [`AdviceError`], [`EngineCountersError`] |
 //!
@@ -230,7 +230,8 @@ pub use report::{DraftLenGauge, NameError, ReportError};
 #[deprecated(since = "0.2.0", note = "renamed HistogramCounter")]
 pub type Counter = HistogramCounter;
 pub use record::{
-    AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, Recorder, Worker,
+    AcceptanceHistogram, MAX_MAX_DRAFT_LEN, MAX_STATES, MIN_MAX_DRAFT_LEN, ProposalError,
+    ProposalOutcome, ProposalSink, ProposalTracker, Recorder, RecorderBuilder, Worker,
 };
 #[cfg(feature = "opentelemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
@@ -239,8 +240,8 @@ pub use report::OpenTelemetryExporter;
 #[cfg_attr(docsrs, doc(cfg(feature = "tikv-prometheus")))]
 pub use report::PrometheusCrateCollector;
 pub use report::{
-    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, REPORT_KEYS,
-    VLLM_METRIC_PREFIX,
+    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, PROPOSAL_FAMILIES,
+    PROPOSAL_FAMILY_LABELS, PROPOSAL_REPORT_KEYS, REPORT_KEYS, VLLM_METRIC_PREFIX,
 };
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

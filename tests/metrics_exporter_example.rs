@@ -93,22 +93,34 @@ impl Exporter {
 
 #[test]
 fn the_bound_address_is_printed_and_serves_metrics() {
-    let mut exporter = Exporter::spawn(&["--seconds", "2", "--interval-ms", "50"]);
+    let mut exporter = Exporter::spawn(&["--seconds", "5", "--interval-ms", "50"]);
     let addr = exporter.address();
     assert_ne!(
         addr.port(),
         0,
         "printed the requested port 0, not the bound one"
     );
-    let mut stream = TcpStream::connect(addr).expect("connect to the printed address");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    // The families appear at the publisher's first publish (every
+    // `--interval-ms`), which a loaded machine may delay past the first
+    // scrape: scrape again until they do, while the example runs (5 s).
+    let scrape = || {
+        let mut stream = TcpStream::connect(addr).expect("connect to the printed address");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    };
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let mut response = scrape();
+    while !response.contains("vllm:spec_decode_num_drafts_total") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        response = scrape();
+    }
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(
         response.contains("vllm:spec_decode_num_drafts_total"),

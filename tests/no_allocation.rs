@@ -196,3 +196,54 @@ fn reading_the_per_state_plan_and_updating_a_request_state_never_allocate() {
     assert_eq!(n, 0, "the per-state plan allocated {n} times");
     assert!(drafted > 0);
 }
+
+#[test]
+fn tracking_and_recording_proposals_never_allocate() {
+    use specdec_metrics::ProposalTracker;
+    let recorder = Recorder::builder(8).record_proposals().build().unwrap();
+    let worker = recorder.worker();
+    let mut h = AcceptanceHistogram::with_proposals(8).unwrap();
+    // Built before the counting starts: the only allocation of a tracker.
+    let mut tracker = ProposalTracker::new(8).unwrap();
+    let mut other: ProposalTracker<u64> = ProposalTracker::new(8).unwrap();
+    let proposal: Vec<u32> = (0..8).collect();
+    let wide: Vec<u64> = (0..8).collect();
+    let n = allocations_during(|| {
+        for request in 0..50u32 {
+            for step in 0..8 {
+                // A drifting proposal, so some match and some do not.
+                let k = (step + request as usize) % 9;
+                tracker
+                    .draft(&proposal[step % 3..], k.min(8 - step % 3))
+                    .unwrap();
+                other.draft(&wide[..step], step).unwrap();
+                for t in 0..(step as u32 % 3 + 1) {
+                    tracker.push_token(t + (step % 3) as u32, &worker);
+                    other.push_token(u64::from(t), &mut h);
+                }
+            }
+            if request % 2 == 0 {
+                tracker.finish(&recorder);
+                other.finish(&mut h);
+            } else {
+                tracker.abort(&worker);
+                other.abort(&mut h);
+            }
+            // The recording calls themselves, valid and not.
+            let _ = std::hint::black_box(worker.observe_proposal(8, 3));
+            let _ = std::hint::black_box(worker.observe_proposal(9, 0));
+            let _ = std::hint::black_box(recorder.observe_proposal(0, 0));
+            let _ = std::hint::black_box(worker.observe_aborted_proposals(2));
+            let _ = std::hint::black_box(h.observe_proposal(3, 4));
+        }
+    });
+    assert_eq!(n, 0, "tracking or recording proposals allocated {n} times");
+    let s = recorder.snapshot();
+    assert!(
+        s.num_resolved_proposals() > 50 && s.num_aborted_proposals() > 100,
+        "{s:?}"
+    );
+    assert_eq!(s.num_rejected_observations(), 100);
+    assert!(h.num_resolved_proposals() > 100 && h.num_aborted_proposals() > 0);
+    assert_eq!(h.num_rejected_observations(), 50);
+}

@@ -495,3 +495,91 @@ fn prefixes_that_differ_only_in_colon_and_underscore_merge() {
     assert_eq!(drafts.len(), 1);
     assert!(drafts[0] == 1 || drafts[0] == 3, "{drafts:?}");
 }
+
+/// A recorder of `K = k_max` that records proposals, with every proposal
+/// bucket and the aborted count set to distinct values.
+fn proposal_recorder(k_max: usize) -> Recorder {
+    let recorder = Recorder::builder(k_max).record_proposals().build().unwrap();
+    let worker = recorder.worker();
+    worker.observe(k_max, 1).unwrap();
+    for l in 1..=k_max {
+        for m in 0..=l {
+            for _ in 0..(l + m) % 3 {
+                worker.observe_proposal(l, m).unwrap();
+            }
+        }
+    }
+    worker.observe_aborted_proposals(7).unwrap();
+    recorder
+}
+
+#[test]
+fn the_proposal_families_are_the_collectors_and_only_when_recorded() {
+    for (k_max, proposals) in [(4, true), (4, false)] {
+        let recorder = if proposals {
+            proposal_recorder(k_max)
+        } else {
+            Recorder::new(k_max).unwrap()
+        };
+        let (provider, exported) = provider(None);
+        let exporter = OpenTelemetryExporter::new(recorder.clone());
+        exporter.register(&provider.meter("test"));
+        let (points, descriptions) = collect(&provider, &exported);
+        let collector = SpecDecodeCollector::new(recorder);
+        let (want, help) = collector_points(&collector.encode_text(TextFormat::PrometheusText));
+        assert_eq!(points, want);
+        assert_eq!(descriptions, help);
+        let proposal_points = points
+            .keys()
+            .filter(|(name, _)| name.contains("proposal"))
+            .count();
+        let names = exporter.proposal_instrument_names();
+        assert_eq!(
+            names,
+            [
+                "spec_decode_acceptance_by_proposal_length",
+                "spec_decode_num_aborted_proposals"
+            ]
+        );
+        if proposals {
+            assert_eq!(proposal_points, k_max * (k_max + 3) / 2 + 1);
+            assert!(
+                names.iter().all(|n| descriptions.contains_key(n)),
+                "{descriptions:?}"
+            );
+            let aborted = ("spec_decode_num_aborted_proposals".to_owned(), Vec::new());
+            assert_eq!(points[&aborted], 7);
+        } else {
+            assert_eq!(proposal_points, 0);
+            assert!(names.iter().all(|n| !descriptions.contains_key(n)));
+        }
+    }
+}
+
+/// At `K = 64` the proposal family has 2,144 series: folded into the
+/// overflow point under the default limit of 2,000, whole under the
+/// limit the by-draft-length family already needs
+/// (`max_series_per_instrument`).
+#[test]
+fn at_k_64_the_proposal_family_fits_the_limit_the_draft_family_needs() {
+    let recorder = proposal_recorder(64);
+    let exporter = OpenTelemetryExporter::new(recorder.clone());
+    let limit = exporter.max_series_per_instrument();
+    assert_eq!(limit, 2145);
+    let count = |limit: Option<usize>| {
+        let (provider, exported) = provider(limit);
+        exporter.register(&provider.meter("test"));
+        let (points, _) = collect(&provider, &exported);
+        let family: Vec<_> = points
+            .keys()
+            .filter(|(name, _)| name == "spec_decode_acceptance_by_proposal_length")
+            .collect();
+        let overflow = family
+            .iter()
+            .any(|(_, attributes)| attributes.iter().any(|(k, _)| k == "otel.metric.overflow"));
+        (family.len(), overflow)
+    };
+    assert_eq!(count(Some(limit)), (2144, false));
+    let (folded, overflow) = count(None);
+    assert!(overflow && folded < 2144, "{folded}");
+}

@@ -24,6 +24,8 @@ mod metrics_exporter_example;
 mod opentelemetry_exporter;
 mod prometheus_crate_collector;
 mod prometheus_exposition;
+mod proposal_exporters;
+mod proposals;
 mod recorder_shards;
 mod recorder_states;
 mod recorder_stress;

@@ -584,3 +584,76 @@ fn exiting_worker_loses_no_scheduled_count() {
         ],
     );
 }
+
+/// The proposal histogram rides on the same counters: a worker resolves a
+/// proposal through a `ProposalTracker` and aborts another (one relaxed
+/// load and store each, `add_exclusive` adding the aborted count), then is
+/// dropped; a second worker, which may take over its shard and then
+/// continues its aborted counter, aborts two more; a thread without a
+/// worker adds one aborted outcome on a stripe (`fetch_add` of the count).
+/// A reader's snapshot lies between the empty and the full state, and at
+/// the end nothing was lost or counted twice. (Kept small: 2 preemptions
+/// already make it the largest model of the file.) These paths add no ordering (Relaxed on the
+/// counters); they rely on the shard hand-over's Release push and Acquire
+/// pop: weakening the Acquire load in `Shards::peek` to Relaxed fails this
+/// model ("a proposal count was lost or doubled": the new owner continues
+/// from a stale count).
+#[test]
+fn proposal_outcomes_survive_shard_hand_over_and_stripes() {
+    use specdec_metrics::ProposalTracker;
+    let seen = Arc::new(Seen::default());
+    model(&seen, |seen| {
+        let recorder = Recorder::builder(1).record_proposals().build().unwrap();
+        let w1 = recorder.worker();
+        let mut full = AcceptanceHistogram::with_proposals(1).unwrap();
+        full.observe_proposal(1, 1).unwrap();
+        full.observe_aborted_proposals(4).unwrap();
+        let empty = recorder.snapshot();
+
+        let a = thread::spawn(move || {
+            let mut tracker = ProposalTracker::new(1).unwrap();
+            tracker.draft(&[7], 1).unwrap();
+            tracker.push_token(7, &w1); // (1, 1)
+            tracker.draft(&[8], 1).unwrap();
+            tracker.abort(&w1); // one aborted
+            drop(w1);
+        });
+        let b = {
+            let recorder = recorder.clone();
+            thread::spawn(move || {
+                let w2 = recorder.worker();
+                w2.observe_aborted_proposals(2).unwrap();
+                recorder.observe_aborted_proposals(1).unwrap();
+                w2.shard_index()
+            })
+        };
+        let reader = {
+            let recorder = recorder.clone();
+            let (empty, full) = (empty.clone(), full.clone());
+            thread::spawn(move || {
+                let s = recorder.snapshot();
+                assert_between(&empty, &s, &full);
+                s.num_aborted_proposals()
+            })
+        };
+        a.join().unwrap();
+        let index = b.join().unwrap();
+        let read = reader.join().unwrap();
+        assert_eq!(
+            recorder.snapshot(),
+            full,
+            "a proposal count was lost or doubled"
+        );
+        seen.record(format!("new worker on shard {index}"));
+        seen.record(format!("reader saw {read} aborted"));
+    });
+    seen.finish(
+        "proposal_outcomes_survive_shard_hand_over_and_stripes",
+        &[
+            "new worker on shard 0",
+            "new worker on shard 1",
+            "reader saw 0 aborted",
+            "reader saw 4 aborted",
+        ],
+    );
+}

@@ -162,6 +162,44 @@ pub enum ObserveError {
         /// The accepted count `a` given.
         accepted: usize,
     },
+    /// A resolved proposal outcome outside the proposal triangle: a
+    /// proposal length `L` outside `1..=K`, or more matched tokens than
+    /// proposed (`m > L`), from
+    /// [`observe_proposal`](crate::Worker::observe_proposal).
+    ///
+    /// ```
+    /// use specdec_metrics::{ObserveError, Recorder};
+    /// let recorder = Recorder::builder(4).record_proposals().build()?;
+    /// let err = recorder.worker().observe_proposal(3, 4).unwrap_err();
+    /// assert_eq!(err, ObserveError::ProposalOutOfRange { proposal_len: 3, matched: 4, max_draft_len: 4 });
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "rejected proposal outcome (proposal_len=3, matched=4): needs 1 <= proposal_len <= max_draft_len=4 and matched <= proposal_len"
+    /// );
+    /// assert_eq!(recorder.snapshot().num_rejected_observations(), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    ProposalOutOfRange {
+        /// The proposal length `L` given.
+        proposal_len: usize,
+        /// The matched count `m` given.
+        matched: usize,
+        /// The configured maximum `K`.
+        max_draft_len: usize,
+    },
+    /// A proposal outcome (resolved or aborted) given to a recorder or
+    /// histogram built without proposal recording (see
+    /// [`RecorderBuilder::record_proposals`](crate::RecorderBuilder::record_proposals)).
+    ///
+    /// ```
+    /// use specdec_metrics::{ObserveError, Recorder};
+    /// let recorder = Recorder::new(4)?;
+    /// let err = recorder.observe_proposal(2, 1).unwrap_err();
+    /// assert_eq!(err, ObserveError::ProposalsNotRecorded);
+    /// assert_eq!(recorder.snapshot().num_rejected_observations(), 1);
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    ProposalsNotRecorded,
 }
 
 impl ObserveError {
@@ -237,6 +275,28 @@ impl ObserveError {
         }
     }
 
+    /// A proposal outcome that no counter can hold: proposal recording off,
+    /// or `(proposal_len, matched)` outside the proposal triangle. Cold
+    /// path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn proposal(
+        recorded: bool,
+        max_draft_len: usize,
+        proposal_len: usize,
+        matched: usize,
+    ) -> Self {
+        if recorded {
+            Self::ProposalOutOfRange {
+                proposal_len,
+                matched,
+                max_draft_len,
+            }
+        } else {
+            Self::ProposalsNotRecorded
+        }
+    }
+
     /// Checks one scheduled budget against a maximum draft length `K`
     /// without recording it: the error every `observe_scheduled` would
     /// return for it, or `Ok`.
@@ -260,7 +320,9 @@ impl ObserveError {
     }
 
     /// The draft length `k` of the rejected observation; for a rejected
-    /// scheduled budget, the budget (the draft length the scheduler chose).
+    /// scheduled budget, the budget (the draft length the scheduler chose);
+    /// for a rejected proposal outcome, its proposal length `L` (0 when
+    /// proposal recording is off).
     ///
     /// ```
     /// use specdec_metrics::ObserveError;
@@ -273,11 +335,15 @@ impl ObserveError {
             | Self::DraftedExceedsMax { drafted, .. }
             | Self::StateOutOfRange { drafted, .. } => drafted,
             Self::BudgetExceedsMax { budget, .. } => budget,
+            Self::ProposalOutOfRange { proposal_len, .. } => proposal_len,
+            Self::ProposalsNotRecorded => 0,
         }
     }
 
     /// The accepted count `a` of the rejected observation; 0 for a rejected
-    /// scheduled budget (a scheduler step verifies nothing by itself).
+    /// scheduled budget (a scheduler step verifies nothing by itself); for a
+    /// rejected proposal outcome, its matched count `m` (0 when proposal
+    /// recording is off).
     ///
     /// ```
     /// use specdec_metrics::ObserveError;
@@ -290,6 +356,8 @@ impl ObserveError {
             | Self::DraftedExceedsMax { accepted, .. }
             | Self::StateOutOfRange { accepted, .. } => accepted,
             Self::BudgetExceedsMax { .. } => 0,
+            Self::ProposalOutOfRange { matched, .. } => matched,
+            Self::ProposalsNotRecorded => 0,
         }
     }
 }
@@ -325,6 +393,17 @@ impl fmt::Display for ObserveError {
                 f,
                 "rejected observation (state={state}, drafted={drafted}, accepted={accepted}): the recorder has {states} states"
             ),
+            Self::ProposalOutOfRange {
+                proposal_len,
+                matched,
+                max_draft_len,
+            } => write!(
+                f,
+                "rejected proposal outcome (proposal_len={proposal_len}, matched={matched}): needs 1 <= proposal_len <= max_draft_len={max_draft_len} and matched <= proposal_len"
+            ),
+            Self::ProposalsNotRecorded => f.write_str(
+                "rejected proposal outcome: proposal recording is off (RecorderBuilder::record_proposals)",
+            ),
         }
     }
 }
@@ -354,6 +433,16 @@ pub enum HistogramCounter {
         /// The scheduled budget.
         budget: usize,
     },
+    /// The resolved proposals of length `proposal_len` whose first
+    /// `matched` tokens matched the output (`acceptance_by_proposal_length`).
+    ProposalBucket {
+        /// Proposal length `L`.
+        proposal_len: usize,
+        /// Matched count `m`.
+        matched: usize,
+    },
+    /// `num_aborted_proposals`.
+    AbortedProposals,
 }
 
 impl fmt::Display for HistogramCounter {
@@ -365,6 +454,14 @@ impl fmt::Display for HistogramCounter {
             Self::UndraftedSteps => f.write_str("num_undrafted_steps"),
             Self::RejectedObservations => f.write_str("num_rejected_observations"),
             Self::ScheduledSteps { budget } => write!(f, "scheduled_steps_by_budget[{budget}]"),
+            Self::ProposalBucket {
+                proposal_len,
+                matched,
+            } => write!(
+                f,
+                "proposal bucket (proposal_len={proposal_len}, matched={matched})"
+            ),
+            Self::AbortedProposals => f.write_str("num_aborted_proposals"),
         }
     }
 }

@@ -11,6 +11,7 @@ use core::fmt;
 
 use super::error::{ConfigError, HistogramCounter, MergeError, ObserveError};
 use super::layout::{bucket_count, checked_bucket_index, is_valid_max_draft_len, row_start};
+use super::proposal::{checked_proposal_index, proposal_bucket_count, proposal_row_start};
 
 /// Verify-step outcomes by draft length: for each draft length `k` in
 /// `0..=K`, `k + 1` counts, bucket `a` counting the steps that drafted `k`
@@ -43,6 +44,26 @@ pub struct AcceptanceHistogram {
     rejected: u64,
     /// Scheduler steps by draft budget `0..=K`; `K + 1` long.
     scheduled: Box<[u64]>,
+    /// The proposal histogram, when recorded (opt-in).
+    proposals: Option<Proposals>,
+}
+
+/// Resolved proposal outcomes by proposal length `L` and matched count `m`
+/// (at `proposal::proposal_row_start(L) + m`), and the aborted ones.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Proposals {
+    /// `proposal_bucket_count(K)` long.
+    pub(crate) counts: Box<[u64]>,
+    pub(crate) aborted: u64,
+}
+
+impl Proposals {
+    fn zero(max_draft_len: usize) -> Self {
+        Self {
+            counts: vec![0; proposal_bucket_count(max_draft_len)].into_boxed_slice(),
+            aborted: 0,
+        }
+    }
 }
 
 impl AcceptanceHistogram {
@@ -67,7 +88,197 @@ impl AcceptanceHistogram {
             undrafted: 0,
             rejected: 0,
             scheduled: vec![0; max_draft_len + 1].into_boxed_slice(),
+            proposals: None,
         })
+    }
+
+    /// An empty histogram that also keeps the proposal histogram of a
+    /// lookup drafter (see [`ProposalTracker`](crate::ProposalTracker)):
+    /// for a request's own accumulator, as
+    /// [`RecorderBuilder::record_proposals`](crate::RecorderBuilder::record_proposals)
+    /// is for a recorder. Allocates its `K (K + 3) / 2` proposal counters
+    /// once, with the rest.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] unless `1 <= max_draft_len <= 64`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let h = AcceptanceHistogram::with_proposals(4)?;
+    /// assert!(h.records_proposals());
+    /// assert!(!AcceptanceHistogram::new(4)?.records_proposals());
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn with_proposals(max_draft_len: usize) -> Result<Self, ConfigError> {
+        let mut h = Self::new(max_draft_len)?;
+        h.proposals = Some(Proposals::zero(max_draft_len));
+        Ok(h)
+    }
+
+    /// Sets the proposal part (a snapshot of a recorder that records
+    /// proposals, a report that has one). `counts` must be
+    /// `proposal_bucket_count(K)` long.
+    pub(crate) fn set_proposals(&mut self, counts: Box<[u64]>, aborted: u64) {
+        debug_assert_eq!(counts.len(), proposal_bucket_count(self.max_draft_len));
+        self.proposals = Some(Proposals { counts, aborted });
+    }
+
+    /// Whether this histogram keeps the proposal histogram (built with
+    /// [`with_proposals`](Self::with_proposals), a snapshot of a recorder
+    /// that records proposals, or a report or merge that has one).
+    pub fn records_proposals(&self) -> bool {
+        self.proposals.is_some()
+    }
+
+    /// Records one resolved proposal outcome of a lookup drafter: a
+    /// proposal of `proposal_len` tokens (`L`, `1..=K`) whose first
+    /// `matched` (`m <= L`) equal the output tokens that followed. Usually
+    /// called by a [`ProposalTracker`](crate::ProposalTracker).
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError::ProposalOutOfRange`] outside the proposal triangle,
+    /// [`ObserveError::ProposalsNotRecorded`] unless the histogram
+    /// [records proposals](Self::records_proposals); the outcome is then
+    /// counted in [`num_rejected_observations`](Self::num_rejected_observations).
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::with_proposals(4)?;
+    /// h.observe_proposal(4, 3)?;
+    /// assert!(h.observe_proposal(0, 0).is_err());
+    /// assert_eq!((h.proposal_count(4, 3), h.num_rejected_observations()), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_proposal(
+        &mut self,
+        proposal_len: usize,
+        matched: usize,
+    ) -> Result<(), ObserveError> {
+        let index = checked_proposal_index(self.max_draft_len, proposal_len, matched);
+        match (&mut self.proposals, index) {
+            (Some(p), Some(i)) => {
+                p.counts[i] += 1;
+                Ok(())
+            }
+            (recorded, _) => {
+                let recorded = recorded.is_some();
+                self.rejected += 1;
+                Err(ObserveError::proposal(
+                    recorded,
+                    self.max_draft_len,
+                    proposal_len,
+                    matched,
+                ))
+            }
+        }
+    }
+
+    /// Records `count` proposal outcomes left pending by aborted requests
+    /// (`num_aborted_proposals`): counted apart, never as matches.
+    ///
+    /// # Errors
+    ///
+    /// [`ObserveError::ProposalsNotRecorded`] unless the histogram
+    /// [records proposals](Self::records_proposals); the call is then
+    /// counted once in
+    /// [`num_rejected_observations`](Self::num_rejected_observations).
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::with_proposals(4)?;
+    /// h.observe_aborted_proposals(3)?;
+    /// assert_eq!(h.num_aborted_proposals(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn observe_aborted_proposals(&mut self, count: u64) -> Result<(), ObserveError> {
+        match &mut self.proposals {
+            Some(p) => {
+                p.aborted = p.aborted.saturating_add(count);
+                Ok(())
+            }
+            None => {
+                self.rejected += 1;
+                Err(ObserveError::ProposalsNotRecorded)
+            }
+        }
+    }
+
+    /// The `L + 1` counts of proposal length `proposal_len` (`L`), matched
+    /// `0..=L`; `None` for `L` outside `1..=K` or when proposals are not
+    /// recorded.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::with_proposals(3)?;
+    /// h.observe_proposal(2, 2)?;
+    /// assert_eq!(h.proposal_row(2), Some(&[0, 0, 1][..]));
+    /// assert_eq!(h.proposal_row(0), None);
+    /// assert_eq!(AcceptanceHistogram::new(3)?.proposal_row(2), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn proposal_row(&self, proposal_len: usize) -> Option<&[u64]> {
+        let p = self.proposals.as_ref()?;
+        (1..=self.max_draft_len).contains(&proposal_len).then(|| {
+            &p.counts[proposal_row_start(proposal_len)..proposal_row_start(proposal_len + 1)]
+        })
+    }
+
+    /// The resolved proposals of length `proposal_len` with `matched`
+    /// tokens matched; 0 outside the proposal triangle or when proposals
+    /// are not recorded.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::with_proposals(3)?;
+    /// h.observe_proposal(3, 0)?;
+    /// assert_eq!((h.proposal_count(3, 0), h.proposal_count(3, 4)), (1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn proposal_count(&self, proposal_len: usize, matched: usize) -> u64 {
+        match (
+            &self.proposals,
+            checked_proposal_index(self.max_draft_len, proposal_len, matched),
+        ) {
+            (Some(p), Some(i)) => p.counts[i],
+            _ => 0,
+        }
+    }
+
+    /// The rows of the proposal lengths with at least one resolved outcome,
+    /// ascending: the entries of `acceptance_by_proposal_length`. Empty when
+    /// proposals are not recorded.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut h = AcceptanceHistogram::with_proposals(3)?;
+    /// h.observe_proposal(2, 1)?;
+    /// let rows: Vec<_> = h.observed_proposal_rows().collect();
+    /// assert_eq!(rows, [(2, &[0, 1, 0][..])]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn observed_proposal_rows(&self) -> impl Iterator<Item = (usize, &[u64])> + '_ {
+        (1..=self.max_draft_len).filter_map(move |len| {
+            let row = self.proposal_row(len)?;
+            row.iter().any(|&c| c != 0).then_some((len, row))
+        })
+    }
+
+    /// Resolved proposal outcomes: the sum of the proposal histogram
+    /// (saturating); 0 when proposals are not recorded.
+    pub fn num_resolved_proposals(&self) -> u64 {
+        self.proposals.as_ref().map_or(0, |p| {
+            p.counts.iter().fold(0u64, |s, &c| s.saturating_add(c))
+        })
+    }
+
+    /// Proposal outcomes dropped unresolved because their request was
+    /// aborted; 0 when proposals are not recorded.
+    pub fn num_aborted_proposals(&self) -> u64 {
+        self.proposals.as_ref().map_or(0, |p| p.aborted)
     }
 
     /// Builds a histogram from raw counts. `counts` must be
@@ -89,6 +300,7 @@ impl AcceptanceHistogram {
             undrafted,
             rejected,
             scheduled,
+            proposals: None,
         }
     }
 
@@ -284,7 +496,7 @@ impl AcceptanceHistogram {
     }
 
     /// Whether nothing at all was recorded: no step, no undrafted step, no
-    /// scheduled step, no rejected observation.
+    /// scheduled step, no rejected observation, no proposal outcome.
     ///
     /// ```
     /// use specdec_metrics::AcceptanceHistogram;
@@ -302,6 +514,10 @@ impl AcceptanceHistogram {
             && self.rejected == 0
             && self.counts.iter().all(|&c| c == 0)
             && self.scheduled.iter().all(|&c| c == 0)
+            && self
+                .proposals
+                .as_ref()
+                .is_none_or(|p| p.aborted == 0 && p.counts.iter().all(|&c| c == 0))
     }
 
     /// Verify steps recorded in the histogram: the sum of all buckets
@@ -498,7 +714,9 @@ impl AcceptanceHistogram {
 
     /// Adds `other`'s counts to these (for example the reports of several
     /// replicas). On error nothing is changed, so a merged histogram always
-    /// has a report that reads back.
+    /// has a report that reads back. The proposal histogram is merged too;
+    /// a histogram without one counts as all zero there, and the sum has
+    /// one if either side has.
     ///
     /// # Errors
     ///
@@ -545,12 +763,26 @@ impl AcceptanceHistogram {
         }
         self.undrafted += other.undrafted;
         self.rejected += other.rejected;
+        if let Some(theirs) = &other.proposals {
+            // A histogram without the proposal part counts as all zero
+            // there: the sum keeps it if either side has it.
+            let max_draft_len = self.max_draft_len;
+            let mine = self
+                .proposals
+                .get_or_insert_with(|| Proposals::zero(max_draft_len));
+            for (m, &t) in mine.counts.iter_mut().zip(theirs.counts.iter()) {
+                *m += t;
+            }
+            mine.aborted += theirs.aborted;
+        }
         Ok(())
     }
 
     /// The observations recorded after `earlier`, an earlier snapshot of the
     /// same source: counter by counter, `self - earlier`. Nothing is reset;
     /// this is how a metrics thread gets interval figures for a log line.
+    /// The delta has a proposal histogram when `self` has one (`earlier`
+    /// without one counts as all zero there).
     ///
     /// # Errors
     ///
@@ -596,13 +828,29 @@ impl AcceptanceHistogram {
             .zip(earlier.scheduled.iter())
             .map(|(&later, &before)| later - before)
             .collect();
-        Ok(Self::from_parts(
+        let mut delta = Self::from_parts(
             self.max_draft_len,
             counts,
             self.undrafted - earlier.undrafted,
             self.rejected - earlier.rejected,
             scheduled,
-        ))
+        );
+        if let Some(later) = &self.proposals {
+            // Checked above: no proposal counter of `earlier` (all zero
+            // when it has none) exceeds ours.
+            let counts = match &earlier.proposals {
+                Some(before) => later
+                    .counts
+                    .iter()
+                    .zip(before.counts.iter())
+                    .map(|(&l, &b)| l - b)
+                    .collect(),
+                None => later.counts.clone(),
+            };
+            let aborted = later.aborted - earlier.num_aborted_proposals();
+            delta.set_proposals(counts, aborted);
+        }
+        Ok(delta)
     }
 
     fn check_same_max(&self, other: &AcceptanceHistogram) -> Result<(), MergeError> {
@@ -648,6 +896,26 @@ impl AcceptanceHistogram {
         )?;
         for (budget, (&mine, &theirs)) in self.scheduled.iter().zip(&*other.scheduled).enumerate() {
             check(HistogramCounter::ScheduledSteps { budget }, mine, theirs)?;
+        }
+        if self.proposals.is_some() || other.proposals.is_some() {
+            // Either side may lack the proposal part: all zero there.
+            for proposal_len in 1..=self.max_draft_len {
+                for matched in 0..=proposal_len {
+                    check(
+                        HistogramCounter::ProposalBucket {
+                            proposal_len,
+                            matched,
+                        },
+                        self.proposal_count(proposal_len, matched),
+                        other.proposal_count(proposal_len, matched),
+                    )?;
+                }
+            }
+            check(
+                HistogramCounter::AbortedProposals,
+                self.num_aborted_proposals(),
+                other.num_aborted_proposals(),
+            )?;
         }
         Ok(())
     }
@@ -714,18 +982,39 @@ fn suffix_sums_after(v: &[u64]) -> Vec<u64> {
 impl fmt::Debug for AcceptanceHistogram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         struct Rows<'a>(&'a AcceptanceHistogram);
+        struct ProposalRows<'a>(&'a AcceptanceHistogram);
+        impl fmt::Debug for ProposalRows<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                struct Observed<'a>(&'a AcceptanceHistogram);
+                impl fmt::Debug for Observed<'_> {
+                    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.debug_map()
+                            .entries(self.0.observed_proposal_rows())
+                            .finish()
+                    }
+                }
+                f.debug_struct("Proposals")
+                    .field("rows", &Observed(self.0))
+                    .field("aborted", &self.0.num_aborted_proposals())
+                    .finish()
+            }
+        }
         impl fmt::Debug for Rows<'_> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_map().entries(self.0.observed_rows()).finish()
             }
         }
-        f.debug_struct("AcceptanceHistogram")
-            .field("max_draft_len", &self.max_draft_len)
+        let mut s = f.debug_struct("AcceptanceHistogram");
+        s.field("max_draft_len", &self.max_draft_len)
             .field("rows", &Rows(self))
             .field("undrafted", &self.undrafted)
             .field("rejected", &self.rejected)
-            .field("scheduled", &self.scheduled)
-            .finish()
+            .field("scheduled", &self.scheduled);
+        // Shown only when recorded: a histogram without it reads as before.
+        if self.proposals.is_some() {
+            s.field("proposals", &ProposalRows(self));
+        }
+        s.finish()
     }
 }
 

@@ -9,12 +9,16 @@
 //! - `sum.rs`: the inner loop of a snapshot (summing many blocks of
 //!   counters into owned totals).
 //! - `layout.rs`: where each `(k, a)` lives in a flat array of counters.
+//! - [`ProposalTracker`] (`proposal.rs`): a request's pending proposals
+//!   of a lookup drafter, resolved against its output tokens into the
+//!   proposal histogram.
 //! - `sync.rs`: the only file that names atomics and locks (`std` or
 //!   `loom`).
 
 mod error;
 mod histogram;
 pub(crate) mod layout;
+pub(crate) mod proposal;
 mod recorder;
 mod shard;
 mod sum;
@@ -23,4 +27,5 @@ pub(crate) mod sync;
 pub use error::{ConfigError, HistogramCounter, MergeError, ObserveError};
 pub use histogram::AcceptanceHistogram;
 pub use layout::{MAX_MAX_DRAFT_LEN, MIN_MAX_DRAFT_LEN};
-pub use recorder::{MAX_STATES, Recorder, Worker};
+pub use proposal::{ProposalError, ProposalOutcome, ProposalSink, ProposalTracker};
+pub use recorder::{MAX_STATES, Recorder, RecorderBuilder, Worker};

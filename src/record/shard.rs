@@ -90,6 +90,7 @@
 use crossbeam_utils::CachePadded;
 
 use super::layout::{bucket_count, checked_bucket_index};
+use super::proposal::{checked_proposal_index, proposal_bucket_count};
 use super::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, SetOnce};
 
 /// The most stripes of the any-thread path (see `Recorder::new`): beyond
@@ -135,8 +136,20 @@ pub(crate) struct Slots {
     /// Index of the `num_rejected_observations` counter.
     pub(crate) rejected: usize,
     /// Index of the counter of scheduled budget 0; budget `b` is at
-    /// `scheduled + b`, up to `K`, the last counter of the block.
+    /// `scheduled + b`, up to `K` (the last counter of the block unless
+    /// proposals are recorded).
     pub(crate) scheduled: usize,
+    /// Whether the block holds the proposal counters (opted in with
+    /// `RecorderBuilder::record_proposals`); without them the block ends
+    /// with the scheduled budgets, exactly as before they existed.
+    pub(crate) records_proposals: bool,
+    /// Index of the proposal bucket `(L = 1, m = 0)`, right after the
+    /// scheduled budgets; the proposal triangle (`proposal.rs`) follows.
+    /// Meaningful only when `records_proposals`.
+    pub(crate) proposals: usize,
+    /// Index of the `num_aborted_proposals` counter, after the proposal
+    /// triangle: the last counter of a block that records proposals.
+    pub(crate) aborted: usize,
 }
 
 impl Slots {
@@ -147,9 +160,21 @@ impl Slots {
 
     /// The slots of `states` triangles (`states >= 1`, checked by the
     /// caller).
+    #[cfg(test)]
     pub(crate) const fn with_states(max_draft_len: usize, states: usize) -> Self {
+        Self::with_options(max_draft_len, states, false)
+    }
+
+    /// The slots of `states` triangles, with the proposal counters when
+    /// `records_proposals`.
+    pub(crate) const fn with_options(
+        max_draft_len: usize,
+        states: usize,
+        records_proposals: bool,
+    ) -> Self {
         let triangle = bucket_count(max_draft_len);
         let buckets = states * triangle;
+        let proposals = buckets + 2 + max_draft_len + 1;
         Self {
             max_draft_len,
             states,
@@ -157,12 +182,64 @@ impl Slots {
             undrafted: buckets,
             rejected: buckets + 1,
             scheduled: buckets + 2,
+            records_proposals,
+            proposals,
+            aborted: proposals + proposal_bucket_count(max_draft_len),
         }
     }
 
     /// Counters in a block.
     pub(crate) const fn len(self) -> usize {
-        self.scheduled + self.max_draft_len + 1
+        if self.records_proposals {
+            self.aborted + 1
+        } else {
+            self.scheduled + self.max_draft_len + 1
+        }
+    }
+
+    /// Records a resolved proposal outcome `(proposal_len, matched)` with
+    /// `increment`: on its proposal bucket when the block records proposals
+    /// and the pair is in the proposal triangle, else on the rejected
+    /// counter and returning the error. Either way exactly one counter is
+    /// incremented; the error is built on a cold path.
+    #[inline(always)]
+    pub(crate) fn observe_proposal_with(
+        self,
+        proposal_len: usize,
+        matched: usize,
+        increment: impl FnOnce(usize),
+    ) -> Result<(), ObserveError> {
+        let valid = checked_proposal_index(self.max_draft_len, proposal_len, matched)
+            .filter(|_| self.records_proposals);
+        increment(valid.map_or(self.rejected, |i| self.proposals + i));
+        match valid {
+            Some(_) => Ok(()),
+            None => Err(ObserveError::proposal(
+                self.records_proposals,
+                self.max_draft_len,
+                proposal_len,
+                matched,
+            )),
+        }
+    }
+
+    /// Records `count` aborted proposal outcomes with `add(index, n)`: `n =
+    /// count` on the aborted counter when the block records proposals,
+    /// else `n = 1` on the rejected counter (one rejected call) and
+    /// returning the error. Either way one counter changes.
+    #[inline(always)]
+    pub(crate) fn observe_aborted_with(
+        self,
+        count: u64,
+        add: impl FnOnce(usize, u64),
+    ) -> Result<(), ObserveError> {
+        if self.records_proposals {
+            add(self.aborted, count);
+            Ok(())
+        } else {
+            add(self.rejected, 1);
+            Err(ObserveError::ProposalsNotRecorded)
+        }
     }
 
     /// Records a scheduler step of draft budget `budget` with `increment`:
@@ -249,6 +326,17 @@ impl CounterBlock {
     #[inline]
     fn counter(&self, index: usize) -> &AtomicU64 {
         &self.counters[PAD + index]
+    }
+
+    /// Adds `n` to counter `index`, for the block's only writer: as
+    /// [`increment_exclusive`](Self::increment_exclusive), by `n`.
+    #[inline]
+    pub(crate) fn add_exclusive(&self, index: usize, n: u64) {
+        let counter = self.counter(index);
+        // Relaxed load and store: as in `increment_exclusive` (we are the
+        // only writer; readers need atomicity and coherence only).
+        let value = counter.load(Ordering::Relaxed);
+        counter.store(value.wrapping_add(n), Ordering::Relaxed);
     }
 
     /// The live counters, without the padding: what a snapshot sums.
@@ -338,6 +426,20 @@ impl Stripes {
         // Relaxed RMW: atomicity makes concurrent increments add up; nothing
         // else is ordered by a counter.
         self.counters[at].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to counter `index` of the calling thread's stripe: as
+    /// [`increment`](Self::increment), by `n`.
+    #[inline]
+    pub(crate) fn add(&self, hint: usize, index: usize, n: u64) {
+        let start = PAD + (hint & self.mask) * self.stride;
+        let used = &self.counters[start - 1];
+        // Relaxed load and store: as in `increment`.
+        if used.load(Ordering::Relaxed) == 0 {
+            used.store(1, Ordering::Relaxed);
+        }
+        // Relaxed RMW: as in `increment`.
+        self.counters[start + index].fetch_add(n, Ordering::Relaxed);
     }
 
     /// The live counters of every stripe that was used, for a snapshot to
@@ -561,6 +663,23 @@ impl Shards {
 
 #[cfg(test)]
 mod tests {
+    /// The exact layout at K = 8: without proposals the block is what it
+    /// was before they existed (45 buckets, 2 side counters, 9 budgets);
+    /// with them, the 44 proposal buckets and the aborted counter follow.
+    #[test]
+    fn proposal_counters_follow_the_budgets_only_when_recorded() {
+        let off = Slots::with_options(8, 1, false);
+        assert_eq!(off.len(), 45 + 2 + 9);
+        let on = Slots::with_options(8, 1, true);
+        assert_eq!((on.proposals, on.aborted, on.len()), (56, 100, 101));
+        assert_eq!((on.undrafted, on.rejected, on.scheduled), (45, 46, 47));
+        let states = Slots::with_options(2, 3, true);
+        assert_eq!(
+            (states.proposals, states.aborted, states.len()),
+            (23, 28, 29)
+        );
+    }
+
     use super::super::sum::{Dest, sum_blocks};
     use super::*;
 

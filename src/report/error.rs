@@ -66,6 +66,50 @@ pub enum ReportError {
     },
     /// The counts are so large that a derived total exceeds `u64::MAX`.
     Overflow,
+    /// A key of `acceptance_by_proposal_length` outside `1..=num_spec_tokens`.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut report = serde_json::to_value(AcceptanceHistogram::with_proposals(2)?)?;
+    /// report["acceptance_by_proposal_length"] = serde_json::json!({"3": [0, 0, 0, 1]});
+    /// let err = serde_json::from_value::<AcceptanceHistogram>(report).unwrap_err();
+    /// assert!(err.to_string().contains("proposal length 3, outside 1..=num_spec_tokens=2"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ProposalLengthOutOfRange {
+        /// The row's proposal length `L`.
+        proposal_len: usize,
+        /// `num_spec_tokens`.
+        max_draft_len: usize,
+    },
+    /// A row of `acceptance_by_proposal_length` whose length is not `L + 1`.
+    ProposalRowLength {
+        /// The row's proposal length `L`.
+        proposal_len: usize,
+        /// The row's length in the report.
+        found: usize,
+    },
+    /// The same proposal length appears twice.
+    DuplicateProposalLength {
+        /// The repeated proposal length.
+        proposal_len: usize,
+    },
+    /// One of the two proposal keys (`acceptance_by_proposal_length`,
+    /// `num_aborted_proposals`) without the other: a report has both (the
+    /// engine recorded proposals) or neither.
+    ///
+    /// ```
+    /// use specdec_metrics::AcceptanceHistogram;
+    /// let mut report = serde_json::to_value(AcceptanceHistogram::with_proposals(2)?)?;
+    /// report.as_object_mut().unwrap().remove("num_aborted_proposals");
+    /// let err = serde_json::from_value::<AcceptanceHistogram>(report).unwrap_err();
+    /// assert!(err.to_string().contains("num_aborted_proposals is missing"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    IncompleteProposals {
+        /// The key that is missing.
+        missing: &'static str,
+    },
 }
 
 impl fmt::Display for ReportError {
@@ -120,6 +164,29 @@ impl fmt::Display for ReportError {
                 "{field} is {reported} but the histogram rows give {derived}"
             ),
             Self::Overflow => f.write_str("counts too large: a derived total exceeds u64::MAX"),
+            Self::ProposalLengthOutOfRange {
+                proposal_len,
+                max_draft_len,
+            } => write!(
+                f,
+                "acceptance_by_proposal_length has a row for proposal length {proposal_len}, outside 1..=num_spec_tokens={max_draft_len}"
+            ),
+            Self::ProposalRowLength {
+                proposal_len,
+                found,
+            } => write!(
+                f,
+                "acceptance_by_proposal_length[\"{proposal_len}\"] has {found} counts, expected {}",
+                proposal_len + 1
+            ),
+            Self::DuplicateProposalLength { proposal_len } => write!(
+                f,
+                "acceptance_by_proposal_length has proposal length {proposal_len} more than once"
+            ),
+            Self::IncompleteProposals { missing } => write!(
+                f,
+                "{missing} is missing: a report has both acceptance_by_proposal_length and num_aborted_proposals, or neither"
+            ),
         }
     }
 }
@@ -146,7 +213,7 @@ pub enum NameError {
     /// The label name is not a label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
     LabelName(String),
     /// The label name is one the families set themselves
-    /// ([`FAMILY_LABELS`](crate::FAMILY_LABELS)) or starts with `__` (reserved by Prometheus).
+    /// ([`FAMILY_LABELS`](crate::FAMILY_LABELS), [`PROPOSAL_FAMILY_LABELS`](crate::PROPOSAL_FAMILY_LABELS)) or starts with `__` (reserved by Prometheus).
     ReservedLabelName(String),
     /// The label name is given twice.
     DuplicateLabelName(String),
@@ -165,7 +232,7 @@ impl fmt::Display for NameError {
             ),
             Self::ReservedLabelName(n) => write!(
                 f,
-                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens; or starting with __)"
+                "label name {n:?} is reserved (set by the families themselves: position, draft_length, accepted, num_spec_tokens, proposal_length, matched; or starting with __)"
             ),
             Self::DuplicateLabelName(n) => write!(f, "label name {n:?} given twice"),
         }

@@ -20,7 +20,7 @@ use metrics::{Counter, Gauge, Key, KeyName, Label, Level, Metadata, SharedString
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{HELP, METRIC_FAMILIES, PLAN_GAUGE_HELP};
+use super::names::{FAMILIES, HELP, PLAN_GAUGE_HELP};
 use super::options::Options;
 use super::series::series;
 use crate::{AcceptanceHistogram, Recorder};
@@ -136,7 +136,7 @@ pub struct MetricsPublisher {
 
 /// The registered handles.
 struct Handles {
-    /// One per series: the families in [`METRIC_FAMILIES`] order, each
+    /// One per series: the families in `FAMILIES` order, each
     /// family's series in the order [`series`] lists them.
     counters: Vec<Counter>,
     /// The plan's gauge, when there is a plan.
@@ -276,7 +276,9 @@ impl MetricsPublisher {
     pub fn publish(&self) {
         let snapshot = self.recorder.snapshot();
         let handles = self.handles.get_or_init(|| self.register(&snapshot));
-        let values = (0..METRIC_FAMILIES.len()).flat_map(|family| series(&snapshot, family));
+        // The same series as registered: whether the recorder records
+        // proposals is fixed when it is built.
+        let values = (0..FAMILIES.len()).flat_map(|family| series(&snapshot, family));
         for ((_, value), counter) in values.zip(&handles.counters) {
             counter.absolute(value);
         }
@@ -352,6 +354,10 @@ impl MetricsPublisher {
                 .collect();
             let mut counters = Vec::new();
             for (family, help) in HELP.iter().enumerate() {
+                if series(shape, family).next().is_none() {
+                    // A proposal family of a recorder without proposals.
+                    continue;
+                }
                 let name = naming.family_names[family].clone();
                 recorder.describe_counter(
                     KeyName::from(name.clone()),

@@ -11,6 +11,7 @@ use super::error::ReportError;
 use crate::AcceptanceHistogram;
 use crate::record::ConfigError;
 use crate::record::layout::{bucket_count, row_start};
+use crate::record::proposal::{proposal_bucket_count, proposal_row_start};
 
 /// The keys of the report, in the order they are written.
 ///
@@ -53,6 +54,51 @@ pub const REPORT_KEYS: [&str; 13] = [
     "scheduled_steps_by_budget",
 ];
 
+/// The keys a report has after [`REPORT_KEYS`] when the engine recorded
+/// the proposal histogram of a lookup drafter (a
+/// [`Recorder`](crate::Recorder) built with
+/// [`record_proposals`](crate::RecorderBuilder::record_proposals), a
+/// histogram made with
+/// [`with_proposals`](crate::AcceptanceHistogram::with_proposals)), and
+/// only then:
+///
+/// - `acceptance_by_proposal_length`: a map from the decimal string of each
+///   proposal length `L` with at least one resolved outcome (ascending) to
+///   the dense list of its `L + 1` counts, matched `0..=L`; `{}` when none;
+/// - `num_aborted_proposals`: the outcomes left pending by aborted
+///   requests.
+///
+/// Reading back requires both or neither.
+///
+/// ```
+/// use specdec_metrics::{AcceptanceHistogram, PROPOSAL_REPORT_KEYS};
+/// let mut h = AcceptanceHistogram::with_proposals(3)?;
+/// h.observe_proposal(3, 2)?;
+/// let report = serde_json::to_value(&h)?;
+/// assert_eq!(report[PROPOSAL_REPORT_KEYS[0]], serde_json::json!({"3": [0, 0, 1, 0]}));
+/// assert_eq!(report[PROPOSAL_REPORT_KEYS[1]], 0);
+/// let plain = serde_json::to_value(AcceptanceHistogram::new(3)?)?;
+/// assert!(plain.get(PROPOSAL_REPORT_KEYS[0]).is_none());
+/// assert_eq!(serde_json::from_value::<AcceptanceHistogram>(report)?, h);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub const PROPOSAL_REPORT_KEYS: [&str; 2] =
+    ["acceptance_by_proposal_length", "num_aborted_proposals"];
+
+/// `acceptance_by_proposal_length`: observed proposal rows only, keyed by
+/// the decimal string of `L`, ascending numerically.
+struct RowsByProposalLength<'a>(&'a AcceptanceHistogram);
+
+impl Serialize for RowsByProposalLength<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (len, row) in self.0.observed_proposal_rows() {
+            map.serialize_entry(&len.to_string(), row)?;
+        }
+        map.end()
+    }
+}
+
 /// `acceptance_histogram_by_draft_length`: observed rows only, keyed by the
 /// decimal string of `k`, ascending numerically.
 struct RowsByDraftLength<'a>(&'a AcceptanceHistogram);
@@ -88,7 +134,14 @@ impl Serialize for AcceptanceHistogram {
             rejected,
             scheduled,
         ] = REPORT_KEYS;
-        let mut s = serializer.serialize_struct("AcceptanceHistogram", REPORT_KEYS.len())?;
+        let proposals = self.records_proposals();
+        let len = REPORT_KEYS.len()
+            + if proposals {
+                PROPOSAL_REPORT_KEYS.len()
+            } else {
+                0
+            };
+        let mut s = serializer.serialize_struct("AcceptanceHistogram", len)?;
         s.serialize_field(mean, &self.mean_acceptance_length())?;
         s.serialize_field(rate, &self.draft_acceptance_rate())?;
         s.serialize_field(hist, &self.acceptance_histogram())?;
@@ -102,6 +155,11 @@ impl Serialize for AcceptanceHistogram {
         s.serialize_field(undrafted, &self.num_undrafted_steps())?;
         s.serialize_field(rejected, &self.num_rejected_observations())?;
         s.serialize_field(scheduled, self.scheduled_steps_by_budget())?;
+        if proposals {
+            let [by_len, aborted] = PROPOSAL_REPORT_KEYS;
+            s.serialize_field(by_len, &RowsByProposalLength(self))?;
+            s.serialize_field(aborted, &self.num_aborted_proposals())?;
+        }
         s.end()
     }
 }
@@ -126,6 +184,21 @@ struct RawReport {
     /// Present, it must be a list (`null` is malformed, not absent).
     #[serde(default, deserialize_with = "present_list")]
     scheduled_steps_by_budget: Option<Vec<u64>>,
+    /// Present only when the engine recorded proposals (with
+    /// `num_aborted_proposals`).
+    #[serde(default, deserialize_with = "present")]
+    acceptance_by_proposal_length: Option<ProposalRows>,
+    /// Present only when the engine recorded proposals.
+    #[serde(default, deserialize_with = "present")]
+    num_aborted_proposals: Option<u64>,
+}
+
+/// A key that may be absent but, when present, must hold a value (`null`
+/// is malformed, not absent).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 /// A key that may be absent but, when present, must hold a list of counts.
@@ -160,6 +233,40 @@ impl<'de> Deserialize<'de> for Rows {
                     }
                 }
                 Ok(Rows(rows))
+            }
+        }
+        deserializer.deserialize_map(RowsVisitor)
+    }
+}
+
+/// Proposal rows keyed by canonical decimal proposal lengths, each key at
+/// most once.
+struct ProposalRows(BTreeMap<usize, Vec<u64>>);
+
+impl<'de> Deserialize<'de> for ProposalRows {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RowsVisitor;
+        impl<'de> Visitor<'de> for RowsVisitor {
+            type Value = ProposalRows;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from decimal proposal lengths to lists of counts")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<ProposalRows, M::Error> {
+                let mut rows = BTreeMap::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let len = parse_draft_length(&key).ok_or_else(|| {
+                        de::Error::custom(format_args!(
+                            "acceptance_by_proposal_length: key {key:?} is not a proposal length (a decimal number without sign or leading zeros)"
+                        ))
+                    })?;
+                    let row: Vec<u64> = map.next_value()?;
+                    if rows.insert(len, row).is_some() {
+                        return Err(de::Error::custom(ReportError::DuplicateProposalLength {
+                            proposal_len: len,
+                        }));
+                    }
+                }
+                Ok(ProposalRows(rows))
             }
         }
         deserializer.deserialize_map(RowsVisitor)
@@ -224,13 +331,42 @@ impl AcceptanceHistogram {
                 });
             }
         };
-        let h = Self::from_parts(
+        let mut h = Self::from_parts(
             max,
             counts,
             raw.num_undrafted_steps,
             raw.num_rejected_observations,
             scheduled.into_boxed_slice(),
         );
+        let [by_len, aborted] = PROPOSAL_REPORT_KEYS;
+        match (
+            raw.acceptance_by_proposal_length.take(),
+            raw.num_aborted_proposals,
+        ) {
+            (None, None) => {}
+            (Some(_), None) => return Err(ReportError::IncompleteProposals { missing: aborted }),
+            (None, Some(_)) => return Err(ReportError::IncompleteProposals { missing: by_len }),
+            (Some(rows), Some(aborted)) => {
+                let mut counts = vec![0u64; proposal_bucket_count(max)].into_boxed_slice();
+                for (&len, row) in &rows.0 {
+                    if !(1..=max).contains(&len) {
+                        return Err(ReportError::ProposalLengthOutOfRange {
+                            proposal_len: len,
+                            max_draft_len: max,
+                        });
+                    }
+                    if row.len() != len + 1 {
+                        return Err(ReportError::ProposalRowLength {
+                            proposal_len: len,
+                            found: row.len(),
+                        });
+                    }
+                    counts[proposal_row_start(len)..proposal_row_start(len + 1)]
+                        .copy_from_slice(row);
+                }
+                h.set_proposals(counts, aborted);
+            }
+        }
         h.check_derived_totals()
             .map_err(|_| ReportError::Overflow)?;
         check_derived_figures(&raw, &h)?;

@@ -42,9 +42,10 @@ with_an_exporter! {
 pub use error::{NameError, ReportError};
 #[cfg(feature = "metrics")]
 pub use facade::{MetricsPublisher, PublisherHandle};
-pub use json::REPORT_KEYS;
+pub use json::{PROPOSAL_REPORT_KEYS, REPORT_KEYS};
 pub use names::{
-    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, VLLM_METRIC_PREFIX,
+    DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE, PROPOSAL_FAMILIES,
+    PROPOSAL_FAMILY_LABELS, VLLM_METRIC_PREFIX,
 };
 #[cfg(feature = "opentelemetry")]
 pub use otel::OpenTelemetryExporter;

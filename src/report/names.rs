@@ -33,6 +33,37 @@ pub const METRIC_FAMILIES: [&str; 9] = [
     "scheduled_steps_total",
 ];
 
+/// The sample names, without the prefix, of the two counter families of
+/// the proposal histogram of a lookup drafter, exported after the nine of
+/// [`METRIC_FAMILIES`] and only for a recorder built with
+/// [`record_proposals`](crate::RecorderBuilder::record_proposals) (or a
+/// histogram that has the proposal part):
+///
+/// - `<prefix>_acceptance_by_proposal_length_total{proposal_length="L",
+///   matched="m"}`: resolved proposal outcomes, every bucket of the
+///   proposal triangle (`L = 1..=K`, `m = 0..=L`: `K (K + 3) / 2` series);
+/// - `<prefix>_num_aborted_proposals_total`: outcomes left pending by
+///   aborted requests.
+///
+/// ```
+/// use specdec_metrics::PROPOSAL_FAMILIES;
+/// assert_eq!(PROPOSAL_FAMILIES[0], "acceptance_by_proposal_length_total");
+/// assert_eq!(PROPOSAL_FAMILIES[1], "num_aborted_proposals_total");
+/// ```
+pub const PROPOSAL_FAMILIES: [&str; 2] = [
+    "acceptance_by_proposal_length_total",
+    "num_aborted_proposals_total",
+];
+
+/// The labels the proposal families set themselves: `proposal_length` is
+/// `L`, `matched` is `m`. Constant labels may not reuse them.
+///
+/// ```
+/// use specdec_metrics::PROPOSAL_FAMILY_LABELS;
+/// assert_eq!(PROPOSAL_FAMILY_LABELS, ["proposal_length", "matched"]);
+/// ```
+pub const PROPOSAL_FAMILY_LABELS: [&str; 2] = ["proposal_length", "matched"];
+
 /// The sample name, without the prefix, of the gauge of the controller's
 /// draft length (exported by `SpecDecodeCollector::with_plan`, cargo
 /// feature `prometheus`).
@@ -55,8 +86,24 @@ with_an_exporter! {
     /// `# HELP` text of the gauge.
     pub(crate) const PLAN_GAUGE_HELP: &str = "The draft length the drafting controller chose for ordinary engine steps, read from its published plan at scrape time.";
 
-    /// `# HELP` text of each family, in [`METRIC_FAMILIES`] order.
-    pub(crate) const HELP: [&str; 9] = [
+    /// Every counter family an exporter may write: [`METRIC_FAMILIES`],
+    /// then [`PROPOSAL_FAMILIES`]; family indices index this.
+    pub(crate) const FAMILIES: [&str; 11] = [
+        METRIC_FAMILIES[0],
+        METRIC_FAMILIES[1],
+        METRIC_FAMILIES[2],
+        METRIC_FAMILIES[3],
+        METRIC_FAMILIES[4],
+        METRIC_FAMILIES[5],
+        METRIC_FAMILIES[6],
+        METRIC_FAMILIES[7],
+        METRIC_FAMILIES[8],
+        PROPOSAL_FAMILIES[0],
+        PROPOSAL_FAMILIES[1],
+    ];
+
+    /// `# HELP` text of each family, in [`FAMILIES`] order.
+    pub(crate) const HELP: [&str; 11] = [
         "Speculative decoding verify steps (drafts), over all draft lengths including 0.",
         "Draft tokens sent to verification, after structured-output adjustment.",
         "Draft tokens accepted by the verifier (bonus token excluded).",
@@ -66,6 +113,8 @@ with_an_exporter! {
         "Decode steps where the drafting policy proposed no draft (not counted as drafts).",
         "Observations rejected as invalid (accepted > drafted, drafted > num_spec_tokens, or a scheduled budget > num_spec_tokens); nonzero means an engine bug.",
         "Scheduler steps by the draft budget the schedule gave them (num_spec_tokens = 0: chose not to speculate); every budget 0..=K is present.",
+        "Resolved lookup-drafter proposals by proposal length and matched tokens (the common prefix of the whole proposal and the output that followed); every bucket with matched <= proposal_length is present.",
+        "Lookup-drafter proposals left unresolved because their request was aborted (never counted as matches).",
     ];
 
     pub(crate) const NUM_DRAFTS: usize = 0;
@@ -77,4 +126,6 @@ with_an_exporter! {
     pub(crate) const UNDRAFTED_STEPS: usize = 6;
     pub(crate) const REJECTED_OBSERVATIONS: usize = 7;
     pub(crate) const SCHEDULED_STEPS: usize = 8;
+    pub(crate) const BY_PROPOSAL_LENGTH: usize = 9;
+    pub(crate) const ABORTED_PROPOSALS: usize = 10;
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{DEFAULT_METRIC_PREFIX, FAMILY_LABELS, METRIC_FAMILIES, PLAN_GAUGE};
+use super::names::{DEFAULT_METRIC_PREFIX, FAMILIES, FAMILY_LABELS, PLAN_GAUGE, PROPOSAL_FAMILY_LABELS};
 
 /// The names every exporter derives from the prefix, with the constant
 /// labels they go with.
@@ -20,8 +20,9 @@ pub(crate) struct Naming {
     prefix: String,
     const_labels: Vec<(String, String)>,
     /// `<prefix>_<family>`: the sample names, with `_total`, in
-    /// [`METRIC_FAMILIES`] order.
-    pub(crate) family_names: [String; 9],
+    /// [`FAMILIES`] order (the nine of `METRIC_FAMILIES`, then the two
+    /// proposal families).
+    pub(crate) family_names: [String; 11],
     /// `<prefix>_controller_draft_length`.
     pub(crate) gauge_name: String,
 }
@@ -29,11 +30,17 @@ pub(crate) struct Naming {
 impl Naming {
     fn new(prefix: String, const_labels: Vec<(String, String)>) -> Self {
         Self {
-            family_names: METRIC_FAMILIES.map(|family| format!("{prefix}_{family}")),
+            family_names: FAMILIES.map(|family| format!("{prefix}_{family}")),
             gauge_name: format!("{prefix}_{PLAN_GAUGE}"),
             prefix,
             const_labels,
         }
+    }
+
+    /// The names of `prefix`, without constant labels (unchecked).
+    #[cfg(test)]
+    pub(crate) fn new_for_test(prefix: &str) -> Self {
+        Self::new(prefix.to_owned(), Vec::new())
     }
 
     /// The prefix, as given.
@@ -199,7 +206,8 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), NameError> {
 }
 
 /// Checks constant labels: each name a label name, none of
-/// [`FAMILY_LABELS`] nor starting with `__`, none given twice.
+/// [`FAMILY_LABELS`] or [`PROPOSAL_FAMILY_LABELS`] nor starting with `__`,
+/// none given twice.
 pub(crate) fn check_const_labels<I, K, V>(labels: I) -> Result<Vec<(String, String)>, NameError>
 where
     I: IntoIterator<Item = (K, V)>,
@@ -212,7 +220,10 @@ where
         if !is_label_name(&name) {
             return Err(NameError::LabelName(name));
         }
-        if name.starts_with("__") || FAMILY_LABELS.contains(&name.as_str()) {
+        if name.starts_with("__")
+            || FAMILY_LABELS.contains(&name.as_str())
+            || PROPOSAL_FAMILY_LABELS.contains(&name.as_str())
+        {
             return Err(NameError::ReservedLabelName(name));
         }
         if const_labels.iter().any(|(n, _)| *n == name) {
@@ -275,6 +286,8 @@ mod tests {
             "draft_length",
             "accepted",
             "num_spec_tokens",
+            "proposal_length",
+            "matched",
             "__x",
         ] {
             assert_eq!(

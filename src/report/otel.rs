@@ -18,7 +18,9 @@ use crate::{AcceptanceHistogram, Recorder};
 /// The longest instrument name OpenTelemetry accepts.
 const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 
-/// Registers the nine counter families of a [`Recorder`] as observable
+/// Registers the nine counter families of a [`Recorder`] (and the two
+/// proposal families when it
+/// [records proposals](crate::Recorder::records_proposals)) as observable
 /// counters of an OpenTelemetry [`Meter`] (and, with a [`SharedPlan`](crate::SharedPlan), the
 /// controller's draft length as an observable gauge): the families of
 /// [`SpecDecodeCollector`](crate::SpecDecodeCollector), with their help
@@ -77,8 +79,12 @@ const MAX_INSTRUMENT_NAME_LEN: usize = 255;
 /// those exporters (`docs/opentelemetry.md` shows the view;
 /// `tests/opentelemetry_exporter.rs` measures each figure). The exporter
 /// cannot set the limit itself: it belongs to the engine's
-/// `MeterProvider`. Every other family has at most `K + 1 = 65` series per
-/// exporter.
+/// `MeterProvider`. The proposal family
+/// `<prefix>_acceptance_by_proposal_length` (recorded only on request) has
+/// `K (K + 3) / 2` series, one fewer than the by-draft-length family: 44 at
+/// `K = 8`, 2,144 at `K = 64`, past the default from `K = 62` (2,015) as
+/// well, so the same view covers it. Every other family has at most `K + 1
+/// = 65` series per exporter.
 ///
 /// Prefixes that differ only in `:` and `_` (`spec:decode`, `spec_decode`)
 /// give the same instrument names, so two exporters so named on one meter
@@ -139,18 +145,31 @@ impl fmt::Debug for OpenTelemetryExporter {
 
 /// The instrument names: the OpenMetrics family names (without `_total`)
 /// with `:` replaced by `_`, in [`METRIC_FAMILIES`] order, then the
-/// gauge's.
+/// gauge's, then the two proposal families'.
 struct InstrumentNames(Vec<String>);
+
+impl InstrumentNames {
+    /// The instrument name of family `family` (an index into `FAMILIES`).
+    fn family(&self, family: usize) -> &str {
+        if family < METRIC_FAMILIES.len() {
+            &self.0[family]
+        } else {
+            &self.0[family + 1]
+        }
+    }
+}
 
 impl Derived for InstrumentNames {
     /// The names, or [`NameError::Prefix`] when one is not a valid
     /// OpenTelemetry instrument name.
     fn derive(naming: &Naming) -> Result<Self, NameError> {
-        let names: Vec<String> = naming
-            .family_names
+        let (metric, proposal) = naming.family_names.split_at(METRIC_FAMILIES.len());
+        let names: Vec<String> = metric
             .iter()
-            .map(|name| name.strip_suffix("_total").unwrap_or(name))
+            .map(String::as_str)
             .chain([naming.gauge_name.as_str()])
+            .chain(proposal.iter().map(String::as_str))
+            .map(|name| name.strip_suffix("_total").unwrap_or(name))
             .map(|name| name.replace(':', "_"))
             .collect();
         let valid = |name: &String| {
@@ -282,11 +301,28 @@ impl OpenTelemetryExporter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn instrument_names(&self) -> &[String] {
-        &self.options.derived().0
+        &self.options.derived().0[..=METRIC_FAMILIES.len()]
+    }
+
+    /// The instrument names of the two proposal families
+    /// ([`PROPOSAL_FAMILIES`](crate::PROPOSAL_FAMILIES), without `_total`,
+    /// `:` replaced by `_`), registered only when the recorder
+    /// [records proposals](crate::Recorder::records_proposals).
+    ///
+    /// ```
+    /// use specdec_metrics::{OpenTelemetryExporter, Recorder};
+    /// let recorder = Recorder::builder(2).record_proposals().build()?;
+    /// let names = OpenTelemetryExporter::new(recorder).proposal_instrument_names().to_vec();
+    /// assert_eq!(names, ["spec_decode_acceptance_by_proposal_length", "spec_decode_num_aborted_proposals"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn proposal_instrument_names(&self) -> &[String] {
+        &self.options.derived().0[METRIC_FAMILIES.len() + 1..]
     }
 
     /// The most attribute sets this exporter reports on one instrument:
-    /// the `(K + 1)(K + 2) / 2` buckets of the by-draft-length family.
+    /// the `(K + 1)(K + 2) / 2` buckets of the by-draft-length family (the
+    /// proposal family, when recorded, has one fewer: `K (K + 3) / 2`).
     /// Exporters registering the same instrument names on one provider add
     /// up: a `MeterProvider` whose cardinality limit is below the sum of
     /// theirs folds the excess into its overflow point (see
@@ -323,13 +359,18 @@ impl OpenTelemetryExporter {
             .map(|(name, value)| KeyValue::new(name.clone(), value.clone()))
             .collect();
         let shape = self.recorder.snapshot();
+        let names = self.options.derived();
         for (family, help) in HELP.iter().enumerate() {
             let attributes: Vec<Vec<KeyValue>> = series(&shape, family)
                 .map(|(own, _)| attributes_of(&consts, own))
                 .collect();
+            if attributes.is_empty() {
+                // A proposal family of a recorder without proposals.
+                continue;
+            }
             let shared = Arc::clone(&shared);
             meter
-                .u64_observable_counter(self.instrument_names()[family].clone())
+                .u64_observable_counter(names.family(family).to_owned())
                 .with_description(*help)
                 .with_callback(move |observer| shared.observe(family, &attributes, observer))
                 .build();
@@ -391,7 +432,25 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::names::BY_DRAFT_LENGTH;
+    use crate::report::names::{BY_DRAFT_LENGTH, BY_PROPOSAL_LENGTH};
+
+    #[test]
+    fn proposal_families_take_their_own_names_after_the_gauge() {
+        let names = InstrumentNames::derive(&Naming::new_for_test("p")).unwrap();
+        assert_eq!(
+            names.family(BY_DRAFT_LENGTH),
+            "p_acceptance_by_draft_length"
+        );
+        assert_eq!(names.0[METRIC_FAMILIES.len()], "p_controller_draft_length");
+        assert_eq!(
+            names.family(BY_PROPOSAL_LENGTH),
+            "p_acceptance_by_proposal_length"
+        );
+        assert_eq!(
+            names.family(BY_PROPOSAL_LENGTH + 1),
+            "p_num_aborted_proposals"
+        );
+    }
 
     /// What one callback hands the SDK.
     #[derive(Default)]

@@ -96,6 +96,16 @@ impl TextFormat {
 /// | `<prefix>_num_rejected_observations_total` | | invalid observations |
 /// | `<prefix>_scheduled_steps_total` | `num_spec_tokens` = `0..=K` | scheduler steps by draft budget (`scheduled_steps_by_budget`) |
 ///
+/// and, for a recorder built with
+/// [`record_proposals`](crate::RecorderBuilder::record_proposals) (or a
+/// histogram with the proposal part), the two families of
+/// [`PROPOSAL_FAMILIES`](crate::PROPOSAL_FAMILIES):
+///
+/// | family | labels | value |
+/// | --- | --- | --- |
+/// | `<prefix>_acceptance_by_proposal_length_total` | `proposal_length` = `L`, `matched` = `m` | resolved proposals of length `L` whose first `m` tokens matched the output |
+/// | `<prefix>_num_aborted_proposals_total` | | proposals left pending by aborted requests |
+///
 /// plus the engine's constant labels on every sample (vLLM uses
 /// `model_name` and `engine`). With the prefix [`VLLM_METRIC_PREFIX`](crate::VLLM_METRIC_PREFIX) the last
 /// family is `vllm:spec_decode_scheduled_steps_total{num_spec_tokens}`, the
@@ -468,19 +478,25 @@ fn encode_plan_gauge(
     }
 }
 
-/// Writes the nine families of `h`, in [`METRIC_FAMILIES`] order, each
-/// with the series [`series`] lists.
+/// Writes the families of `h`, in `FAMILIES` order, each with the series
+/// [`series`] lists: the nine of `METRIC_FAMILIES`, then the two proposal
+/// families when `h` records proposals.
 fn encode_families(
     h: &AcceptanceHistogram,
     naming: &Naming,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     for (family, (name, help)) in naming.family_names.iter().zip(HELP).enumerate() {
+        let mut values = series(h, family).peekable();
+        if values.peek().is_none() {
+            // A proposal family of a histogram without proposals.
+            continue;
+        }
         // The OpenMetrics family name: the encoder adds `_total` to the
         // samples of a counter.
         let name = name.strip_suffix("_total").unwrap_or(name);
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (own, value) in series(h, family) {
+        for (own, value) in values {
             let counter = ConstCounter::new(value);
             if own == Own::None && naming.const_labels().is_empty() {
                 // The family's only series, without labels: encoded through

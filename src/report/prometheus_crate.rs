@@ -11,7 +11,7 @@ use tikv_prometheus::{Encoder as _, Registry, TextEncoder};
 
 use super::DraftLenGauge;
 use super::error::NameError;
-use super::names::{HELP, METRIC_FAMILIES, PLAN_GAUGE_HELP};
+use super::names::{FAMILIES, HELP, PLAN_GAUGE_HELP};
 use super::options::{Derived, Naming, Options};
 use super::series::{Own, Source, own_label_names, series};
 use crate::{AcceptanceHistogram, Recorder};
@@ -307,8 +307,9 @@ impl PrometheusCrateCollector {
 }
 
 impl Collector for PrometheusCrateCollector {
-    /// The nine families' descriptors, then the gauge's (whether or not a
-    /// plan is set, so that registering is independent of the plan).
+    /// The nine families' descriptors, the two proposal families', then
+    /// the gauge's (whether or not proposals are recorded or a plan is set,
+    /// so that registering is independent of both).
     fn desc(&self) -> Vec<&Desc> {
         self.options.derived().0.iter().collect()
     }
@@ -318,9 +319,9 @@ impl Collector for PrometheusCrateCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         let h = self.snapshot();
         let naming = self.options.naming();
-        let mut families = Vec::with_capacity(METRIC_FAMILIES.len() + 1);
+        let mut families = Vec::with_capacity(FAMILIES.len() + 1);
         for (family, (name, help)) in naming.family_names.iter().zip(HELP).enumerate() {
-            let metrics = series(&h, family)
+            let metrics: Vec<Metric> = series(&h, family)
                 .map(|(own, value)| {
                     let mut counter = Counter::default();
                     // Exact up to 2^53.
@@ -331,6 +332,10 @@ impl Collector for PrometheusCrateCollector {
                     metric
                 })
                 .collect();
+            if metrics.is_empty() {
+                // A proposal family of a histogram without proposals.
+                continue;
+            }
             families.push(family_of(name, help, MetricType::COUNTER, metrics));
         }
         if let Some(plan) = self.options.plan() {

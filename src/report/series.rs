@@ -1,16 +1,21 @@
-//! The series of the nine counter families, derived from one histogram:
+//! The series of the counter families (the nine of `METRIC_FAMILIES`, then
+//! the two proposal families), derived from one histogram:
 //! which series each family has (its own labels), in which order, and the
 //! value of each. Every exporter walks the families through [`series`], so
 //! the `prometheus-client` collector, the `metrics` publisher, the
 //! `prometheus` crate's collector and the OpenTelemetry exporter cannot
 //! disagree on what a family holds: every bucket of the triangle, every
-//! position and every scheduled budget, zero or not.
+//! position and every scheduled budget, zero or not. A proposal family has
+//! every bucket of the proposal triangle when the histogram records
+//! proposals, and no series at all when it does not: exporters skip a
+//! family without series.
 
 use core::iter::Enumerate;
 
 use super::names::{
-    ACCEPTED_PER_POS, BY_DRAFT_LENGTH, DRAFT_TOKENS_PER_POS, FAMILY_LABELS, NUM_ACCEPTED_TOKENS,
-    NUM_DRAFT_TOKENS, NUM_DRAFTS, REJECTED_OBSERVATIONS, SCHEDULED_STEPS, UNDRAFTED_STEPS,
+    ABORTED_PROPOSALS, ACCEPTED_PER_POS, BY_DRAFT_LENGTH, BY_PROPOSAL_LENGTH,
+    DRAFT_TOKENS_PER_POS, FAMILY_LABELS, NUM_ACCEPTED_TOKENS, NUM_DRAFT_TOKENS, NUM_DRAFTS,
+    PROPOSAL_FAMILY_LABELS, REJECTED_OBSERVATIONS, SCHEDULED_STEPS, UNDRAFTED_STEPS,
 };
 use crate::AcceptanceHistogram;
 #[cfg(any(feature = "prometheus", feature = "tikv-prometheus"))]
@@ -48,6 +53,8 @@ pub(crate) enum Own {
     Bucket(usize, usize),
     /// A scheduled budget, labelled `num_spec_tokens` as in vLLM.
     Budget(usize),
+    /// `(proposal_length, matched)`: a bucket of the proposal triangle.
+    Proposal(usize, usize),
 }
 
 impl Own {
@@ -55,11 +62,13 @@ impl Own {
     /// order they are written.
     pub(crate) fn labels(self) -> impl Iterator<Item = (&'static str, usize)> {
         let [position, draft_length, accepted, num_spec_tokens] = FAMILY_LABELS;
+        let [proposal_length, matched] = PROPOSAL_FAMILY_LABELS;
         let (labels, n) = match self {
             Self::None => ([("", 0); 2], 0),
             Self::Position(i) => ([(position, i), ("", 0)], 1),
             Self::Bucket(k, a) => ([(draft_length, k), (accepted, a)], 2),
             Self::Budget(b) => ([(num_spec_tokens, b), ("", 0)], 1),
+            Self::Proposal(l, m) => ([(proposal_length, l), (matched, m)], 2),
         };
         labels.into_iter().take(n)
     }
@@ -79,13 +88,22 @@ enum Inner<'h> {
         a: usize,
     },
     Budgets(Enumerate<core::slice::Iter<'h, u64>>),
+    /// The next bucket `(L, m)` of the proposal triangle, row by row; none
+    /// when the histogram does not record proposals.
+    Proposals {
+        h: &'h AcceptanceHistogram,
+        len: usize,
+        m: usize,
+    },
 }
 
 /// The series of family `family` (an index into
-/// [`METRIC_FAMILIES`](super::names::METRIC_FAMILIES)) of `h`: one for an
+/// [`FAMILIES`](super::names::FAMILIES)) of `h`: one for an
 /// unlabelled family, `K` per-position series from position 0, the
 /// `(K + 1)(K + 2) / 2` buckets by draft length then accepted, the `K + 1`
-/// scheduled budgets from 0.
+/// scheduled budgets from 0; for the proposal families, when `h` records
+/// proposals, the `K (K + 3) / 2` buckets by proposal length then matched
+/// and the aborted count, and nothing when it does not.
 ///
 /// # Panics
 ///
@@ -105,6 +123,10 @@ pub(crate) fn series(h: &AcceptanceHistogram, family: usize) -> Series<'_> {
         UNDRAFTED_STEPS => Inner::Scalar(Some(h.num_undrafted_steps())),
         REJECTED_OBSERVATIONS => Inner::Scalar(Some(h.num_rejected_observations())),
         SCHEDULED_STEPS => Inner::Budgets(h.scheduled_steps_by_budget().iter().enumerate()),
+        BY_PROPOSAL_LENGTH => Inner::Proposals { h, len: 1, m: 0 },
+        ABORTED_PROPOSALS => {
+            Inner::Scalar(h.records_proposals().then(|| h.num_aborted_proposals()))
+        }
         _ => unreachable!("no counter family {family}"),
     })
 }
@@ -114,7 +136,7 @@ pub(crate) fn series(h: &AcceptanceHistogram, family: usize) -> Series<'_> {
 /// first series, so of all its series.
 #[cfg(any(feature = "tikv-prometheus", test))]
 pub(crate) fn own_label_names(family: usize) -> impl Iterator<Item = &'static str> {
-    let shape = AcceptanceHistogram::new(1).expect("1 is a valid maximum draft length");
+    let shape = AcceptanceHistogram::with_proposals(1).expect("1 is a valid maximum draft length");
     let (own, _) = series(&shape, family)
         .next()
         .expect("every family has a series at K = 1");
@@ -141,6 +163,18 @@ impl Iterator for Series<'_> {
                 Some(item)
             }
             Inner::Budgets(values) => values.next().map(|(b, &v)| (Own::Budget(b), v)),
+            Inner::Proposals { h, len, m } => {
+                if *len > h.max_draft_len() || !h.records_proposals() {
+                    return None;
+                }
+                let item = (Own::Proposal(*len, *m), h.proposal_count(*len, *m));
+                if m == len {
+                    (*len, *m) = (*len + 1, 0);
+                } else {
+                    *m += 1;
+                }
+                Some(item)
+            }
         }
     }
 }
@@ -148,7 +182,7 @@ impl Iterator for Series<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::names::METRIC_FAMILIES;
+    use crate::report::names::{FAMILIES, METRIC_FAMILIES};
 
     fn histogram() -> AcceptanceHistogram {
         let mut h = AcceptanceHistogram::new(2).unwrap();
@@ -194,6 +228,37 @@ mod tests {
     }
 
     #[test]
+    fn the_proposal_families_have_series_only_when_recorded() {
+        use Own::{None, Proposal};
+        let h = histogram();
+        assert_eq!(series(&h, BY_PROPOSAL_LENGTH).count(), 0);
+        assert_eq!(series(&h, ABORTED_PROPOSALS).count(), 0);
+        let mut p = AcceptanceHistogram::with_proposals(2).unwrap();
+        p.observe_proposal(2, 1).unwrap();
+        p.observe_proposal(1, 1).unwrap();
+        p.observe_aborted_proposals(3).unwrap();
+        assert_eq!(
+            series(&p, BY_PROPOSAL_LENGTH).collect::<Vec<_>>(),
+            vec![
+                (Proposal(1, 0), 0),
+                (Proposal(1, 1), 1),
+                (Proposal(2, 0), 0),
+                (Proposal(2, 1), 1),
+                (Proposal(2, 2), 0),
+            ]
+        );
+        assert_eq!(
+            series(&p, ABORTED_PROPOSALS).collect::<Vec<_>>(),
+            vec![(None, 3)]
+        );
+        for k_max in [1, 64] {
+            let h = AcceptanceHistogram::with_proposals(k_max).unwrap();
+            assert_eq!(series(&h, BY_PROPOSAL_LENGTH).count(), k_max * (k_max + 3) / 2);
+        }
+        assert_eq!(FAMILIES.len(), METRIC_FAMILIES.len() + 2);
+    }
+
+    #[test]
     fn the_triangle_has_every_bucket_once_at_any_k() {
         for k_max in [1, 5, 64] {
             let h = AcceptanceHistogram::new(k_max).unwrap();
@@ -208,7 +273,9 @@ mod tests {
     #[test]
     fn every_series_of_a_family_has_the_familys_label_names() {
         let h = histogram();
-        for family in 0..METRIC_FAMILIES.len() {
+        let mut h = h;
+        h.merge(&AcceptanceHistogram::with_proposals(2).unwrap()).unwrap();
+        for family in 0..FAMILIES.len() {
             let names: Vec<&str> = own_label_names(family).collect();
             for (own, _) in series(&h, family) {
                 let own_names: Vec<&str> = own.labels().map(|(n, _)| n).collect();
@@ -220,6 +287,10 @@ mod tests {
             ["draft_length", "accepted"]
         );
         assert_eq!(own_label_names(NUM_DRAFTS).count(), 0);
+        assert_eq!(
+            own_label_names(BY_PROPOSAL_LENGTH).collect::<Vec<_>>(),
+            ["proposal_length", "matched"]
+        );
     }
 
     #[test]
@@ -232,5 +303,9 @@ mod tests {
             [("draft_length", 4), ("accepted", 2)]
         );
         assert_eq!(labels(Own::Budget(0)), [("num_spec_tokens", 0)]);
+        assert_eq!(
+            labels(Own::Proposal(5, 3)),
+            [("proposal_length", 5), ("matched", 3)]
+        );
     }
 }

@@ -88,11 +88,11 @@ pub fn table(a: &WhatIf, b: &WhatIf) -> String {
     );
     let width = 26;
     let cell = |s: String| format!("{s:>width$}");
-    let _ = writeln!(out, "\n{:<16}{}{}", "", cell("A".into()), cell("B".into()));
+    let _ = writeln!(out, "\n{:<18}{}{}", "", cell("A".into()), cell("B".into()));
     let row = |out: &mut String, name: &str, f: &dyn Fn(&Side<'_>) -> String| {
         let _ = writeln!(
             out,
-            "{name:<16}{}{}",
+            "{name:<18}{}{}",
             cell(f(&sides[0])),
             cell(f(&sides[1]))
         );
@@ -297,9 +297,15 @@ fn draw(a: &WhatIf, b: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::err
         )?;
         let right = w.settings.max_draft_len as f64 + 0.5;
         for (n, (policy, g, oracle)) in levels[i].iter().enumerate() {
-            // The controllers told apart by width, the oracle dashed.
+            // The controllers told apart by width (the censored ones
+            // lighter), the oracle dashed.
             let width = if *oracle { 1 } else { 1 + 2 * (n as u32 % 2) };
-            let style = colour.stroke_width(width);
+            let shade = if policy.to_string().ends_with("-censored") {
+                colour.mix(0.4)
+            } else {
+                colour.mix(1.0)
+            };
+            let style = shade.stroke_width(width);
             let points = vec![(-0.5, *g), (right, *g)];
             let label = format!("{}: {policy} {g:.2}", ["A", "B"][i]);
             if *oracle {
@@ -314,7 +320,7 @@ fn draw(a: &WhatIf, b: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::err
                     .draw_series(LineSeries::new(points, style))?
                     .label(label)
                     .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(width))
+                        PathElement::new(vec![(x, y), (x + 20, y)], shade.stroke_width(width))
                     });
             }
         }
