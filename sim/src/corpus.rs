@@ -73,6 +73,9 @@ pub struct Grid {
     pub policies: Vec<PolicySpec>,
     /// The states of `per-state` (as [`Settings::state_space`]).
     pub state_space: Option<StateSpace>,
+    /// The per-state copy-run controller's first signal (as
+    /// [`Settings::run_signal`]).
+    pub run_signal: Option<crate::runs::RunSignal>,
     /// The seed of the one policy that draws (as [`Settings::seed`]).
     pub seed: u64,
 }
@@ -132,6 +135,7 @@ impl Grid {
             update_observations: self.update_observations,
             seed: self.seed,
             state_space: self.state_space,
+            run_signal: self.run_signal,
         })
     }
 }
@@ -793,6 +797,7 @@ mod tests {
                 p
             },
             state_space: Some(whatif::parse_state_space(whatif::DEFAULT_STATES).unwrap()),
+            run_signal: None,
             seed: 1,
         }
     }

@@ -102,6 +102,78 @@ pub const RUN_STATES: usize = 4;
 /// previous run predicted more than this many tokens.
 pub const DEFAULT_LONG_RUN: usize = 1;
 
+/// The per-state copy-run controller's first signal: what splits a run's
+/// first step in two (crossed with after a no-match and a long previous
+/// run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunSignal {
+    /// The drafter's match is shorter than its longest (`0 < n < max_n`):
+    /// the default on n-gram traces.
+    ShortMatch,
+    /// A suffix draft scores below this many sixteenths of a token (the
+    /// trace's `score`; a position without a draft is never below).
+    ScoreBelow(u8),
+    /// No first signal: the runs split by the other two alone.
+    Unsplit,
+}
+
+impl RunSignal {
+    /// Reads `short-match`, `score-below=X` (`X` in tokens, a multiple of
+    /// 1/16 in `(0, 16)`) or `none`.
+    ///
+    /// ```
+    /// use specdec_sim::runs::RunSignal;
+    /// assert_eq!(RunSignal::parse("score-below=1.5"), Ok(RunSignal::ScoreBelow(24)));
+    /// assert_eq!(RunSignal::parse("none"), Ok(RunSignal::Unsplit));
+    /// assert!(RunSignal::parse("score-below=0.01").is_err());
+    /// ```
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "short-match" => Ok(Self::ShortMatch),
+            "none" => Ok(Self::Unsplit),
+            _ => {
+                let tokens = s
+                    .strip_prefix("score-below=")
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .ok_or_else(|| {
+                        format!("{s:?}: not a run signal (short-match, score-below=X, none)")
+                    })?;
+                let sixteenths = tokens * 16.0;
+                if !(1.0..=255.0).contains(&sixteenths) || sixteenths.fract() != 0.0 {
+                    return Err(format!(
+                        "{s:?}: the score is a multiple of 1/16 of a token in 0.0625..=15.9375"
+                    ));
+                }
+                Ok(Self::ScoreBelow(sixteenths as u8))
+            }
+        }
+    }
+
+    /// Whether a run starting at `position` is in the signal's second half.
+    fn split(self, position: Position, max_n: usize) -> bool {
+        match self {
+            Self::ShortMatch => position.ngram > 0 && usize::from(position.ngram) < max_n,
+            Self::ScoreBelow(t) => position.proposal > 0 && position.score < t,
+            Self::Unsplit => false,
+        }
+    }
+}
+
+/// The per-state copy-run controller's first signal on traces of the
+/// drafting rule `rule` (the trace's metadata; `None`: n-gram):
+/// [`RunSignal::ShortMatch`] on n-gram traces and on suffix-decoding ones.
+///
+/// ```
+/// use specdec_sim::runs::{RunSignal, default_signal};
+/// assert_eq!(default_signal(Some("vllm")), RunSignal::ShortMatch);
+/// ```
+pub fn default_signal(rule: Option<&str>) -> RunSignal {
+    match rule {
+        Some("suffix") => RunSignal::ShortMatch,
+        _ => RunSignal::ShortMatch,
+    }
+}
+
 /// What the engine tells a policy of one traced request-step, drafted or
 /// not (see [`Policy::after_position`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +203,8 @@ pub struct RunSettings {
     pub per_state: bool,
     /// The drafter's longest `n`: a shorter match is a state.
     pub max_n: usize,
+    /// What splits the per-state controller's runs first.
+    pub signal: RunSignal,
     /// Observations between two choices.
     pub observations: u64,
     /// The weight the sums keep at each choice.
@@ -153,6 +227,7 @@ impl RunSettings {
             cost,
             per_state,
             max_n,
+            signal: RunSignal::ShortMatch,
             observations: DEFAULT_RUN_OBSERVATIONS,
             keep: DEFAULT_KEEP,
             first_len: DEFAULT_FIRST_LEN,
@@ -300,8 +375,7 @@ impl CopyRuns {
         if !self.settings.per_state {
             return 0;
         }
-        let short =
-            position.is_some_and(|p| p.ngram > 0 && usize::from(p.ngram) < self.settings.max_n);
+        let short = position.is_some_and(|p| self.settings.signal.split(p, self.settings.max_n));
         // `last_run` is one more than the predicted tokens (0: no run yet).
         let long = self
             .settings
@@ -437,6 +511,7 @@ mod tests {
                 proposal,
                 matched,
                 ngram,
+                score: 0,
                 oracle: matched,
             },
             drafted,
@@ -712,6 +787,35 @@ mod tests {
         assert_eq!(memory[RUN_LAST], 6.0);
         c.after_position(&mut memory, outcome(8, 8, 4, 5));
         assert_eq!(memory[RUN_STATE], 5.0, "state 4, stored plus one");
+    }
+
+    #[test]
+    fn a_score_signal_splits_runs_by_the_drafts_score() {
+        let scored = |proposal: u8, ngram: u8, score: u8| {
+            let mut p = outcome(proposal, 0, 0, ngram).position;
+            p.score = score;
+            Some(p)
+        };
+        let below = CopyRuns::new(RunSettings {
+            signal: RunSignal::ScoreBelow(16),
+            ..settings(true, 1000)
+        });
+        // Below one token (16 sixteenths) is the second half, whatever
+        // the match; a position without a draft never is.
+        assert_eq!(below.state_with(scored(8, 5, 15), false, 0.0), 1);
+        assert_eq!(below.state_with(scored(8, 2, 16), false, 0.0), 0);
+        assert_eq!(below.state_with(scored(0, 0, 0), false, 0.0), 0);
+        assert_eq!(below.state_with(scored(8, 5, 0), true, 0.0), 3);
+        let unsplit = CopyRuns::new(RunSettings {
+            signal: RunSignal::Unsplit,
+            ..settings(true, 1000)
+        });
+        assert_eq!(unsplit.state_with(scored(8, 2, 0), false, 0.0), 0);
+        assert_eq!(unsplit.state_with(scored(8, 2, 0), true, 0.0), 2);
+        // The default reads the match, not the score.
+        let short = CopyRuns::new(settings(true, 1000));
+        assert_eq!(short.state_with(scored(8, 5, 0), false, 0.0), 0);
+        assert_eq!(short.state_with(scored(8, 2, 99), false, 0.0), 1);
     }
 
     #[test]
