@@ -218,6 +218,9 @@ pub struct CellResult {
     /// Each trace's best static length (the highest goodput among
     /// `0..=K`, ties to the shorter), in trace order.
     pub best_static: Vec<usize>,
+    /// Their goodputs (tokens per unit of step cost), in trace order: what
+    /// compares two drafters on the same requests.
+    pub best_static_goodput: Vec<f64>,
     /// Their median.
     pub best_static_median: f64,
     /// Every policy of the grid, in its order.
@@ -697,6 +700,7 @@ pub fn run(
                             batch: grid.batches[b],
                         },
                         best_static_median: Spread::of(&as_f64).median,
+                        best_static_goodput: per_trace.iter().map(|t| t.1).collect(),
                         best_static,
                         policies,
                     }
@@ -835,6 +839,7 @@ mod tests {
             let replayed = settings.replay_all(&all, 2, &|_, _, _| {}).unwrap();
             let best = best_static(&replayed).unwrap();
             assert_eq!(cell.best_static, vec![best.policy.static_len().unwrap()]);
+            assert_eq!(cell.best_static_goodput, vec![best.goodput()]);
             for p in &cell.policies {
                 let r = replayed.iter().find(|r| r.policy == p.policy).unwrap();
                 let ratio = r.goodput() / best.goodput();
