@@ -130,11 +130,11 @@ fn a_state_at_zero_explores_and_leaves_zero_within_a_bounded_number_of_updates()
 
 /// The state index by the documented formula, written apart from the
 /// library: `level + levels × signal`, the signal the mixed-radix number
-/// of (matched n, short match, after undrafted, confidence), first most
-/// significant.
+/// of (matched n, short match, after undrafted, confidence, score), first
+/// most significant.
 fn expected_index(
     levels: usize,
-    (n_buckets, conf_buckets): (usize, usize),
+    (n_buckets, conf_buckets, score_buckets): (usize, usize, usize),
     state: RequestState,
     signal: DraftSignal,
 ) -> usize {
@@ -143,7 +143,8 @@ fn expected_index(
     let short = usize::from(signal.short_match());
     let undrafted = usize::from(state.after_undrafted_step());
     let conf = ((signal.confidence() * conf_buckets as f64) as usize).min(conf_buckets - 1);
-    let s = ((n * 2 + short) * 2 + undrafted) * conf_buckets + conf;
+    let score = (signal.score().floor() as usize).min(score_buckets - 1);
+    let s = (((n * 2 + short) * 2 + undrafted) * conf_buckets + conf) * score_buckets + score;
     level + levels * s
 }
 
@@ -155,26 +156,34 @@ proptest! {
         levels in 1usize..=4,
         n_buckets in 1usize..=4,
         conf_buckets in 1usize..=2,
+        score_buckets in 1usize..=3,
+        draft_score in -1.0f64..=4.0,
         score in 0.0f64..=1.0,
         undrafted: bool,
         matched in 0usize..=10,
         max_n in 0usize..=6,
         confidence in -0.5f64..=1.5,
     ) {
+        // Past 128 states the space is refused (the next test).
+        prop_assume!(levels * n_buckets * 4 * conf_buckets * score_buckets <= 128);
         let space = StateSpace::new(levels).unwrap()
             .by_match_length(n_buckets).unwrap()
             .by_short_match().unwrap()
             .by_after_undrafted().unwrap()
-            .by_confidence(conf_buckets).unwrap();
-        prop_assert_eq!(space.count(), levels * n_buckets * 4 * conf_buckets);
+            .by_confidence(conf_buckets).unwrap()
+            .by_score(score_buckets).unwrap();
+        prop_assert_eq!(space.count(), levels * n_buckets * 4 * conf_buckets * score_buckets);
         let mut state = RequestState::with_score(score);
         if undrafted {
             state = state.after_undrafted();
         }
-        let signal = DraftSignal::ngram(matched, max_n).with_confidence(confidence);
+        let signal = DraftSignal::ngram(matched, max_n)
+            .with_confidence(confidence)
+            .with_score(draft_score);
         let index = space.index(state, signal);
         prop_assert!(index < space.count());
-        prop_assert_eq!(index, expected_index(levels, (n_buckets, conf_buckets), state, signal));
+        let buckets = (n_buckets, conf_buckets, score_buckets);
+        prop_assert_eq!(index, expected_index(levels, buckets, state, signal));
         let (level, s) = space.split(index);
         prop_assert_eq!((level, s), (state.level(levels), space.signal(state, signal)));
         prop_assert_eq!(space.compose(level, s), index);
@@ -408,20 +417,29 @@ proptest! {
         short: bool,
         confidence in -1.0f64..=2.0,
         bucket in 0usize..=1000,
+        score in -1.0f64..=300.0,
     ) {
         let signal = DraftSignal::ngram(matched, max_n)
             .with_short_proposal(short)
             .with_confidence(confidence)
-            .with_bucket(bucket);
+            .with_bucket(bucket)
+            .with_score(score);
         prop_assert_eq!(signal.matched_n(), matched.min(255));
         prop_assert_eq!(signal.short_match(), matched < max_n);
         prop_assert_eq!(signal.short_proposal(), short);
         let c = confidence.clamp(0.0, 1.0);
         prop_assert!((signal.confidence() - c).abs() <= 1.0 / 65536.0, "{}", signal.confidence());
         prop_assert_eq!(signal.bucket(), bucket.min(255));
+        // The score: 1/256 of a token, rounded down, in 0..=65535/256.
+        let kept = score.clamp(0.0, 65535.0 / 256.0);
+        prop_assert!(signal.score() <= kept && kept - signal.score() < 1.0 / 256.0, "{}", signal.score());
+        prop_assert_eq!(DraftSignal::suffix(matched, max_n, score), DraftSignal::ngram(matched, max_n).with_score(score));
         // A builder leaves the other fields alone.
         let plain = DraftSignal::ngram(matched, max_n);
-        prop_assert_eq!(plain.with_bucket(0).with_confidence(0.0).with_short_proposal(false), plain);
+        prop_assert_eq!(
+            plain.with_bucket(0).with_confidence(0.0).with_short_proposal(false).with_score(0.0),
+            plain
+        );
     }
 }
 

@@ -262,6 +262,48 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     let long = requests(&out_dir.join("tuning/long/tiny.jsonl"));
     let ids: Vec<&str> = long.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["v1..v2:a.txt"]);
+    // The same long edit with suffix decoding, into another directory: the
+    // same requests, the rule in the metadata, each draft's score.
+    let suffix_dir = dir.path().join("out-suffix");
+    let built = corpus(&[
+        "build",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--mirrors",
+        mirrors.to_str().unwrap(),
+        "--out",
+        suffix_dir.to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+        "--regimes",
+        "long",
+        "--rule",
+        "suffix",
+    ]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+    let suffix_trace = std::fs::read_to_string(suffix_dir.join("tuning/long/tiny.jsonl")).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_str(suffix_trace.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (meta["rule"].as_str(), meta["cap"].as_u64()),
+        (Some("suffix"), Some(24))
+    );
+    let suffix_long = requests(&suffix_dir.join("tuning/long/tiny.jsonl"));
+    assert_eq!(suffix_long[0]["id"], long[0]["id"]);
+    assert!(suffix_long[0]["score"].is_array(), "{:?}", suffix_long[0]);
+    let refused = corpus(&[
+        "build",
+        "--out",
+        suffix_dir.to_str().unwrap(),
+        "--rule",
+        "eagle",
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("--rule eagle: unknown rule"),
+        "{}",
+        text(&refused.stderr)
+    );
     // Task 0 is tuning, task 1 report (SHA-256 of "mini/task-0", 26c2..,
     // before "mini/task-1", e9d3..); two model calls each.
     for (half, task) in [("tuning", 0), ("report", 1)] {

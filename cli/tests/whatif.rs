@@ -878,3 +878,62 @@ fn compare_refuses_traces_of_other_requests() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn per_states_run_signal_defaults_by_the_traces_rule_and_bad_ones_stop() {
+    let dir = TempDir::new().unwrap();
+    let requests = requests_file(dir.path());
+    let suffix = ngram(dir.path(), &requests, "s.jsonl", &["--rule", "suffix"]);
+    let vllm = ngram(
+        dir.path(),
+        &requests,
+        "v.jsonl",
+        &["--min-n", "2", "--max-n", "5"],
+    );
+    let per_state = |trace: &Path, signal: Option<&str>| -> serde_json::Value {
+        let mut cmd = cli();
+        cmd.arg("whatif")
+            .arg(trace)
+            .args(["--max-draft-len", "12", "--cost-linear", "1,0.3"])
+            .args([
+                "--batch",
+                "1",
+                "--policies",
+                "per-state",
+                "--format",
+                "json",
+            ])
+            .args(["--update-observations", "1"]);
+        if let Some(signal) = signal {
+            cmd.args(["--run-signal", signal]);
+        }
+        let out = cmd.assert().success().get_output().stdout.clone();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        json["policies"][0].clone()
+    };
+    // Unsplit on suffix traces (where a split by score changes the
+    // outcome), a short match on n-gram ones.
+    let default = per_state(&suffix, None);
+    assert_eq!(default, per_state(&suffix, Some("none")));
+    assert_ne!(default, per_state(&suffix, Some("score-below=1")));
+    assert_eq!(
+        per_state(&vllm, None),
+        per_state(&vllm, Some("short-match"))
+    );
+    for bad in [
+        "score-below=0",
+        "score-below=0.01",
+        "match-below=1",
+        "sideways",
+    ] {
+        cli()
+            .arg("whatif")
+            .arg(&suffix)
+            .args(["--max-draft-len", "12", "--cost-linear", "1,0.3"])
+            .args(["--run-signal", bad])
+            .assert()
+            .failure()
+            .code(2)
+            .stderr(predicate::str::contains("--run-signal"));
+    }
+}

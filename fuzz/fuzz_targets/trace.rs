@@ -4,7 +4,8 @@
 //! Properties: no panic, no hang, memory bounded by the line limit (4 KiB
 //! here, so that the fuzzer reaches it); every request read meets the
 //! format's rules (arrays of `max(M - 1, 0)` entries, `match <= proposal
-//! <= cap`; `below` entries in order, each below the cap, `match <=
+//! <= cap`; `ngram` and `score`, when there, of as many entries; `below`
+//! entries in order, each below the cap, `match <=
 //! proposal <= its cap`, and every cap's outcome within it); and the
 //! metadata and requests read (version 1 or 2), written back by the writer
 //! (version 2), read back the same.
@@ -39,6 +40,9 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(r.positions(), positions);
         for (&l, &m) in r.proposal.iter().zip(&r.matched) {
             assert!(m <= l && usize::from(l) <= cap);
+        }
+        for optional in [&r.ngram, &r.score].into_iter().flatten() {
+            assert_eq!(optional.len(), positions);
         }
         for pair in r.below.windows(2) {
             assert!((pair[0].position, pair[0].cap) < (pair[1].position, pair[1].cap));

@@ -54,6 +54,7 @@
 //! | `match` | `m_1..m_{M-1}`, each `<= ` its `proposal` entry and `<= M - t` (required) |
 //! | `ngram` | optional: the `n` of the n-gram matched at each position (0: none); for `suffix`, the match length of the draft at the cap |
 //! | `below` | *v2*, optional: `[[j, k, L, m], ...]`, the outcomes at caps below the cap where they differ (next section) |
+//! | `score` | *v2*, optional (`suffix`): the score of the draft at the cap at each position, in sixteenths of a token rounded down, at most 255 (a score of 15.94 or more reads 255); 0 where there is no draft |
 //!
 //! Every value is at most the cap: the metadata's `cap`, else
 //! [`DEFAULT_CAP`]; a cap is at most [`MAX_CAP`], so values fit in a `u8`.
@@ -134,7 +135,7 @@
 //! };
 //! let request = TraceRequest {
 //!     id: "r1".into(), prompt_tokens: 12, output_tokens: 4,
-//!     proposal: vec![0, 3, 2], matched: vec![0, 2, 1], ngram: None,
+//!     proposal: vec![0, 3, 2], matched: vec![0, 2, 1], ngram: None, score: None,
 //!     below: Vec::new(),
 //! };
 //! let mut file = Vec::new();
@@ -259,6 +260,10 @@ pub struct TraceRequest {
     pub matched: Vec<u8>,
     /// The matched `n` at each position (0 = no match); JSON key `"ngram"`.
     pub ngram: Option<Vec<u8>>,
+    /// The suffix draft's score at the cap at each position, in
+    /// sixteenths of a token (rounded down, saturated at 255); JSON key
+    /// `"score"`.
+    pub score: Option<Vec<u8>>,
     /// The outcomes below the cap where they differ (empty for an n-gram
     /// drafter), in order.
     pub below: Vec<Below>,
@@ -277,7 +282,7 @@ impl TraceRequest {
     /// use specdec_ingest::trace::{Below, TraceRequest};
     /// let r = TraceRequest {
     ///     id: 1.into(), prompt_tokens: 0, output_tokens: 9,
-    ///     proposal: vec![0, 0, 6, 0, 0, 0, 0, 0], matched: vec![0, 0, 5, 0, 0, 0, 0, 0], ngram: None,
+    ///     proposal: vec![0, 0, 6, 0, 0, 0, 0, 0], matched: vec![0, 0, 5, 0, 0, 0, 0, 0], ngram: None, score: None,
     ///     // At caps 1 and 2 position 3 drafts another draft, which fails.
     ///     below: vec![Below { position: 2, cap: 2, proposal: 2, matched: 0 }],
     /// };
@@ -624,6 +629,11 @@ fn parse_request(
     } else {
         None
     };
+    let score = if object.contains_key("score") {
+        Some(array(&mut object, "score", usize::from(u8::MAX))?)
+    } else {
+        None
+    };
     check_matches(line, &proposal, &matched, output_tokens)?;
     let below = match object.remove("below") {
         None => Vec::new(),
@@ -636,6 +646,7 @@ fn parse_request(
         proposal,
         matched,
         ngram,
+        score,
         below,
     })
 }
@@ -1317,7 +1328,7 @@ pub fn write_meta(w: &mut impl Write, meta: &TraceMeta) -> io::Result<()> {
 
 /// Writes one request as one line, keys in the order `id`,
 /// `prompt_tokens`, `output_tokens`, `proposal`, `match` and, when there is
-/// one, `ngram`, then `below` when it has entries.
+/// one, `ngram` and `score`, then `below` when it has entries.
 pub fn write_request(w: &mut impl Write, r: &TraceRequest) -> io::Result<()> {
     let mut line = Vec::with_capacity(64 + 4 * 3 * r.proposal.len());
     line.extend_from_slice(b"{\"id\":");
@@ -1331,6 +1342,9 @@ pub fn write_request(w: &mut impl Write, r: &TraceRequest) -> io::Result<()> {
     push_array(&mut line, "match", &r.matched);
     if let Some(ngram) = &r.ngram {
         push_array(&mut line, "ngram", ngram);
+    }
+    if let Some(score) = &r.score {
+        push_array(&mut line, "score", score);
     }
     if !r.below.is_empty() {
         line.extend_from_slice(b",\"below\":[");
@@ -1407,6 +1421,7 @@ mod tests {
                 proposal: vec![0, 255, 100],
                 matched: vec![0, 2, 1],
                 ngram: Some(vec![0, 5, 3]),
+                score: None,
                 below: Vec::new(),
             },
             TraceRequest {
@@ -1416,6 +1431,7 @@ mod tests {
                 proposal: vec![],
                 matched: vec![],
                 ngram: None,
+                score: None,
                 below: Vec::new(),
             },
         ];
@@ -1461,6 +1477,7 @@ mod tests {
             proposal: vec![0, 4, 3, 2, 1],
             matched: vec![0, 4, 0, 2, 1],
             ngram: Some(vec![0, 4, 3, 2, 1]),
+            score: Some(vec![0, 40, 16, 255, 3]),
             below: vec![
                 Below {
                     position: 1,
@@ -1670,6 +1687,14 @@ mod tests {
             (
                 "{\"output_tokens\":2,\"proposal\":[1],\"match\":[1],\"ngram\":[]}",
                 "ngram",
+            ),
+            (
+                "{\"output_tokens\":3,\"proposal\":[1,1],\"match\":[1,1],\"score\":[16]}",
+                "score",
+            ),
+            (
+                "{\"output_tokens\":2,\"proposal\":[1],\"match\":[1],\"score\":[256]}",
+                "score",
             ),
         ] {
             let e = error_of(text.as_bytes());

@@ -49,6 +49,7 @@ fn replay(c: &mut Criterion) {
         interval: whatif::DEFAULT_INTERVAL,
         seed: 1,
         state_space: None,
+        run_signal: None,
     };
     let mut group = c.benchmark_group("whatif_replay");
     group.sample_size(10);

@@ -73,6 +73,9 @@ pub struct Grid {
     pub policies: Vec<PolicySpec>,
     /// The states of `per-state` (as [`Settings::state_space`]).
     pub state_space: Option<StateSpace>,
+    /// The per-state copy-run controller's first signal (as
+    /// [`Settings::run_signal`]).
+    pub run_signal: Option<crate::runs::RunSignal>,
     /// The seed of the one policy that draws (as [`Settings::seed`]).
     pub seed: u64,
 }
@@ -132,6 +135,7 @@ impl Grid {
             update_observations: self.update_observations,
             seed: self.seed,
             state_space: self.state_space,
+            run_signal: self.run_signal,
         })
     }
 }
@@ -214,6 +218,9 @@ pub struct CellResult {
     /// Each trace's best static length (the highest goodput among
     /// `0..=K`, ties to the shorter), in trace order.
     pub best_static: Vec<usize>,
+    /// Their goodputs (tokens per unit of step cost), in trace order: what
+    /// compares two drafters on the same requests.
+    pub best_static_goodput: Vec<f64>,
     /// Their median.
     pub best_static_median: f64,
     /// Every policy of the grid, in its order.
@@ -693,6 +700,7 @@ pub fn run(
                             batch: grid.batches[b],
                         },
                         best_static_median: Spread::of(&as_f64).median,
+                        best_static_goodput: per_trace.iter().map(|t| t.1).collect(),
                         best_static,
                         policies,
                     }
@@ -793,6 +801,7 @@ mod tests {
                 p
             },
             state_space: Some(whatif::parse_state_space(whatif::DEFAULT_STATES).unwrap()),
+            run_signal: None,
             seed: 1,
         }
     }
@@ -830,6 +839,7 @@ mod tests {
             let replayed = settings.replay_all(&all, 2, &|_, _, _| {}).unwrap();
             let best = best_static(&replayed).unwrap();
             assert_eq!(cell.best_static, vec![best.policy.static_len().unwrap()]);
+            assert_eq!(cell.best_static_goodput, vec![best.goodput()]);
             for p in &cell.policies {
                 let r = replayed.iter().find(|r| r.policy == p.policy).unwrap();
                 let ratio = r.goodput() / best.goodput();

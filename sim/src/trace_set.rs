@@ -30,6 +30,9 @@ pub struct Position {
     pub matched: u8,
     /// The matched `n` (0: no match, or not in the trace).
     pub ngram: u8,
+    /// A suffix draft's score at the trace's cap, in sixteenths of a
+    /// token (0: no draft, or not in the trace).
+    pub score: u8,
     /// The fewest tokens to draft for the most tokens accepted at any
     /// length up to the cap: `m_t`, unless a smaller length drafts another
     /// draft (what the per-step oracle drafts).
@@ -140,6 +143,7 @@ impl TraceSet {
 
     fn traced(request: TraceRequest, cap: usize) -> TracedRequest {
         let ngram = request.ngram.as_deref();
+        let score = request.score.as_deref();
         let mut positions: Box<[Position]> = request
             .proposal
             .iter()
@@ -149,6 +153,7 @@ impl TraceSet {
                 proposal,
                 matched,
                 ngram: ngram.and_then(|n| n.get(j)).copied().unwrap_or(0),
+                score: score.and_then(|s| s.get(j)).copied().unwrap_or(0),
                 oracle: matched,
             })
             .collect();

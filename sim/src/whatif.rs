@@ -30,6 +30,7 @@ use specdec_metrics::{AcceptanceHistogram, StateSpace, StepCost};
 use crate::engine::{self, CostRule, EngineModel, NoEvents};
 use crate::error::Error;
 use crate::policy::PolicySpec;
+use crate::runs::RunSignal;
 use crate::state_rule::StateRule;
 use crate::summary::{CostLinear, Summary};
 use crate::trace_set::TraceSet;
@@ -65,6 +66,9 @@ pub struct Settings {
     pub seed: u64,
     /// The states of `per-state` (`None`: `RequestState`'s four levels).
     pub state_space: Option<StateSpace>,
+    /// What splits the per-state copy-run controller's runs first (`None`:
+    /// the default for the trace's rule).
+    pub run_signal: Option<RunSignal>,
 }
 
 /// The states `per-state` uses in a what-if unless told otherwise, chosen
@@ -81,8 +85,9 @@ pub const DEFAULT_STATES: &str = "levels=1,short-match,after-undrafted";
 /// first `levels=N` (the recent-acceptance levels, `1..=16`), then any of
 /// `match=N` (the matched n in `N` buckets), `short-match` (shorter than
 /// the drafter's `max_n`), `short-proposal` (fewer tokens to propose than
-/// `K`), `after-undrafted` (the previous step found no match). For
-/// example `levels=2,short-match,after-undrafted`: 8 states.
+/// `K`), `after-undrafted` (the previous step found no match), `score=N`
+/// (a suffix draft's score in whole tokens, `N` buckets). For example
+/// `levels=2,short-match,after-undrafted`: 8 states.
 pub fn parse_state_space(s: &str) -> Result<StateSpace, String> {
     let mut parts = s.split(',').map(str::trim);
     let levels = parts
@@ -98,18 +103,22 @@ pub fn parse_state_space(s: &str) -> Result<StateSpace, String> {
             "short-match" => space.by_short_match(),
             "short-proposal" => space.by_short_proposal(),
             "after-undrafted" => space.by_after_undrafted(),
-            _ => match part
-                .strip_prefix("match=")
-                .and_then(|n| n.parse::<usize>().ok())
-            {
-                Some(n) => space.by_match_length(n),
-                None => {
-                    return Err(format!(
-                        "{s:?}: {part:?} is not a part of a state definition (match=N, \
-                         short-match, short-proposal, after-undrafted)"
-                    ));
+            _ => {
+                let number = |prefix: &str| {
+                    part.strip_prefix(prefix)
+                        .and_then(|n| n.parse::<usize>().ok())
+                };
+                match (number("match="), number("score=")) {
+                    (Some(n), _) => space.by_match_length(n),
+                    (_, Some(n)) => space.by_score(n),
+                    _ => {
+                        return Err(format!(
+                            "{s:?}: {part:?} is not a part of a state definition (match=N, \
+                             short-match, short-proposal, after-undrafted, score=N)"
+                        ));
+                    }
                 }
-            },
+            }
         }
         .map_err(|e| format!("{s:?}: {e}"))?;
     }
@@ -200,6 +209,7 @@ impl Settings {
                 steps_per_update: Some(self.interval),
                 update_observations: self.update_observations,
                 exhaust: true,
+                run_signal: self.run_signal,
             },
         };
         config.validate()?;
@@ -331,6 +341,7 @@ mod tests {
             update_observations: None,
             seed: 1,
             state_space: None,
+            run_signal: None,
         }
     }
 
@@ -470,6 +481,8 @@ mod tests {
         let space = parse_state_space("levels=2,short-match,after-undrafted").unwrap();
         assert_eq!((space.levels(), space.count()), (2, 8));
         assert_eq!(parse_state_space("levels=4,match=3").unwrap().count(), 12);
+        assert_eq!(parse_state_space("levels=2,score=3").unwrap().count(), 6);
+        assert!(parse_state_space("levels=2,score=x").is_err());
         assert!(parse_state_space("match=3").is_err());
         assert!(
             parse_state_space("levels=4,sideways")

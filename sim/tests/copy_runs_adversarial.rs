@@ -54,6 +54,7 @@ fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 2] {
         update_observations: None,
         seed: 1,
         state_space: None,
+        run_signal: None,
     };
     let mut all = policies(64);
     all.retain(|p| p.static_len().is_some());

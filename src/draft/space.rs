@@ -12,11 +12,18 @@ use crate::record::ConfigError;
 /// Fixed-point one of a [`DraftSignal`]'s confidence.
 const CONFIDENCE_ONE: u32 = 1 << 16;
 
+/// Fixed-point one token of a [`DraftSignal`]'s score.
+const SCORE_ONE: f64 = 256.0;
+
 /// What the drafter knows about one request-step at the moment it drafts,
 /// built by the engine per request-step (a `Copy` value of a few bytes):
 ///
 /// - an n-gram drafter: the length `n` of the matched suffix and whether
 ///   it is shorter than the drafter's `max_n` ([`ngram`](Self::ngram));
+/// - a suffix-decoding drafter (SuffixDecoding: Arctic Inference, vLLM's
+///   `method: suffix`): the match length and the draft's score, the sum of
+///   its tokens' estimated probabilities, which is the number of tokens
+///   the drafter expects to be accepted ([`suffix`](Self::suffix));
 /// - any drafter: whether its proposal is short (fewer tokens available
 ///   than it could draft; [`with_short_proposal`](Self::with_short_proposal));
 /// - a model drafter: its confidence in `[0, 1]`
@@ -50,6 +57,8 @@ pub struct DraftSignal {
     confidence: u32,
     /// The engine's own bucket, saturated at 255.
     bucket: u8,
+    /// A suffix draft's score in 1/256 of a token, saturated.
+    score: u16,
 }
 
 impl DraftSignal {
@@ -61,6 +70,7 @@ impl DraftSignal {
         short_proposal: false,
         confidence: 0,
         bucket: 0,
+        score: 0,
     };
 
     /// An n-gram drafter matched a suffix of `matched_n` tokens, looking
@@ -83,6 +93,45 @@ impl DraftSignal {
             },
             short_match: matched_n < max_n,
             ..Self::NONE
+        }
+    }
+
+    /// A suffix-decoding drafter matched the context's last `match_len`
+    /// tokens, looking for at most `max_match` (`depth - 1` in Arctic
+    /// Inference and vLLM: a short match when `match_len < max_match`),
+    /// and drafted with score `score`: the sum of its tokens' estimated
+    /// probabilities, in tokens (`0 ..= draft length`). The score is kept
+    /// in 1/256 of a token, rounded down, clamped to `[0, 255.996]` (NaN
+    /// reads as 0).
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// let signal = DraftSignal::suffix(5, 23, 2.5);
+    /// assert_eq!((signal.matched_n(), signal.short_match(), signal.score()), (5, true, 2.5));
+    /// assert_eq!(DraftSignal::suffix(23, 23, 1.0 / 3.0).score(), 85.0 / 256.0);
+    /// assert_eq!((DraftSignal::suffix(1, 23, -1.0).score(), DraftSignal::suffix(1, 23, 1e9).score()), (0.0, 65535.0 / 256.0));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn suffix(match_len: usize, max_match: usize, score: f64) -> Self {
+        Self::ngram(match_len, max_match).with_score(score)
+    }
+
+    /// The same signal with a draft's score `score` in tokens (see
+    /// [`suffix`](Self::suffix)), kept in 1/256 of a token.
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!(DraftSignal::NONE.with_score(1.5).score(), 1.5);
+    /// assert_eq!(DraftSignal::NONE.with_score(f64::NAN).score(), 0.0);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn with_score(self, score: f64) -> Self {
+        Self {
+            // `as` saturates to 0..=65535 and reads NaN as 0.
+            score: (score * SCORE_ONE) as u16,
+            ..self
         }
     }
 
@@ -196,6 +245,17 @@ impl DraftSignal {
     pub const fn bucket(self) -> usize {
         self.bucket as usize
     }
+
+    /// A suffix draft's score in tokens, a multiple of 1/256 (0 when none
+    /// is known).
+    ///
+    /// ```
+    /// use specdec_metrics::DraftSignal;
+    /// assert_eq!((DraftSignal::NONE.score(), DraftSignal::suffix(3, 23, 0.75).score()), (0.0, 0.75));
+    /// ```
+    pub fn score(self) -> f64 {
+        f64::from(self.score) / SCORE_ONE
+    }
 }
 
 /// A definition of request states: the request's recent-acceptance level
@@ -213,6 +273,7 @@ impl DraftSignal {
 /// | [`by_after_undrafted()`](Self::by_after_undrafted) | 2 | 1 when the request's previous step had no draft ([`RequestState::after_undrafted_step`]) |
 /// | [`by_confidence(n)`](Self::by_confidence) | `n` | `min(floor(confidence × n), n - 1)` |
 /// | [`by_bucket(n)`](Self::by_bucket) | `n` | `min(bucket, n - 1)` |
+/// | [`by_score(n)`](Self::by_score) | `n` | `min(floor(score), n - 1)` |
 ///
 /// The state index is `level + levels × signal`, `signal` in
 /// `0..signals()` the mixed-radix number of the dimensions' buckets (in
@@ -249,6 +310,7 @@ pub struct StateSpace {
     after_undrafted: u8,
     confidence: u8,
     bucket: u8,
+    score: u8,
     /// The order the dimensions were added in (most significant first),
     /// as `Dimension` numbers; `dims` of them.
     order: [u8; DIMENSIONS],
@@ -260,13 +322,14 @@ pub struct StateSpace {
 }
 
 /// The number of kinds of dimension.
-const DIMENSIONS: usize = 6;
+const DIMENSIONS: usize = 7;
 const MATCH_LEN: u8 = 0;
 const SHORT_MATCH: u8 = 1;
 const SHORT_PROPOSAL: u8 = 2;
 const AFTER_UNDRAFTED: u8 = 3;
 const CONFIDENCE: u8 = 4;
 const BUCKET: u8 = 5;
+const SCORE: u8 = 6;
 
 impl StateSpace {
     /// `levels` recent-acceptance levels (`1..=16`) and no signal:
@@ -296,6 +359,7 @@ impl StateSpace {
             after_undrafted: 1,
             confidence: 1,
             bucket: 1,
+            score: 1,
             order: [0; DIMENSIONS],
             dims: 0,
             strides: [0; DIMENSIONS],
@@ -311,7 +375,8 @@ impl StateSpace {
                 SHORT_PROPOSAL => &mut space.short_proposal,
                 AFTER_UNDRAFTED => &mut space.after_undrafted,
                 CONFIDENCE => &mut space.confidence,
-                _ => &mut space.bucket,
+                BUCKET => &mut space.bucket,
+                _ => &mut space.score,
             }
         }
         // The states without this dimension (replacing it, if it is there).
@@ -447,6 +512,28 @@ impl StateSpace {
         self.with(BUCKET, buckets)
     }
 
+    /// Adds a suffix draft's score ([`DraftSignal::score`]) in whole
+    /// tokens: bucket `floor(score)`, scores of `buckets - 1` tokens or
+    /// more pooled in the last. The score is the number of tokens the
+    /// drafter expects to be accepted, so `by_score(2)` separates drafts it
+    /// doubts from the first token on.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::States`] when `buckets` is 0 or the space would
+    /// pass [`MAX_STATES`] states.
+    ///
+    /// ```
+    /// use specdec_metrics::{DraftSignal, RequestState, StateSpace};
+    /// let space = StateSpace::new(1)?.by_score(3)?;
+    /// let at = |score| space.index(RequestState::new(), DraftSignal::suffix(4, 23, score));
+    /// assert_eq!((at(0.0), at(0.99), at(1.0), at(2.5), at(11.0)), (0, 0, 1, 2, 2));
+    /// # Ok::<(), specdec_metrics::ConfigError>(())
+    /// ```
+    pub fn by_score(self, buckets: usize) -> Result<Self, ConfigError> {
+        self.with(SCORE, buckets)
+    }
+
     /// Recent-acceptance levels.
     ///
     /// ```
@@ -473,6 +560,7 @@ impl StateSpace {
             * self.after_undrafted as usize
             * self.confidence as usize
             * self.bucket as usize
+            * self.score as usize
     }
 
     /// States: `levels() × signals()`, in `1..=128`.
@@ -506,12 +594,14 @@ impl StateSpace {
         let confidence = ((signal.confidence * u32::from(self.confidence)) / CONFIDENCE_ONE)
             .min(u32::from(self.confidence) - 1) as usize;
         let bucket = usize::from(signal.bucket.min(self.bucket - 1));
+        let score = usize::from((signal.score >> 8).min(u16::from(self.score) - 1));
         matched * stride(MATCH_LEN)
             + usize::from(signal.short_match) * stride(SHORT_MATCH)
             + usize::from(signal.short_proposal) * stride(SHORT_PROPOSAL)
             + usize::from(state.after_undrafted_step()) * stride(AFTER_UNDRAFTED)
             + confidence * stride(CONFIDENCE)
             + bucket * stride(BUCKET)
+            + score * stride(SCORE)
     }
 
     /// The state index of a request in `state` drafting with `signal`:

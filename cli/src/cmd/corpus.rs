@@ -70,6 +70,12 @@ pub struct Args {
     /// levels=1,short-match,after-undrafted).
     #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
     states: Option<specdec_metrics::StateSpace>,
+    /// What splits per-state's copy runs first on a lookup trace:
+    /// short-match (the drafter's match shorter than its longest),
+    /// score-below=X (a suffix draft scoring under X tokens) or none
+    /// (default: the one chosen for the trace's rule).
+    #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]
+    run_signal: Option<specdec_sim::runs::RunSignal>,
     /// The policies reported (comma-separated names as whatif's; static
     /// lengths at most the smallest K); default: none and every policy but
     /// the static lengths and the censored controllers. The best static length is always over every
@@ -124,6 +130,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             None => whatif::parse_state_space(whatif::DEFAULT_STATES)
                 .expect("the default state definition is valid"),
         }),
+        run_signal: args.run_signal,
         seed: 1,
     };
     for set in &sets {

@@ -829,6 +829,7 @@ fn interleaved_lines(cache: &GlobalCache, held: &[Box<SuffixPart>], batch: usize
                 proposal: o.proposal,
                 matched: o.matched,
                 ngram: Some(o.match_len),
+                score: Some(o.score),
                 below: o.below,
             };
             let mut line = Vec::new();
@@ -870,6 +871,7 @@ fn suffix_line(
         proposal: outcomes.proposal,
         matched: outcomes.matched,
         ngram: Some(outcomes.match_len),
+        score: Some(outcomes.score),
         below: outcomes.below,
     };
     let mut line = Vec::new();
@@ -1132,6 +1134,7 @@ fn one_request(
         proposal: positions.proposal,
         matched: positions.matched,
         ngram: Some(positions.ngram),
+        score: None,
         below: Vec::new(),
     };
     let mut line = Vec::new();

@@ -86,11 +86,17 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_policy, help = policies_help())]
     policies: Option<Vec<PolicySpec>>,
     /// The request states of per-state-censored: levels=N (recent acceptance in N
-    /// levels) and any of match=N, short-match, short-proposal,
+    /// levels) and any of match=N, short-match, short-proposal, score=N,
     /// after-undrafted, comma-separated (default:
     /// levels=1,short-match,after-undrafted, measured on real code edits).
     #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
     states: Option<specdec_metrics::StateSpace>,
+    /// What splits per-state's copy runs first on a lookup trace:
+    /// short-match (the drafter's match shorter than its longest),
+    /// score-below=X (a suffix draft scoring under X tokens) or none
+    /// (default: the one chosen for the trace's rule).
+    #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]
+    run_signal: Option<specdec_sim::runs::RunSignal>,
     /// Policies replayed at once (default: one per core).
     #[arg(long, value_name = "N", value_parser = parse_jobs)]
     jobs: Option<usize>,
@@ -158,6 +164,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             None => whatif::parse_state_space(whatif::DEFAULT_STATES)
                 .expect("the default state definition is valid"),
         }),
+        run_signal: args.run_signal,
     };
     let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &report)?;
     let jobs = args
@@ -212,6 +219,7 @@ fn compare(args: &Args, a: &std::path::Path, b: &std::path::Path) -> Result<(), 
                 None => whatif::parse_state_space(whatif::DEFAULT_STATES)
                     .expect("the default state definition is valid"),
             }),
+            run_signal: args.run_signal,
         };
         let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &None)?
             .into_iter()

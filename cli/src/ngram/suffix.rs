@@ -752,6 +752,19 @@ pub fn local_pass(config: &SuffixConfig, prompt: &[u32], output: &[u32]) -> Loca
     pass
 }
 
+/// A draft's score in the trace's scale: sixteenths of a token, rounded
+/// down, saturated at 255.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::suffix::score_sixteenths;
+/// assert_eq!((score_sixteenths(0.0), score_sixteenths(1.0 / 3.0), score_sixteenths(2.5)), (0, 5, 40));
+/// assert_eq!((score_sixteenths(16.0), score_sixteenths(f32::NAN)), (255, 0));
+/// ```
+pub fn score_sixteenths(score: f32) -> u8 {
+    // `as` saturates (and reads NaN as 0).
+    (score * 16.0) as u8
+}
+
 /// A request's outcomes at every cap: the arrays at the trace's cap and
 /// the outcomes below it where they differ (the trace format's `below`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -762,6 +775,9 @@ pub struct Outcomes {
     pub matched: Vec<u8>,
     /// The match length of the draft at the cap (0: no draft).
     pub match_len: Vec<u8>,
+    /// The draft's score at the cap in sixteenths of a token, rounded
+    /// down and saturated at 255 (0: no draft): the trace's `score`.
+    pub score: Vec<u8>,
     /// Positions and caps where a smaller cap changes the outcome.
     pub below: Vec<Below>,
 }
@@ -782,14 +798,20 @@ impl Outcomes {
     }
 
     /// Adds a position whose outcome at cap `k` is `by_cap[k - 1]` (draft
-    /// length, agreement, match length), `k = 1..=by_cap.len()`.
-    fn push(&mut self, by_cap: &[(u8, u8, u8)]) {
+    /// length, agreement, match length), `k = 1..=by_cap.len()`, and
+    /// whose draft at the cap scores `score`.
+    fn push(&mut self, by_cap: &[(u8, u8, u8)], score: f32) {
         let j = self.proposal.len() as u32;
         let cap = by_cap.len();
         let (top_l, top_a, top_m) = by_cap[cap - 1];
         self.proposal.push(top_l);
         self.matched.push(top_a);
         self.match_len.push(if top_l == 0 { 0 } else { top_m });
+        self.score.push(if top_l == 0 {
+            0
+        } else {
+            score_sixteenths(score)
+        });
         let start = self.below.len();
         let (mut l, mut a) = (top_l, top_a);
         for k in (1..cap).rev() {
@@ -949,13 +971,15 @@ impl GlobalCache {
         let mine = part.local.at(t - 1);
         let global = &work.global;
         work.by_cap.clear();
+        let mut top = 0.0;
         for k in 1..=config.cap {
             let l = mine[k.min(mine.len()) - 1];
             let g = global[k.min(global.len()) - 1];
             let w = if l.score >= g.score { l } else { g };
             work.by_cap.push((w.len, w.agree, w.m));
+            top = w.score;
         }
-        outcomes.push(&work.by_cap);
+        outcomes.push(&work.by_cap, top);
     }
 
     /// The request's last output token enters its own sequence: it has

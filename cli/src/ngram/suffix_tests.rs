@@ -315,8 +315,8 @@ struct Req {
 }
 
 /// The rule run directly, request after request, at cap `k`: the draft
-/// length and agreement at every position.
-fn direct(config: &SuffixConfig, requests: &[Req], k: usize) -> Vec<Vec<(usize, usize)>> {
+/// length, agreement and score at every position.
+fn direct(config: &SuffixConfig, requests: &[Req], k: usize) -> Vec<Vec<(usize, usize, f32)>> {
     let mut global = Reference::new(config.depth);
     let mut cached: Vec<(String, usize)> = Vec::new();
     let mut out = Vec::new();
@@ -357,7 +357,7 @@ fn direct(config: &SuffixConfig, requests: &[Req], k: usize) -> Vec<Vec<(usize, 
                 .zip(&r.output[t..])
                 .take_while(|(a, b)| a == b)
                 .count();
-            positions.push((draft.tokens.len(), agree));
+            positions.push((draft.tokens.len(), agree, draft.score));
         }
         if let (Some(own), Some(&last)) = (own, r.output.last()) {
             global.append(own, last);
@@ -404,7 +404,7 @@ fn requests(rng: &mut Xoshiro256PlusPlus, n: usize, ties: bool) -> Vec<Req> {
 #[test]
 fn every_cap_of_the_replay_agrees_with_the_rule_run_at_that_cap() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2411);
-    let mut cuts = 0;
+    let (mut cuts, mut scored) = (0, 0);
     for round in 0..24 {
         let config = SuffixConfig {
             depth: 2 + rng.next_u32() as usize % 9,
@@ -422,13 +422,24 @@ fn every_cap_of_the_replay_agrees_with_the_rule_run_at_that_cap() {
             let want = direct(&config, &requests, k);
             for (i, (o, w)) in outcomes.iter().zip(&want).enumerate() {
                 let got: Vec<(usize, usize)> = (0..w.len()).map(|j| o.at(j, k)).collect();
-                assert_eq!(&got, w, "round {round} request {i} cap {k} {config:?}");
+                let w_lens: Vec<(usize, usize)> = w.iter().map(|&(l, a, _)| (l, a)).collect();
+                assert_eq!(got, w_lens, "round {round} request {i} cap {k} {config:?}");
+                if k == config.cap {
+                    // The score is the draft's at the cap (0: no draft).
+                    let scores: Vec<u8> = w
+                        .iter()
+                        .map(|&(l, _, s)| if l == 0 { 0 } else { score_sixteenths(s) })
+                        .collect();
+                    assert_eq!(o.score, scores, "round {round} request {i} {config:?}");
+                    scored += o.score.iter().filter(|&&s| s > 0 && s < 16).count();
+                }
             }
         }
         cuts += outcomes.iter().map(|o| o.below.len()).sum::<usize>();
     }
-    // The smaller caps changed the choice somewhere.
-    assert!(cuts > 0);
+    // The smaller caps changed the choice somewhere, and some drafts were
+    // less than certain of their first token.
+    assert!(cuts > 0 && scored > 0);
 }
 
 #[test]
@@ -534,6 +545,7 @@ fn trace_file(config: &SuffixConfig, requests: &[Req]) -> Vec<u8> {
             proposal: o.proposal,
             matched: o.matched,
             ngram: Some(o.match_len),
+            score: Some(o.score),
             below: o.below,
         };
         write_request(&mut file, &request).unwrap();
@@ -569,7 +581,7 @@ fn the_engine_replay_of_each_static_length_is_the_rule_run_at_that_cap() {
                 let m = r.output.len();
                 let mut t = 1;
                 while t < m {
-                    let (d, a) = positions[t - 1];
+                    let (d, a, _) = positions[t - 1];
                     if d == 0 {
                         undrafted += 1;
                     } else {
@@ -589,6 +601,7 @@ fn the_engine_replay_of_each_static_length_is_the_rule_run_at_that_cap() {
                 update_observations: None,
                 seed: 1,
                 state_space: None,
+                run_signal: None,
             };
             let replay = settings.replay(PolicySpec::fixed(k)).unwrap().report;
             assert_eq!(

@@ -183,6 +183,7 @@ struct JsonCell<'a> {
     traces: usize,
     best_static_draft_len_median: f64,
     best_static_draft_lens: &'a [usize],
+    best_static_goodputs: &'a [f64],
     policies: Vec<JsonPolicy<'a>>,
 }
 
@@ -246,6 +247,7 @@ pub fn json(report: &Report) -> impl Serialize + '_ {
                             traces: traces.len(),
                             best_static_draft_len_median: c.best_static_median,
                             best_static_draft_lens: &c.best_static,
+                            best_static_goodputs: &c.best_static_goodput,
                             policies: c
                                 .policies
                                 .iter()

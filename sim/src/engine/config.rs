@@ -104,6 +104,9 @@ pub struct EngineModel {
     /// the last one has finished (rather than cycling through the file for
     /// `seconds`).
     pub exhaust: bool,
+    /// What splits the per-state copy-run controller's runs first (`None`:
+    /// the default for the trace's rule, [`crate::runs::default_signal`]).
+    pub run_signal: Option<crate::runs::RunSignal>,
 }
 
 /// The controller's default update period, milliseconds: four updates per

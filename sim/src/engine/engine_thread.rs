@@ -400,11 +400,14 @@ impl<'a> Engine<'a> {
             let position = r
                 .trace
                 .and_then(|i| traced_position(traces?, i, r.generated));
-            // What the drafter knows as it drafts: the n it matched, and
-            // whether it has fewer tokens to propose than K.
+            // What the drafter knows as it drafts: the n it matched (a
+            // suffix draft's match length), whether it has fewer tokens to
+            // propose than K, and a suffix draft's score (0 on n-gram
+            // traces; the trace keeps sixteenths of a token).
             let signal = position.map_or(DraftSignal::NONE, |p| {
                 DraftSignal::ngram(usize::from(p.ngram), max_n)
                     .with_short_proposal(usize::from(p.proposal) < max_draft_len)
+                    .with_score(f64::from(p.score) / 16.0)
             });
             RequestView {
                 state,

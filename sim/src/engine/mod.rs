@@ -364,13 +364,14 @@ fn make_policy(
 ) -> Result<Box<dyn Policy>, Error> {
     if copy_runs(config) {
         let per_state = matches!(config.policy.build(), Build::PerState(_));
-        let max_n = config
-            .traces
-            .as_ref()
-            .and_then(|t| t.meta())
-            .map_or(5, |m| m.max_n);
+        let meta = config.traces.as_ref().and_then(|t| t.meta());
+        let max_n = meta.map_or(5, |m| m.max_n);
         let mut settings =
             RunSettings::new(config.max_draft_len, config.linear_cost(), per_state, max_n);
+        settings.signal = config
+            .model
+            .run_signal
+            .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
         if let Some(n) = config.model.update_observations {
             // 0: every observation (as the controllers' "every call").
             settings.observations = n.max(1);
