@@ -104,8 +104,10 @@ grep -h '^//! {"' ingest/src/trace.rs | sed 's#^//! ##' | seed trace
 
 # ngram_request: the request lines of the ngram tests.
 raw_objects '"prompt"' cli/tests/*.rs cli/src/ngram/*.rs ingest/src/trace.rs | lines ngram_request
+raw_objects '"messages"' cli/tests/*.rs cli/src/ngram/*.rs ingest/src/trace.rs | lines ngram_request
 printf '%s\n' '{"prompt": "def f(x):\n    return x\n", "output": "def g(x):\n    return x\n", "id": "r1"}' \
-    '{"prompt": "a b a b", "output": "a b", "id": 7}' | seed ngram_request
+    '{"prompt": "a b a b", "output": "a b", "id": 7}' \
+    '{"messages": [{"role": "user", "content": "a b"}, {"role": "tool name=f", "content": "{}"}], "output": "a b", "id": "c1"}' | seed ngram_request
 
 for d in "$corpus"/*/; do
     printf '%s: %s seeds\n' "$(basename "$d")" "$(find "$d" -type f | wc -l)"

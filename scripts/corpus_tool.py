@@ -7,9 +7,11 @@
   corpus_tool.py agent-units FILE...
       Prints "FILE<TAB>UNIT<TAB>HALF" for the units (tasks) of each
       trajectory file.
-  corpus_tool.py agent --half tuning|report FILE
-      Writes ngram's requests ({"id", "prompt", "output"}, JSON Lines) on
+  corpus_tool.py agent --half tuning|report [--prompt] FILE
+      Writes ngram's requests ({"id", "messages", "output"}, JSON Lines) on
       standard output: one per model call of the file's tasks in that half.
+      With --prompt, each conversation rendered whole instead ({"id",
+      "prompt", "output"}: the same text, tokenized whole).
   corpus_tool.py sample N < TRACE > TRACE
       Keeps a trace's metadata line and at most N requests: those whose
       id (a string; other ids as JSON) has the smallest SHA-256, in their
@@ -29,7 +31,12 @@ runs {"task_id", "trial", "traj": [messages]}, OpenAI chat messages). A unit
 is one task of one file (every trial of it), named "<file stem>/task-<id>";
 one request per assistant message: the prompt is the conversation before it
 (every message, rendered in a ChatML-like template, then the assistant's
-header), the output the assistant's text and its tool calls.
+header), the output the assistant's text and its tool calls. The requests
+give the conversation as "messages" ({"role", "content"}: the role as
+rendered, "tool name=NAME" for a tool's result, the content with the tool
+calls), which ngram renders in the same template and tokenizes one message
+at a time, each message once per conversation; --prompt gives the rendered
+text instead.
 """
 
 import hashlib
@@ -96,14 +103,18 @@ def body(message):
     return "\n".join(parts)
 
 
-def render(message):
+def role_of(message):
     role = message.get("role", "unknown")
     if role == "tool" and message.get("name"):
         role = "tool name=%s" % message["name"]
-    return "<|im_start|>%s\n%s<|im_end|>\n" % (role, body(message))
+    return role
 
 
-def agent(path, half):
+def render(message):
+    return "<|im_start|>%s\n%s<|im_end|>\n" % (role_of(message), body(message))
+
+
+def agent(path, half, whole):
     runs = load_runs(path)
     split = halves(units(path, runs))
     out = sys.stdout
@@ -112,19 +123,22 @@ def agent(path, half):
         if split[unit] != half:
             continue
         context = []
+        turns = []
         for i, message in enumerate(run["traj"]):
             if not isinstance(message, dict):
                 die("%s: %s: a message that is not an object" % (path, unit))
             if message.get("role") == "assistant":
                 output = body(message)
                 if output:
-                    request = {
-                        "id": "%s/trial-%s/call-%d" % (unit, run.get("trial", 0), i),
-                        "prompt": "".join(context) + "<|im_start|>assistant\n",
-                        "output": output,
-                    }
+                    request = {"id": "%s/trial-%s/call-%d" % (unit, run.get("trial", 0), i)}
+                    if whole:
+                        request["prompt"] = "".join(context) + "<|im_start|>assistant\n"
+                    else:
+                        request["messages"] = list(turns)
+                    request["output"] = output
                     out.write(json.dumps(request, ensure_ascii=False) + "\n")
             context.append(render(message))
+            turns.append({"role": role_of(message), "content": body(message)})
 
 
 def sample(n):
@@ -193,9 +207,11 @@ def main(argv):
             for unit, half in sorted(halves(units(path, load_runs(path))).items(), key=lambda x: key(x[0])):
                 print("%s\t%s\t%s" % (path, unit, half))
     elif cmd == "agent":
+        whole = "--prompt" in rest
+        rest = [a for a in rest if a != "--prompt"]
         if len(rest) != 3 or rest[0] != "--half" or rest[1] not in ("tuning", "report"):
-            die("usage: corpus_tool.py agent --half tuning|report FILE")
-        agent(rest[2], rest[1])
+            die("usage: corpus_tool.py agent --half tuning|report [--prompt] FILE")
+        agent(rest[2], rest[1], whole)
     elif cmd == "sample":
         if len(rest) != 1 or not rest[0].isdigit():
             die("usage: corpus_tool.py sample N < TRACE")

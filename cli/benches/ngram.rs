@@ -5,13 +5,23 @@
 //! holding the earlier requests' outputs). The input is synthetic code-like text built here: a file of
 //! pseudo-random lines and the same file with a few lines changed, the
 //! shape of a code-edit request.
+//!
+//! `agent_traffic`: agent-style calls (every call resends the conversation
+//! so far: a long system prompt, then user turns, tool calls and tool
+//! results, built here), tokenizing included, as `ngram` does them given
+//! each call's rendered prompt whole and given its messages (each message
+//! tokenized once through a cache, the n-grams of the shared prefix kept).
+//! With `SPECDEC_AGENT_REQUESTS=FILE` it measures the messages requests of
+//! that file instead (for one, `scripts/corpus_tool.py agent` of tau-bench
+//! trajectories; docs/cli.md gives the numbers).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use specdec_ingest::trace::{ChatMessage, Prompt, RequestReader};
 use specdec_metrics_cli::ngram::suffix::{GlobalCache, SuffixConfig, local_pass};
-use specdec_metrics_cli::ngram::tokenize::{EOS, Tokenizer};
-use specdec_metrics_cli::ngram::{Config, Rule, generate};
+use specdec_metrics_cli::ngram::tokenize::{EOS, TokenCache, Tokenizer, prompt_tokens};
+use specdec_metrics_cli::ngram::{Config, Reusable, Rule, generate};
 
 const WORDS: &[&str] = &[
     "let", "mut", "fn", "self", "return", "match", "Some", "None", "if", "else", "for", "in",
@@ -106,6 +116,117 @@ fn bench(c: &mut Criterion) {
     }
     text.finish();
     suffix_vs_vllm(c, &context, prompt_len);
+    agent_traffic(c, &tokenizer);
+}
+
+/// `words` pseudo-random words of [`WORDS`], a line break every 12.
+fn words(rng: &mut Xoshiro256PlusPlus, words: usize) -> String {
+    let mut text = String::new();
+    for i in 0..words {
+        text.push_str(WORDS[rng.next_u32() as usize % WORDS.len()]);
+        text.push(if i % 12 == 11 { '\n' } else { ' ' });
+    }
+    text
+}
+
+/// The calls of `conversations` agent conversations of `turns` rounds
+/// each: a system prompt shared by all, then per round a user's turn, the
+/// assistant's tool call and the tool's result; each call is the messages
+/// before an assistant's turn and that turn as the output.
+fn agent_calls(conversations: usize, turns: usize) -> Vec<(Vec<ChatMessage>, String)> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let turn = |role: &str, content: String| ChatMessage {
+        role: role.into(),
+        content,
+    };
+    let system = turn("system", words(&mut rng, 2000));
+    let mut calls = Vec::new();
+    for c in 0..conversations {
+        let mut messages = vec![system.clone()];
+        for t in 0..turns {
+            messages.push(turn("user", words(&mut rng, 30)));
+            let call = format!(
+                "<tool_call>\n{{\"name\": \"get_{}\", \"arguments\": {{\"id\": \"R{c}{t}\"}}}}\n</tool_call>",
+                WORDS[rng.next_u32() as usize % WORDS.len()]
+            );
+            calls.push((messages.clone(), call.clone()));
+            messages.push(turn("assistant", call));
+            messages.push(turn("tool name=get", words(&mut rng, 150)));
+        }
+    }
+    calls
+}
+
+/// Agent traffic with tokenizing included: each call's prompt rendered and
+/// tokenized whole, then generated anew, beside the same calls as
+/// messages (a fresh token cache and state per pass, so every message is
+/// tokenized once in it).
+fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
+    let calls: Vec<(Prompt, String)> = match std::env::var_os("SPECDEC_AGENT_REQUESTS") {
+        Some(path) => {
+            let file = std::fs::File::open(&path).expect("SPECDEC_AGENT_REQUESTS");
+            RequestReader::new(std::io::BufReader::new(file))
+                .map(|r| r.expect("a request"))
+                .map(|r| (r.prompt, r.output))
+                .collect()
+        }
+        None => agent_calls(4, 12)
+            .into_iter()
+            .map(|(m, o)| (Prompt::Messages(m), o))
+            .collect(),
+    };
+    let prompts: Vec<(String, &str)> = calls
+        .iter()
+        .map(|(m, o)| (m.render(), o.as_str()))
+        .collect();
+    let chats: Vec<(&Prompt, &str)> = calls.iter().map(|(m, o)| (m, o.as_str())).collect();
+    let config = Config {
+        rule: Rule::Vllm,
+        min_n: 5,
+        max_n: 5,
+        cap: 64,
+    };
+    let encode = |t: &str| tokenizer.encode(t);
+    let positions: u64 = prompts
+        .iter()
+        .map(|(_, o)| tokenizer.encode(o).unwrap().len() as u64)
+        .sum();
+    let prompt_tokens_total: usize = prompts
+        .iter()
+        .map(|(p, _)| tokenizer.encode(p).unwrap().len())
+        .sum();
+    eprintln!(
+        "agent_traffic: {} calls, {prompt_tokens_total} prompt tokens, {positions} output positions",
+        calls.len()
+    );
+    let mut group = c.benchmark_group("agent_traffic");
+    group.throughput(Throughput::Elements(positions));
+    group.sample_size(10);
+    group.bench_function("whole_prompts", |b| {
+        b.iter(|| {
+            for (prompt, output) in &prompts {
+                let mut ctx = tokenizer.encode(std::hint::black_box(prompt)).unwrap();
+                let p = ctx.len();
+                ctx.extend(tokenizer.encode(output).unwrap());
+                ctx.push(EOS);
+                std::hint::black_box(generate(&config, &ctx, ctx.len() - p));
+            }
+        })
+    });
+    group.bench_function("messages", |b| {
+        b.iter(|| {
+            let cache = TokenCache::new(256 << 20);
+            let mut state = Reusable::new(config);
+            for (prompt, output) in &chats {
+                let mut ctx = prompt_tokens(std::hint::black_box(*prompt), &cache, encode).unwrap();
+                let p = ctx.len();
+                ctx.extend(tokenizer.encode(output).unwrap());
+                ctx.push(EOS);
+                std::hint::black_box(state.generate(&ctx, ctx.len() - p));
+            }
+        })
+    });
+    group.finish();
 }
 
 /// Suffix decoding at vLLM's defaults beside vLLM's n-gram rule (2..=5,

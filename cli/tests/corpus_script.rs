@@ -317,24 +317,28 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
             ]
         );
     }
-    // The converter: the conversation so far as the prompt, the call as
-    // the output.
-    let converted = Command::new("python3")
-        .arg(repo_root().join("scripts/corpus_tool.py"))
-        .args(["agent", "--half", "tuning"])
-        .arg(&agent)
-        .output()
-        .unwrap();
-    assert_eq!(
-        converted.status.code(),
-        Some(0),
-        "{}",
-        text(&converted.stderr)
-    );
-    let calls: Vec<serde_json::Value> = text(&converted.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    // The converter: the conversation so far as the prompt (with
+    // --prompt) or as its messages (by default), the call as the output.
+    let convert = |flags: &[&str]| -> Vec<serde_json::Value> {
+        let converted = Command::new("python3")
+            .arg(repo_root().join("scripts/corpus_tool.py"))
+            .args(["agent", "--half", "tuning"])
+            .args(flags)
+            .arg(&agent)
+            .output()
+            .unwrap();
+        assert_eq!(
+            converted.status.code(),
+            Some(0),
+            "{}",
+            text(&converted.stderr)
+        );
+        text(&converted.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let calls = convert(&["--prompt"]);
     assert_eq!(
         calls[0]["prompt"],
         "<|im_start|>system\npolicy<|im_end|>\n<|im_start|>user\nbook a flight<|im_end|>\n<|im_start|>assistant\n"
@@ -350,6 +354,23 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         "{prompt}"
     );
     assert_eq!(calls[1]["output"], "HAT1 to SEA is free.");
+    // As messages: the same calls, which render to the same prompts.
+    let chats = convert(&[]);
+    assert_eq!(chats.len(), calls.len());
+    for (chat, call) in chats.iter().zip(&calls) {
+        assert_eq!(
+            (&chat["id"], &chat["output"]),
+            (&call["id"], &call["output"])
+        );
+        assert!(chat.get("prompt").is_none(), "{chat}");
+        let line = chat.to_string();
+        let read = specdec_ingest::trace::TextRequest::parse(line.as_bytes(), 1).unwrap();
+        assert_eq!(read.prompt.render(), call["prompt"].as_str().unwrap());
+    }
+    assert_eq!(
+        chats[1]["messages"][3],
+        serde_json::json!({"role": "tool name=find", "content": "HAT1 to SEA"})
+    );
 
     let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
     assert!(times.contains("tuning\tshort\ttiny\t"), "{times}");

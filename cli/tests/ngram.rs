@@ -1305,3 +1305,109 @@ fn in_flight_one_is_the_file_order_trace_and_more_is_refused_above_the_cache() {
         &["--suffix-in-flight 3 is above --suffix-cache 2"],
     );
 }
+
+/// Agent-style calls built here: `conversations` chats under one system
+/// prompt, each call the messages so far and the assistant's next turn
+/// (a tool call), interleaved across chats as concurrent agents' calls
+/// are. Returns each call as messages and as the rendered prompt.
+fn agent_calls(conversations: usize, rounds: usize) -> Vec<(Value, Value)> {
+    let system =
+        json!({"role": "system", "content": format!("You edit code.\n{REPEATING}{REPEATING}")});
+    let mut chats: Vec<Vec<Value>> = vec![vec![system]; conversations];
+    let mut calls = Vec::new();
+    for r in 0..rounds {
+        for (c, chat) in chats.iter_mut().enumerate() {
+            chat.push(
+                json!({"role": "user", "content": format!("chat {c} round {r}: add fn f{r}")}),
+            );
+            let output = format!(
+                "<tool_call>\n{{\"name\": \"edit\", \"arguments\": {{\"text\": \"fn f{r}(a: u32, b: u32) -> u32 {{ a + b }}\"}}}}\n</tool_call>"
+            );
+            let id = format!("c{c}/r{r}");
+            let rendered: String = chat
+                .iter()
+                .map(|m| {
+                    format!(
+                        "<|im_start|>{}\n{}<|im_end|>\n",
+                        m["role"].as_str().unwrap(),
+                        m["content"].as_str().unwrap()
+                    )
+                })
+                .chain(std::iter::once("<|im_start|>assistant\n".to_owned()))
+                .collect();
+            calls.push((
+                json!({"id": id, "messages": chat.clone(), "output": output}),
+                json!({"id": id, "prompt": rendered, "output": output}),
+            ));
+            chat.push(json!({"role": "assistant", "content": output}));
+            chat.push(json!({"role": "tool name=edit", "content": format!("ok: {REPEATING}")}));
+        }
+    }
+    calls
+}
+
+fn json_lines(values: impl Iterator<Item = Value>) -> String {
+    values.map(|v| format!("{v}\n")).collect()
+}
+
+#[test]
+fn messages_give_the_trace_of_the_rendered_prompt() {
+    let calls = agent_calls(3, 6);
+    // Where o200k_base tokenizes each rendered message as it tokenizes
+    // the whole prompt (checked here), the traces must agree exactly.
+    for (messages, prompt) in &calls {
+        let per_message: Vec<u32> = messages["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                format!(
+                    "<|im_start|>{}\n{}<|im_end|>\n",
+                    m["role"].as_str().unwrap(),
+                    m["content"].as_str().unwrap()
+                )
+            })
+            .chain(std::iter::once("<|im_start|>assistant\n".to_owned()))
+            .flat_map(|text| o200k(&text))
+            .collect();
+        assert_eq!(per_message, o200k(prompt["prompt"].as_str().unwrap()));
+    }
+    let as_messages = json_lines(calls.iter().map(|(m, _)| m.clone()));
+    let as_prompts = json_lines(calls.iter().map(|(_, p)| p.clone()));
+    for flags in [
+        &["--rule", "vllm", "--min-n", "2"][..],
+        &["--rule", "hf", "--threads", "1"],
+        &["--rule", "trtllm", "--threads", "3", "--token-cache", "1"],
+        &["--rule", "llamacpp-simple", "--min-n", "3", "--cap", "8"],
+        &["--rule", "suffix"],
+    ] {
+        let whole = run(flags, as_prompts.as_bytes());
+        let chat = run(flags, as_messages.as_bytes());
+        assert_eq!((whole.status, chat.status), (0, 0), "{}", chat.stderr);
+        let (meta, expected) = read_trace(&whole.stdout);
+        let (chat_meta, got) = read_trace(&chat.stdout);
+        assert_eq!(meta, chat_meta);
+        assert_eq!(got.len(), calls.len());
+        assert_eq!(got, expected, "{flags:?}");
+        // Some proposals, so that the comparison says something.
+        assert!(got.iter().any(|r| r.matched.iter().any(|&m| m > 0)));
+        assert!(chat.stderr.contains("chat messages: "), "{}", chat.stderr);
+    }
+}
+
+#[test]
+fn a_bad_messages_line_stops_the_run_naming_line_and_key() {
+    let calls = agent_calls(1, 2);
+    let mut input = json_lines(calls.iter().map(|(m, _)| m.clone()));
+    input.push_str("{\"messages\": [{\"role\": \"user\"}], \"output\": \"o\"}\n");
+    let out = run(&[], input.as_bytes());
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("line 3: field \"messages\": message 1 of 1: key \"content\": missing"),
+        "{}",
+        out.stderr
+    );
+    // The requests before it are written.
+    assert_eq!(read_trace(&out.stdout).1.len(), 2);
+}

@@ -90,11 +90,38 @@
 //! # Requests
 //!
 //! What a trace is made from: JSON Lines, UTF-8, one request a line,
-//! `{"prompt": TEXT, "output": TEXT}` with an optional `"id"` (a string or
-//! an integer; the line number when absent); other keys are ignored, blank
-//! lines skipped. As in a trace, a key given twice in one object is an
-//! error, and a leading byte-order mark is named. [`RequestReader`] reads them, one bounded line at a time,
-//! and stops at the first line that is not a request ([`RequestError`]).
+//! `{"prompt": TEXT, "output": TEXT}` or `{"messages": [...], "output":
+//! TEXT}` (exactly one of `prompt` and `messages`), with an optional
+//! `"id"` (a string or an integer; the line number when absent); other
+//! keys are ignored, blank lines skipped. As in a trace, a key given twice
+//! in one object is an error, and a leading byte-order mark is named.
+//! [`RequestReader`] reads them, one bounded line at a time, and stops at
+//! the first line that is not a request ([`RequestError`]).
+//!
+//! ## Messages
+//!
+//! `"messages"` is a chat's turns before the output, each `{"role": TEXT,
+//! "content": TEXT}` (other keys ignored), as agents send them: every call
+//! resends the conversation so far. The prompt is the turns rendered in a
+//! ChatML-like template, then the header of the assistant's turn
+//! ([`ASSISTANT_HEADER`]), whose content is the output:
+//!
+//! ```text
+//! <|im_start|>ROLE\nCONTENT<|im_end|>\n   (per message, in order)
+//! <|im_start|>assistant\n
+//! ```
+//!
+//! The markers are plain text here: no special tokens. The role is written
+//! as given (a tool's result may say `tool name=NAME`), the content too:
+//! tool calls and results are text in it. So `{"messages":
+//! [{"role":"user","content":"hi"}], "output": "hello"}` is the request
+//! `{"prompt": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+//! "output": "hello"}` ([`Prompt::render`]), except that a reader may
+//! tokenize it one message at a time (`specdec-metrics ngram` does). A
+//! bad `messages` value (not an array; an item that is not an object, or
+//! whose `role` or `content` is missing or not a string) and a request
+//! with both `prompt` and `messages` are errors naming the line and the
+//! key `messages`, and the message by its place (`message 2 of 5`).
 //!
 //! # Example
 //!
@@ -987,10 +1014,139 @@ pub struct TextRequest {
     pub line: u64,
     /// A string or an integer, as given; the line number when absent.
     pub id: Value,
-    /// The prompt's text.
-    pub prompt: String,
+    /// The prompt: its text, or a chat's messages.
+    pub prompt: Prompt,
     /// The output's text.
     pub output: String,
+}
+
+/// A request's prompt: text as given (`"prompt"`), or a chat's turns
+/// (`"messages"`) rendered in the [chat template](self#messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prompt {
+    /// The prompt's text.
+    Text(String),
+    /// The turns before the output, in order.
+    Messages(Vec<ChatMessage>),
+}
+
+impl Prompt {
+    /// The prompt's text: as given, or every message rendered and then
+    /// [`ASSISTANT_HEADER`].
+    ///
+    /// ```
+    /// use specdec_ingest::trace::{ChatMessage, Prompt};
+    /// let turns = vec![ChatMessage { role: "user".into(), content: "hi".into() }];
+    /// assert_eq!(
+    ///     Prompt::Messages(turns).render(),
+    ///     "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    /// );
+    /// assert_eq!(Prompt::Text("hi".into()).render(), "hi");
+    /// ```
+    pub fn render(&self) -> String {
+        match self {
+            Prompt::Text(text) => text.clone(),
+            Prompt::Messages(turns) => {
+                let mut text = String::new();
+                for m in turns {
+                    m.render_into(&mut text);
+                }
+                text.push_str(ASSISTANT_HEADER);
+                text
+            }
+        }
+    }
+}
+
+/// What ends a rendered chat: the header of the assistant's turn, whose
+/// content is the output.
+pub const ASSISTANT_HEADER: &str = "<|im_start|>assistant\n";
+
+/// One turn of a chat: `{"role": TEXT, "content": TEXT}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// Who speaks, as written into the template (`system`, `user`,
+    /// `assistant`, `tool`, or anything else).
+    pub role: String,
+    /// What is said, tool calls and results included, as text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// The message in the [chat template](self#messages):
+    /// `<|im_start|>ROLE\nCONTENT<|im_end|>\n`.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::ChatMessage;
+    /// let m = ChatMessage { role: "tool name=f".into(), content: "{}".into() };
+    /// assert_eq!(m.render(), "<|im_start|>tool name=f\n{}<|im_end|>\n");
+    /// ```
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        self.render_into(&mut text);
+        text
+    }
+
+    /// [`render`](Self::render), appended to `text`.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::ChatMessage;
+    /// let mut text = String::from("> ");
+    /// ChatMessage { role: "user".into(), content: "hi".into() }.render_into(&mut text);
+    /// assert_eq!(text, "> <|im_start|>user\nhi<|im_end|>\n");
+    /// ```
+    pub fn render_into(&self, text: &mut String) {
+        for part in [
+            "<|im_start|>",
+            &self.role,
+            "\n",
+            &self.content,
+            "<|im_end|>\n",
+        ] {
+            text.push_str(part);
+        }
+    }
+}
+
+/// The `"messages"` of a request on `line`: an array of objects with a
+/// string `role` and a string `content` (other keys ignored).
+fn messages(line: u64, value: Value) -> Result<Vec<ChatMessage>, TraceError> {
+    let bad = |message: String| TraceError::new(line, Some("messages"), message);
+    let Value::Array(items) = value else {
+        return Err(bad(format!(
+            "must be an array of {{\"role\", \"content\"}} objects, not {}",
+            excerpt(&value.to_string())
+        )));
+    };
+    let count = items.len();
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let Value::Object(mut object) = item else {
+                return Err(bad(format!(
+                    "message {} of {count}: must be an object with \"role\" and \"content\", not {}",
+                    i + 1,
+                    excerpt(&item.to_string())
+                )));
+            };
+            let mut text = |key: &str| match object.remove(key) {
+                Some(Value::String(s)) => Ok(s),
+                Some(other) => Err(bad(format!(
+                    "message {} of {count}: key \"{key}\": must be a string, not {}",
+                    i + 1,
+                    excerpt(&other.to_string())
+                ))),
+                None => Err(bad(format!(
+                    "message {} of {count}: key \"{key}\": missing",
+                    i + 1
+                ))),
+            };
+            let role = text("role")?;
+            let content = text("content")?;
+            Ok(ChatMessage { role, content })
+        })
+        .collect()
 }
 
 impl TextRequest {
@@ -1000,7 +1156,7 @@ impl TextRequest {
     /// ```
     /// use specdec_ingest::trace::TextRequest;
     /// let r = TextRequest::parse(br#"{"prompt": "a b", "output": "c"}"#, 7).unwrap();
-    /// assert_eq!((r.id, r.prompt.as_str(), r.output.as_str()), (7.into(), "a b", "c"));
+    /// assert_eq!((r.id, r.prompt.render().as_str(), r.output.as_str()), (7.into(), "a b", "c"));
     /// let e = TextRequest::parse(br#"{"prompt": "a b"}"#, 7).unwrap_err();
     /// assert_eq!(e.to_string(), "line 7: field \"output\": missing");
     /// ```
@@ -1010,6 +1166,8 @@ impl TextRequest {
         let Value::Object(mut object) = value else {
             return Err(TraceError::new(line, None, "not a JSON object"));
         };
+        let has_prompt = object.contains_key("prompt");
+        let turns = object.remove("messages");
         let mut text_field = |key: &'static str| match object.remove(key) {
             Some(Value::String(s)) => Ok(s),
             Some(other) => Err(TraceError::new(
@@ -1019,7 +1177,24 @@ impl TextRequest {
             )),
             None => Err(TraceError::new(line, Some(key), "missing")),
         };
-        let prompt = text_field("prompt")?;
+        let prompt = match (has_prompt, turns) {
+            (true, Some(_)) => {
+                return Err(TraceError::new(
+                    line,
+                    Some("messages"),
+                    "given with \"prompt\": a request has one or the other",
+                ));
+            }
+            (_, Some(turns)) => Prompt::Messages(messages(line, turns)?),
+            (true, None) => Prompt::Text(text_field("prompt")?),
+            (false, None) => {
+                return Err(TraceError::new(
+                    line,
+                    Some("prompt"),
+                    "missing (a request has \"prompt\" or \"messages\")",
+                ));
+            }
+        };
         let output = text_field("output")?;
         let id = match object.remove("id") {
             None => Value::from(line),
@@ -1638,13 +1813,13 @@ mod tests {
                 Ok(TextRequest {
                     line: 3,
                     id: Value::from(3),
-                    prompt: "p".into(),
+                    prompt: Prompt::Text("p".into()),
                     output: "o".into()
                 }),
                 Ok(TextRequest {
                     line: 4,
                     id: Value::from(-3),
-                    prompt: String::new(),
+                    prompt: Prompt::Text(String::new()),
                     output: String::new()
                 }),
             ]
@@ -1676,6 +1851,85 @@ mod tests {
             let got = requests(text, 1000);
             assert_eq!(got.last(), Some(&Err(message.to_owned())), "{got:?}");
             assert!(got[..got.len() - 1].iter().all(Result::is_ok), "{got:?}");
+        }
+    }
+
+    #[test]
+    fn messages_are_read_in_order_and_render_as_the_prompt() {
+        let text = br#"{"messages":[{"role":"system","content":"be brief","name":"x"},{"role":"tool name=f","content":""}],"output":"o","id":"c1"}
+{"prompt":"<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>tool name=f\n<|im_end|>\n<|im_start|>assistant\n","output":"o"}
+{"messages":[],"output":"o"}"#;
+        let got: Vec<TextRequest> = requests(text, 1000)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let turn = |role: &str, content: &str| ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        };
+        assert_eq!(
+            got[0].prompt,
+            Prompt::Messages(vec![turn("system", "be brief"), turn("tool name=f", "")])
+        );
+        assert_eq!(got[0].id, Value::from("c1"));
+        // The same conversation given as text renders the same.
+        assert!(matches!(got[1].prompt, Prompt::Text(_)));
+        assert_eq!(got[0].prompt.render(), got[1].prompt.render());
+        // No turns: the assistant's header alone.
+        assert_eq!(got[2].prompt, Prompt::Messages(Vec::new()));
+        assert_eq!(got[2].prompt.render(), ASSISTANT_HEADER);
+    }
+
+    #[test]
+    fn a_bad_messages_value_names_the_line_the_key_and_the_message() {
+        for (text, message) in [
+            (
+                &br#"{"messages":"hi","output":"o"}"#[..],
+                r#"line 1: field "messages": must be an array of {"role", "content"} objects, not "\"hi\"""#,
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"a"},["user","b"]],"output":"o"}"#,
+                r#"line 1: field "messages": message 2 of 2: must be an object with "role" and "content", not "[\"user\",\"b\"]""#,
+            ),
+            (
+                br#"{"messages":[{"content":"a"}],"output":"o"}"#,
+                r#"line 1: field "messages": message 1 of 1: key "role": missing"#,
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":null}],"output":"o"}"#,
+                r#"line 1: field "messages": message 1 of 1: key "content": must be a string, not "null""#,
+            ),
+            (
+                br#"{"messages":[{"role":1,"content":"a"}],"output":"o"}"#,
+                r#"line 1: field "messages": message 1 of 1: key "role": must be a string, not "1""#,
+            ),
+            (
+                br#"{"prompt":"p","messages":[],"output":"o"}"#,
+                r#"line 1: field "messages": given with "prompt": a request has one or the other"#,
+            ),
+            (
+                br#"{"output":"o"}"#,
+                r#"line 1: field "prompt": missing (a request has "prompt" or "messages")"#,
+            ),
+            (
+                br#"{"messages":[],"output":"o","messages":[]}"#,
+                r#"line 1: duplicate key "messages""#,
+            ),
+            (
+                br#"{"messages":[{"role":"a","role":"b","content":""}],"output":"o"}"#,
+                r#"line 1: duplicate key "role""#,
+            ),
+        ] {
+            let mut text = text.to_vec();
+            text.splice(
+                0..0,
+                b"{\"prompt\":\"p\",\"output\":\"o\"}\n".iter().copied(),
+            );
+            let got = requests(&text, 1000);
+            let message = message.replacen("line 1", "line 2", 1);
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(got[0].is_ok());
+            assert_eq!(got[1], Err(message));
         }
     }
 

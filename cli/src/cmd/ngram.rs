@@ -13,9 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,8 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use serde_json::Value;
 use specdec_ingest::lines::LineError;
 use specdec_ingest::trace::{
-    MAX_CAP, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta, write_request,
+    ChatMessage, MAX_CAP, Prompt, RequestError, RequestReader, TraceMeta, TraceRequest, write_meta,
+    write_request,
 };
 
 use crate::error::CliError;
@@ -37,8 +39,11 @@ use crate::ngram::git_range::{
 use crate::ngram::suffix::{
     GlobalCache, LocalPass, Request, SuffixConfig, interleaved, local_pass,
 };
-use crate::ngram::tokenize::{EOS, Tokenizer, TokenizerError};
-use crate::ngram::{Config, Rule, generate};
+use crate::ngram::tokenize::{
+    DEFAULT_TOKEN_CACHE_BYTES, EOS, TokenCache, Tokenizer, TokenizerError, prompt_tokens,
+};
+use crate::ngram::{Config, Reusable, Rule, generate};
+use rustc_hash::FxHasher;
 use specdec_ingest::trace::SuffixMeta;
 
 /// `--eos`.
@@ -121,6 +126,12 @@ pub struct Args {
     /// K, M or G; a longer line stops the run (exit status 2).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
     max_line_bytes: u64,
+    /// The most memory the tokens of chat messages may take ("messages"
+    /// requests: each message is tokenized once while it stays cached),
+    /// with an optional suffix K, M or G; a message larger than half of it
+    /// is tokenized anew every time [default: 256MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    token_cache: Option<u64>,
     /// Write the trace to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -145,8 +156,11 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
-    /// JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id": ...};
-    /// standard input when absent or "-".
+    /// JSON Lines of requests {"prompt": TEXT, "output": TEXT, "id": ...}
+    /// or {"messages": [{"role": TEXT, "content": TEXT}, ...], "output":
+    /// TEXT, "id": ...} (a chat's turns, rendered
+    /// "<|im_start|>ROLE\nCONTENT<|im_end|>\n" each, then
+    /// "<|im_start|>assistant\n"); standard input when absent or "-".
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
 }
@@ -178,8 +192,90 @@ struct Job {
     index: usize,
     line: u64,
     id: Value,
-    prompt: String,
+    prompt: Prompt,
     output: String,
+}
+
+/// The tokenizer, the cache of chat messages' tokens, and the n-grams of
+/// recent conversations, which every worker shares.
+struct Encoding {
+    tokenizer: Tokenizer,
+    cache: TokenCache,
+    /// The most recently used last.
+    conversations: Mutex<Vec<Conversation>>,
+    max_conversations: usize,
+}
+
+/// An n-gram rule's state after the last request of a conversation: the
+/// next call of the same conversation (or of one that begins the same
+/// way, such as under the same system prompt) goes on from the prefix it
+/// shares ([`Reusable`]).
+struct Conversation {
+    /// A hash of each message of the last request, to choose the state
+    /// whose messages the next request shares most (the tokens shared are
+    /// then found exactly).
+    hashes: Vec<u64>,
+    state: Reusable,
+}
+
+/// Conversations' n-gram states kept for `threads` workers: one each being
+/// worked on and as many waiting. Each takes memory in proportion to its
+/// context (its tokens and their n-grams: some tens of bytes a token).
+pub fn conversations_kept(threads: usize) -> usize {
+    2 * threads + 2
+}
+
+/// A hash of a chat message, to tell conversations apart.
+fn message_hash(m: &ChatMessage) -> u64 {
+    let mut h = FxHasher::default();
+    m.role.hash(&mut h);
+    m.content.hash(&mut h);
+    h.finish()
+}
+
+impl Encoding {
+    /// The state whose last request's messages begin as `hashes` do the
+    /// longest (most recent first among equals), or a new one when none
+    /// shares any and there is room.
+    fn take(&self, config: Config, hashes: &[u64]) -> Conversation {
+        let mut kept = self
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let shared = |c: &Conversation| {
+            c.hashes
+                .iter()
+                .zip(hashes)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let best = kept
+            .iter()
+            .enumerate()
+            .rev()
+            .max_by_key(|(i, c)| (shared(c), *i))
+            .map(|(i, c)| (i, shared(c)));
+        match best {
+            Some((i, n)) if n > 0 || kept.len() >= self.max_conversations => kept.remove(i),
+            _ => Conversation {
+                hashes: Vec::new(),
+                state: Reusable::new(config),
+            },
+        }
+    }
+
+    /// Keeps `conversation` for the next requests, dropping the least
+    /// recently used beyond the limit.
+    fn put_back(&self, conversation: Conversation) {
+        let mut kept = self
+            .conversations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kept.push(conversation);
+        if kept.len() > self.max_conversations {
+            kept.remove(0);
+        }
+    }
 }
 
 /// What a worker hands back for request `index`.
@@ -254,7 +350,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     }
     refuse_output_onto_an_input(&args)?;
-    let tokenizer = Arc::new(Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?);
+    let loaded = Tokenizer::load(&args.tokenizer).map_err(tokenizer_error)?;
     if args.sampled {
         eprintln!(
             "warning: --sampled: outputs of sampled decoding depend on the draws, so the trace is not an exact counterfactual of drafting (recorded as \"greedy\": false)"
@@ -265,6 +361,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         || thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
     );
+    let tokenizer = Arc::new(Encoding {
+        tokenizer: loaded,
+        cache: TokenCache::new(args.token_cache.unwrap_or(DEFAULT_TOKEN_CACHE_BYTES)),
+        conversations: Mutex::new(Vec::new()),
+        max_conversations: conversations_kept(threads),
+    });
     let output_name = args
         .output
         .as_deref()
@@ -535,7 +637,7 @@ enum EditCounts {
 #[allow(clippy::too_many_arguments)]
 fn pipeline(
     source: Source,
-    tokenizer: Arc<Tokenizer>,
+    tokenizer: Arc<Encoding>,
     drafter: Drafter,
     eos: bool,
     max_line_bytes: usize,
@@ -627,6 +729,14 @@ fn pipeline(
     if noted && (next, positions) != last_noted {
         progress(next, positions, started);
     }
+    let cached = tokenizer.cache.stats();
+    if cached.hits + cached.misses > 0 {
+        eprintln!(
+            "ngram: chat messages: {} tokenized, {} found in the token cache (--token-cache)",
+            group_digits(cached.misses),
+            group_digits(cached.hits),
+        );
+    }
     match edit_counts {
         Some(EditCounts::Git(commits, skipped, unborn)) => {
             if let Some(branch) = unborn {
@@ -662,7 +772,7 @@ fn spawn_workers(
     threads: usize,
     job_rx: Receiver<Message>,
     done_tx: Sender<(usize, Result<Done, CliError>)>,
-    tokenizer: &Arc<Tokenizer>,
+    tokenizer: &Arc<Encoding>,
     drafter: Drafter,
     eos: bool,
 ) -> Vec<thread::JoinHandle<()>> {
@@ -913,7 +1023,7 @@ fn read_edits(
                 index,
                 line: index as u64 + 1,
                 id: Value::String(request.id),
-                prompt: request.prompt,
+                prompt: Prompt::Text(request.prompt),
                 output: request.output,
             }),
             Ok(None) => return Some(()),
@@ -946,7 +1056,7 @@ fn request_error(name: &str, e: RequestError) -> CliError {
 fn work(
     jobs: &Receiver<Message>,
     done: &Sender<(usize, Result<Done, CliError>)>,
-    tokenizer: &Tokenizer,
+    tokenizer: &Encoding,
     drafter: &Drafter,
     eos: bool,
 ) {
@@ -963,7 +1073,7 @@ fn work(
 
 fn one_request(
     job: &Job,
-    tokenizer: &Tokenizer,
+    tokenizer: &Encoding,
     drafter: &Drafter,
     eos: bool,
 ) -> Result<Done, CliError> {
@@ -974,9 +1084,10 @@ fn one_request(
             job.line
         ))
     };
-    let mut context = tokenizer.encode(&job.prompt).map_err(|e| at(&e))?;
+    let encode = |text: &str| tokenizer.tokenizer.encode(text);
+    let mut context = prompt_tokens(&job.prompt, &tokenizer.cache, encode).map_err(|e| at(&e))?;
     let prompt_tokens = context.len();
-    let output = tokenizer.encode(&job.output).map_err(|e| at(&e))?;
+    let output = encode(&job.output).map_err(|e| at(&e))?;
     context.extend_from_slice(&output);
     if eos {
         context.push(EOS);
@@ -1005,7 +1116,17 @@ fn one_request(
             });
         }
     };
-    let positions = generate(config, &context, output_len);
+    let positions = match &job.prompt {
+        Prompt::Messages(turns) => {
+            let hashes: Vec<u64> = turns.iter().map(message_hash).collect();
+            let mut conversation = tokenizer.take(*config, &hashes);
+            let positions = conversation.state.generate(&context, output_len);
+            conversation.hashes = hashes;
+            tokenizer.put_back(conversation);
+            positions
+        }
+        Prompt::Text(_) => generate(config, &context, output_len),
+    };
     let request = TraceRequest {
         id: job.id.clone(),
         prompt_tokens: prompt_tokens as u64,

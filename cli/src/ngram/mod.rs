@@ -207,13 +207,23 @@ impl Index {
     /// Adds the n-grams ending at `e` (n = 1..=min(max_n, e + 1)) and writes
     /// into `before[n-1]` what was known about each before: where earlier
     /// occurrences ended, or `None`.
-    fn push(&mut self, context: &[u32], e: usize, before: &mut [Option<Seen>]) {
+    fn push<J: Journal>(
+        &mut self,
+        context: &[u32],
+        e: usize,
+        before: &mut [Option<Seen>],
+        journal: &mut J,
+    ) {
         let end = e as u32;
         let (mut old, mut id) = match self.unigrams.get_mut(&context[e]) {
-            Some(seen) => touch(seen, end),
+            Some(seen) => {
+                journal.record(0, u64::from(context[e]), Some(*seen), false);
+                touch(seen, end)
+            }
             None => {
                 let id = take_id(&mut self.next_id[0]);
                 self.unigrams.insert(context[e], fresh(id, end));
+                journal.record(0, u64::from(context[e]), None, true);
                 (None, id)
             }
         };
@@ -236,15 +246,20 @@ impl Index {
                 let first = shorter.first as usize;
                 if first + 1 >= n {
                     let key = (u64::from(id) << 32) | u64::from(context[first + 1 - n]);
-                    map.insert(key, fresh(take_id(next_id), shorter.first));
+                    let replaced = map.insert(key, fresh(take_id(next_id), shorter.first));
+                    journal.record(n - 1, key, replaced, true);
                 }
             }
             let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
             (old, id) = match map.get_mut(&key) {
-                Some(seen) => touch(seen, end),
+                Some(seen) => {
+                    journal.record(n - 1, key, Some(*seen), false);
+                    touch(seen, end)
+                }
                 None => {
                     let new_id = take_id(next_id);
                     map.insert(key, fresh(new_id, end));
+                    journal.record(n - 1, key, None, true);
                     (None, new_id)
                 }
             };
@@ -254,6 +269,188 @@ impl Index {
         for slot in &mut before[known..] {
             *slot = None;
         }
+    }
+}
+
+/// What [`Index::push`] changed, for [`Reusable`] to undo: nothing for a
+/// one-off trace.
+trait Journal {
+    /// Entry `key` of map `map` (0: the 1-grams, `n - 1`: the n-grams) was
+    /// `old` before (`None`: absent); `took_id`: an id was taken for it.
+    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool);
+}
+
+impl Journal for () {
+    #[inline(always)]
+    fn record(&mut self, _: usize, _: u64, _: Option<Seen>, _: bool) {}
+}
+
+/// One change to an [`Index`], as a [`Journal`] records it.
+#[derive(Clone, Copy)]
+struct Undo {
+    key: u64,
+    old: Option<Seen>,
+    map: u8,
+    took_id: bool,
+}
+
+impl Journal for Vec<Undo> {
+    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
+        self.push(Undo {
+            key,
+            old,
+            // At most max_n - 1 <= 254.
+            map: map as u8,
+            took_id,
+        });
+    }
+}
+
+impl Index {
+    /// Undoes `change` (the last change not yet undone).
+    fn undo(&mut self, change: Undo) {
+        let map = usize::from(change.map);
+        if change.took_id {
+            // Ids are taken in order and undone in reverse.
+            self.next_id[map] -= 1;
+        }
+        if map == 0 {
+            let token = change.key as u32;
+            match change.old {
+                Some(seen) => self.unigrams.insert(token, seen),
+                None => self.unigrams.remove(&token),
+            };
+        } else {
+            let longer = &mut self.longer[map - 1];
+            match change.old {
+                Some(seen) => longer.insert(change.key, seen),
+                None => longer.remove(&change.key),
+            };
+        }
+    }
+}
+
+/// Traces of requests whose contexts share prefixes, as an agent's calls
+/// do (each resends the conversation so far): the n-grams of the last
+/// context are kept with a log of how each position changed them, so the
+/// next request rolls them back to the prefix it shares and goes on from
+/// there. The traces are [`generate`]'s: the n-grams of a prefix depend on
+/// the prefix alone. Memory follows the longest context: its tokens, its
+/// n-grams and a log entry (32 bytes) per n-gram change, up to `max_n + 1`
+/// a position.
+pub struct Reusable {
+    config: Config,
+    index: Index,
+    /// The context the index holds, one position per token.
+    tokens: Vec<u32>,
+    log: Vec<Undo>,
+    /// `marks[e]`: the log's length before position `e` was pushed.
+    marks: Vec<usize>,
+}
+
+impl Reusable {
+    /// Nothing held yet, for requests under `config`.
+    ///
+    /// # Panics
+    ///
+    /// With [`Rule::Suffix`], as [`generate`].
+    pub fn new(config: Config) -> Self {
+        assert!(
+            config.rule != Rule::Suffix,
+            "suffix traces are made by ngram::suffix"
+        );
+        Self {
+            config,
+            index: Index::new(config.max_n),
+            tokens: Vec::new(),
+            log: Vec::new(),
+            marks: Vec::new(),
+        }
+    }
+
+    /// How many tokens `prompt` shares from its start with the context
+    /// held: what a [`generate`](Self::generate) of it need not redo.
+    pub fn shared(&self, prompt: &[u32]) -> usize {
+        let (a, b) = (&self.tokens[..], prompt);
+        let limit = a.len().min(b.len());
+        let mut i = 0;
+        // Whole chunks by slice comparison first, then one at a time.
+        while i + 64 <= limit && a[i..i + 64] == b[i..i + 64] {
+            i += 64;
+        }
+        while i < limit && a[i] == b[i] {
+            i += 1;
+        }
+        i
+    }
+
+    /// The trace of one request, as [`generate`]`(config, context,
+    /// output_len)` gives it.
+    ///
+    /// ```
+    /// use specdec_metrics_cli::ngram::{Config, Reusable, Rule, generate};
+    /// let config = Config { rule: Rule::Vllm, min_n: 1, max_n: 3, cap: 8 };
+    /// let mut reusable = Reusable::new(config);
+    /// let first = [1, 2, 3, 1, 2, 3, 9, 1, 2, 3];
+    /// let second = [1, 2, 3, 1, 2, 7, 1, 2, 3, 1];
+    /// assert_eq!(reusable.generate(&first, 4), generate(&config, &first, 4));
+    /// assert_eq!(reusable.shared(&second[..6]), 5);
+    /// assert_eq!(reusable.generate(&second, 3), generate(&config, &second, 3));
+    /// ```
+    pub fn generate(&mut self, context: &[u32], output_len: usize) -> Positions {
+        let prompt_len = context.len() - output_len;
+        let keep = self.shared(&context[..prompt_len]);
+        while self.marks.len() > keep {
+            let mark = self.marks.pop().expect("above keep");
+            while self.log.len() > mark {
+                let change = self.log.pop().expect("above the mark");
+                self.index.undo(change);
+            }
+        }
+        self.tokens.truncate(keep);
+        let mut recorder = Recorder {
+            log: &mut self.log,
+            marks: &mut self.marks,
+            tokens: &mut self.tokens,
+        };
+        drive(
+            &self.config,
+            &mut self.index,
+            &mut recorder,
+            context,
+            output_len,
+            keep,
+        )
+    }
+}
+
+/// The [`Journal`] of a [`Reusable`], which also marks each position.
+struct Recorder<'a> {
+    log: &'a mut Vec<Undo>,
+    marks: &'a mut Vec<usize>,
+    tokens: &'a mut Vec<u32>,
+}
+
+impl Journal for Recorder<'_> {
+    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
+        self.log.record(map, key, old, took_id);
+    }
+}
+
+/// Where [`drive`] tells a journal that a position begins.
+trait Positioned: Journal {
+    fn begin(&mut self, token: u32);
+}
+
+impl Positioned for () {
+    #[inline(always)]
+    fn begin(&mut self, _: u32) {}
+}
+
+impl Positioned for Recorder<'_> {
+    fn begin(&mut self, token: u32) {
+        self.marks.push(self.log.len());
+        self.tokens.push(token);
     }
 }
 
@@ -295,6 +492,20 @@ pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Position
         config.rule != Rule::Suffix,
         "suffix traces are made by ngram::suffix"
     );
+    let mut index = Index::new(config.max_n);
+    drive(config, &mut index, &mut (), context, output_len, 0)
+}
+
+/// [`generate`] on `index`, which holds the n-grams of `context[..start]`
+/// (`start` at most the prompt's length), telling `journal` what changes.
+fn drive<J: Positioned>(
+    config: &Config,
+    index: &mut Index,
+    journal: &mut J,
+    context: &[u32],
+    output_len: usize,
+    start: usize,
+) -> Positions {
     let prompt_len = context.len() - output_len;
     let positions = output_len.saturating_sub(1);
     let mut out = Positions {
@@ -307,13 +518,13 @@ pub fn generate(config: &Config, context: &[u32], output_len: usize) -> Position
     }
     let max_n = config.max_n;
     let cap = config.cap;
-    let mut index = Index::new(max_n);
     let mut before = vec![None; max_n];
     // The previous position's proposal: (start, matched), to continue it.
     let mut previous: Option<(usize, usize)> = None;
     // Contexts of length T = e + 1 for e < prompt_len are not drafted at.
-    for e in 0..prompt_len + positions {
-        index.push(context, e, &mut before);
+    for e in start..prompt_len + positions {
+        journal.begin(context[e]);
+        index.push(context, e, &mut before, journal);
         let len = e + 1; // T
         if len <= prompt_len {
             continue;

@@ -7,6 +7,10 @@
 use std::fmt;
 use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustc_hash::FxHashMap;
+use specdec_ingest::trace::{ASSISTANT_HEADER, Prompt};
 
 use crate::format::display_path;
 
@@ -149,6 +153,182 @@ impl Tokenizer {
     }
 }
 
+/// The token cache's size unless told otherwise (`ngram --token-cache`):
+/// room for the messages of a few hundred long conversations, small
+/// beside the rest of a run.
+pub const DEFAULT_TOKEN_CACHE_BYTES: u64 = 256 << 20;
+
+/// What an entry of a [`TokenCache`] is counted as besides its text and
+/// tokens: the map's slot, the two allocations' headers.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// The tokens of rendered chat messages, by the rendered text, shared by
+/// every worker: an agent resends its conversation so far with every
+/// call, and each message is tokenized once while it stays here.
+///
+/// Bounded: entries are counted as their text's bytes, four bytes a token
+/// and a fixed overhead, and kept in two generations of at most half the
+/// budget each. A hit in the older generation moves the entry to the
+/// newer one; when the newer one is full, the older one is dropped and the
+/// newer one becomes it. So the recently used entries stay (an
+/// approximation of least-recently-used that costs one map lookup or two),
+/// and the cache holds at most the budget (an entry larger than half of it
+/// is not kept). A message
+/// evicted is tokenized again when it comes back: the result is the same,
+/// only slower. The lock is not held while tokenizing, so two workers may
+/// tokenize the same new message at once; both get the same tokens.
+pub struct TokenCache {
+    max_bytes: usize,
+    inner: Mutex<Generations>,
+}
+
+#[derive(Default)]
+struct Generations {
+    newer: FxHashMap<Box<str>, Arc<[u32]>>,
+    newer_bytes: usize,
+    older: FxHashMap<Box<str>, Arc<[u32]>>,
+    hits: u64,
+    misses: u64,
+}
+
+/// How a [`TokenCache`] did: the messages found in it and those
+/// tokenized.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Messages found already tokenized.
+    pub hits: u64,
+    /// Messages tokenized.
+    pub misses: u64,
+}
+
+fn entry_bytes(text: &str, tokens: &[u32]) -> usize {
+    text.len() + 4 * tokens.len() + ENTRY_OVERHEAD
+}
+
+impl TokenCache {
+    /// A cache of at most about `max_bytes` (0: nothing is kept).
+    pub fn new(max_bytes: u64) -> Self {
+        Self {
+            max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+            inner: Mutex::new(Generations::default()),
+        }
+    }
+
+    /// The tokens of `text`, from the cache or from `encode` (then kept).
+    ///
+    /// ```
+    /// use specdec_metrics_cli::ngram::tokenize::TokenCache;
+    /// let cache = TokenCache::new(1 << 20);
+    /// let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+    /// assert_eq!(&*cache.tokens("ab", bytes).unwrap(), &[97, 98]);
+    /// assert_eq!(&*cache.tokens("ab", |_| Err("not called".into())).unwrap(), &[97, 98]);
+    /// assert_eq!((cache.stats().hits, cache.stats().misses), (1, 1));
+    /// ```
+    pub fn tokens(
+        &self,
+        text: &str,
+        encode: impl FnOnce(&str) -> Result<Vec<u32>, String>,
+    ) -> Result<Arc<[u32]>, String> {
+        {
+            let mut g = self.lock();
+            if let Some(tokens) = g.newer.get(text) {
+                let tokens = Arc::clone(tokens);
+                g.hits += 1;
+                return Ok(tokens);
+            }
+            if let Some((key, tokens)) = g.older.remove_entry(text) {
+                g.hits += 1;
+                let found = Arc::clone(&tokens);
+                self.insert(&mut g, key, tokens);
+                return Ok(found);
+            }
+            g.misses += 1;
+        }
+        let tokens: Arc<[u32]> = encode(text)?.into();
+        let mut g = self.lock();
+        if !g.newer.contains_key(text) {
+            self.insert(&mut g, text.into(), Arc::clone(&tokens));
+        }
+        Ok(tokens)
+    }
+
+    /// Hits and misses so far.
+    pub fn stats(&self) -> CacheStats {
+        let g = self.lock();
+        CacheStats {
+            hits: g.hits,
+            misses: g.misses,
+        }
+    }
+
+    /// What the entries take, as counted against the budget.
+    pub fn bytes(&self) -> usize {
+        let g = self.lock();
+        g.newer_bytes
+            + g.older
+                .iter()
+                .map(|(k, v)| entry_bytes(k, v))
+                .sum::<usize>()
+    }
+
+    fn insert(&self, g: &mut Generations, key: Box<str>, tokens: Arc<[u32]>) {
+        let bytes = entry_bytes(&key, &tokens);
+        if bytes > self.max_bytes / 2 {
+            return; // larger than a generation: never kept
+        }
+        if g.newer_bytes + bytes > self.max_bytes / 2 {
+            g.older = std::mem::take(&mut g.newer);
+            g.newer_bytes = 0;
+        }
+        g.newer_bytes += bytes;
+        g.newer.insert(key, tokens);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
+        // A worker that panicked holding the lock left the maps whole
+        // (every update is a single insert or remove).
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The tokens of a request's prompt: a text's, whole; a chat's, the
+/// concatenation of each rendered message's tokens and the assistant's
+/// header's, each from `cache` or `encode`. At a message boundary this
+/// can differ from tokenizing the rendered text whole (a token that would
+/// span the boundary is two here), as an engine that tokenizes its
+/// template's parts apart would.
+///
+/// ```
+/// use specdec_ingest::trace::{ChatMessage, Prompt};
+/// use specdec_metrics_cli::ngram::tokenize::{TokenCache, prompt_tokens};
+/// let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+/// let cache = TokenCache::new(1 << 20);
+/// let chat = Prompt::Messages(vec![ChatMessage { role: "user".into(), content: "hi".into() }]);
+/// let whole: Vec<u32> = chat.render().bytes().map(u32::from).collect();
+/// assert_eq!(prompt_tokens(&chat, &cache, bytes).unwrap(), whole);
+/// ```
+pub fn prompt_tokens(
+    prompt: &Prompt,
+    cache: &TokenCache,
+    encode: impl Fn(&str) -> Result<Vec<u32>, String>,
+) -> Result<Vec<u32>, String> {
+    match prompt {
+        Prompt::Text(text) => encode(text),
+        Prompt::Messages(turns) => {
+            let mut tokens = Vec::new();
+            // One buffer for every message's rendering (the cache's key).
+            let mut text = String::new();
+            for m in turns {
+                text.clear();
+                m.render_into(&mut text);
+                tokens.extend_from_slice(&cache.tokens(&text, &encode)?);
+            }
+            tokens.extend_from_slice(&cache.tokens(ASSISTANT_HEADER, &encode)?);
+            Ok(tokens)
+        }
+    }
+}
+
 /// The end-of-sequence token: an id no text token has (vocabularies are far
 /// smaller than 2^32 - 1), so no proposal ever contains it.
 pub const EOS: u32 = u32::MAX;
@@ -156,6 +336,76 @@ pub const EOS: u32 = u32::MAX;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use specdec_ingest::trace::ChatMessage;
+
+    fn bytes(text: &str) -> Result<Vec<u32>, String> {
+        Ok(text.bytes().map(u32::from).collect())
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_budget_and_keeps_what_is_used() {
+        let texts: Vec<String> = (0..200).map(|i| format!("message {i:04}")).collect();
+        let one = entry_bytes(&texts[0], &bytes(&texts[0]).unwrap());
+        // Room for ten entries.
+        let cache = TokenCache::new(10 * one as u64);
+        for (i, text) in texts.iter().enumerate() {
+            assert_eq!(*cache.tokens(text, bytes).unwrap(), *bytes(text).unwrap());
+            // The first message is used all along: never evicted.
+            assert_eq!(
+                *cache.tokens(&texts[0], bytes).unwrap(),
+                *bytes(&texts[0]).unwrap()
+            );
+            assert!(cache.bytes() <= 10 * one, "{} after {i}", cache.bytes());
+        }
+        let stats = cache.stats();
+        assert_eq!(stats.misses, 200, "{stats:?}");
+        assert_eq!(stats.hits, 200);
+        // An old one was evicted: tokenized again, the same.
+        let before = cache.stats().misses;
+        assert_eq!(
+            *cache.tokens(&texts[1], bytes).unwrap(),
+            *bytes(&texts[1]).unwrap()
+        );
+        assert_eq!(cache.stats().misses, before + 1);
+    }
+
+    #[test]
+    fn a_cache_of_nothing_tokenizes_every_time() {
+        let cache = TokenCache::new(0);
+        for _ in 0..3 {
+            assert_eq!(*cache.tokens("ab", bytes).unwrap(), [97, 98]);
+        }
+        assert_eq!(cache.stats(), CacheStats { hits: 0, misses: 3 });
+        assert_eq!(cache.bytes(), 0);
+        let failed = cache.tokens("ab", |_| Err("no".into()));
+        assert_eq!(failed.unwrap_err(), "no");
+    }
+
+    #[test]
+    fn a_chats_tokens_are_its_messages_then_the_header() {
+        let turn = |role: &str, content: &str| ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        };
+        let chat = Prompt::Messages(vec![
+            turn("system", "s"),
+            turn("user", "u"),
+            turn("user", "u"),
+        ]);
+        let cache = TokenCache::new(1 << 20);
+        // Byte tokens: per message is the whole text's.
+        let whole = bytes(&chat.render()).unwrap();
+        assert_eq!(prompt_tokens(&chat, &cache, bytes).unwrap(), whole);
+        // Three distinct texts tokenized (the repeated turn and the header
+        // once each), one found.
+        assert_eq!(cache.stats(), CacheStats { hits: 1, misses: 3 });
+        // A tokenizer that marks each call's start: the parts are apart.
+        let marked = |t: &str| Ok(std::iter::once(0).chain(t.bytes().map(u32::from)).collect());
+        let parts = prompt_tokens(&chat, &TokenCache::new(1 << 20), marked).unwrap();
+        assert_eq!(parts.iter().filter(|&&t| t == 0).count(), 4);
+        let text = Prompt::Text("ab".into());
+        assert_eq!(prompt_tokens(&text, &cache, marked).unwrap(), [0, 97, 98]);
+    }
 
     #[test]
     fn errors_name_the_file_not_a_flag() {
