@@ -822,6 +822,48 @@ mod tests {
     }
 
     #[test]
+    fn run_signals_read_as_documented() {
+        assert_eq!(RunSignal::parse("short-match"), Ok(RunSignal::ShortMatch));
+        assert_eq!(RunSignal::parse("none"), Ok(RunSignal::Unsplit));
+        assert_eq!(RunSignal::parse("match-below=2"), Ok(RunSignal::MatchBelow(2)));
+        assert_eq!(RunSignal::parse("match-below=255"), Ok(RunSignal::MatchBelow(255)));
+        // Sixteenths of a token, from one to 255 of them, whole.
+        assert_eq!(RunSignal::parse("score-below=0.0625"), Ok(RunSignal::ScoreBelow(1)));
+        assert_eq!(RunSignal::parse("score-below=2"), Ok(RunSignal::ScoreBelow(32)));
+        assert_eq!(RunSignal::parse("score-below=15.9375"), Ok(RunSignal::ScoreBelow(255)));
+        for bad in [
+            "match-below=1",
+            "match-below=256",
+            "match-below=x",
+            "score-below=0",
+            "score-below=16",
+            "score-below=0.1",
+            "score-below=NaN",
+            "score-below=",
+            "short",
+            "",
+        ] {
+            assert!(RunSignal::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(default_signal(Some("suffix")), RunSignal::Unsplit);
+        assert_eq!(default_signal(None), RunSignal::ShortMatch);
+    }
+
+    #[test]
+    fn a_match_signal_splits_runs_by_the_match_length() {
+        let below = CopyRuns::new(RunSettings {
+            signal: RunSignal::MatchBelow(4),
+            ..settings(true, 1000)
+        });
+        let at = |ngram| Some(outcome(8, 0, 0, ngram).position);
+        assert_eq!(below.state_with(at(3), false, 0.0), 1);
+        assert_eq!(below.state_with(at(1), false, 0.0), 1);
+        assert_eq!(below.state_with(at(4), false, 0.0), 0);
+        // No match known: not below.
+        assert_eq!(below.state_with(at(0), false, 0.0), 0);
+    }
+
+    #[test]
     fn a_score_signal_splits_runs_by_the_drafts_score() {
         let scored = |proposal: u8, ngram: u8, score: u8| {
             let mut p = outcome(proposal, 0, 0, ngram).position;
