@@ -496,6 +496,49 @@ mod tests {
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
+    /// A suffix trace's scores reach the states: in whole tokens, read
+    /// from sixteenths.
+    #[test]
+    fn a_suffix_drafts_score_picks_its_state() {
+        struct Steps(Mutex<Vec<u64>>);
+        impl engine::Events for Steps {
+            fn interval(&self, interval: &engine::Interval<'_>) {
+                let c = interval.state_controller.as_ref().unwrap();
+                let mut steps = self.0.lock().unwrap();
+                steps.resize(c.steps_by_state.len(), 0);
+                for (total, &n) in steps.iter_mut().zip(&c.steps_by_state) {
+                    *total += n;
+                }
+            }
+        }
+        // Drafts scoring half a token (8 sixteenths) and two and a half
+        // (40), alternating; every one a proposal of 4, one of them held.
+        let line = |i: usize| {
+            let score: Vec<String> = (0..39)
+                .map(|j| if (i + j) % 2 == 0 { "8" } else { "40" }.to_owned())
+                .collect();
+            format!(
+                "{{\"id\":{i},\"output_tokens\":40,\"proposal\":[{}],\"match\":[{}],\"score\":[{}]}}\n",
+                vec!["4"; 39].join(","),
+                vec!["1"; 39].join(","),
+                score.join(",")
+            )
+        };
+        let text: String = (0..20).map(line).collect();
+        let mut s = settings();
+        s.traces = Arc::new(TraceSet::read(text.as_bytes(), "scores").unwrap());
+        s.max_draft_len = 4;
+        s.state_space = Some(parse_state_space("levels=1,score=3").unwrap());
+        let config = s.config(PolicySpec::per_state_censored()).unwrap();
+        let recorder = engine::recorder(&config).unwrap();
+        let steps = Steps(Mutex::new(Vec::new()));
+        engine::run(&config, &recorder, None, &AtomicBool::new(false), &steps).unwrap();
+        let steps = steps.0.into_inner().unwrap();
+        // Under one token: state 0; two or more: state 2; none in 1.
+        assert_eq!(steps.len(), 3);
+        assert!(steps[0] > 0 && steps[2] > 0 && steps[1] == 0, "{steps:?}");
+    }
+
     /// Every state reaches the interval events, not only the first four.
     #[test]
     fn interval_events_carry_every_state() {
