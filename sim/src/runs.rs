@@ -825,12 +825,27 @@ mod tests {
     fn run_signals_read_as_documented() {
         assert_eq!(RunSignal::parse("short-match"), Ok(RunSignal::ShortMatch));
         assert_eq!(RunSignal::parse("none"), Ok(RunSignal::Unsplit));
-        assert_eq!(RunSignal::parse("match-below=2"), Ok(RunSignal::MatchBelow(2)));
-        assert_eq!(RunSignal::parse("match-below=255"), Ok(RunSignal::MatchBelow(255)));
+        assert_eq!(
+            RunSignal::parse("match-below=2"),
+            Ok(RunSignal::MatchBelow(2))
+        );
+        assert_eq!(
+            RunSignal::parse("match-below=255"),
+            Ok(RunSignal::MatchBelow(255))
+        );
         // Sixteenths of a token, from one to 255 of them, whole.
-        assert_eq!(RunSignal::parse("score-below=0.0625"), Ok(RunSignal::ScoreBelow(1)));
-        assert_eq!(RunSignal::parse("score-below=2"), Ok(RunSignal::ScoreBelow(32)));
-        assert_eq!(RunSignal::parse("score-below=15.9375"), Ok(RunSignal::ScoreBelow(255)));
+        assert_eq!(
+            RunSignal::parse("score-below=0.0625"),
+            Ok(RunSignal::ScoreBelow(1))
+        );
+        assert_eq!(
+            RunSignal::parse("score-below=2"),
+            Ok(RunSignal::ScoreBelow(32))
+        );
+        assert_eq!(
+            RunSignal::parse("score-below=15.9375"),
+            Ok(RunSignal::ScoreBelow(255))
+        );
         for bad in [
             "match-below=1",
             "match-below=256",
