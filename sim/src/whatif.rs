@@ -496,6 +496,41 @@ mod tests {
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
+    /// Before their first choice the copy-run controllers draft 4 on an
+    /// n-gram trace and `K` on a suffix trace.
+    #[test]
+    fn the_first_length_is_the_traces_rules() {
+        let positions = 39;
+        let request = format!(
+            "{{\"output_tokens\":40,\"proposal\":[{}],\"match\":[{}]}}\n",
+            vec!["12"; positions].join(","),
+            vec!["1"; positions].join(",")
+        );
+        for (rule, first) in [("vllm", 4), ("suffix", 8)] {
+            let extra = if rule == "suffix" {
+                ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
+            } else {
+                ""
+            };
+            let meta = format!(
+                "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
+            );
+            let mut s = settings();
+            s.traces =
+                Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
+            s.max_draft_len = 8;
+            // No choice before the run ends.
+            s.update_observations = Some(1_000_000);
+            for policy in [PolicySpec::adaptive(), PolicySpec::per_state()] {
+                let r = s.replay(policy).unwrap();
+                let used: Vec<usize> = (0..r.chosen_lens.len())
+                    .filter(|&k| r.chosen_lens[k] > 0)
+                    .collect();
+                assert_eq!(used, [first], "{rule} {policy}");
+            }
+        }
+    }
+
     /// A suffix trace's scores reach the states: in whole tokens, read
     /// from sixteenths.
     #[test]
