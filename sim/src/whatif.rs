@@ -496,6 +496,84 @@ mod tests {
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
+    /// Before their first choice the copy-run controllers draft 4 on an
+    /// n-gram trace and `K` on a suffix trace.
+    #[test]
+    fn the_first_length_is_the_traces_rules() {
+        let positions = 39;
+        let request = format!(
+            "{{\"output_tokens\":40,\"proposal\":[{}],\"match\":[{}]}}\n",
+            vec!["12"; positions].join(","),
+            vec!["1"; positions].join(",")
+        );
+        for (rule, first) in [("vllm", 4), ("suffix", 8)] {
+            let extra = if rule == "suffix" {
+                ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
+            } else {
+                ""
+            };
+            let meta = format!(
+                "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
+            );
+            let mut s = settings();
+            s.traces =
+                Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
+            s.max_draft_len = 8;
+            // No choice before the run ends.
+            s.update_observations = Some(1_000_000);
+            for policy in [PolicySpec::adaptive(), PolicySpec::per_state()] {
+                let r = s.replay(policy).unwrap();
+                let used: Vec<usize> = (0..r.chosen_lens.len())
+                    .filter(|&k| r.chosen_lens[k] > 0)
+                    .collect();
+                assert_eq!(used, [first], "{rule} {policy}");
+            }
+        }
+    }
+
+    /// A suffix trace's scores reach the states: in whole tokens, read
+    /// from sixteenths.
+    #[test]
+    fn a_suffix_drafts_score_picks_its_state() {
+        struct Steps(Mutex<Vec<u64>>);
+        impl engine::Events for Steps {
+            fn interval(&self, interval: &engine::Interval<'_>) {
+                let c = interval.state_controller.as_ref().unwrap();
+                let mut steps = self.0.lock().unwrap();
+                steps.resize(c.steps_by_state.len(), 0);
+                for (total, &n) in steps.iter_mut().zip(&c.steps_by_state) {
+                    *total += n;
+                }
+            }
+        }
+        // Drafts scoring half a token (8 sixteenths) and two and a half
+        // (40), alternating; every one a proposal of 4, one of them held.
+        let line = |i: usize| {
+            let score: Vec<String> = (0..39)
+                .map(|j| if (i + j) % 2 == 0 { "8" } else { "40" }.to_owned())
+                .collect();
+            format!(
+                "{{\"id\":{i},\"output_tokens\":40,\"proposal\":[{}],\"match\":[{}],\"score\":[{}]}}\n",
+                vec!["4"; 39].join(","),
+                vec!["1"; 39].join(","),
+                score.join(",")
+            )
+        };
+        let text: String = (0..20).map(line).collect();
+        let mut s = settings();
+        s.traces = Arc::new(TraceSet::read(text.as_bytes(), "scores").unwrap());
+        s.max_draft_len = 4;
+        s.state_space = Some(parse_state_space("levels=1,score=3").unwrap());
+        let config = s.config(PolicySpec::per_state_censored()).unwrap();
+        let recorder = engine::recorder(&config).unwrap();
+        let steps = Steps(Mutex::new(Vec::new()));
+        engine::run(&config, &recorder, None, &AtomicBool::new(false), &steps).unwrap();
+        let steps = steps.0.into_inner().unwrap();
+        // Under one token: state 0; two or more: state 2; none in 1.
+        assert_eq!(steps.len(), 3);
+        assert!(steps[0] > 0 && steps[2] > 0 && steps[1] == 0, "{steps:?}");
+    }
+
     /// Every state reaches the interval events, not only the first four.
     #[test]
     fn interval_events_carry_every_state() {

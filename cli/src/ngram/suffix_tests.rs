@@ -670,3 +670,13 @@ fn one_in_flight_is_file_order_and_more_share_partial_outputs_only() {
     assert!(sum(&apart[1]) > 0);
     assert_eq!(sum(&together[1]), 0);
 }
+
+#[test]
+fn a_score_is_kept_in_sixteenths_rounded_down_and_saturated() {
+    assert_eq!(score_sixteenths(0.0), 0);
+    assert_eq!(score_sixteenths(1.0 / 3.0), 5);
+    assert_eq!(score_sixteenths(2.5), 40);
+    assert_eq!(score_sixteenths(15.99), 255);
+    assert_eq!(score_sixteenths(100.0), 255);
+    assert_eq!(score_sixteenths(f32::NAN), 0);
+}

@@ -372,6 +372,8 @@ fn make_policy(
             .model
             .run_signal
             .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
+        settings.first_len =
+            crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
         if let Some(n) = config.model.update_observations {
             // 0: every observation (as the controllers' "every call").
             settings.observations = n.max(1);
