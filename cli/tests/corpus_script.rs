@@ -217,21 +217,27 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     std::fs::write(&agent, serde_json::json!([traj(0), traj(1)]).to_string()).unwrap();
     let out_dir = dir.path().join("out");
     let bin = assert_cmd::cargo::cargo_bin!("specdec-metrics");
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--mirrors",
-        mirrors.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-        "--max-short",
-        "5",
-        "--agent",
-        agent.to_str().unwrap(),
-    ]);
+    // `build` of the manifest with this binary into `out`, from `mirrors`.
+    let build = |mirrors: Option<&Path>, out: &Path, more: &[&str]| {
+        let mut args = vec!["build", "--manifest", manifest.to_str().unwrap()];
+        if let Some(m) = mirrors {
+            args.extend(["--mirrors", m.to_str().unwrap()]);
+        }
+        args.extend([
+            "--out",
+            out.to_str().unwrap(),
+            "--bin",
+            bin.to_str().unwrap(),
+        ]);
+        args.extend(more);
+        corpus(&args)
+    };
+    let agent_arg = agent.to_str().unwrap();
+    let out = build(
+        Some(&mirrors),
+        &out_dir,
+        &["--max-short", "5", "--agent", agent_arg],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     // Three commits edit a.txt up to the pinned one (not the fourth, after
@@ -265,21 +271,11 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     // The same long edit with suffix decoding, into another directory: the
     // same requests, the rule in the metadata, each draft's score.
     let suffix_dir = dir.path().join("out-suffix");
-    let built = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--mirrors",
-        mirrors.to_str().unwrap(),
-        "--out",
-        suffix_dir.to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-        "--regimes",
-        "long",
-        "--rule",
-        "suffix",
-    ]);
+    let built = build(
+        Some(&mirrors),
+        &suffix_dir,
+        &["--regimes", "long", "--rule", "suffix"],
+    );
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
     let suffix_trace = std::fs::read_to_string(suffix_dir.join("tuning/long/tiny.jsonl")).unwrap();
     let meta: serde_json::Value =
@@ -379,19 +375,11 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
 
     // Rebuilding one regime (agent needs no mirror) replaces its traces and
     // times and keeps the others'.
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-        "--regimes",
-        "agent",
-        "--agent",
-        agent.to_str().unwrap(),
-    ]);
+    let out = build(
+        None,
+        &out_dir,
+        &["--regimes", "agent", "--agent", agent_arg],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(requests(&short_path).len(), 3);
     let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
@@ -406,17 +394,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     // A mirror missing: refused before anything is built, naming it.
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let out = corpus(&[
-        "build",
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--mirrors",
-        empty.to_str().unwrap(),
-        "--out",
-        dir.path().join("out2").to_str().unwrap(),
-        "--bin",
-        bin.to_str().unwrap(),
-    ]);
+    let out = build(Some(&empty), &dir.path().join("out2"), &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("no mirror of owner/tiny"),
