@@ -170,6 +170,9 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 /// reader reads this one and version 1.
 pub const FORMAT_VERSION: u64 = 2;
 
+/// The `score` array's unit: this many per token (sixteenths of a token).
+pub const SCORE_PER_TOKEN: f32 = 16.0;
+
 /// What the optional first line says about how the trace was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceMeta {

@@ -762,7 +762,7 @@ pub fn local_pass(config: &SuffixConfig, prompt: &[u32], output: &[u32]) -> Loca
 /// ```
 pub fn score_sixteenths(score: f32) -> u8 {
     // `as` saturates (and reads NaN as 0).
-    (score * 16.0) as u8
+    (score * specdec_ingest::trace::SCORE_PER_TOKEN) as u8
 }
 
 /// A request's outcomes at every cap: the arrays at the trace's cap and

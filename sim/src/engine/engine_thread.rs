@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::runs::PositionOutcome;
+use specdec_ingest::trace::SCORE_PER_TOKEN;
 
 /// One request in a batch.
 pub(super) struct Request {
@@ -407,7 +408,7 @@ impl<'a> Engine<'a> {
             let signal = position.map_or(DraftSignal::NONE, |p| {
                 DraftSignal::ngram(usize::from(p.ngram), max_n)
                     .with_short_proposal(usize::from(p.proposal) < max_draft_len)
-                    .with_score(f64::from(p.score) / 16.0)
+                    .with_score(f64::from(p.score) / f64::from(SCORE_PER_TOKEN))
             });
             RequestView {
                 state,
