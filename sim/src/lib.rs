@@ -69,6 +69,7 @@ pub mod peers;
 pub mod policy;
 pub mod rng;
 pub mod runs;
+pub mod score_states;
 pub mod state_rule;
 pub mod stdio;
 pub mod summary;

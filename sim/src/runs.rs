@@ -37,7 +37,9 @@
 //! concave). The batch-level controller keeps one sum; the per-state one
 //! keeps one per state of a run's first step (a first signal, [`RunSignal`]:
 //! on n-gram traces whether the drafter's match was shorter than its
-//! longest `n`, on suffix-decoding traces none, see [`default_signal`];
+//! longest `n`, see [`default_signal`]; per-state on suffix-decoding
+//! traces is not a copy-run controller by default, see
+//! [`crate::score_states`];
 //! whether the request's previous step had nothing to propose; and
 //! whether its previous run predicted more than one token), and a run
 //! keeps its first step's length to its end. Runs of a request that had nothing to propose (`L = 0`)
@@ -120,12 +122,15 @@ pub enum RunSignal {
     ScoreBelow(u8),
     /// No first signal: the runs split by the other two alone.
     Unsplit,
+    /// Not copy runs: a state per bucket of the draft's score, read at
+    /// every step ([`crate::score_states`]).
+    ScoreSteps,
 }
 
 impl RunSignal {
     /// Reads `short-match`, `match-below=N` (`N` in `2..=255`),
-    /// `score-below=X` (`X` in tokens, a multiple of 1/16 in `(0, 16)`) or
-    /// `none`.
+    /// `score-below=X` (`X` in tokens, a multiple of 1/16 in `(0, 16)`),
+    /// `score-steps` or `none`.
     ///
     /// ```
     /// use specdec_sim::runs::RunSignal;
@@ -139,6 +144,7 @@ impl RunSignal {
         match s {
             "short-match" => Ok(Self::ShortMatch),
             "none" => Ok(Self::Unsplit),
+            "score-steps" => Ok(Self::ScoreSteps),
             _ if s.starts_with("match-below=") => s["match-below=".len()..]
                 .parse::<u8>()
                 .ok()
@@ -152,7 +158,7 @@ impl RunSignal {
                     .ok_or_else(|| {
                         format!(
                             "{s:?}: not a run signal (short-match, match-below=N, \
-                             score-below=X, none)"
+                             score-below=X, score-steps, none)"
                         )
                     })?;
                 let sixteenths = tokens * 16.0;
@@ -172,36 +178,38 @@ impl RunSignal {
             Self::ShortMatch => position.ngram > 0 && usize::from(position.ngram) < max_n,
             Self::MatchBelow(n) => position.ngram > 0 && position.ngram < n,
             Self::ScoreBelow(t) => position.proposal > 0 && position.score < t,
-            Self::Unsplit => false,
+            Self::Unsplit | Self::ScoreSteps => false,
         }
     }
 }
 
-/// The per-state copy-run controller's first signal on traces of the
-/// drafting rule `rule` (the trace's metadata; `None`: n-gram):
-/// [`RunSignal::ShortMatch`] on n-gram traces, [`RunSignal::Unsplit`] on
-/// suffix-decoding ones.
+/// Per-state's signal on traces of the drafting rule `rule` (the trace's
+/// metadata; `None`: n-gram): [`RunSignal::ShortMatch`] (copy runs split
+/// by a short match) on n-gram traces, [`RunSignal::ScoreSteps`] (no copy
+/// runs: a state per bucket of the draft's score, [`crate::score_states`])
+/// on suffix-decoding ones.
 ///
 /// Chosen on the tuning half of the held-out corpus's suffix traces (vLLM's
 /// defaults; short edits, long edits and agent calls; `K` 8 and 24, `c`
 /// 0.02 / 0.1 / 0.3, batch 1 / 8 / 32 / 128: the mean of 72 cell medians
-/// of per-state's goodput over the best static `k`): unsplit 0.9952; a
-/// score below 0.5 / 1 / 2 / 4 tokens 0.9931 / 0.9875 / 0.9817 / 0.9870;
-/// a match below 2 / 4 / 8 tokens 0.9843 / 0.9797 / 0.9873. A short match
-/// (below `depth - 1`) is every suffix draft there, the same as unsplit.
-/// Every split thins the runs each state learns from more than it
-/// separates them: a suffix draft is already cut where its estimated
-/// probability falls below `min_prob`, so drafting all of it is the best
-/// static choice in almost every state.
+/// of per-state's goodput over the best static `k`). Copy runs: unsplit
+/// 0.9952; a score below 0.5 / 1 / 2 / 4 tokens 0.9931 / 0.9875 / 0.9817 /
+/// 0.9870; a match below 2 / 4 / 8 tokens 0.9843 / 0.9797 / 0.9873 (a
+/// short match, below `depth - 1`, is every suffix draft there). A run
+/// keeps its first step's length to its end, so a state that splits runs
+/// by their first draft drafts a long run at the length of its weak start.
+/// Score states read at every step: 1.0036 (with a first length of `K`,
+/// against unsplit runs' 0.9953; cells under 1.00: 19 against 64; see
+/// [`crate::score_states::DEFAULT_FACTOR`]).
 ///
 /// ```
 /// use specdec_sim::runs::{RunSignal, default_signal};
 /// assert_eq!(default_signal(Some("vllm")), RunSignal::ShortMatch);
-/// assert_eq!(default_signal(Some("suffix")), RunSignal::Unsplit);
+/// assert_eq!(default_signal(Some("suffix")), RunSignal::ScoreSteps);
 /// ```
 pub fn default_signal(rule: Option<&str>) -> RunSignal {
     match rule {
-        Some("suffix") => RunSignal::Unsplit,
+        Some("suffix") => RunSignal::ScoreSteps,
         _ => RunSignal::ShortMatch,
     }
 }
@@ -237,6 +245,10 @@ pub struct PositionOutcome {
     /// match length `m` (known once the verify step's bonus token exists
     /// for the part this module uses: `m > a`), the matched `n`.
     pub position: Position,
+    /// What the drafter proposes there at `K` (equal to `position` unless
+    /// a suffix drafter drafts another draft at the drafted length): what
+    /// a proposal tracker records.
+    pub proposed: Position,
     /// The tokens drafted there (`min(k, L)`).
     pub drafted: usize,
     /// The tokens accepted (`min(drafted, m)`).
@@ -561,14 +573,16 @@ mod tests {
     }
 
     fn outcome(proposal: u8, matched: u8, drafted: usize, ngram: u8) -> PositionOutcome {
+        let position = Position {
+            proposal,
+            matched,
+            ngram,
+            score: 0,
+            oracle: matched,
+        };
         PositionOutcome {
-            position: Position {
-                proposal,
-                matched,
-                ngram,
-                score: 0,
-                oracle: matched,
-            },
+            position,
+            proposed: position,
             drafted,
             accepted: drafted.min(usize::from(matched)),
             batch: 1,
@@ -883,7 +897,7 @@ mod tests {
         ] {
             assert!(RunSignal::parse(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(default_signal(Some("suffix")), RunSignal::Unsplit);
+        assert_eq!(default_signal(Some("suffix")), RunSignal::ScoreSteps);
         assert_eq!(default_signal(None), RunSignal::ShortMatch);
     }
 

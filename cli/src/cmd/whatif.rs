@@ -91,10 +91,12 @@ pub struct Args {
     /// levels=1,short-match,after-undrafted, measured on real code edits).
     #[arg(long, value_name = "DEFINITION", value_parser = whatif::parse_state_space)]
     states: Option<specdec_metrics::StateSpace>,
-    /// What splits per-state's copy runs first on a lookup trace:
-    /// short-match (the drafter's match shorter than its longest),
-    /// score-below=X (a suffix draft scoring under X tokens) or none
-    /// (default: the one chosen for the trace's rule).
+    /// What per-state's states are on a lookup trace: copy runs split first
+    /// by short-match (the drafter's match shorter than its longest),
+    /// match-below=N, score-below=X (a suffix draft scoring under X tokens)
+    /// or none; or score-steps (no copy runs: a state per bucket of a
+    /// suffix draft's score, read at every step). Default: short-match on
+    /// n-gram traces, score-steps on suffix traces.
     #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]
     run_signal: Option<specdec_sim::runs::RunSignal>,
     /// Policies replayed at once (default: one per core).

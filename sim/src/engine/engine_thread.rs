@@ -63,6 +63,7 @@ impl Recording<'_> {
         request: &mut Request,
         len: usize,
         position: Position,
+        proposed: Position,
     ) -> (u64, u64) {
         let drafted = len.min(usize::from(position.proposal));
         let gain = if drafted == 0 {
@@ -90,6 +91,7 @@ impl Recording<'_> {
             &mut request.memory,
             PositionOutcome {
                 position,
+                proposed,
                 drafted,
                 accepted: drafted.min(usize::from(position.matched)),
                 batch: self.batch,
@@ -451,16 +453,17 @@ impl<'a> Engine<'a> {
             let view = &self.views[index];
             let len = self.lens[index];
             let (gained, drafted) = match view.position {
-                Some(position) => {
+                Some(proposed) => {
                     // What drafting `len` drafts there (a suffix drafter
                     // may choose another draft at a smaller length).
+                    let position = proposed;
                     let position = match (traces, request.trace) {
                         (Some(traces), Some(i)) => {
                             traces.requests()[i].at_cap(request.generated, position, len)
                         }
                         _ => position,
                     };
-                    recording.traced(index, view.state_index, request, len, position)
+                    recording.traced(index, view.state_index, request, len, position, proposed)
                 }
                 None => recording.drawn(index, view.state_index, request, len),
             };

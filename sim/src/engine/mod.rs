@@ -83,7 +83,8 @@ use crate::drafting::{
 };
 use crate::policy::{Build, Feedback, PolicySpec, RuleSettings};
 use crate::rng::{self, Rng};
-use crate::runs::{CopyRuns, RunSettings};
+use crate::runs::{CopyRuns, RunSettings, RunSignal};
+use crate::score_states::{ScoreSettings, ScoreStates};
 use crate::state_rule::{RuleState, StateRule};
 use crate::summary::{
     ControllerFigures, CostLinear, Counts, EngineStats, Figures, Phase, StateControllerFigures,
@@ -372,6 +373,13 @@ fn make_policy(
             .model
             .run_signal
             .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
+        if per_state && settings.signal == RunSignal::ScoreSteps {
+            let mut score = ScoreSettings::new(config.max_draft_len, config.linear_cost());
+            if let Some(n) = config.model.update_observations {
+                score.observations = n.max(1);
+            }
+            return Ok(Box::new(ScoreStates::new(score)));
+        }
         settings.first_len =
             crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
         if let Some(n) = config.model.update_observations {

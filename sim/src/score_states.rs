@@ -1,0 +1,434 @@
+//! Per-state drafting by the draft's own score: `per-state` on a
+//! suffix-decoding trace.
+//!
+//! A suffix draft carries its score (the sum of its tokens' estimated
+//! probabilities: the tokens the drafter expects accepted). The state of a
+//! request-step is the bucket of that score ([`SCORE_EDGES`]), read again
+//! at every step (a copy run does not keep its first step's state, as in
+//! [`crate::runs`]: a run that starts on a weak draft goes on as a strong
+//! one).
+//!
+//! # What it learns
+//!
+//! At every visited request-step the drafter's proposal at `K` and, once
+//! the following tokens exist, how much of it holds (`L`, `m`) say what
+//! drafting every `k` there would have given: `min(k, L)` drafted,
+//! `min(k, m) + 1` tokens. Each state sums, for every `k` in `0..=K`, those
+//! tokens and the step's cost (`base + per_token × d`, the request's own
+//! step: whether the batch shares it does not enter, see
+//! [`DEFAULT_FACTOR`]), and every
+//! [`DEFAULT_RUN_OBSERVATIONS`] request-steps it drafts the `k` of the
+//! largest
+//!
+//! ```text
+//! tokens(k) − λ cost(k),     λ = factor × (the tokens per unit of cost seen)
+//! ```
+//!
+//! (Dinkelbach's exchange rate between the goodput's numerator and its
+//! denominator, discounted by `factor`, [`DEFAULT_FACTOR`]: a step-by-step
+//! comparison at the full rate drafts too little, since the tokens after a
+//! weak draft are dearer than the mean). Every sum then keeps
+//! [`DEFAULT_KEEP`] of its weight. The outcome at a smaller `k` is read
+//! from the proposal at `K` (what a proposal tracker records): for a
+//! suffix drafter, whose draft at a smaller cap may be another draft, an
+//! approximation.
+
+use crate::drafting::{Policy, RequestMemory, RequestView};
+use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
+use crate::summary::CostLinear;
+
+/// The score buckets' upper edges, in sixteenths of a token (the trace's
+/// unit): under half a token, under 1, 2, 4, 8, and 8 or more.
+pub const SCORE_EDGES: [u8; 5] = [8, 16, 32, 64, 128];
+
+/// The states: one per score bucket.
+pub const SCORE_STATES: usize = SCORE_EDGES.len() + 1;
+
+/// The share of the seen goodput a token is valued at.
+///
+/// Chosen on the tuning half of the held-out corpus's suffix traces (vLLM's
+/// defaults; short edits, long edits and agent calls; `K` 8 and 24, `c`
+/// 0.02 / 0.1 / 0.3, batch 1 / 8 / 32 / 128; the mean of the 72 cell
+/// medians of per-state's goodput over the best static `k`, cells under
+/// 1.00 in parentheses): 0.5 / 0.6 / 0.7 / 0.8 / 0.9 / 1.0 gave 1.0008
+/// (14) / 1.0022 (16) / 1.0031 (23) / 1.0032 (25) / 1.0031 (31) / 1.0035
+/// (34), with each step's cost shared by its batch. 0.7 to 1.0 are within
+/// what one sample resolves (0.1%); 0.7 has the fewest cells under 1.00
+/// of them. Not sharing the cost (the request's own step, as here) gave
+/// 1.0036 (19) at 0.7. The weight kept at each choice (0.5 / 0.8 / 0.95:
+/// 1.0040 / 1.0031 / 1.0027) and the observations per choice (64 / 256 /
+/// 1024: 1.0044 / 1.0031 / 1.0023) are the copy-run controllers'.
+pub const DEFAULT_FACTOR: f64 = 0.7;
+
+/// The state of a draft of `score` sixteenths of a token.
+///
+/// ```
+/// use specdec_sim::score_states::{SCORE_STATES, score_state};
+/// assert_eq!(score_state(0), 0);
+/// assert_eq!(score_state(8), 1); // half a token
+/// assert_eq!(score_state(255), SCORE_STATES - 1);
+/// ```
+pub fn score_state(score: u8) -> usize {
+    SCORE_EDGES.partition_point(|&edge| edge <= score)
+}
+
+/// The settings of a [`ScoreStates`] controller.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScoreSettings {
+    /// `K`.
+    pub max_draft_len: usize,
+    /// The step cost.
+    pub cost: CostLinear,
+    /// Observations between two choices.
+    pub observations: u64,
+    /// The weight the sums keep at each choice.
+    pub keep: f64,
+    /// The share of the seen goodput a token is valued at.
+    pub factor: f64,
+    /// The length before the first choice.
+    pub first_len: usize,
+}
+
+impl ScoreSettings {
+    /// The defaults, for `K` and a cost (a first length of `K`).
+    pub fn new(max_draft_len: usize, cost: CostLinear) -> Self {
+        Self {
+            max_draft_len,
+            cost,
+            observations: DEFAULT_RUN_OBSERVATIONS,
+            keep: DEFAULT_KEEP,
+            factor: DEFAULT_FACTOR,
+            first_len: max_draft_len,
+        }
+    }
+}
+
+/// The score-state controller: see the module docs.
+#[derive(Clone, Debug)]
+pub struct ScoreStates {
+    settings: ScoreSettings,
+    /// `SCORE_STATES × (K + 1)`: tokens at each `k`.
+    tokens: Vec<f64>,
+    /// `SCORE_STATES × (K + 1)`: cost shares at each `k`.
+    costs: Vec<f64>,
+    /// The tokens and cost shares of what was drafted.
+    seen_tokens: f64,
+    seen_cost: f64,
+    plan: [usize; SCORE_STATES],
+    seen: u64,
+    choices: u64,
+    last: usize,
+}
+
+impl ScoreStates {
+    /// A controller of `settings`, drafting `first_len` in every state
+    /// until its first choice.
+    pub fn new(settings: ScoreSettings) -> Self {
+        let width = settings.max_draft_len + 1;
+        let first = settings.first_len.min(settings.max_draft_len);
+        Self {
+            tokens: vec![0.0; SCORE_STATES * width],
+            costs: vec![0.0; SCORE_STATES * width],
+            seen_tokens: 0.0,
+            seen_cost: 0.0,
+            plan: [first; SCORE_STATES],
+            seen: 0,
+            choices: 0,
+            last: first,
+            settings,
+        }
+    }
+
+    /// The length per state.
+    pub fn plan(&self) -> &[usize] {
+        &self.plan
+    }
+
+    /// How many times the plan was chosen.
+    pub fn choices(&self) -> u64 {
+        self.choices
+    }
+
+    fn choose(&mut self) {
+        self.choices += 1;
+        let width = self.settings.max_draft_len + 1;
+        if self.seen_cost > 0.0 {
+            let rate = self.settings.factor * self.seen_tokens / self.seen_cost;
+            for (s, plan) in self.plan.iter_mut().enumerate() {
+                let tokens = &self.tokens[s * width..(s + 1) * width];
+                let costs = &self.costs[s * width..(s + 1) * width];
+                // A state never seen keeps its length.
+                if costs[0] <= 0.0 {
+                    continue;
+                }
+                let mut best = (0, f64::NEG_INFINITY);
+                for (k, (t, c)) in tokens.iter().zip(costs).enumerate() {
+                    let value = t - rate * c;
+                    // Ties to the shorter.
+                    if value > best.1 {
+                        best = (k, value);
+                    }
+                }
+                *plan = best.0;
+            }
+        }
+        let keep = self.settings.keep;
+        self.tokens.iter_mut().for_each(|x| *x *= keep);
+        self.costs.iter_mut().for_each(|x| *x *= keep);
+        self.seen_tokens *= keep;
+        self.seen_cost *= keep;
+    }
+}
+
+impl Policy for ScoreStates {
+    fn budget(&mut self, _step: u64) -> usize {
+        self.plan[0]
+    }
+
+    fn draft_lens(&mut self, _step: u64, requests: &[RequestView], lens: &mut [usize]) {
+        for (len, view) in lens.iter_mut().zip(requests) {
+            *len = view
+                .position
+                .map_or(self.plan[0], |p| self.plan[score_state(p.score)]);
+        }
+    }
+
+    fn after_position(&mut self, _memory: &mut RequestMemory, outcome: PositionOutcome) {
+        let p = outcome.proposed;
+        let (l, m) = (usize::from(p.proposal), usize::from(p.matched));
+        let cost = self.settings.cost;
+        if l > 0 {
+            // Nothing proposed: every k is the same undrafted step.
+            let width = self.settings.max_draft_len + 1;
+            let s = score_state(p.score);
+            let tokens = &mut self.tokens[s * width..(s + 1) * width];
+            let costs = &mut self.costs[s * width..(s + 1) * width];
+            for (k, (t, c)) in tokens.iter_mut().zip(costs.iter_mut()).enumerate() {
+                let d = k.min(l);
+                *t += (d.min(m) + 1) as f64;
+                *c += cost.base + cost.per_token * d as f64;
+            }
+        }
+        self.seen_tokens += (outcome.accepted + 1) as f64;
+        self.seen_cost += cost.base + cost.per_token * outcome.drafted as f64;
+        self.seen += 1;
+        if self.seen >= self.settings.observations {
+            self.seen = 0;
+            self.choose();
+        }
+    }
+
+    fn after_step(&mut self, budget: usize, _outcomes: &[(usize, usize)]) {
+        self.last = budget;
+    }
+
+    fn chosen(&self) -> usize {
+        self.last
+    }
+
+    fn plan_key(&self) -> u64 {
+        self.plan
+            .iter()
+            .fold(0u64, |h, &k| h.wrapping_mul(131).wrapping_add(k as u64 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace_set::Position;
+
+    const COST: CostLinear = CostLinear {
+        base: 1.0,
+        per_token: 0.3,
+    };
+
+    fn settings(observations: u64) -> ScoreSettings {
+        ScoreSettings {
+            observations,
+            keep: 1.0,
+            first_len: 3,
+            ..ScoreSettings::new(8, COST)
+        }
+    }
+
+    fn position(proposal: u8, matched: u8, score: u8) -> Position {
+        Position {
+            proposal,
+            matched,
+            ngram: 1,
+            score,
+            oracle: matched,
+        }
+    }
+
+    /// A step that drafted `drafted` of a proposal at `K` of `proposed`.
+    fn step(proposed: Position, drafted: usize, batch: usize) -> PositionOutcome {
+        PositionOutcome {
+            position: proposed,
+            proposed,
+            drafted: drafted.min(usize::from(proposed.proposal)),
+            accepted: drafted
+                .min(usize::from(proposed.proposal))
+                .min(usize::from(proposed.matched)),
+            batch,
+            finished: false,
+        }
+    }
+
+    fn view(p: Option<Position>) -> RequestView {
+        RequestView {
+            state: specdec_metrics::RequestState::default(),
+            memory: RequestMemory::default(),
+            position: p,
+            state_index: 0,
+            left: 100,
+        }
+    }
+
+    #[test]
+    fn buckets_split_at_their_edges() {
+        let states: Vec<usize> = [0, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255]
+            .into_iter()
+            .map(score_state)
+            .collect();
+        assert_eq!(states, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]);
+    }
+
+    #[test]
+    fn weak_drafts_are_skipped_and_strong_ones_drafted_whole() {
+        let mut c = ScoreStates::new(settings(8));
+        let mut memory = RequestMemory::default();
+        for _ in 0..4 {
+            // Scored under half a token, and nothing holds.
+            c.after_position(&mut memory, step(position(8, 0, 2), 3, 1));
+            // Scored over 8 tokens, and all of it holds.
+            c.after_position(&mut memory, step(position(8, 8, 200), 3, 1));
+        }
+        assert_eq!(c.choices(), 1);
+        assert_eq!(c.plan()[score_state(2)], 0);
+        assert_eq!(c.plan()[score_state(200)], 8);
+        // A state never seen keeps the first length.
+        assert_eq!(c.plan()[score_state(40)], 3);
+        let mut lens = [9; 3];
+        c.draft_lens(
+            0,
+            &[
+                view(Some(position(8, 0, 2))),
+                view(Some(position(8, 8, 200))),
+                view(None),
+            ],
+            &mut lens,
+        );
+        assert_eq!(lens, [0, 8, c.plan()[0]]);
+    }
+
+    #[test]
+    fn a_draft_that_holds_in_part_drafts_where_the_rate_pays() {
+        // Every draft of the state holds 2 tokens of 8: drafting 2 gains
+        // 2 tokens for 0.6 of cost; a third token costs 0.3 and gains none.
+        let mut c = ScoreStates::new(settings(16));
+        let mut memory = RequestMemory::default();
+        for _ in 0..16 {
+            c.after_position(&mut memory, step(position(8, 2, 40), 8, 1));
+        }
+        assert_eq!(c.plan()[score_state(40)], 2);
+    }
+
+    #[test]
+    fn the_exchange_rate_is_the_seen_goodput_times_the_factor() {
+        // One state, drafts of 1 token that hold half the time: drafting 1
+        // gains 0.5 token for 0.3 of cost. Worth it while the rate is under
+        // 0.5 / 0.3.
+        let run = |factor: f64, seen: (usize, u8)| {
+            let mut c = ScoreStates::new(ScoreSettings {
+                factor,
+                ..settings(4)
+            });
+            let mut memory = RequestMemory::default();
+            // What was drafted sets the seen goodput.
+            for m in [0, 1] {
+                c.after_position(&mut memory, step(position(1, m, 10), seen.0, 1));
+            }
+            for _ in 0..2 {
+                c.after_position(&mut memory, step(position(1, seen.1, 200), seen.0, 1));
+            }
+            c.plan()[score_state(10)]
+        };
+        // Nothing drafted: 4 tokens for 4 of cost, rate 1, which drafting
+        // beats (0.5 / 0.3 = 1.67).
+        assert_eq!(run(1.0, (0, 0)), 1);
+        // Drafted 1 at every step: 7 tokens for 5.2, rate 1.35; × 1.3 =
+        // 1.75 > 1.67, × 1.2 = 1.62 < 1.67.
+        assert_eq!(run(1.3, (1, 1)), 0);
+        assert_eq!(run(1.2, (1, 1)), 1);
+    }
+
+    #[test]
+    fn it_learns_from_the_proposal_at_k_not_the_draft() {
+        // At the drafted length the drafter drafted another draft that
+        // failed; the proposal at K holds whole.
+        let mut c = ScoreStates::new(settings(4));
+        let mut memory = RequestMemory::default();
+        for _ in 0..4 {
+            let proposed = position(8, 8, 100);
+            let drafted = Position {
+                proposal: 2,
+                matched: 0,
+                ..proposed
+            };
+            c.after_position(
+                &mut memory,
+                PositionOutcome {
+                    position: drafted,
+                    proposed,
+                    drafted: 2,
+                    accepted: 0,
+                    batch: 1,
+                    finished: false,
+                },
+            );
+        }
+        assert_eq!(c.plan()[score_state(100)], 8);
+    }
+
+    #[test]
+    fn the_plan_is_chosen_every_n_observations_and_older_ones_weigh_less() {
+        let plan = |keep: f64| {
+            let mut c = ScoreStates::new(ScoreSettings {
+                keep,
+                ..settings(4)
+            });
+            let mut memory = RequestMemory::default();
+            let state = score_state(40);
+            // Four steps whose drafts hold whole: 8.
+            for _ in 0..3 {
+                c.after_position(&mut memory, step(position(8, 8, 40), 8, 1));
+                assert_eq!(c.choices(), 0);
+            }
+            c.after_position(&mut memory, step(position(8, 8, 40), 8, 1));
+            assert_eq!((c.choices(), c.plan()[state]), (1, 8));
+            // Then four whose drafts fail.
+            for _ in 0..4 {
+                c.after_position(&mut memory, step(position(8, 0, 40), 8, 1));
+            }
+            assert_eq!(c.choices(), 2);
+            c.plan()[state]
+        };
+        // Kept whole, the drafts that held still pay for the ones that
+        // failed; at a tenth of their weight they do not.
+        assert_eq!(plan(1.0), 8);
+        assert_eq!(plan(0.1), 0);
+    }
+
+    #[test]
+    fn an_undrafted_position_teaches_nothing() {
+        let mut c = ScoreStates::new(settings(4));
+        let mut memory = RequestMemory::default();
+        for _ in 0..4 {
+            c.after_position(&mut memory, step(position(0, 0, 0), 3, 1));
+        }
+        assert_eq!(c.choices(), 1);
+        assert_eq!(c.plan(), &[3; SCORE_STATES]);
+    }
+}
