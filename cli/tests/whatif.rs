@@ -911,8 +911,8 @@ fn per_states_run_signal_defaults_by_the_traces_rule_and_bad_ones_stop() {
         let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
         json["policies"][0].clone()
     };
-    // Score states on suffix traces (not copy runs: those give another
-    // outcome), a short match on n-gram ones.
+    // States read at every step (not copy runs: those give another
+    // outcome): the score on suffix traces, a short match on n-gram ones.
     let default = per_state(&suffix, None);
     assert_eq!(default, per_state(&suffix, Some("score-steps")));
     assert_ne!(default, per_state(&suffix, Some("none")));
@@ -921,6 +921,10 @@ fn per_states_run_signal_defaults_by_the_traces_rule_and_bad_ones_stop() {
         per_state(&suffix, Some("score-below=1"))
     );
     assert_eq!(
+        per_state(&vllm, None),
+        per_state(&vllm, Some("match-steps"))
+    );
+    assert_ne!(
         per_state(&vllm, None),
         per_state(&vllm, Some("short-match"))
     );

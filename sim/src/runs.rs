@@ -37,9 +37,9 @@
 //! concave). The batch-level controller keeps one sum; the per-state one
 //! keeps one per state of a run's first step (a first signal, [`RunSignal`]:
 //! on n-gram traces whether the drafter's match was shorter than its
-//! longest `n`, see [`default_signal`]; per-state on suffix-decoding
-//! traces is not a copy-run controller by default, see
-//! [`crate::score_states`];
+//! longest `n`, see [`RunSignal`]; by default `per-state` is not a
+//! copy-run controller but reads its states at every step, see
+//! [`default_signal`] and [`crate::step_states`];
 //! whether the request's previous step had nothing to propose; and
 //! whether its previous run predicted more than one token), and a run
 //! keeps its first step's length to its end. Runs of a request that had nothing to propose (`L = 0`)
@@ -123,20 +123,25 @@ pub enum RunSignal {
     /// No first signal: the runs split by the other two alone.
     Unsplit,
     /// Not copy runs: a state per bucket of the draft's score, read at
-    /// every step ([`crate::score_states`]).
+    /// every step ([`crate::step_states`]).
     ScoreSteps,
+    /// Not copy runs: two states, whether the drafter's match is shorter
+    /// than its longest, read at every step ([`crate::step_states`]).
+    MatchSteps,
 }
 
 impl RunSignal {
     /// Reads `short-match`, `match-below=N` (`N` in `2..=255`),
     /// `score-below=X` (`X` in tokens, a multiple of 1/16 in `(0, 16)`),
-    /// `score-steps` or `none`.
+    /// `none`, `score-steps` or `match-steps`.
     ///
     /// ```
     /// use specdec_sim::runs::RunSignal;
     /// assert_eq!(RunSignal::parse("score-below=1.5"), Ok(RunSignal::ScoreBelow(24)));
     /// assert_eq!(RunSignal::parse("none"), Ok(RunSignal::Unsplit));
     /// assert_eq!(RunSignal::parse("match-below=4"), Ok(RunSignal::MatchBelow(4)));
+    /// assert_eq!(RunSignal::parse("score-steps"), Ok(RunSignal::ScoreSteps));
+    /// assert_eq!(RunSignal::parse("match-steps"), Ok(RunSignal::MatchSteps));
     /// assert!(RunSignal::parse("match-below=1").is_err());
     /// assert!(RunSignal::parse("score-below=0.01").is_err());
     /// ```
@@ -145,6 +150,7 @@ impl RunSignal {
             "short-match" => Ok(Self::ShortMatch),
             "none" => Ok(Self::Unsplit),
             "score-steps" => Ok(Self::ScoreSteps),
+            "match-steps" => Ok(Self::MatchSteps),
             _ if s.starts_with("match-below=") => s["match-below=".len()..]
                 .parse::<u8>()
                 .ok()
@@ -158,7 +164,7 @@ impl RunSignal {
                     .ok_or_else(|| {
                         format!(
                             "{s:?}: not a run signal (short-match, match-below=N, \
-                             score-below=X, score-steps, none)"
+                             score-below=X, none, score-steps, match-steps)"
                         )
                     })?;
                 let sixteenths = tokens * 16.0;
@@ -178,39 +184,42 @@ impl RunSignal {
             Self::ShortMatch => position.ngram > 0 && usize::from(position.ngram) < max_n,
             Self::MatchBelow(n) => position.ngram > 0 && position.ngram < n,
             Self::ScoreBelow(t) => position.proposal > 0 && position.score < t,
-            Self::Unsplit | Self::ScoreSteps => false,
+            Self::Unsplit | Self::ScoreSteps | Self::MatchSteps => false,
         }
     }
 }
 
 /// Per-state's signal on traces of the drafting rule `rule` (the trace's
-/// metadata; `None`: n-gram): [`RunSignal::ShortMatch`] (copy runs split
-/// by a short match) on n-gram traces, [`RunSignal::ScoreSteps`] (no copy
-/// runs: a state per bucket of the draft's score, [`crate::score_states`])
-/// on suffix-decoding ones.
+/// metadata; `None`: n-gram): no copy runs, states read at every step
+/// ([`crate::step_states`]): [`RunSignal::MatchSteps`] (a short match) on
+/// n-gram traces, [`RunSignal::ScoreSteps`] (the draft's score) on
+/// suffix-decoding ones.
 ///
-/// Chosen on the tuning half of the held-out corpus's suffix traces (vLLM's
-/// defaults; short edits, long edits and agent calls; `K` 8 and 24, `c`
-/// 0.02 / 0.1 / 0.3, batch 1 / 8 / 32 / 128: the mean of 72 cell medians
-/// of per-state's goodput over the best static `k`). Copy runs: unsplit
-/// 0.9952; a score below 0.5 / 1 / 2 / 4 tokens 0.9931 / 0.9875 / 0.9817 /
-/// 0.9870; a match below 2 / 4 / 8 tokens 0.9843 / 0.9797 / 0.9873 (a
-/// short match, below `depth - 1`, is every suffix draft there). A run
-/// keeps its first step's length to its end, so a state that splits runs
-/// by their first draft drafts a long run at the length of its weak start.
-/// Score states read at every step: 1.0036 (with a first length of `K`,
-/// against unsplit runs' 0.9953; cells under 1.00: 19 against 64; see
-/// [`crate::score_states::DEFAULT_FACTOR`]).
+/// Chosen on the tuning half of the held-out corpus (short edits, long
+/// edits and agent calls; `c` 0.02 / 0.1 / 0.3, batch 1 / 8 / 32 / 128:
+/// the mean of 72 cell medians of per-state's goodput over the best static
+/// `k`, cells under 1.00 in parentheses). Suffix traces (vLLM's defaults,
+/// `K` 8 and 24): copy runs unsplit 0.9952; split by a score below 0.5 /
+/// 1 / 2 / 4 tokens 0.9931 / 0.9875 / 0.9817 / 0.9870, by a match below 2
+/// / 4 / 8 tokens 0.9843 / 0.9797 / 0.9873 (a short match, below `depth -
+/// 1`, is every suffix draft there); score states 1.0036 (19, against
+/// unsplit runs' 64 with a first length of `K`). A run keeps its first
+/// step's length to its end, so a state that splits runs by their first
+/// draft drafts a long run at the length of its weak start. N-gram traces
+/// (vLLM's rule, `K` 8 and 64): copy runs split by a short match 1.0031
+/// (35); short-match step states 1.0118 (20). See
+/// [`crate::step_states::DEFAULT_FACTOR`] and
+/// [`crate::step_states::DEFAULT_NGRAM_FACTOR`].
 ///
 /// ```
 /// use specdec_sim::runs::{RunSignal, default_signal};
-/// assert_eq!(default_signal(Some("vllm")), RunSignal::ShortMatch);
+/// assert_eq!(default_signal(Some("vllm")), RunSignal::MatchSteps);
 /// assert_eq!(default_signal(Some("suffix")), RunSignal::ScoreSteps);
 /// ```
 pub fn default_signal(rule: Option<&str>) -> RunSignal {
     match rule {
         Some("suffix") => RunSignal::ScoreSteps,
-        _ => RunSignal::ShortMatch,
+        _ => RunSignal::MatchSteps,
     }
 }
 
@@ -898,7 +907,9 @@ mod tests {
             assert!(RunSignal::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(default_signal(Some("suffix")), RunSignal::ScoreSteps);
-        assert_eq!(default_signal(None), RunSignal::ShortMatch);
+        assert_eq!(default_signal(None), RunSignal::MatchSteps);
+        assert_eq!(RunSignal::parse("score-steps"), Ok(RunSignal::ScoreSteps));
+        assert_eq!(RunSignal::parse("match-steps"), Ok(RunSignal::MatchSteps));
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! The copy-run controllers on sequences built against them: regimes that
+//! The copy-run controllers, and per-state's step states (its default on
+//! lookup traces), on sequences built against them: regimes that
 //! alternate, a sudden switch, and a goodput curve with two peaks. Their
-//! learner (the least discounted cost so far) has no regret bound against
-//! such sequences, so these measure the worst case instead, and hold it
-//! to a floor. `cargo test -p specdec-sim --test copy_runs_adversarial --
+//! learners (the least discounted cost, the largest discounted value so
+//! far) have no regret bound against such sequences, so these measure the
+//! worst case instead, and hold it to a floor. `cargo test -p specdec-sim --test copy_runs_adversarial --
 //! --nocapture` prints every figure.
 
 use std::sync::Arc;
 
 use specdec_metrics::StepCost;
 use specdec_sim::policy::PolicySpec;
+use specdec_sim::runs::RunSignal;
 use specdec_sim::trace_set::TraceSet;
 use specdec_sim::whatif::{Settings, best_static, policies};
 
@@ -43,8 +45,9 @@ fn traces(requests: usize, kind: impl Fn(usize) -> Vec<usize>) -> Arc<TraceSet> 
 }
 
 /// Goodput over the best static length's, and switches per 1000 engine
-/// steps, of `adaptive` and `per-state`.
-fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 2] {
+/// steps, of `adaptive`, `per-state` from copy runs and `per-state` from
+/// step states.
+fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 3] {
     let s = Settings {
         traces: Arc::clone(traces),
         max_draft_len: 64,
@@ -60,7 +63,16 @@ fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 2] {
     all.retain(|p| p.static_len().is_some());
     let statics = s.replay_all(&all, 2, &|_, _, _| {}).unwrap();
     let best = best_static(&statics).unwrap().goodput();
-    [PolicySpec::adaptive(), PolicySpec::per_state()].map(|p| {
+    let runs = Settings {
+        run_signal: Some(RunSignal::ShortMatch),
+        ..s.clone()
+    };
+    [
+        (&runs, PolicySpec::adaptive()),
+        (&runs, PolicySpec::per_state()),
+        (&s, PolicySpec::per_state()),
+    ]
+    .map(|(s, p)| {
         let r = s.replay(p).unwrap();
         let o = &r.summary.overall;
         (
@@ -70,17 +82,21 @@ fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 2] {
     })
 }
 
+/// The step states' floor on every sequence: their worst measured, less
+/// a margin.
+const STEP_FLOOR: f64 = 0.8;
+
 fn check(name: &str, traces: &Arc<TraceSet>, floor: f64) {
     for c in [0.1, 0.3] {
         for batch in [1, 32] {
-            let [(a, sa), (p, sp)] = ratios(traces, c, batch);
+            let [(a, sa), (p, sp), (q, sq)] = ratios(traces, c, batch);
             eprintln!(
                 "{name}, c = {c}, batch {batch}: adaptive {a:.3} ({sa:.1} switches / 1000 steps), \
-                 per-state {p:.3} ({sp:.1})"
+                 per-state from runs {p:.3} ({sp:.1}), from steps {q:.3} ({sq:.1})"
             );
             assert!(
-                a >= floor && p >= floor,
-                "{name} c = {c} batch {batch}: {a} {p}"
+                a >= floor && p >= floor && q >= STEP_FLOOR,
+                "{name} c = {c} batch {batch}: {a} {p} {q}"
             );
         }
     }

@@ -73,9 +73,10 @@ pub struct Args {
     /// What per-state's states are on a lookup trace: copy runs split first
     /// by short-match (the drafter's match shorter than its longest),
     /// match-below=N, score-below=X (a suffix draft scoring under X tokens)
-    /// or none; or score-steps (no copy runs: a state per bucket of a
-    /// suffix draft's score, read at every step). Default: short-match on
-    /// n-gram traces, score-steps on suffix traces.
+    /// or none; or, read at every step instead of copy runs, score-steps
+    /// (a state per bucket of a suffix draft's score) or match-steps (a
+    /// short match). Default: match-steps on n-gram traces, score-steps on
+    /// suffix traces.
     #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]
     run_signal: Option<specdec_sim::runs::RunSignal>,
     /// The policies reported (comma-separated names as whatif's; static

@@ -84,8 +84,8 @@ use crate::drafting::{
 use crate::policy::{Build, Feedback, PolicySpec, RuleSettings};
 use crate::rng::{self, Rng};
 use crate::runs::{CopyRuns, RunSettings, RunSignal};
-use crate::score_states::{ScoreSettings, ScoreStates};
 use crate::state_rule::{RuleState, StateRule};
+use crate::step_states::{StepSettings, StepSignal, StepStates};
 use crate::summary::{
     ControllerFigures, CostLinear, Counts, EngineStats, Figures, Phase, StateControllerFigures,
     Summary,
@@ -373,15 +373,25 @@ fn make_policy(
             .model
             .run_signal
             .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
-        if per_state && settings.signal == RunSignal::ScoreSteps {
-            let mut score = ScoreSettings::new(config.max_draft_len, config.linear_cost());
-            if let Some(n) = config.model.update_observations {
-                score.observations = n.max(1);
-            }
-            return Ok(Box::new(ScoreStates::new(score)));
-        }
-        settings.first_len =
+        let first_len =
             crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
+        let step_signal = match settings.signal {
+            RunSignal::ScoreSteps => Some(StepSignal::Score),
+            // The trace's `max_n` is at most its cap (a u8).
+            RunSignal::MatchSteps => Some(StepSignal::ShortMatch(
+                u8::try_from(max_n).unwrap_or(u8::MAX),
+            )),
+            _ => None,
+        };
+        if let (true, Some(signal)) = (per_state, step_signal) {
+            let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
+            step.first_len = first_len;
+            if let Some(n) = config.model.update_observations {
+                step.observations = n.max(1);
+            }
+            return Ok(Box::new(StepStates::new(step)));
+        }
+        settings.first_len = first_len;
         if let Some(n) = config.model.update_observations {
             // 0: every observation (as the controllers' "every call").
             settings.observations = n.max(1);

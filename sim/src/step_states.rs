@@ -1,37 +1,58 @@
-//! Per-state drafting by the draft's own score: `per-state` on a
-//! suffix-decoding trace.
+//! Per-state drafting by what the drafter says at every step: `per-state`
+//! on a lookup trace.
 //!
-//! A suffix draft carries its score (the sum of its tokens' estimated
-//! probabilities: the tokens the drafter expects accepted). The state of a
-//! request-step is the bucket of that score ([`SCORE_EDGES`]), read again
-//! at every step (a copy run does not keep its first step's state, as in
-//! [`crate::runs`]: a run that starts on a weak draft goes on as a strong
-//! one).
+//! The state of a request-step is read from the drafter at that step
+//! ([`StepSignal`]): on a suffix-decoding trace the bucket of the draft's
+//! score (the sum of its tokens' estimated probabilities: the tokens the
+//! drafter expects accepted, [`SCORE_EDGES`]); on an n-gram trace whether
+//! the drafter matched fewer than its longest `n`. It is read again at
+//! every step: unlike a copy run ([`crate::runs`]), which keeps its first
+//! step's state, a run that starts on a weak draft goes on as a strong one.
 //!
 //! # What it learns
 //!
 //! At every visited request-step the drafter's proposal at `K` and, once
 //! the following tokens exist, how much of it holds (`L`, `m`) say what
 //! drafting every `k` there would have given: `min(k, L)` drafted,
-//! `min(k, m) + 1` tokens. Each state sums, for every `k` in `0..=K`, those
-//! tokens and the step's cost (`base + per_token × d`, the request's own
-//! step: whether the batch shares it does not enter, see
-//! [`DEFAULT_FACTOR`]), and every
-//! [`DEFAULT_RUN_OBSERVATIONS`] request-steps it drafts the `k` of the
-//! largest
+//! `min(k, m)` accepted. Each state sums, for every `k` in `0..=K`, those
+//! accepted tokens and the step's cost (`base + per_token × d`, the
+//! request's own step: whether the batch shares it does not enter), and
+//! every [`DEFAULT_RUN_OBSERVATIONS`] request-steps it drafts the `k` of
+//! the largest
 //!
 //! ```text
-//! tokens(k) − λ cost(k),     λ = factor × (the tokens per unit of cost seen)
+//! accepted(k) − λ cost(k),     λ = factor × (the tokens per unit of cost seen)
 //! ```
 //!
 //! (Dinkelbach's exchange rate between the goodput's numerator and its
-//! denominator, discounted by `factor`, [`DEFAULT_FACTOR`]: a step-by-step
-//! comparison at the full rate drafts too little, since the tokens after a
-//! weak draft are dearer than the mean). Every sum then keeps
-//! [`DEFAULT_KEEP`] of its weight. The outcome at a smaller `k` is read
-//! from the proposal at `K` (what a proposal tracker records): for a
-//! suffix drafter, whose draft at a smaller cap may be another draft, an
-//! approximation.
+//! denominator; the bonus token is the same at every `k`). The factor is
+//! the signal's ([`StepSignal::default_factor`]): under 1 for suffix
+//! drafts (the tokens after a weak draft are dearer than the mean), over
+//! 1 for n-gram ones (a long accepted draft lands where the copy goes on,
+//! which one step does not see). Every sum then keeps [`DEFAULT_KEEP`] of
+//! its weight. The outcome at a smaller `k` is read from the proposal at
+//! `K` (what a proposal tracker records): exact for a lookup drafter
+//! whose proposal at a smaller cap is a prefix of it (n-gram), an
+//! approximation for a suffix drafter, whose draft at a smaller cap may be
+//! another draft.
+//!
+//! # What it guarantees
+//!
+//! A *round* is a visited request-step; the action is its state's `k`;
+//! the round's value at `k` is `accepted(k) − λ cost(k)`. The learner is
+//! follow the leader on values discounted by [`DEFAULT_KEEP`] per choice,
+//! with full feedback (every `k`'s value is known once the tokens after
+//! the proposal exist) delayed by up to [`DEFAULT_RUN_OBSERVATIONS`]
+//! request-steps. **No regret bound holds**: the rounds a policy visits
+//! depend on its `k` (a long accepted draft skips the positions a short
+//! one would visit), `λ` is itself learned, and follow the leader has none
+//! against adversarial sequences anyway. Measured on the sequences of
+//! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch
+//! 1 and 32; a trace with no `ngram` is one state): at worst 0.843 of the
+//! best static `k` (two kinds of request in one batch of 32, `c = 0.1`),
+//! 0.862 on the two-peaked curve at batch 1, and 0.92 to 1.31 elsewhere;
+//! the copy-run per-state gives 0.918 and 0.993 there. It switches 0.1 to
+//! 3.1 times per 1,000 engine steps at batch 1 and 3.6 to 83 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
 use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
@@ -41,10 +62,12 @@ use crate::summary::CostLinear;
 /// unit): under half a token, under 1, 2, 4, 8, and 8 or more.
 pub const SCORE_EDGES: [u8; 5] = [8, 16, 32, 64, 128];
 
-/// The states: one per score bucket.
+/// The states of [`StepSignal::Score`]: one per score bucket (the most
+/// of any signal).
 pub const SCORE_STATES: usize = SCORE_EDGES.len() + 1;
 
-/// The share of the seen goodput a token is valued at.
+/// The share of the seen goodput a token is valued at on suffix traces
+/// ([`StepSignal::Score`]).
 ///
 /// Chosen on the tuning half of the held-out corpus's suffix traces (vLLM's
 /// defaults; short edits, long edits and agent calls; `K` 8 and 24, `c`
@@ -60,10 +83,71 @@ pub const SCORE_STATES: usize = SCORE_EDGES.len() + 1;
 /// 1024: 1.0044 / 1.0031 / 1.0023) are the copy-run controllers'.
 pub const DEFAULT_FACTOR: f64 = 0.7;
 
+/// The share of the seen goodput a token is valued at on n-gram traces
+/// ([`StepSignal::ShortMatch`]).
+///
+/// Chosen on the tuning half of the held-out corpus's n-gram traces (vLLM's
+/// rule, `n = 2..5`; short edits, long edits and agent calls; `K` 8 and
+/// 64, `c` 0.02 / 0.1 / 0.3, batch 1 / 8 / 32 / 128; the mean of the 72
+/// cell medians of per-state's goodput over the best static `k`, cells
+/// under 1.00 in parentheses), first with a first length of `K`: 0.7 /
+/// 0.9 / 1.0 / 1.05 / 1.1 / 1.15 / 1.25 gave 0.9838 (28) / 0.9951 (26) /
+/// 1.0040 (27) / 1.0071 (20) / 1.0073 (20) / 1.0065 (23) / 1.0012 (29);
+/// then with a first length of 4 (the copy-run controllers' on n-gram
+/// traces), 1.0 / 1.1 / 1.2 gave 1.0086 (27) / 1.0118 (20) / 1.0075 (29).
+/// Copy runs gave 1.0031 (35). Two states (a short match) and four (with
+/// a proposal shorter than `K`) were level at 1.1 (1.0073 and 1.0073).
+pub const DEFAULT_NGRAM_FACTOR: f64 = 1.1;
+
+/// What a [`StepStates`] controller reads its states from at every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepSignal {
+    /// The bucket of a suffix draft's score ([`score_state`]).
+    Score,
+    /// Whether the drafter matched fewer than its longest `n` (this many):
+    /// two states.
+    ShortMatch(u8),
+}
+
+impl StepSignal {
+    /// The factor chosen for the signal's drafter: [`DEFAULT_FACTOR`] for
+    /// [`Score`](Self::Score), [`DEFAULT_NGRAM_FACTOR`] for
+    /// [`ShortMatch`](Self::ShortMatch).
+    ///
+    /// ```
+    /// use specdec_sim::step_states::{DEFAULT_FACTOR, DEFAULT_NGRAM_FACTOR, StepSignal};
+    /// assert_eq!(StepSignal::Score.default_factor(), DEFAULT_FACTOR);
+    /// assert_eq!(StepSignal::ShortMatch(5).default_factor(), DEFAULT_NGRAM_FACTOR);
+    /// ```
+    pub fn default_factor(self) -> f64 {
+        match self {
+            Self::Score => DEFAULT_FACTOR,
+            Self::ShortMatch(_) => DEFAULT_NGRAM_FACTOR,
+        }
+    }
+
+    /// The state of a step where the drafter proposes `p`.
+    ///
+    /// ```
+    /// use specdec_sim::step_states::StepSignal;
+    /// use specdec_sim::trace_set::Position;
+    /// let p = |ngram, score| Position { proposal: 4, matched: 0, ngram, score, oracle: 0 };
+    /// assert_eq!(StepSignal::ShortMatch(5).state(p(3, 0)), 1);
+    /// assert_eq!(StepSignal::ShortMatch(5).state(p(5, 0)), 0);
+    /// assert_eq!(StepSignal::Score.state(p(1, 40)), 3);
+    /// ```
+    pub fn state(self, p: crate::trace_set::Position) -> usize {
+        match self {
+            Self::Score => score_state(p.score),
+            Self::ShortMatch(max_n) => usize::from(p.ngram > 0 && p.ngram < max_n),
+        }
+    }
+}
+
 /// The state of a draft of `score` sixteenths of a token.
 ///
 /// ```
-/// use specdec_sim::score_states::{SCORE_STATES, score_state};
+/// use specdec_sim::step_states::{SCORE_STATES, score_state};
 /// assert_eq!(score_state(0), 0);
 /// assert_eq!(score_state(8), 1); // half a token
 /// assert_eq!(score_state(255), SCORE_STATES - 1);
@@ -72,9 +156,9 @@ pub fn score_state(score: u8) -> usize {
     SCORE_EDGES.partition_point(|&edge| edge <= score)
 }
 
-/// The settings of a [`ScoreStates`] controller.
+/// The settings of a [`StepStates`] controller.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ScoreSettings {
+pub struct StepSettings {
     /// `K`.
     pub max_draft_len: usize,
     /// The step cost.
@@ -87,27 +171,31 @@ pub struct ScoreSettings {
     pub factor: f64,
     /// The length before the first choice.
     pub first_len: usize,
+    /// What the states are.
+    pub signal: StepSignal,
 }
 
-impl ScoreSettings {
-    /// The defaults, for `K` and a cost (a first length of `K`).
-    pub fn new(max_draft_len: usize, cost: CostLinear) -> Self {
+impl StepSettings {
+    /// The defaults, for `K`, a cost and the states' signal (the signal's
+    /// factor, a first length of `K`).
+    pub fn new(max_draft_len: usize, cost: CostLinear, signal: StepSignal) -> Self {
         Self {
             max_draft_len,
             cost,
             observations: DEFAULT_RUN_OBSERVATIONS,
             keep: DEFAULT_KEEP,
-            factor: DEFAULT_FACTOR,
+            factor: signal.default_factor(),
             first_len: max_draft_len,
+            signal,
         }
     }
 }
 
-/// The score-state controller: see the module docs.
+/// The step-state controller: see the module docs.
 #[derive(Clone, Debug)]
-pub struct ScoreStates {
-    settings: ScoreSettings,
-    /// `SCORE_STATES × (K + 1)`: tokens at each `k`.
+pub struct StepStates {
+    settings: StepSettings,
+    /// `SCORE_STATES × (K + 1)`: accepted tokens at each `k`.
     tokens: Vec<f64>,
     /// `SCORE_STATES × (K + 1)`: cost shares at each `k`.
     costs: Vec<f64>,
@@ -120,10 +208,10 @@ pub struct ScoreStates {
     last: usize,
 }
 
-impl ScoreStates {
+impl StepStates {
     /// A controller of `settings`, drafting `first_len` in every state
     /// until its first choice.
-    pub fn new(settings: ScoreSettings) -> Self {
+    pub fn new(settings: StepSettings) -> Self {
         let width = settings.max_draft_len + 1;
         let first = settings.first_len.min(settings.max_draft_len);
         Self {
@@ -152,25 +240,24 @@ impl ScoreStates {
     fn choose(&mut self) {
         self.choices += 1;
         let width = self.settings.max_draft_len + 1;
-        if self.seen_cost > 0.0 {
-            let rate = self.settings.factor * self.seen_tokens / self.seen_cost;
-            for (s, plan) in self.plan.iter_mut().enumerate() {
-                let tokens = &self.tokens[s * width..(s + 1) * width];
-                let costs = &self.costs[s * width..(s + 1) * width];
-                // A state never seen keeps its length.
-                if costs[0] <= 0.0 {
-                    continue;
-                }
-                let mut best = (0, f64::NEG_INFINITY);
-                for (k, (t, c)) in tokens.iter().zip(costs).enumerate() {
-                    let value = t - rate * c;
-                    // Ties to the shorter.
-                    if value > best.1 {
-                        best = (k, value);
-                    }
-                }
-                *plan = best.0;
+        // Every observation costs at least `base`: the rate is finite.
+        let rate = self.settings.factor * self.seen_tokens / self.seen_cost;
+        for (s, plan) in self.plan.iter_mut().enumerate() {
+            let tokens = &self.tokens[s * width..(s + 1) * width];
+            let costs = &self.costs[s * width..(s + 1) * width];
+            // A state never seen keeps its length.
+            if costs[0] <= 0.0 {
+                continue;
             }
+            let mut best = (0, f64::NEG_INFINITY);
+            for (k, (t, c)) in tokens.iter().zip(costs).enumerate() {
+                let value = t - rate * c;
+                // Ties to the shorter.
+                if value > best.1 {
+                    best = (k, value);
+                }
+            }
+            *plan = best.0;
         }
         let keep = self.settings.keep;
         self.tokens.iter_mut().for_each(|x| *x *= keep);
@@ -180,7 +267,7 @@ impl ScoreStates {
     }
 }
 
-impl Policy for ScoreStates {
+impl Policy for StepStates {
     fn budget(&mut self, _step: u64) -> usize {
         self.plan[0]
     }
@@ -189,7 +276,7 @@ impl Policy for ScoreStates {
         for (len, view) in lens.iter_mut().zip(requests) {
             *len = view
                 .position
-                .map_or(self.plan[0], |p| self.plan[score_state(p.score)]);
+                .map_or(self.plan[0], |p| self.plan[self.settings.signal.state(p)]);
         }
     }
 
@@ -200,12 +287,12 @@ impl Policy for ScoreStates {
         if l > 0 {
             // Nothing proposed: every k is the same undrafted step.
             let width = self.settings.max_draft_len + 1;
-            let s = score_state(p.score);
+            let s = self.settings.signal.state(p);
             let tokens = &mut self.tokens[s * width..(s + 1) * width];
             let costs = &mut self.costs[s * width..(s + 1) * width];
             for (k, (t, c)) in tokens.iter_mut().zip(costs.iter_mut()).enumerate() {
                 let d = k.min(l);
-                *t += (d.min(m) + 1) as f64;
+                *t += d.min(m) as f64;
                 *c += cost.base + cost.per_token * d as f64;
             }
         }
@@ -243,12 +330,12 @@ mod tests {
         per_token: 0.3,
     };
 
-    fn settings(observations: u64) -> ScoreSettings {
-        ScoreSettings {
+    fn settings(observations: u64) -> StepSettings {
+        StepSettings {
             observations,
             keep: 1.0,
             first_len: 3,
-            ..ScoreSettings::new(8, COST)
+            ..StepSettings::new(8, COST, StepSignal::Score)
         }
     }
 
@@ -297,7 +384,7 @@ mod tests {
 
     #[test]
     fn weak_drafts_are_skipped_and_strong_ones_drafted_whole() {
-        let mut c = ScoreStates::new(settings(8));
+        let mut c = StepStates::new(settings(8));
         let mut memory = RequestMemory::default();
         for _ in 0..4 {
             // Scored under half a token, and nothing holds.
@@ -327,7 +414,7 @@ mod tests {
     fn a_draft_that_holds_in_part_drafts_where_the_rate_pays() {
         // Every draft of the state holds 2 tokens of 8: drafting 2 gains
         // 2 tokens for 0.6 of cost; a third token costs 0.3 and gains none.
-        let mut c = ScoreStates::new(settings(16));
+        let mut c = StepStates::new(settings(16));
         let mut memory = RequestMemory::default();
         for _ in 0..16 {
             c.after_position(&mut memory, step(position(8, 2, 40), 8, 1));
@@ -341,7 +428,7 @@ mod tests {
         // gains 0.5 token for 0.3 of cost. Worth it while the rate is under
         // 0.5 / 0.3.
         let run = |factor: f64, seen: (usize, u8)| {
-            let mut c = ScoreStates::new(ScoreSettings {
+            let mut c = StepStates::new(StepSettings {
                 factor,
                 ..settings(4)
             });
@@ -368,7 +455,7 @@ mod tests {
     fn it_learns_from_the_proposal_at_k_not_the_draft() {
         // At the drafted length the drafter drafted another draft that
         // failed; the proposal at K holds whole.
-        let mut c = ScoreStates::new(settings(4));
+        let mut c = StepStates::new(settings(4));
         let mut memory = RequestMemory::default();
         for _ in 0..4 {
             let proposed = position(8, 8, 100);
@@ -395,7 +482,7 @@ mod tests {
     #[test]
     fn the_plan_is_chosen_every_n_observations_and_older_ones_weigh_less() {
         let plan = |keep: f64| {
-            let mut c = ScoreStates::new(ScoreSettings {
+            let mut c = StepStates::new(StepSettings {
                 keep,
                 ..settings(4)
             });
@@ -423,12 +510,96 @@ mod tests {
 
     #[test]
     fn an_undrafted_position_teaches_nothing() {
-        let mut c = ScoreStates::new(settings(4));
+        let mut c = StepStates::new(settings(4));
         let mut memory = RequestMemory::default();
         for _ in 0..4 {
             c.after_position(&mut memory, step(position(0, 0, 0), 3, 1));
         }
         assert_eq!(c.choices(), 1);
         assert_eq!(c.plan(), &[3; SCORE_STATES]);
+    }
+
+    #[test]
+    fn a_short_match_is_a_state_of_its_own_on_ngram_traces() {
+        let mut c = StepStates::new(StepSettings {
+            signal: StepSignal::ShortMatch(5),
+            factor: 1.0,
+            ..settings(8)
+        });
+        let mut memory = RequestMemory::default();
+        let at = |ngram: u8, matched: u8| Position {
+            ngram,
+            ..position(8, matched, 0)
+        };
+        for _ in 0..4 {
+            // Matched the longest n: the copy holds.
+            c.after_position(&mut memory, step(at(5, 8), 3, 1));
+            // A shorter match: it fails.
+            c.after_position(&mut memory, step(at(2, 0), 3, 1));
+        }
+        assert_eq!(c.plan(), &[8, 0, 3, 3, 3, 3]);
+        let mut lens = [9; 3];
+        c.draft_lens(
+            0,
+            &[
+                view(Some(at(5, 0))),
+                view(Some(at(3, 0))),
+                view(Some(at(0, 0))),
+            ],
+            &mut lens,
+        );
+        // No match (n = 0) is the long match's state: nothing to draft.
+        assert_eq!(lens, [8, 0, 8]);
+    }
+
+    #[test]
+    fn the_seen_goodput_weighs_older_steps_less_too() {
+        // One state whose drafts of 1 hold half the time (worth it below a
+        // rate of 1.67), after a first window that drafted whole copies
+        // (rate 5) and a second that drafted nothing (rate 1).
+        let plan = |keep: f64| {
+            let mut c = StepStates::new(StepSettings {
+                keep,
+                factor: 1.0,
+                ..settings(4)
+            });
+            let mut memory = RequestMemory::default();
+            for _ in 0..4 {
+                c.after_position(&mut memory, step(position(8, 8, 200), 8, 1));
+            }
+            for m in [0, 1, 0, 1] {
+                c.after_position(&mut memory, step(position(1, m, 10), 0, 1));
+            }
+            c.plan()[score_state(10)]
+        };
+        // Kept whole: (36 + 4) / (4 x 3.4 + 4) = 2.27 > 1.67, not worth it.
+        assert_eq!(plan(1.0), 0);
+        // At a tenth: (3.6 + 4) / (1.36 + 4) = 1.42 < 1.67.
+        assert_eq!(plan(0.1), 1);
+    }
+
+    #[test]
+    fn budget_chosen_and_plan_key_follow_the_plan() {
+        let mut c = StepStates::new(settings(4));
+        assert_eq!(c.budget(0), 3);
+        let key = c.plan_key();
+        assert_eq!(key, StepStates::new(settings(4)).plan_key());
+        let mut memory = RequestMemory::default();
+        for _ in 0..4 {
+            c.after_position(&mut memory, step(position(8, 8, 0), 3, 1));
+        }
+        assert_eq!(c.plan()[0], 8);
+        assert_eq!(c.budget(0), 8);
+        assert_ne!(c.plan_key(), key);
+        // A plan of other lengths in other states has another key.
+        let mut d = StepStates::new(settings(4));
+        for _ in 0..4 {
+            d.after_position(&mut memory, step(position(8, 8, 200), 3, 1));
+        }
+        assert_ne!(d.plan_key(), c.plan_key());
+        assert_ne!(d.plan_key(), key);
+        // What it reports as chosen is the step's scheduled budget.
+        c.after_step(5, &[]);
+        assert_eq!(c.chosen(), 5);
     }
 }
