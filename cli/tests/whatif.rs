@@ -924,10 +924,10 @@ fn per_states_run_signal_defaults_by_the_traces_rule_and_bad_ones_stop() {
         per_state(&vllm, None),
         per_state(&vllm, Some("match-steps"))
     );
-    assert_ne!(
-        per_state(&vllm, None),
-        per_state(&vllm, Some("short-match"))
-    );
+    // Not copy runs, split or not.
+    for runs in ["short-match", "none"] {
+        assert_ne!(per_state(&vllm, None), per_state(&vllm, Some(runs)));
+    }
     for bad in [
         "score-below=0",
         "score-below=0.01",
