@@ -456,12 +456,11 @@ impl<'a> Engine<'a> {
                 Some(proposed) => {
                     // What drafting `len` drafts there (a suffix drafter
                     // may choose another draft at a smaller length).
-                    let position = proposed;
                     let position = match (traces, request.trace) {
                         (Some(traces), Some(i)) => {
-                            traces.requests()[i].at_cap(request.generated, position, len)
+                            traces.requests()[i].at_cap(request.generated, proposed, len)
                         }
-                        _ => position,
+                        _ => proposed,
                     };
                     recording.traced(index, view.state_index, request, len, position, proposed)
                 }
