@@ -178,10 +178,29 @@ impl RunSignal {
         }
     }
 
+    /// The step states the signal stands for, with the drafter's longest
+    /// `n`; `None` for the copy-run signals.
+    ///
+    /// ```
+    /// use specdec_sim::runs::RunSignal;
+    /// use specdec_sim::step_states::StepSignal;
+    /// assert_eq!(RunSignal::MatchSteps.step_signal(5), Some(StepSignal::ShortMatch(5)));
+    /// assert_eq!(RunSignal::ScoreSteps.step_signal(5), Some(StepSignal::Score));
+    /// assert_eq!(RunSignal::ShortMatch.step_signal(5), None);
+    /// ```
+    pub fn step_signal(self, max_n: usize) -> Option<crate::step_states::StepSignal> {
+        use crate::step_states::StepSignal;
+        match self {
+            Self::ScoreSteps => Some(StepSignal::Score),
+            Self::MatchSteps => Some(StepSignal::ShortMatch(max_n)),
+            Self::ShortMatch | Self::MatchBelow(_) | Self::ScoreBelow(_) | Self::Unsplit => None,
+        }
+    }
+
     /// Whether a run starting at `position` is in the signal's second half.
     fn split(self, position: Position, max_n: usize) -> bool {
         match self {
-            Self::ShortMatch => position.ngram > 0 && usize::from(position.ngram) < max_n,
+            Self::ShortMatch => position.short_match(max_n),
             Self::MatchBelow(n) => position.ngram > 0 && position.ngram < n,
             Self::ScoreBelow(t) => position.proposal > 0 && position.score < t,
             Self::Unsplit | Self::ScoreSteps | Self::MatchSteps => false,

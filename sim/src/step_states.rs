@@ -106,7 +106,7 @@ pub enum StepSignal {
     Score,
     /// Whether the drafter matched fewer than its longest `n` (this many):
     /// two states.
-    ShortMatch(u8),
+    ShortMatch(usize),
 }
 
 impl StepSignal {
@@ -139,7 +139,7 @@ impl StepSignal {
     pub fn state(self, p: crate::trace_set::Position) -> usize {
         match self {
             Self::Score => score_state(p.score),
-            Self::ShortMatch(max_n) => usize::from(p.ngram > 0 && p.ngram < max_n),
+            Self::ShortMatch(max_n) => usize::from(p.short_match(max_n)),
         }
     }
 }

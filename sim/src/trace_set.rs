@@ -39,6 +39,20 @@ pub struct Position {
     pub oracle: u8,
 }
 
+impl Position {
+    /// Whether the drafter matched, but fewer than its longest `n`
+    /// (`max_n`): a short match.
+    ///
+    /// ```
+    /// use specdec_sim::trace_set::Position;
+    /// let p = |ngram| Position { proposal: 4, matched: 0, ngram, score: 0, oracle: 0 };
+    /// assert_eq!([0, 2, 5].map(|n| p(n).short_match(5)), [false, true, false]);
+    /// ```
+    pub fn short_match(&self, max_n: usize) -> bool {
+        self.ngram > 0 && usize::from(self.ngram) < max_n
+    }
+}
+
 /// One request of a trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TracedRequest {

@@ -83,9 +83,9 @@ use crate::drafting::{
 };
 use crate::policy::{Build, Feedback, PolicySpec, RuleSettings};
 use crate::rng::{self, Rng};
-use crate::runs::{CopyRuns, RunSettings, RunSignal};
+use crate::runs::{CopyRuns, RunSettings};
 use crate::state_rule::{RuleState, StateRule};
-use crate::step_states::{StepSettings, StepSignal, StepStates};
+use crate::step_states::{StepSettings, StepStates};
 use crate::summary::{
     ControllerFigures, CostLinear, Counts, EngineStats, Figures, Phase, StateControllerFigures,
     Summary,
@@ -375,15 +375,7 @@ fn make_policy(
             .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
         let first_len =
             crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
-        let step_signal = match settings.signal {
-            RunSignal::ScoreSteps => Some(StepSignal::Score),
-            // The trace's `max_n` is at most its cap (a u8).
-            RunSignal::MatchSteps => Some(StepSignal::ShortMatch(
-                u8::try_from(max_n).unwrap_or(u8::MAX),
-            )),
-            _ => None,
-        };
-        if let (true, Some(signal)) = (per_state, step_signal) {
+        if let (true, Some(signal)) = (per_state, settings.signal.step_signal(max_n)) {
             let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
             step.first_len = first_len;
             if let Some(n) = config.model.update_observations {
