@@ -147,6 +147,13 @@ pub trait Policy: Send {
     }
 }
 
+/// A [`Policy::plan_key`] for a plan of one length per state (of a fixed
+/// number of states): its lengths alone tell two plans apart.
+pub(crate) fn lengths_key(plan: &[usize]) -> u64 {
+    plan.iter()
+        .fold(0u64, |h, &k| h.wrapping_mul(131).wrapping_add(k as u64))
+}
+
 /// The same draft length at every step.
 #[derive(Clone, Copy, Debug)]
 pub struct Static {

@@ -575,9 +575,7 @@ impl Policy for CopyRuns {
     }
 
     fn plan_key(&self) -> u64 {
-        self.plan
-            .iter()
-            .fold(0u64, |h, &k| h.wrapping_mul(131).wrapping_add(k as u64 + 1))
+        crate::drafting::lengths_key(&self.plan)
     }
 }
 

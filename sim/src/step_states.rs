@@ -314,10 +314,7 @@ impl Policy for StepStates {
     }
 
     fn plan_key(&self) -> u64 {
-        // The plan has a fixed length: its lengths alone tell plans apart.
-        self.plan
-            .iter()
-            .fold(0u64, |h, &k| h.wrapping_mul(131).wrapping_add(k as u64))
+        crate::drafting::lengths_key(&self.plan)
     }
 }
 
