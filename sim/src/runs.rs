@@ -1,6 +1,7 @@
-//! The uncensored controllers: on a lookup drafter's trace, `adaptive` and
-//! `per-state` learn from whole copy runs instead of the accepted counts of
-//! their own drafts.
+//! The copy-run controllers: on a lookup drafter's trace, `adaptive` (and
+//! `per-state` with a copy-run [`RunSignal`]; by default it reads its
+//! states at every step, [`crate::step_states`]) learn from whole copy
+//! runs instead of the accepted counts of their own drafts.
 //!
 //! # What they see
 //!
@@ -112,7 +113,7 @@ pub const DEFAULT_LONG_RUN: usize = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunSignal {
     /// The drafter's match is shorter than its longest (`0 < n < max_n`):
-    /// the default on n-gram traces.
+    /// the copy runs' default ([`RunSettings::new`]).
     ShortMatch,
     /// The drafter matched fewer than this many tokens (`0 < n < N`; a
     /// suffix draft is at most its match length long at vLLM's defaults).
