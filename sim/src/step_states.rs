@@ -361,6 +361,14 @@ mod tests {
         }
     }
 
+    /// `times` steps of `outcome` (a step-state controller keeps nothing
+    /// per request).
+    fn feed(c: &mut StepStates, times: usize, outcome: PositionOutcome) {
+        for _ in 0..times {
+            c.after_position(&mut RequestMemory::default(), outcome);
+        }
+    }
+
     fn view(p: Option<Position>) -> RequestView {
         RequestView {
             state: specdec_metrics::RequestState::default(),
@@ -383,12 +391,11 @@ mod tests {
     #[test]
     fn weak_drafts_are_skipped_and_strong_ones_drafted_whole() {
         let mut c = StepStates::new(settings(8));
-        let mut memory = RequestMemory::default();
         for _ in 0..4 {
             // Scored under half a token, and nothing holds.
-            c.after_position(&mut memory, step(position(8, 0, 2), 3, 1));
+            feed(&mut c, 1, step(position(8, 0, 2), 3, 1));
             // Scored over 8 tokens, and all of it holds.
-            c.after_position(&mut memory, step(position(8, 8, 200), 3, 1));
+            feed(&mut c, 1, step(position(8, 8, 200), 3, 1));
         }
         assert_eq!(c.choices(), 1);
         assert_eq!(c.plan()[score_state(2)], 0);
@@ -413,10 +420,7 @@ mod tests {
         // Every draft of the state holds 2 tokens of 8: drafting 2 gains
         // 2 tokens for 0.6 of cost; a third token costs 0.3 and gains none.
         let mut c = StepStates::new(settings(16));
-        let mut memory = RequestMemory::default();
-        for _ in 0..16 {
-            c.after_position(&mut memory, step(position(8, 2, 40), 8, 1));
-        }
+        feed(&mut c, 16, step(position(8, 2, 40), 8, 1));
         assert_eq!(c.plan()[score_state(40)], 2);
     }
 
@@ -430,14 +434,11 @@ mod tests {
                 factor,
                 ..settings(4)
             });
-            let mut memory = RequestMemory::default();
             // What was drafted sets the seen goodput.
             for m in [0, 1] {
-                c.after_position(&mut memory, step(position(1, m, 10), seen.0, 1));
+                feed(&mut c, 1, step(position(1, m, 10), seen.0, 1));
             }
-            for _ in 0..2 {
-                c.after_position(&mut memory, step(position(1, seen.1, 200), seen.0, 1));
-            }
+            feed(&mut c, 2, step(position(1, seen.1, 200), seen.0, 1));
             c.plan()[score_state(10)]
         };
         // Nothing drafted: 4 tokens for 4 of cost, rate 1, which drafting
@@ -454,26 +455,24 @@ mod tests {
         // At the drafted length the drafter drafted another draft that
         // failed; the proposal at K holds whole.
         let mut c = StepStates::new(settings(4));
-        let mut memory = RequestMemory::default();
-        for _ in 0..4 {
-            let proposed = position(8, 8, 100);
-            let drafted = Position {
-                proposal: 2,
-                matched: 0,
-                ..proposed
-            };
-            c.after_position(
-                &mut memory,
-                PositionOutcome {
-                    position: drafted,
-                    proposed,
-                    drafted: 2,
-                    accepted: 0,
-                    batch: 1,
-                    finished: false,
-                },
-            );
-        }
+        let proposed = position(8, 8, 100);
+        let drafted = Position {
+            proposal: 2,
+            matched: 0,
+            ..proposed
+        };
+        feed(
+            &mut c,
+            4,
+            PositionOutcome {
+                position: drafted,
+                proposed,
+                drafted: 2,
+                accepted: 0,
+                batch: 1,
+                finished: false,
+            },
+        );
         assert_eq!(c.plan()[score_state(100)], 8);
     }
 
@@ -484,19 +483,16 @@ mod tests {
                 keep,
                 ..settings(4)
             });
-            let mut memory = RequestMemory::default();
             let state = score_state(40);
             // Four steps whose drafts hold whole: 8.
             for _ in 0..3 {
-                c.after_position(&mut memory, step(position(8, 8, 40), 8, 1));
+                feed(&mut c, 1, step(position(8, 8, 40), 8, 1));
                 assert_eq!(c.choices(), 0);
             }
-            c.after_position(&mut memory, step(position(8, 8, 40), 8, 1));
+            feed(&mut c, 1, step(position(8, 8, 40), 8, 1));
             assert_eq!((c.choices(), c.plan()[state]), (1, 8));
             // Then four whose drafts fail.
-            for _ in 0..4 {
-                c.after_position(&mut memory, step(position(8, 0, 40), 8, 1));
-            }
+            feed(&mut c, 4, step(position(8, 0, 40), 8, 1));
             assert_eq!(c.choices(), 2);
             c.plan()[state]
         };
@@ -509,10 +505,7 @@ mod tests {
     #[test]
     fn an_undrafted_position_teaches_nothing() {
         let mut c = StepStates::new(settings(4));
-        let mut memory = RequestMemory::default();
-        for _ in 0..4 {
-            c.after_position(&mut memory, step(position(0, 0, 0), 3, 1));
-        }
+        feed(&mut c, 4, step(position(0, 0, 0), 3, 1));
         assert_eq!(c.choices(), 1);
         assert_eq!(c.plan(), &[3; SCORE_STATES]);
     }
@@ -524,16 +517,15 @@ mod tests {
             factor: 1.0,
             ..settings(8)
         });
-        let mut memory = RequestMemory::default();
         let at = |ngram: u8, matched: u8| Position {
             ngram,
             ..position(8, matched, 0)
         };
         for _ in 0..4 {
             // Matched the longest n: the copy holds.
-            c.after_position(&mut memory, step(at(5, 8), 3, 1));
+            feed(&mut c, 1, step(at(5, 8), 3, 1));
             // A shorter match: it fails.
-            c.after_position(&mut memory, step(at(2, 0), 3, 1));
+            feed(&mut c, 1, step(at(2, 0), 3, 1));
         }
         assert_eq!(c.plan(), &[8, 0, 3, 3, 3, 3]);
         let mut lens = [9; 3];
@@ -561,12 +553,9 @@ mod tests {
                 factor: 1.0,
                 ..settings(4)
             });
-            let mut memory = RequestMemory::default();
-            for _ in 0..4 {
-                c.after_position(&mut memory, step(position(8, 8, 200), 8, 1));
-            }
+            feed(&mut c, 4, step(position(8, 8, 200), 8, 1));
             for m in [0, 1, 0, 1] {
-                c.after_position(&mut memory, step(position(1, m, 10), 0, 1));
+                feed(&mut c, 1, step(position(1, m, 10), 0, 1));
             }
             c.plan()[score_state(10)]
         };
@@ -582,18 +571,13 @@ mod tests {
         assert_eq!(c.budget(0), 3);
         let key = c.plan_key();
         assert_eq!(key, StepStates::new(settings(4)).plan_key());
-        let mut memory = RequestMemory::default();
-        for _ in 0..4 {
-            c.after_position(&mut memory, step(position(8, 8, 0), 3, 1));
-        }
+        feed(&mut c, 4, step(position(8, 8, 0), 3, 1));
         assert_eq!(c.plan()[0], 8);
         assert_eq!(c.budget(0), 8);
         assert_ne!(c.plan_key(), key);
         // A plan of other lengths in other states has another key.
         let mut d = StepStates::new(settings(4));
-        for _ in 0..4 {
-            d.after_position(&mut memory, step(position(8, 8, 200), 3, 1));
-        }
+        feed(&mut d, 4, step(position(8, 8, 200), 3, 1));
         assert_ne!(d.plan_key(), c.plan_key());
         assert_ne!(d.plan_key(), key);
         // What it reports as chosen is the step's scheduled budget.
