@@ -197,9 +197,9 @@ pub struct StepStates {
     settings: StepSettings,
     /// `SCORE_STATES × (K + 1)`: accepted tokens at each `k`.
     tokens: Vec<f64>,
-    /// `SCORE_STATES × (K + 1)`: cost shares at each `k`.
+    /// `SCORE_STATES × (K + 1)`: step costs at each `k`.
     costs: Vec<f64>,
-    /// The tokens and cost shares of what was drafted.
+    /// The tokens and step costs of what was drafted.
     seen_tokens: f64,
     seen_cost: f64,
     plan: [usize; SCORE_STATES],
@@ -284,8 +284,9 @@ impl Policy for StepStates {
         let p = outcome.proposed;
         let (l, m) = (usize::from(p.proposal), usize::from(p.matched));
         let cost = self.settings.cost;
+        // With nothing proposed every k is the same undrafted step: nothing
+        // to learn.
         if l > 0 {
-            // Nothing proposed: every k is the same undrafted step.
             let width = self.settings.max_draft_len + 1;
             let s = self.settings.signal.state(p);
             let tokens = &mut self.tokens[s * width..(s + 1) * width];
