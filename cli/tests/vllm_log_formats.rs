@@ -625,6 +625,10 @@ fn refused_lines_are_quoted_with_the_reason() {
             "the mean acceptance length 2.90 is not 1 + accepted / drafts = 2.8000",
         ),
         (
+            offline(950, 2850, &[760, 570, 380]).replace("num_drafts: 950", "num_drafts: 0"),
+            "0 drafts but 2850 draft tokens: the summary contradicts itself",
+        ),
+        (
             bench(20011, 60033, &[14730, 9900, 6280], true)
                 .replace("  Position 1:", "  Position 2:"),
             "position \"2\" where position 1 was expected",

@@ -8,8 +8,8 @@
 //! input, read with `--by-request`. Properties: no panic (overflow checks
 //! are on), no hang, memory bounded; what is read is consistent: at least
 //! one group, each with the `K` asked for and identified without a panic;
-//! a reconstruction's error bound finite and its lines without drafts
-//! among its lines; every request listed accepting at most what it
+//! a reconstruction's error bound finite and its records without drafts
+//! among its lines and summaries; every request listed accepting at most what it
 //! drafted.
 #![no_main]
 
@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = c.identify();
     }
     if let Some(rec) = &read.reconstruction {
-        assert!(rec.lines >= rec.lines_without_drafts);
+        assert!(rec.lines + rec.summaries >= rec.lines_without_drafts);
         assert!(rec.max_rate_error.is_finite());
     }
     if let Some(requests) = &read.requests {

@@ -180,6 +180,13 @@ impl<'a> Accumulator<'a> {
             }
             Some(_) => {}
         }
+        if line.drafts == Some(0) && line.drafted > 0 {
+            let msg = format!(
+                "0 drafts but {} draft tokens: the summary contradicts itself",
+                line.drafted
+            );
+            return Err(self.refuse(number, text, msg).into());
+        }
         if line.drafted == 0 || line.drafts == Some(0) {
             self.rec.lines_without_drafts += 1;
             return Ok(());
