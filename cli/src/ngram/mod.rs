@@ -164,7 +164,7 @@ pub struct Positions {
 }
 
 /// Where an n-gram ended: first, most recently, and the time before.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     id: u32,
     first: u32,
@@ -217,13 +217,13 @@ impl Index {
         let end = e as u32;
         let (mut old, mut id) = match self.unigrams.get_mut(&context[e]) {
             Some(seen) => {
-                journal.record(0, u64::from(context[e]), Some(*seen), false);
+                journal.touched(0, u64::from(context[e]), seen.before_last);
                 touch(seen, end)
             }
             None => {
                 let id = take_id(&mut self.next_id[0]);
                 self.unigrams.insert(context[e], fresh(id, end));
-                journal.record(0, u64::from(context[e]), None, true);
+                journal.inserted(0, u64::from(context[e]), None);
                 (None, id)
             }
         };
@@ -247,19 +247,19 @@ impl Index {
                 if first + 1 >= n {
                     let key = (u64::from(id) << 32) | u64::from(context[first + 1 - n]);
                     let replaced = map.insert(key, fresh(take_id(next_id), shorter.first));
-                    journal.record(n - 1, key, replaced, true);
+                    journal.inserted(n - 1, key, replaced);
                 }
             }
             let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
             (old, id) = match map.get_mut(&key) {
                 Some(seen) => {
-                    journal.record(n - 1, key, Some(*seen), false);
+                    journal.touched(n - 1, key, seen.before_last);
                     touch(seen, end)
                 }
                 None => {
                     let new_id = take_id(next_id);
                     map.insert(key, fresh(new_id, end));
-                    journal.record(n - 1, key, None, true);
+                    journal.inserted(n - 1, key, None);
                     (None, new_id)
                 }
             };
@@ -273,35 +273,67 @@ impl Index {
 }
 
 /// What [`Index::push`] changed, for [`Reusable`] to undo: nothing for a
-/// one-off trace.
+/// one-off trace. Map 0 holds the 1-grams, map `n - 1` the n-grams.
 trait Journal {
-    /// Entry `key` of map `map` (0: the 1-grams, `n - 1`: the n-grams) was
-    /// `old` before (`None`: absent); `took_id`: an id was taken for it.
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool);
+    /// Entry `key` of map `map` ended once more ([`touch`]): its
+    /// `before_last` was `before_last`.
+    fn touched(&mut self, map: usize, key: u64, before_last: u32);
+    /// Entry `key` of map `map` was added under a new id; `replaced`: what
+    /// it replaced (never anything: see [`Undo`]).
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>);
 }
 
 impl Journal for () {
     #[inline(always)]
-    fn record(&mut self, _: usize, _: u64, _: Option<Seen>, _: bool) {}
+    fn touched(&mut self, _: usize, _: u64, _: u32) {}
+    #[inline(always)]
+    fn inserted(&mut self, _: usize, _: u64, _: Option<Seen>) {}
 }
 
-/// One change to an [`Index`], as a [`Journal`] records it.
+/// One change to an [`Index`], as a [`Journal`] records it, in 16 bytes:
+/// a touch needs only the `before_last` it overwrote, and an addition
+/// nothing, since an entry is only ever added where there was none. (An
+/// n-gram is added at its (n-1)-gram's first recurrence, ending where that
+/// one ended alone, or where that one recurs and the n-gram is new: no
+/// earlier change made it, as ids are undone with all that came after
+/// them.)
 #[derive(Clone, Copy)]
 struct Undo {
     key: u64,
-    old: Option<Seen>,
+    /// For [`TOUCHED`]: the entry's `before_last` before.
+    before_last: u32,
     map: u8,
-    took_id: bool,
+    /// [`TOUCHED`] or [`INSERTED`].
+    kind: u8,
 }
 
+/// An [`Undo`] of [`touch`]: `last` goes back to `before_last`, and
+/// `before_last` to the one recorded.
+const TOUCHED: u8 = 0;
+/// An [`Undo`] of an entry added under a new id: removed, the id given
+/// back.
+const INSERTED: u8 = 1;
+
 impl Journal for Vec<Undo> {
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
+    #[inline(always)]
+    fn touched(&mut self, map: usize, key: u64, before_last: u32) {
         self.push(Undo {
             key,
-            old,
+            before_last,
             // At most max_n - 1 <= 254.
             map: map as u8,
-            took_id,
+            kind: TOUCHED,
+        });
+    }
+
+    #[inline(always)]
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>) {
+        assert!(replaced.is_none(), "an n-gram added twice");
+        self.push(Undo {
+            key,
+            before_last: NONE,
+            map: map as u8,
+            kind: INSERTED,
         });
     }
 }
@@ -310,22 +342,24 @@ impl Index {
     /// Undoes `change` (the last change not yet undone).
     fn undo(&mut self, change: Undo) {
         let map = usize::from(change.map);
-        if change.took_id {
+        let token = change.key as u32;
+        if change.kind == INSERTED {
             // Ids are taken in order and undone in reverse.
             self.next_id[map] -= 1;
-        }
-        if map == 0 {
-            let token = change.key as u32;
-            match change.old {
-                Some(seen) => self.unigrams.insert(token, seen),
-                None => self.unigrams.remove(&token),
-            };
+            if map == 0 {
+                self.unigrams.remove(&token);
+            } else {
+                self.longer[map - 1].remove(&change.key);
+            }
         } else {
-            let longer = &mut self.longer[map - 1];
-            match change.old {
-                Some(seen) => longer.insert(change.key, seen),
-                None => longer.remove(&change.key),
+            let seen = if map == 0 {
+                self.unigrams.get_mut(&token)
+            } else {
+                self.longer[map - 1].get_mut(&change.key)
             };
+            let seen = seen.expect("a touched entry is held");
+            seen.last = seen.before_last;
+            seen.before_last = change.before_last;
         }
     }
 }
@@ -336,7 +370,7 @@ impl Index {
 /// next request rolls them back to the prefix it shares and goes on from
 /// there. The traces are [`generate`]'s: the n-grams of a prefix depend on
 /// the prefix alone. Memory follows the longest context: its tokens, its
-/// n-grams and a log entry (32 bytes) per n-gram change, up to `max_n + 1`
+/// n-grams and a log entry (16 bytes) per n-gram change, up to `max_n + 1`
 /// a position.
 pub struct Reusable {
     config: Config,
@@ -432,8 +466,14 @@ struct Recorder<'a> {
 }
 
 impl Journal for Recorder<'_> {
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
-        self.log.record(map, key, old, took_id);
+    #[inline(always)]
+    fn touched(&mut self, map: usize, key: u64, before_last: u32) {
+        self.log.touched(map, key, before_last);
+    }
+
+    #[inline(always)]
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>) {
+        self.log.inserted(map, key, replaced);
     }
 }
 

@@ -372,3 +372,61 @@ fn the_index_keeps_no_ngram_longer_than_a_new_one() {
         "room for {room}: max_n maps of the tokens' size"
     );
 }
+
+/// What `index` holds, in order: each map's entries, the ids given.
+#[allow(clippy::type_complexity)]
+fn contents(
+    index: &super::Index,
+) -> (
+    Vec<(u64, super::Seen)>,
+    Vec<Vec<(u64, super::Seen)>>,
+    Vec<u32>,
+) {
+    let sorted = |entries: Vec<(u64, super::Seen)>| {
+        let mut entries = entries;
+        entries.sort_by_key(|(key, _)| *key);
+        entries
+    };
+    let unigrams = sorted(
+        index
+            .unigrams
+            .iter()
+            .map(|(k, v)| (u64::from(*k), *v))
+            .collect(),
+    );
+    let mut longer: Vec<_> = index
+        .longer
+        .iter()
+        .map(|map| sorted(map.iter().map(|(k, v)| (*k, *v)).collect()))
+        .collect();
+    // A map made for a longer n and emptied again holds what none does.
+    while longer.last().is_some_and(Vec::is_empty) {
+        longer.pop();
+    }
+    (unigrams, longer, index.next_id.clone())
+}
+
+#[test]
+fn undoing_the_log_gives_the_index_of_the_prefix() {
+    // Repeats of several lengths, so that entries are touched, added at a
+    // first recurrence, and added new, for every n up to 5.
+    let context: Vec<u32> = (0..600u32).map(|i| (i * i / 7 + i / 50) % 11).collect();
+    let mut index = super::Index::new(5);
+    let mut before = vec![None; 5];
+    let mut log: Vec<super::Undo> = Vec::new();
+    let mut marks = Vec::new();
+    for e in 0..context.len() {
+        marks.push(log.len());
+        index.push(&context, e, &mut before, &mut log);
+    }
+    for keep in (0..context.len()).rev().step_by(37) {
+        while log.len() > marks[keep] {
+            index.undo(log.pop().expect("above the mark"));
+        }
+        assert_eq!(
+            contents(&index),
+            contents(&index_of(&context[..keep], 5)),
+            "at {keep}"
+        );
+    }
+}
