@@ -184,6 +184,7 @@ const NONE: u32 = u32::MAX;
 /// added, as it would have been then (it had occurred there alone). The
 /// maps thus hold at most one n-gram per position and n up to one past
 /// the longest repeated suffix there, not `max_n` per position.
+#[derive(Clone)]
 struct Index {
     /// 1-grams by token.
     unigrams: FxHashMap<u32, Seen>,
@@ -339,6 +340,30 @@ impl Journal for Vec<Undo> {
 }
 
 impl Index {
+    /// Makes this index hold what `saved` holds, keeping its maps' room
+    /// (so no tombstones of removed entries come back, and no map grows
+    /// again to sizes it had).
+    fn copy_from(&mut self, saved: &Index) {
+        fn copy<K: Copy + Eq + std::hash::Hash>(
+            to: &mut FxHashMap<K, Seen>,
+            from: &FxHashMap<K, Seen>,
+        ) {
+            to.clear();
+            to.extend(from.iter().map(|(k, v)| (*k, *v)));
+        }
+        copy(&mut self.unigrams, &saved.unigrams);
+        for (i, map) in self.longer.iter_mut().enumerate() {
+            match saved.longer.get(i) {
+                Some(from) => copy(map, from),
+                None => map.clear(),
+            }
+        }
+        for from in &saved.longer[self.longer.len().min(saved.longer.len())..] {
+            self.longer.push(from.clone());
+        }
+        self.next_id.copy_from_slice(&saved.next_id);
+    }
+
     /// Undoes `change` (the last change not yet undone).
     fn undo(&mut self, change: Undo) {
         let map = usize::from(change.map);
@@ -369,9 +394,17 @@ impl Index {
 /// context are kept with a log of how each position changed them, so the
 /// next request rolls them back to the prefix it shares and goes on from
 /// there. The traces are [`generate`]'s: the n-grams of a prefix depend on
-/// the prefix alone. Memory follows the longest context: its tokens, its
-/// n-grams and a log entry (16 bytes) per n-gram change, up to `max_n + 1`
-/// a position.
+/// the prefix alone.
+///
+/// After a rollback that undid at least a quarter of what it kept (the
+/// next conversation under the same system prompt), a copy of the n-grams
+/// at the prefix kept is saved: a later rollback to it or a little past it
+/// (the conversations after) copies them back, an entry at a time, and
+/// pushes the positions from there, instead of undoing each change since,
+/// which is a hash-map operation a change. Memory follows the longest
+/// context: its tokens, its n-grams and a log entry (16 bytes) per n-gram
+/// change, up to `max_n + 1` a position; and the saved copy, at most as
+/// large as the n-grams.
 pub struct Reusable {
     config: Config,
     index: Index,
@@ -380,6 +413,15 @@ pub struct Reusable {
     log: Vec<Undo>,
     /// `marks[e]`: the log's length before position `e` was pushed.
     marks: Vec<usize>,
+    /// The index as it was at `tokens[..len]` (`len` positions), while
+    /// those positions stay held.
+    saved: Option<Saved>,
+}
+
+/// A copy of a [`Reusable`]'s index at a prefix of its context.
+struct Saved {
+    len: usize,
+    index: Index,
 }
 
 impl Reusable {
@@ -399,6 +441,7 @@ impl Reusable {
             tokens: Vec::new(),
             log: Vec::new(),
             marks: Vec::new(),
+            saved: None,
         }
     }
 
@@ -434,14 +477,7 @@ impl Reusable {
     pub fn generate(&mut self, context: &[u32], output_len: usize) -> Positions {
         let prompt_len = context.len() - output_len;
         let keep = self.shared(&context[..prompt_len]);
-        while self.marks.len() > keep {
-            let mark = self.marks.pop().expect("above keep");
-            while self.log.len() > mark {
-                let change = self.log.pop().expect("above the mark");
-                self.index.undo(change);
-            }
-        }
-        self.tokens.truncate(keep);
+        let start = self.roll_back(keep);
         let mut recorder = Recorder {
             log: &mut self.log,
             marks: &mut self.marks,
@@ -453,8 +489,61 @@ impl Reusable {
             &mut recorder,
             context,
             output_len,
-            keep,
+            start,
         )
+    }
+
+    /// Brings the index back to the first `keep` positions or fewer
+    /// (undoing the changes of those after, or copying back the saved
+    /// index when that is cheaper), and returns how many it holds; saves
+    /// a copy after a large rollback.
+    fn roll_back(&mut self, keep: usize) -> usize {
+        // The log's length at position `e` (`marks.len()`: all of it).
+        let at = |marks: &[usize], log: usize, e: usize| marks.get(e).copied().unwrap_or(log);
+        let kept = at(&self.marks, self.log.len(), keep);
+        let undone = self.log.len() - kept;
+        if let Some(saved) = &self.saved {
+            if saved.len > keep {
+                // Its positions are about to be replaced.
+                self.saved = None;
+            } else {
+                // Copying back costs about a 16th of undoing a change per
+                // entry (at most one per change up to there), then the
+                // positions from there to `keep` are pushed again (about
+                // twice an undoing per change).
+                let from = at(&self.marks, self.log.len(), saved.len);
+                if undone > 2 * (kept - from) + from / 16 {
+                    self.index.copy_from(&saved.index);
+                    self.log.truncate(from);
+                    self.marks.truncate(saved.len);
+                    self.tokens.truncate(saved.len);
+                    return saved.len;
+                }
+            }
+        }
+        while self.marks.len() > keep {
+            let mark = self.marks.pop().expect("above keep");
+            while self.log.len() > mark {
+                let change = self.log.pop().expect("above the mark");
+                self.index.undo(change);
+            }
+        }
+        self.tokens.truncate(keep);
+        if keep > 0 && 4 * undone >= kept {
+            match &mut self.saved {
+                Some(saved) => {
+                    saved.len = keep;
+                    saved.index.clone_from(&self.index);
+                }
+                None => {
+                    self.saved = Some(Saved {
+                        len: keep,
+                        index: self.index.clone(),
+                    })
+                }
+            }
+        }
+        keep
     }
 }
 

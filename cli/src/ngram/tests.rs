@@ -430,3 +430,51 @@ fn undoing_the_log_gives_the_index_of_the_prefix() {
         );
     }
 }
+
+#[test]
+fn conversations_under_one_system_prompt_copy_back_its_ngrams() {
+    let config = Config {
+        rule: Rule::Vllm,
+        min_n: 2,
+        max_n: 4,
+        cap: 16,
+    };
+    // A system prompt, then per conversation turns of its own (drawn from
+    // the same few tokens, so n-grams recur across them).
+    let tokens = |seed: u32, len: u32| -> Vec<u32> {
+        (0..len)
+            .map(|i| (i * 31 + seed * 17 + i * i % 7) % 9)
+            .collect()
+    };
+    let system = tokens(0, 300);
+    let mut state = Reusable::new(config);
+    let mut call = |prompt: &[u32], output: &[u32]| {
+        let mut context = prompt.to_vec();
+        context.extend_from_slice(output);
+        context.push(u32::MAX);
+        let output_len = output.len() + 1;
+        assert_eq!(
+            state.generate(&context, output_len),
+            generate(&config, &context, output_len)
+        );
+    };
+    for conversation in 1..=4 {
+        let mut prompt = system.clone();
+        for turn in 0..3 {
+            prompt.extend(tokens(conversation * 10 + turn, 80));
+            call(&prompt, &tokens(conversation * 100 + turn, 12));
+        }
+    }
+    // The second conversation undid all but the system prompt (and what
+    // the first turns share): a copy was saved there, and the next ones
+    // started from it.
+    let saved = state.saved.as_ref().expect("a saved copy");
+    assert!((300..310).contains(&saved.len), "{}", saved.len);
+    // A call that parts inside the system prompt drops it, and still
+    // gets the one-off trace.
+    let cut = &system[..150];
+    let mut context = cut.to_vec();
+    context.extend([1, 2, 3, u32::MAX]);
+    assert_eq!(state.generate(&context, 4), generate(&config, &context, 4));
+    assert!(state.saved.as_ref().is_none_or(|saved| saved.len <= 150));
+}
