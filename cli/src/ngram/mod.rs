@@ -71,6 +71,7 @@
 //! Where the engine bounds a proposal by its own `k`, the trace holds the
 //! unbounded proposal cut at `--cap`, and the replay drafts `min(k, L_t)`.
 
+pub mod chat;
 pub mod git;
 pub mod git_range;
 pub mod suffix;

@@ -1,0 +1,362 @@
+//! Agent traffic given as chat messages, traced call after call: each call
+//! of a conversation resends the messages before it, so a [`ChatState`]
+//! keeps the last call's messages, their tokens and their n-grams, and
+//! takes from the next call only what differs.
+//!
+//! The messages a call begins with that are the last call's (the same role
+//! and the same content, compared as text) keep their tokens; the others
+//! are rendered and tokenized through the shared [`TokenCache`], as
+//! [`prompt_tokens`](super::tokenize::prompt_tokens) does for every
+//! message. So a call costs the messages compared (a memory comparison)
+//! and the new messages' work, not a lookup of every message's text; the
+//! n-grams of the tokens shared are kept by [`Reusable`].
+
+use specdec_ingest::trace::{ASSISTANT_HEADER, ChatMessage};
+
+use super::tokenize::{EOS, TokenCache};
+use super::{Config, Positions, Reusable};
+
+/// One conversation's state for the n-gram rules: the last call's messages
+/// and context tokens, and the n-grams of the context ([`Reusable`]).
+/// A call gets the trace [`generate`](super::generate) gives its context:
+/// [`prompt_tokens`](super::tokenize::prompt_tokens) of its messages, then
+/// its output's tokens (and the end-of-sequence token).
+///
+/// A call need not continue the last one: the messages it shares from the
+/// first are kept, and the rest (a conversation that branches, shrinks or
+/// is another one altogether) is taken anew. Memory: the last call's text
+/// and tokens, and [`Reusable`]'s.
+pub struct ChatState {
+    reusable: Reusable,
+    /// The last call's messages, each with the end of its tokens in
+    /// `context`.
+    messages: Vec<Held>,
+    /// The last call's context: its messages' tokens, then the assistant's
+    /// header's, then its output's (the first `messages.last().end` are
+    /// always its messages' tokens, even after an error).
+    context: Vec<u32>,
+    /// The rendering of a message being tokenized (the cache's key).
+    text: String,
+}
+
+/// A message of the last call and where its tokens end.
+struct Held {
+    role: Box<str>,
+    content: Box<str>,
+    end: usize,
+}
+
+/// What [`ChatState::generate`] gives for a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatTrace {
+    /// The prompt's length in tokens.
+    pub prompt_tokens: usize,
+    /// The output's length in tokens, its end-of-sequence token included.
+    pub output_tokens: usize,
+    /// The messages whose tokens were kept from the last call (neither
+    /// looked up nor tokenized).
+    pub kept_messages: usize,
+    /// The trace.
+    pub positions: Positions,
+}
+
+impl ChatState {
+    /// Nothing held yet, for calls under `config`.
+    ///
+    /// # Panics
+    ///
+    /// With [`Rule::Suffix`](super::Rule::Suffix), as [`Reusable::new`].
+    pub fn new(config: Config) -> Self {
+        Self {
+            reusable: Reusable::new(config),
+            messages: Vec::new(),
+            context: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    /// How many of `turns`, from the first, are the last call's: the same
+    /// role and content, in the same place.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::ChatMessage;
+    /// use specdec_metrics_cli::ngram::chat::ChatState;
+    /// use specdec_metrics_cli::ngram::tokenize::TokenCache;
+    /// use specdec_metrics_cli::ngram::{Config, Rule};
+    /// let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+    /// let turn = |role: &str, content: &str| ChatMessage { role: role.into(), content: content.into() };
+    /// let mut state = ChatState::new(Config { rule: Rule::Vllm, min_n: 1, max_n: 3, cap: 8 });
+    /// let turns = [turn("system", "s"), turn("user", "u")];
+    /// state.generate(&turns, "o", true, &TokenCache::new(1 << 20), bytes).unwrap();
+    /// assert_eq!(state.shared(&[turn("system", "s"), turn("user", "v")]), 1);
+    /// assert_eq!(state.shared(&[turn("user", "s")]), 0);
+    /// ```
+    pub fn shared(&self, turns: &[ChatMessage]) -> usize {
+        self.messages
+            .iter()
+            .zip(turns)
+            .take_while(|(held, m)| *held.content == *m.content && *held.role == *m.role)
+            .count()
+    }
+
+    /// The trace of a call of `turns` and `output` (with the end-of-sequence
+    /// token after it when `eos`): the messages not shared with the last
+    /// call are tokenized through `cache` (`encode` on a miss), then the
+    /// output by `encode`; an error of `encode` is returned as it is, and
+    /// the state stays usable.
+    ///
+    /// ```
+    /// use specdec_ingest::trace::{ChatMessage, Prompt};
+    /// use specdec_metrics_cli::ngram::chat::ChatState;
+    /// use specdec_metrics_cli::ngram::tokenize::{EOS, TokenCache, prompt_tokens};
+    /// use specdec_metrics_cli::ngram::{Config, Rule, generate};
+    /// let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+    /// let config = Config { rule: Rule::Vllm, min_n: 1, max_n: 3, cap: 8 };
+    /// let cache = TokenCache::new(1 << 20);
+    /// let turn = |role: &str, content: &str| ChatMessage { role: role.into(), content: content.into() };
+    /// let mut state = ChatState::new(config);
+    /// let mut turns = vec![turn("system", "be brief"), turn("user", "say hi")];
+    /// for output in ["hi", "hi again"] {
+    ///     let trace = state.generate(&turns, output, true, &cache, bytes).unwrap();
+    ///     // The one-off trace of the whole context.
+    ///     let mut context = prompt_tokens(&Prompt::Messages(turns.clone()), &cache, bytes).unwrap();
+    ///     context.extend(bytes(output).unwrap());
+    ///     context.push(EOS);
+    ///     assert_eq!(trace.prompt_tokens, context.len() - output.len() - 1);
+    ///     assert_eq!(trace.positions, generate(&config, &context, output.len() + 1));
+    ///     turns.extend([turn("assistant", output), turn("user", "again")]);
+    /// }
+    /// ```
+    pub fn generate(
+        &mut self,
+        turns: &[ChatMessage],
+        output: &str,
+        eos: bool,
+        cache: &TokenCache,
+        encode: impl Fn(&str) -> Result<Vec<u32>, String>,
+    ) -> Result<ChatTrace, String> {
+        let kept = self.shared(turns);
+        self.messages.truncate(kept);
+        self.context
+            .truncate(self.messages.last().map_or(0, |m| m.end));
+        for m in &turns[kept..] {
+            self.text.clear();
+            m.render_into(&mut self.text);
+            let tokens = cache.tokens(&self.text, &encode)?;
+            self.context.extend_from_slice(&tokens);
+            self.messages.push(Held {
+                role: m.role.as_str().into(),
+                content: m.content.as_str().into(),
+                end: self.context.len(),
+            });
+        }
+        let header = cache.tokens(ASSISTANT_HEADER, &encode)?;
+        self.context.extend_from_slice(&header);
+        let prompt_tokens = self.context.len();
+        let output = encode(output)?;
+        self.context.extend_from_slice(&output);
+        if eos {
+            self.context.push(EOS);
+        }
+        let output_tokens = self.context.len() - prompt_tokens;
+        let positions = self.reusable.generate(&self.context, output_tokens);
+        Ok(ChatTrace {
+            prompt_tokens,
+            output_tokens,
+            kept_messages: kept,
+            positions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use specdec_ingest::trace::{ChatMessage, Prompt};
+
+    use super::*;
+    use crate::ngram::tokenize::prompt_tokens;
+    use crate::ngram::{Rule, generate};
+
+    /// A tokenizer whose tokens tell texts apart: the text's length, then
+    /// its bytes (so a message's tokens are not those of any other text).
+    fn marked(text: &str) -> Result<Vec<u32>, String> {
+        Ok(std::iter::once(1000 + text.len() as u32)
+            .chain(text.bytes().map(u32::from))
+            .collect())
+    }
+
+    const CONFIG: Config = Config {
+        rule: Rule::Vllm,
+        min_n: 1,
+        max_n: 3,
+        cap: 8,
+    };
+
+    fn turn(role: &str, content: &str) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// The one-off trace of a call: its prompt tokenized message by
+    /// message, its output, the end-of-sequence token.
+    fn one_off(turns: &[ChatMessage], output: &str) -> (usize, Positions) {
+        let cache = TokenCache::new(1 << 20);
+        let mut context = prompt_tokens(&Prompt::Messages(turns.to_vec()), &cache, marked).unwrap();
+        let prompt = context.len();
+        context.extend(marked(output).unwrap());
+        context.push(EOS);
+        let output_len = context.len() - prompt;
+        (prompt, generate(&CONFIG, &context, output_len))
+    }
+
+    fn check(
+        state: &mut ChatState,
+        cache: &TokenCache,
+        turns: &[ChatMessage],
+        output: &str,
+    ) -> ChatTrace {
+        let traced = state.generate(turns, output, true, cache, marked).unwrap();
+        let (prompt, positions) = one_off(turns, output);
+        assert_eq!(traced.prompt_tokens, prompt);
+        assert_eq!(traced.output_tokens, marked(output).unwrap().len() + 1);
+        assert_eq!(traced.positions, positions);
+        traced
+    }
+
+    #[test]
+    fn calls_that_grow_branch_shrink_or_switch_get_the_one_off_traces() {
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let system = turn("system", "answer in short words; repeat the words");
+        let mut turns = vec![system.clone(), turn("user", "say the words")];
+        let first = check(&mut state, &cache, &turns, "the words the words");
+        assert_eq!(first.kept_messages, 0);
+        // The conversation goes on: both messages kept.
+        turns.extend([
+            turn("assistant", "the words the words"),
+            turn("user", "again"),
+        ]);
+        assert_eq!(check(&mut state, &cache, &turns, "words").kept_messages, 2);
+        // The user's turn edited: a branch after the first three.
+        turns[3] = turn("user", "once more");
+        assert_eq!(
+            check(&mut state, &cache, &turns, "the words").kept_messages,
+            3
+        );
+        // Shrunk to the system prompt alone.
+        assert_eq!(
+            check(&mut state, &cache, &turns[..1], "words?").kept_messages,
+            1
+        );
+        // Another conversation under the same system prompt.
+        let other = [system, turn("user", "what words")];
+        assert_eq!(check(&mut state, &cache, &other, "these").kept_messages, 1);
+        // Back to the first conversation: its other messages are in the
+        // cache (the output is tokenized apart).
+        let misses = cache.stats().misses;
+        assert_eq!(
+            check(&mut state, &cache, &turns, "words words").kept_messages,
+            1
+        );
+        assert_eq!(cache.stats().misses, misses);
+        // No messages at all.
+        assert_eq!(check(&mut state, &cache, &[], "hi").kept_messages, 0);
+    }
+
+    #[test]
+    fn a_message_is_kept_only_under_the_same_role_and_content() {
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let turns = [turn("user", "same"), turn("tool name=f", "text")];
+        check(&mut state, &cache, &turns, "out");
+        // The same content under another role is another message.
+        let other_role = [turn("assistant", "same"), turn("tool name=f", "text")];
+        assert_eq!(
+            check(&mut state, &cache, &other_role, "out").kept_messages,
+            0
+        );
+        // Role and content that render alike ("<|im_start|>a\nb\nc...")
+        // are not taken for each other either; the tokens are the
+        // rendering's, the same.
+        let split = [turn("a\nb", "c")];
+        check(&mut state, &cache, &split, "out");
+        let resplit = [turn("a", "b\nc")];
+        assert_eq!(check(&mut state, &cache, &resplit, "out").kept_messages, 0);
+        assert_eq!(state.shared(&split), 0);
+        assert_eq!(state.shared(&resplit), 1);
+    }
+
+    #[test]
+    fn a_tokenizer_error_leaves_the_state_usable() {
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let turns = [turn("system", "s"), turn("user", "u"), turn("user", "bad")];
+        check(&mut state, &cache, &turns[..2], "o");
+        let failing = |text: &str| {
+            if text.contains("bad") {
+                Err("no".to_owned())
+            } else {
+                marked(text)
+            }
+        };
+        // A message fails, then an output.
+        let failed = state.generate(&turns, "o", true, &cache, failing);
+        assert_eq!(failed.unwrap_err(), "no");
+        let failed = state.generate(&turns[..2], "bad", true, &cache, failing);
+        assert_eq!(failed.unwrap_err(), "no");
+        // The next calls get their one-off traces.
+        assert_eq!(check(&mut state, &cache, &turns, "o o").kept_messages, 2);
+        check(&mut state, &cache, &turns[..1], "o");
+    }
+
+    #[test]
+    fn without_eos_an_output_may_be_empty() {
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+        let turns = [turn("user", "u")];
+        let traced = state.generate(&turns, "", false, &cache, bytes).unwrap();
+        assert_eq!(
+            (traced.output_tokens, traced.positions.proposal.len()),
+            (0, 0)
+        );
+        let traced = state.generate(&turns, "ab", false, &cache, bytes).unwrap();
+        assert_eq!(
+            (traced.output_tokens, traced.positions.proposal.len()),
+            (2, 1)
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Calls made of a few roles and contents, each the last call's
+        /// messages cut at some point and added to (so conversations grow,
+        /// branch, shrink and start over), traced by one state in turn:
+        /// each is the one-off trace.
+        #[test]
+        fn a_chat_state_agrees_with_the_one_off_traces(
+            calls in prop::collection::vec(
+                (0usize..6, prop::collection::vec((0usize..3, 0usize..5), 0..4), 0usize..5),
+                1..10,
+            ),
+        ) {
+            const ROLES: [&str; 3] = ["user", "assistant", "tool name=f"];
+            const TEXTS: [&str; 5] = ["", "a b a b", "b a\nb", "a b a b a", "user"];
+            let cache = TokenCache::new(1 << 20);
+            let mut state = ChatState::new(CONFIG);
+            let mut turns: Vec<ChatMessage> = Vec::new();
+            for (cut, added, output) in calls {
+                turns.truncate(turns.len().saturating_sub(cut));
+                turns.extend(added.iter().map(|&(r, t)| turn(ROLES[r], TEXTS[t])));
+                let traced = state.generate(&turns, TEXTS[output], true, &cache, marked).unwrap();
+                let (prompt, positions) = one_off(&turns, TEXTS[output]);
+                prop_assert_eq!(traced.prompt_tokens, prompt);
+                prop_assert_eq!(traced.positions, positions);
+            }
+        }
+    }
+}
