@@ -195,7 +195,6 @@ fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
         max_n: 5,
         cap: 64,
     };
-    let encode = |t: &str| tokenizer.encode(t);
     let positions: u64 = prompts
         .iter()
         .map(|(_, o)| tokenizer.encode(o).unwrap().len() as u64)
@@ -228,7 +227,8 @@ fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
             let mut state = ChatState::new(config);
             for (turns, output) in &chats {
                 let turns = std::hint::black_box(*turns);
-                std::hint::black_box(state.generate(turns, output, true, &cache, encode).unwrap());
+                let traced = state.generate(turns, output, true, &cache, tokenizer);
+                std::hint::black_box(traced.unwrap());
             }
         })
     });

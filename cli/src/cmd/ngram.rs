@@ -1074,7 +1074,13 @@ fn one_request(
         // An n-gram rule on a conversation's call: from its state.
         (Prompt::Messages(turns), Drafter::Ngram(config)) => {
             let mut conversation = tokenizer.take(*config, turns);
-            let traced = conversation.generate(turns, &job.output, eos, &tokenizer.cache, encode);
+            let traced = conversation.generate(
+                turns,
+                &job.output,
+                eos,
+                &tokenizer.cache,
+                &tokenizer.tokenizer,
+            );
             tokenizer.put_back(conversation);
             let traced = traced.map_err(|e| at(&e))?;
             tokenizer

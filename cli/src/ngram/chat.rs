@@ -10,10 +10,19 @@
 //! message. So a call costs the messages compared (a memory comparison)
 //! and the new messages' work, not a lookup of every message's text; the
 //! n-grams of the tokens shared are kept by [`Reusable`].
+//!
+//! A new message is most often the assistant's that repeats the last
+//! call's output. When the tokenizer splits text at line starts (the
+//! built-in encodings: [`Encode::splits_at_line_starts`]), the output is
+//! tokenized in two parts at its last line start (the same tokens), and
+//! that message takes the header's tokens and the first part's: only the
+//! output's last line and the message's end are tokenized again.
+
+use std::sync::Arc;
 
 use specdec_ingest::trace::{ASSISTANT_HEADER, ChatMessage};
 
-use super::tokenize::{EOS, TokenCache};
+use super::tokenize::{EOS, Encode, TokenCache, is_line_start, last_line_start};
 use super::{Config, Positions, Reusable};
 
 /// One conversation's state for the n-gram rules: the last call's messages
@@ -37,6 +46,9 @@ pub struct ChatState {
     context: Vec<u32>,
     /// The rendering of a message being tokenized (the cache's key).
     text: String,
+    /// The last call's output, if the tokenizer splits at line starts and
+    /// it has one.
+    last_output: Option<LastOutput>,
 }
 
 /// A message of the last call and where its tokens end.
@@ -72,6 +84,7 @@ impl ChatState {
             messages: Vec::new(),
             context: Vec::new(),
             text: String::new(),
+            last_output: None,
         }
     }
 
@@ -101,9 +114,10 @@ impl ChatState {
 
     /// The trace of a call of `turns` and `output` (with the end-of-sequence
     /// token after it when `eos`): the messages not shared with the last
-    /// call are tokenized through `cache` (`encode` on a miss), then the
-    /// output by `encode`; an error of `encode` is returned as it is, and
-    /// the state stays usable.
+    /// call are tokenized through `cache` (`encoder` on a miss), then the
+    /// output by `encoder`; an error of `encoder` is returned as it is, and
+    /// the state stays usable. A state is meant for one tokenizer, as the
+    /// cache is.
     ///
     /// ```
     /// use specdec_ingest::trace::{ChatMessage, Prompt};
@@ -133,16 +147,26 @@ impl ChatState {
         output: &str,
         eos: bool,
         cache: &TokenCache,
-        encode: impl Fn(&str) -> Result<Vec<u32>, String>,
+        encoder: impl Encode,
     ) -> Result<ChatTrace, String> {
+        let encode = |text: &str| encoder.encode(text);
         let kept = self.shared(turns);
         self.messages.truncate(kept);
         self.context
             .truncate(self.messages.last().map_or(0, |m| m.end));
+        let last_output = self.last_output.take();
         for m in &turns[kept..] {
             self.text.clear();
             m.render_into(&mut self.text);
-            let tokens = cache.tokens(&self.text, &encode)?;
+            let tokens = match last_output
+                .as_ref()
+                .filter(|o| o.repeated_by(m, &self.text))
+            {
+                Some(o) => {
+                    cache.tokens(&self.text, |rendered| o.message_tokens(rendered, encode))?
+                }
+                None => cache.tokens(&self.text, encode)?,
+            };
             self.context.extend_from_slice(&tokens);
             self.messages.push(Held {
                 role: m.role.as_str().into(),
@@ -150,11 +174,25 @@ impl ChatState {
                 end: self.context.len(),
             });
         }
-        let header = cache.tokens(ASSISTANT_HEADER, &encode)?;
+        let header = cache.tokens(ASSISTANT_HEADER, encode)?;
         self.context.extend_from_slice(&header);
         let prompt_tokens = self.context.len();
-        let output = encode(output)?;
-        self.context.extend_from_slice(&output);
+        // An output split at its last line start has the same tokens; the
+        // part before is kept for the next call's assistant message.
+        match last_line_start(output).filter(|_| encoder.splits_at_line_starts()) {
+            Some(line) => {
+                let head = encode(&output[..line])?;
+                self.context.extend_from_slice(&head);
+                self.context.extend_from_slice(&encode(&output[line..])?);
+                self.last_output = Some(LastOutput {
+                    text: output.into(),
+                    line,
+                    header,
+                    head,
+                });
+            }
+            None => self.context.extend_from_slice(&encode(output)?),
+        }
         if eos {
             self.context.push(EOS);
         }
@@ -169,13 +207,54 @@ impl ChatState {
     }
 }
 
+/// The last call's output, with a line start, for the next call's
+/// assistant message that repeats it: the tokens of `text[..line]`, and
+/// those of the assistant's header.
+struct LastOutput {
+    text: Box<str>,
+    line: usize,
+    header: Arc<[u32]>,
+    head: Vec<u32>,
+}
+
+impl LastOutput {
+    /// Whether the message `m`, rendered as `rendered`, is the assistant's
+    /// and repeats this output after the header, at a line start.
+    fn repeated_by(&self, m: &ChatMessage, rendered: &str) -> bool {
+        m.role == "assistant"
+            && *m.content == *self.text
+            && rendered
+                .strip_prefix(ASSISTANT_HEADER)
+                .is_some_and(|content| content.starts_with(&*self.text))
+            && is_line_start(rendered, ASSISTANT_HEADER.len())
+    }
+
+    /// The tokens of `rendered`, a message that repeats this output
+    /// ([`repeated_by`](Self::repeated_by)): the header's, the output's up
+    /// to its last line start, then `encode` of the rest. Both places are
+    /// line starts of `rendered`, which the tokenizer splits at
+    /// ([`Encode::splits_at_line_starts`]).
+    fn message_tokens(
+        &self,
+        rendered: &str,
+        encode: impl Fn(&str) -> Result<Vec<u32>, String>,
+    ) -> Result<Vec<u32>, String> {
+        let rest = encode(&rendered[ASSISTANT_HEADER.len() + self.line..])?;
+        let mut tokens = Vec::with_capacity(self.header.len() + self.head.len() + rest.len());
+        tokens.extend_from_slice(&self.header);
+        tokens.extend_from_slice(&self.head);
+        tokens.extend_from_slice(&rest);
+        Ok(tokens)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
     use specdec_ingest::trace::{ChatMessage, Prompt};
 
     use super::*;
-    use crate::ngram::tokenize::prompt_tokens;
+    use crate::ngram::tokenize::{Tokenizer, prompt_tokens};
     use crate::ngram::{Rule, generate};
 
     /// A tokenizer whose tokens tell texts apart: the text's length, then
@@ -330,6 +409,74 @@ mod tests {
         );
     }
 
+    /// One tokenizer for the tests that need a real one.
+    fn o200k() -> &'static Tokenizer {
+        static O200K: std::sync::OnceLock<Tokenizer> = std::sync::OnceLock::new();
+        O200K.get_or_init(|| Tokenizer::load("o200k_base").unwrap())
+    }
+
+    /// Calls of one conversation, each output repeated by the next call as
+    /// the assistant's message, through a state with o200k_base: each is
+    /// the one-off trace, and every message's tokens in the cache are its
+    /// rendering's, tokenized whole.
+    fn a_conversation_of(outputs: &[&str]) -> Result<(), TestCaseError> {
+        let tokenizer = o200k();
+        let encode = |t: &str| tokenizer.encode(t);
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let mut turns = vec![turn("system", "use the tools"), turn("user", "go")];
+        for output in outputs {
+            let traced = state
+                .generate(&turns, output, true, &cache, tokenizer)
+                .unwrap();
+            let mut context = prompt_tokens(
+                &Prompt::Messages(turns.clone()),
+                &TokenCache::new(0),
+                encode,
+            )
+            .unwrap();
+            let prompt = context.len();
+            context.extend(tokenizer.encode(output).unwrap());
+            context.push(EOS);
+            prop_assert_eq!(traced.prompt_tokens, prompt);
+            prop_assert_eq!(traced.output_tokens, context.len() - prompt);
+            prop_assert_eq!(
+                &traced.positions,
+                &generate(&CONFIG, &context, context.len() - prompt)
+            );
+            turns.extend([turn("assistant", output), turn("tool name=f", "{}\nok")]);
+        }
+        // The last two were never sent.
+        for m in &turns[..turns.len() - 2] {
+            let rendered = m.render();
+            let cached = cache.tokens(&rendered, |_| Err("not cached".into()));
+            prop_assert_eq!(
+                cached.map(|t| t.to_vec()),
+                Ok(tokenizer.encode(&rendered).unwrap())
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_assistants_message_repeating_the_output_takes_its_tokens() {
+        a_conversation_of(&[
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            "Done.\n\nAnything else?",
+            "one line only.",
+            " a blank first\nthen this",
+            "/slash first\nx",
+            "a\n/b\n c",
+            "ends in breaks\n\n",
+            "\n\nstarts with them",
+            "x\r\ny",
+            "",
+            "twice\ntwice",
+            "twice\ntwice",
+        ])
+        .unwrap();
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -357,6 +504,23 @@ mod tests {
                 prop_assert_eq!(traced.prompt_tokens, prompt);
                 prop_assert_eq!(traced.positions, positions);
             }
+        }
+
+        /// Outputs made of fragments that meet at line breaks in many
+        /// ways, each repeated as the assistant's message of the next call.
+        #[test]
+        fn assistants_messages_take_the_outputs_tokens_exactly(
+            outputs in prop::collection::vec(
+                prop::collection::vec(
+                    prop::sample::select(&["\n", "\n\n", " ", "a", "Ab", "/", "<", "|>", "?", "9", "\u{a0}", "é"][..]),
+                    0..12,
+                ),
+                1..5,
+            ),
+        ) {
+            let outputs: Vec<String> = outputs.iter().map(|o| o.concat()).collect();
+            let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+            a_conversation_of(&outputs)?;
         }
     }
 }
