@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use specdec_ingest::trace::{ASSISTANT_HEADER, ChatMessage};
 
 use super::tokenize::{EOS, Encode, TokenCache, is_line_start, last_line_start};
@@ -49,6 +50,44 @@ pub struct ChatState {
     /// The last call's output, if the tokenizer splits at line starts and
     /// it has one.
     last_output: Option<LastOutput>,
+    /// The tokens of short texts tokenized apart: an output's last line
+    /// and the end of the assistant's message repeating it, which agents
+    /// repeat (a tool call's closing tag).
+    parts: Parts,
+}
+
+/// The tokens of up to [`Parts::MAX_ENTRIES`] texts of at most
+/// [`Parts::MAX_BYTES`] bytes (all dropped when full).
+#[derive(Default)]
+struct Parts(FxHashMap<Box<str>, Vec<u32>>);
+
+impl Parts {
+    const MAX_ENTRIES: usize = 64;
+    const MAX_BYTES: usize = 128;
+
+    /// The tokens of `text`, kept if short, appended to `to`.
+    fn append(
+        &mut self,
+        text: &str,
+        encode: impl Fn(&str) -> Result<Vec<u32>, String>,
+        to: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        if text.len() > Self::MAX_BYTES {
+            to.extend_from_slice(&encode(text)?);
+            return Ok(());
+        }
+        if let Some(tokens) = self.0.get(text) {
+            to.extend_from_slice(tokens);
+            return Ok(());
+        }
+        let tokens = encode(text)?;
+        to.extend_from_slice(&tokens);
+        if self.0.len() >= Self::MAX_ENTRIES {
+            self.0.clear();
+        }
+        self.0.insert(text.into(), tokens);
+        Ok(())
+    }
 }
 
 /// A message of the last call and where its tokens end.
@@ -85,6 +124,7 @@ impl ChatState {
             context: Vec::new(),
             text: String::new(),
             last_output: None,
+            parts: Parts::default(),
         }
     }
 
@@ -162,9 +202,9 @@ impl ChatState {
                 .as_ref()
                 .filter(|o| o.repeated_by(m, &self.text))
             {
-                Some(o) => {
-                    cache.tokens(&self.text, |rendered| o.message_tokens(rendered, encode))?
-                }
+                Some(o) => cache.tokens(&self.text, |rendered| {
+                    o.message_tokens(rendered, &mut self.parts, encode)
+                })?,
                 None => cache.tokens(&self.text, encode)?,
             };
             self.context.extend_from_slice(&tokens);
@@ -183,7 +223,8 @@ impl ChatState {
             Some(line) => {
                 let head = encode(&output[..line])?;
                 self.context.extend_from_slice(&head);
-                self.context.extend_from_slice(&encode(&output[line..])?);
+                self.parts
+                    .append(&output[line..], encode, &mut self.context)?;
                 self.last_output = Some(LastOutput {
                     text: output.into(),
                     line,
@@ -237,13 +278,14 @@ impl LastOutput {
     fn message_tokens(
         &self,
         rendered: &str,
+        parts: &mut Parts,
         encode: impl Fn(&str) -> Result<Vec<u32>, String>,
     ) -> Result<Vec<u32>, String> {
-        let rest = encode(&rendered[ASSISTANT_HEADER.len() + self.line..])?;
-        let mut tokens = Vec::with_capacity(self.header.len() + self.head.len() + rest.len());
+        let mut tokens = Vec::with_capacity(self.header.len() + self.head.len() + 16);
         tokens.extend_from_slice(&self.header);
         tokens.extend_from_slice(&self.head);
-        tokens.extend_from_slice(&rest);
+        let rest = &rendered[ASSISTANT_HEADER.len() + self.line..];
+        parts.append(rest, encode, &mut tokens)?;
         Ok(tokens)
     }
 }
@@ -407,6 +449,26 @@ mod tests {
             (traced.output_tokens, traced.positions.proposal.len()),
             (2, 1)
         );
+    }
+
+    #[test]
+    fn parts_keep_short_texts_up_to_their_number() {
+        let mut parts = Parts::default();
+        let mut tokens = Vec::new();
+        let long = "x".repeat(Parts::MAX_BYTES + 1);
+        parts.append(&long, marked, &mut tokens).unwrap();
+        assert!(parts.0.is_empty(), "a long text is not kept");
+        for i in 0..Parts::MAX_ENTRIES {
+            parts.append(&i.to_string(), marked, &mut tokens).unwrap();
+        }
+        // Found again without tokenizing.
+        let failing = |_: &str| Err::<Vec<u32>, _>("tokenized".to_owned());
+        parts.append("7", failing, &mut tokens).unwrap();
+        assert_eq!(tokens[tokens.len() - 2..], marked("7").unwrap());
+        // One more: all dropped, that one kept.
+        parts.append("new", marked, &mut tokens).unwrap();
+        assert_eq!(parts.0.len(), 1);
+        assert!(parts.append("7", failing, &mut tokens).is_err());
     }
 
     /// One tokenizer for the tests that need a real one.
