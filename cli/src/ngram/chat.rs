@@ -42,8 +42,9 @@ pub struct ChatState {
     /// `context`.
     messages: Vec<Held>,
     /// The last call's context: its messages' tokens, then the assistant's
-    /// header's, then its output's (the first `messages.last().end` are
-    /// always its messages' tokens, even after an error).
+    /// header's, then its output's. The first `messages.last().end` are
+    /// always the messages' tokens, and begin the context of the n-grams
+    /// (which are the last successful call's) as far as those hold.
     context: Vec<u32>,
     /// The rendering of a message being tokenized (the cache's key).
     text: String,
@@ -189,11 +190,32 @@ impl ChatState {
         cache: &TokenCache,
         encoder: impl Encode,
     ) -> Result<ChatTrace, String> {
-        let encode = |text: &str| encoder.encode(text);
         let kept = self.shared(turns);
+        let traced = self.generate_after(kept, turns, output, eos, cache, encoder);
+        if traced.is_err() {
+            // The messages after those kept are not in the n-grams'
+            // context: taken anew next time.
+            self.messages.truncate(kept);
+        }
+        traced
+    }
+
+    /// [`generate`](Self::generate), the first `kept` messages being the
+    /// last call's.
+    fn generate_after(
+        &mut self,
+        kept: usize,
+        turns: &[ChatMessage],
+        output: &str,
+        eos: bool,
+        cache: &TokenCache,
+        encoder: impl Encode,
+    ) -> Result<ChatTrace, String> {
+        let encode = |text: &str| encoder.encode(text);
         self.messages.truncate(kept);
-        self.context
-            .truncate(self.messages.last().map_or(0, |m| m.end));
+        // The kept messages' tokens begin the n-grams' context too.
+        let known = self.messages.last().map_or(0, |m| m.end);
+        self.context.truncate(known);
         let last_output = self.last_output.take();
         for m in &turns[kept..] {
             self.text.clear();
@@ -214,6 +236,8 @@ impl ChatState {
                 end: self.context.len(),
             });
         }
+        // The next call of the conversation resends these messages.
+        let stable = self.context.len();
         let header = cache.tokens(ASSISTANT_HEADER, encode)?;
         self.context.extend_from_slice(&header);
         let prompt_tokens = self.context.len();
@@ -238,7 +262,9 @@ impl ChatState {
             self.context.push(EOS);
         }
         let output_tokens = self.context.len() - prompt_tokens;
-        let positions = self.reusable.generate(&self.context, output_tokens);
+        let positions = self
+            .reusable
+            .generate_in(&self.context, output_tokens, known, stable);
         Ok(ChatTrace {
             prompt_tokens,
             output_tokens,

@@ -341,6 +341,15 @@ impl Journal for Vec<Undo> {
 }
 
 impl Index {
+    /// Makes this index empty, keeping its maps' room.
+    fn clear(&mut self) {
+        self.unigrams.clear();
+        for map in &mut self.longer {
+            map.clear();
+        }
+        self.next_id.fill(0);
+    }
+
     /// Makes this index hold what `saved` holds, keeping its maps' room
     /// (so no tombstones of removed entries come back, and no map grows
     /// again to sizes it had).
@@ -397,15 +406,18 @@ impl Index {
 /// there. The traces are [`generate`]'s: the n-grams of a prefix depend on
 /// the prefix alone.
 ///
-/// After a rollback that undid at least a quarter of what it kept (the
-/// next conversation under the same system prompt), a copy of the n-grams
-/// at the prefix kept is saved: a later rollback to it or a little past it
+/// After a rollback of at least a fifth of the context (the next
+/// conversation under the same system prompt), a copy of the n-grams at
+/// the prefix kept is saved: a later rollback to it or a little past it
 /// (the conversations after) copies them back, an entry at a time, and
 /// pushes the positions from there, instead of undoing each change since,
-/// which is a hash-map operation a change. Memory follows the longest
+/// which is a hash-map operation a change. A caller that knows which
+/// tokens the next requests will share (a conversation's state, its
+/// messages) leaves their changes unlogged
+/// ([`generate_in`](Self::generate_in)). Memory follows the longest
 /// context: its tokens, its n-grams and a log entry (16 bytes) per n-gram
-/// change, up to `max_n + 1` a position; and the saved copy, at most as
-/// large as the n-grams.
+/// change logged, up to `max_n + 1` a position; and the saved copy, at
+/// most as large as the n-grams.
 pub struct Reusable {
     config: Config,
     index: Index,
@@ -414,6 +426,9 @@ pub struct Reusable {
     log: Vec<Undo>,
     /// `marks[e]`: the log's length before position `e` was pushed.
     marks: Vec<usize>,
+    /// The changes of every position from here on are in the log; those
+    /// of the positions before may not be ([`generate_in`](Self::generate_in)).
+    floor: usize,
     /// The index as it was at `tokens[..len]` (`len` positions), while
     /// those positions stay held.
     saved: Option<Saved>,
@@ -442,6 +457,7 @@ impl Reusable {
             tokens: Vec::new(),
             log: Vec::new(),
             marks: Vec::new(),
+            floor: 0,
             saved: None,
         }
     }
@@ -449,9 +465,14 @@ impl Reusable {
     /// How many tokens `prompt` shares from its start with the context
     /// held: what a [`generate`](Self::generate) of it need not redo.
     pub fn shared(&self, prompt: &[u32]) -> usize {
+        self.shared_after(prompt, 0)
+    }
+
+    /// [`shared`](Self::shared), its first `known` tokens taken as shared.
+    fn shared_after(&self, prompt: &[u32], known: usize) -> usize {
         let (a, b) = (&self.tokens[..], prompt);
         let limit = a.len().min(b.len());
-        let mut i = 0;
+        let mut i = known.min(limit);
         // Whole chunks by slice comparison first, then one at a time.
         while i + 64 <= limit && a[i..i + 64] == b[i..i + 64] {
             i += 64;
@@ -476,51 +497,106 @@ impl Reusable {
     /// assert_eq!(reusable.generate(&second, 3), generate(&config, &second, 3));
     /// ```
     pub fn generate(&mut self, context: &[u32], output_len: usize) -> Positions {
+        self.generate_in(context, output_len, 0, 0)
+    }
+
+    /// [`generate`](Self::generate) for a caller that knows more of the
+    /// context: its first `known` tokens are those of the last context
+    /// generated (not compared again), and the next requests will likely
+    /// share its first `stable` tokens (an agent's messages so far). What
+    /// those positions change is not logged, which saves writing the log
+    /// for nearly every position of agent traffic; a later rollback below
+    /// them starts from the saved copy at or before where the contexts
+    /// part, or else from nothing (then saving a copy there). The trace is
+    /// the same whatever `stable` is; `known` must be right (checked in
+    /// debug builds).
+    pub(crate) fn generate_in(
+        &mut self,
+        context: &[u32],
+        output_len: usize,
+        known: usize,
+        stable: usize,
+    ) -> Positions {
         let prompt_len = context.len() - output_len;
-        let keep = self.shared(&context[..prompt_len]);
-        let start = self.roll_back(keep);
+        let prompt = &context[..prompt_len];
+        let known = known.min(self.tokens.len()).min(prompt_len);
+        debug_assert!(self.tokens[..known] == prompt[..known], "tokens said known");
+        let keep = self.shared_after(prompt, known);
+        let stable = stable.min(prompt_len);
+        let (mut start, from_nothing) = self.roll_back(keep);
+        if from_nothing && keep > 0 {
+            // Probably another conversation under the same start: the
+            // n-grams up to where they part are saved for the next one.
+            let mut recorder = Recorder {
+                log: &mut self.log,
+                marks: &mut self.marks,
+                tokens: &mut self.tokens,
+                from: stable,
+                logging: false,
+            };
+            let mut before = vec![None; self.config.max_n];
+            for e in 0..keep {
+                recorder.begin(context[e]);
+                self.index.push(context, e, &mut before, &mut recorder);
+            }
+            self.save(keep);
+            start = keep;
+        }
         let mut recorder = Recorder {
             log: &mut self.log,
             marks: &mut self.marks,
             tokens: &mut self.tokens,
+            from: stable,
+            logging: false,
         };
-        drive(
+        let positions = drive(
             &self.config,
             &mut self.index,
             &mut recorder,
             context,
             output_len,
             start,
-        )
+        );
+        self.floor = self.floor.max(stable.min(self.tokens.len()));
+        positions
     }
 
-    /// Brings the index back to the first `keep` positions or fewer
-    /// (undoing the changes of those after, or copying back the saved
-    /// index when that is cheaper), and returns how many it holds; saves
-    /// a copy after a large rollback.
-    fn roll_back(&mut self, keep: usize) -> usize {
-        // The log's length at position `e` (`marks.len()`: all of it).
-        let at = |marks: &[usize], log: usize, e: usize| marks.get(e).copied().unwrap_or(log);
-        let kept = at(&self.marks, self.log.len(), keep);
-        let undone = self.log.len() - kept;
+    /// Brings the index back to the first `keep` positions or fewer, and
+    /// returns how many it holds and whether it starts from nothing: by
+    /// undoing the changes of the positions after `keep`, or by copying
+    /// back the saved index when that is cheaper or those changes were not
+    /// all logged, or else by clearing it. Saves a copy after undoing at
+    /// least a fifth of the context.
+    fn roll_back(&mut self, keep: usize) -> (usize, bool) {
+        let held = self.tokens.len();
+        if self.saved.as_ref().is_some_and(|saved| saved.len > keep) {
+            // Its positions are about to be replaced.
+            self.saved = None;
+        }
         if let Some(saved) = &self.saved {
-            if saved.len > keep {
-                // Its positions are about to be replaced.
-                self.saved = None;
-            } else {
-                // Copying back costs about a 16th of undoing a change per
-                // entry (at most one per change up to there), then the
-                // positions from there to `keep` are pushed again (about
-                // twice an undoing per change).
-                let from = at(&self.marks, self.log.len(), saved.len);
-                if undone > 2 * (kept - from) + from / 16 {
-                    self.index.copy_from(&saved.index);
-                    self.log.truncate(from);
-                    self.marks.truncate(saved.len);
-                    self.tokens.truncate(saved.len);
-                    return saved.len;
-                }
+            let len = saved.len;
+            // Undoing costs a hash-map operation per change, about four a
+            // position; pushing a position again about twice as much, and
+            // copying back about a 16th of an operation per entry.
+            let kept = self.marks.get(keep).copied().unwrap_or(self.log.len());
+            let undone = self.log.len() - kept;
+            if keep < self.floor || undone > 8 * (keep - len) + len / 4 {
+                self.index.copy_from(&saved.index);
+                self.log
+                    .truncate(self.marks.get(len).copied().unwrap_or(self.log.len()));
+                self.marks.truncate(len);
+                self.tokens.truncate(len);
+                self.floor = self.floor.min(len);
+                return (len, false);
             }
+        }
+        if keep < self.floor {
+            self.index.clear();
+            self.log.clear();
+            self.marks.clear();
+            self.tokens.clear();
+            self.floor = 0;
+            return (0, true);
         }
         while self.marks.len() > keep {
             let mark = self.marks.pop().expect("above keep");
@@ -530,40 +606,55 @@ impl Reusable {
             }
         }
         self.tokens.truncate(keep);
-        if keep > 0 && 4 * undone >= kept {
-            match &mut self.saved {
-                Some(saved) => {
-                    saved.len = keep;
-                    saved.index.clone_from(&self.index);
-                }
-                None => {
-                    self.saved = Some(Saved {
-                        len: keep,
-                        index: self.index.clone(),
-                    })
-                }
+        if keep > 0 && 4 * (held - keep) >= keep {
+            self.save(keep);
+        }
+        (keep, false)
+    }
+
+    /// Saves a copy of the index, which holds `len` positions.
+    fn save(&mut self, len: usize) {
+        match &mut self.saved {
+            Some(saved) => {
+                saved.len = len;
+                saved.index.clone_from(&self.index);
+            }
+            None => {
+                self.saved = Some(Saved {
+                    len,
+                    index: self.index.clone(),
+                })
             }
         }
-        keep
     }
 }
 
-/// The [`Journal`] of a [`Reusable`], which also marks each position.
+/// The [`Journal`] of a [`Reusable`], which also marks each position; it
+/// logs the changes of the positions from `from` on.
 struct Recorder<'a> {
     log: &'a mut Vec<Undo>,
     marks: &'a mut Vec<usize>,
     tokens: &'a mut Vec<u32>,
+    from: usize,
+    /// Whether the position being pushed is logged.
+    logging: bool,
 }
 
 impl Journal for Recorder<'_> {
     #[inline(always)]
     fn touched(&mut self, map: usize, key: u64, before_last: u32) {
-        self.log.touched(map, key, before_last);
+        if self.logging {
+            self.log.touched(map, key, before_last);
+        }
     }
 
     #[inline(always)]
     fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>) {
-        self.log.inserted(map, key, replaced);
+        if self.logging {
+            self.log.inserted(map, key, replaced);
+        } else {
+            assert!(replaced.is_none(), "an n-gram added twice");
+        }
     }
 }
 
@@ -579,6 +670,7 @@ impl Positioned for () {
 
 impl Positioned for Recorder<'_> {
     fn begin(&mut self, token: u32) {
+        self.logging = self.marks.len() >= self.from;
         self.marks.push(self.log.len());
         self.tokens.push(token);
     }

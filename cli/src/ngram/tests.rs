@@ -251,6 +251,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// As above, each call also saying how much of its prompt is known
+    /// to be the last context's (any part of what is) and how much the
+    /// next calls will share (any guess, right or wrong): the traces do
+    /// not change.
+    #[test]
+    fn a_reusable_state_told_what_stays_agrees_with_the_one_off_generator(
+        alphabet in 1u32..5,
+        calls in prop::collection::vec(
+            (0usize..40, prop::collection::vec(0u32..16, 0..30), 0usize..20, 0usize..40, 0.0f64..=1.0),
+            1..10,
+        ),
+        max_n in 1usize..5,
+    ) {
+        let config = Config { rule: Rule::Vllm, min_n: 1, max_n, cap: 8 };
+        let mut state = Reusable::new(config);
+        let mut prompt: Vec<u32> = Vec::new();
+        let mut last: Vec<u32> = Vec::new();
+        for (cut, added, output, unstable, known) in calls {
+            prompt.truncate(prompt.len().saturating_sub(cut));
+            prompt.extend(added.iter().map(|t| t % alphabet));
+            let mut context = prompt.clone();
+            context.extend((0..output as u32).map(|t| t % alphabet));
+            context.push(u32::MAX);
+            let output_len = output + 1;
+            let shared = last.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+            let known = (shared as f64 * known) as usize;
+            let stable = prompt.len().saturating_sub(unstable);
+            let reused = state.generate_in(&context, output_len, known, stable);
+            prop_assert_eq!(&reused, &generate(&config, &context, output_len));
+            last = context;
+        }
+    }
+}
+
 #[test]
 fn a_reusable_state_rolls_back_to_the_prefix_it_shares() {
     let config = Config {
