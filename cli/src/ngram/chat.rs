@@ -477,6 +477,48 @@ mod tests {
         );
     }
 
+    /// o200k_base, noting the texts it tokenizes.
+    struct Noting(std::cell::RefCell<Vec<String>>);
+
+    impl Encode for &Noting {
+        fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+            self.0.borrow_mut().push(text.to_owned());
+            o200k().encode(text)
+        }
+
+        fn splits_at_line_starts(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn only_the_new_texts_are_tokenized() {
+        let noting = Noting(Default::default());
+        let cache = TokenCache::new(1 << 20);
+        let mut state = ChatState::new(CONFIG);
+        let call = "<tool_call>\n{\"name\": \"find\"}\n</tool_call>";
+        let mut turns = vec![turn("system", "s"), turn("user", "find it")];
+        state.generate(&turns, call, true, &cache, &noting).unwrap();
+        // The output, in two parts at its last line start.
+        assert_eq!(
+            noting.0.take()[3..],
+            ["<tool_call>\n{\"name\": \"find\"}\n", "</tool_call>"]
+        );
+        turns.extend([turn("assistant", call), turn("tool name=find", "found")]);
+        let traced = state.generate(&turns, call, true, &cache, &noting).unwrap();
+        assert_eq!(traced.kept_messages, 2);
+        // The assistant's message: only its end; the tool's result; the
+        // output's first part (its last line is kept in the parts).
+        assert_eq!(
+            noting.0.take(),
+            [
+                "</tool_call><|im_end|>\n",
+                "<|im_start|>tool name=find\nfound<|im_end|>\n",
+                "<tool_call>\n{\"name\": \"find\"}\n",
+            ]
+        );
+    }
+
     #[test]
     fn parts_keep_short_texts_up_to_their_number() {
         let mut parts = Parts::default();
@@ -484,6 +526,9 @@ mod tests {
         let long = "x".repeat(Parts::MAX_BYTES + 1);
         parts.append(&long, marked, &mut tokens).unwrap();
         assert!(parts.0.is_empty(), "a long text is not kept");
+        parts.append(&long[1..], marked, &mut tokens).unwrap();
+        assert_eq!(parts.0.len(), 1, "one of the most bytes kept is");
+        parts.0.clear();
         for i in 0..Parts::MAX_ENTRIES {
             parts.append(&i.to_string(), marked, &mut tokens).unwrap();
         }
