@@ -9,8 +9,10 @@
 //! `agent_traffic`: agent-style calls (every call resends the conversation
 //! so far: a long system prompt, then user turns, tool calls and tool
 //! results, built here), tokenizing included, as `ngram` does them given
-//! each call's rendered prompt whole and given its messages (each message
-//! tokenized once through a cache, the n-grams of the shared prefix kept).
+//! each call's rendered prompt whole and given its messages (a
+//! conversation's state keeps the messages a call shares with the last
+//! one, their tokens and n-grams; the others are tokenized once through a
+//! cache).
 //! With `SPECDEC_AGENT_REQUESTS=FILE` it measures the messages requests of
 //! that file instead (for one, `scripts/corpus_tool.py agent` of tau-bench
 //! trajectories; docs/cli.md gives the numbers).
@@ -19,9 +21,10 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use specdec_ingest::trace::{ChatMessage, Prompt, RequestReader};
+use specdec_metrics_cli::ngram::chat::ChatState;
 use specdec_metrics_cli::ngram::suffix::{GlobalCache, SuffixConfig, local_pass};
-use specdec_metrics_cli::ngram::tokenize::{EOS, TokenCache, Tokenizer, prompt_tokens};
-use specdec_metrics_cli::ngram::{Config, Reusable, Rule, generate};
+use specdec_metrics_cli::ngram::tokenize::{EOS, TokenCache, Tokenizer};
+use specdec_metrics_cli::ngram::{Config, Rule, generate};
 
 const WORDS: &[&str] = &[
     "let", "mut", "fn", "self", "return", "match", "Some", "None", "if", "else", "for", "in",
@@ -159,8 +162,8 @@ fn agent_calls(conversations: usize, turns: usize) -> Vec<(Vec<ChatMessage>, Str
 
 /// Agent traffic with tokenizing included: each call's prompt rendered and
 /// tokenized whole, then generated anew, beside the same calls as
-/// messages (a fresh token cache and state per pass, so every message is
-/// tokenized once in it).
+/// messages through one conversation state (`ChatState`; a fresh token
+/// cache and state per pass, so every message is tokenized once in it).
 fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
     let calls: Vec<(Prompt, String)> = match std::env::var_os("SPECDEC_AGENT_REQUESTS") {
         Some(path) => {
@@ -179,14 +182,19 @@ fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
         .iter()
         .map(|(m, o)| (m.render(), o.as_str()))
         .collect();
-    let chats: Vec<(&Prompt, &str)> = calls.iter().map(|(m, o)| (m, o.as_str())).collect();
+    let chats: Vec<(&[ChatMessage], &str)> = calls
+        .iter()
+        .map(|(m, o)| match m {
+            Prompt::Messages(turns) => (turns.as_slice(), o.as_str()),
+            Prompt::Text(_) => panic!("SPECDEC_AGENT_REQUESTS: a request without messages"),
+        })
+        .collect();
     let config = Config {
         rule: Rule::Vllm,
         min_n: 5,
         max_n: 5,
         cap: 64,
     };
-    let encode = |t: &str| tokenizer.encode(t);
     let positions: u64 = prompts
         .iter()
         .map(|(_, o)| tokenizer.encode(o).unwrap().len() as u64)
@@ -216,13 +224,11 @@ fn agent_traffic(c: &mut Criterion, tokenizer: &Tokenizer) {
     group.bench_function("messages", |b| {
         b.iter(|| {
             let cache = TokenCache::new(256 << 20);
-            let mut state = Reusable::new(config);
-            for (prompt, output) in &chats {
-                let mut ctx = prompt_tokens(std::hint::black_box(*prompt), &cache, encode).unwrap();
-                let p = ctx.len();
-                ctx.extend(tokenizer.encode(output).unwrap());
-                ctx.push(EOS);
-                std::hint::black_box(state.generate(&ctx, ctx.len() - p));
+            let mut state = ChatState::new(config);
+            for (turns, output) in &chats {
+                let turns = std::hint::black_box(*turns);
+                let traced = state.generate(turns, output, true, &cache, tokenizer);
+                std::hint::black_box(traced.unwrap());
             }
         })
     });

@@ -13,9 +13,9 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,6 +32,7 @@ use crate::error::CliError;
 use crate::flags::parse_size;
 use crate::format::{display_path, excerpt, group_digits};
 use crate::io::{file_id, is_stdin, note_reading_stdin};
+use crate::ngram::chat::ChatState;
 use crate::ngram::git::{GitError, History, Limits, Skipped};
 use crate::ngram::git_range::{
     RANGE_MAX_BYTES, RANGE_MAX_CHANGED_LINES, Range, RangeError, RangeSpec, parse_range,
@@ -42,8 +43,7 @@ use crate::ngram::suffix::{
 use crate::ngram::tokenize::{
     DEFAULT_TOKEN_CACHE_BYTES, EOS, TokenCache, Tokenizer, TokenizerError, prompt_tokens,
 };
-use crate::ngram::{Config, Reusable, Rule, generate};
-use rustc_hash::FxHasher;
+use crate::ngram::{Config, Rule, generate};
 use specdec_ingest::trace::SuffixMeta;
 
 /// `--eos`.
@@ -201,72 +201,48 @@ struct Job {
 struct Encoding {
     tokenizer: Tokenizer,
     cache: TokenCache,
-    /// The most recently used last.
-    conversations: Mutex<Vec<Conversation>>,
+    /// An n-gram rule's state after the last call of each recent
+    /// conversation, the most recently used last: the next call of the same
+    /// conversation (or of one that begins the same way, such as under the
+    /// same system prompt) goes on from the messages it shares.
+    conversations: Mutex<Vec<ChatState>>,
     max_conversations: usize,
-}
-
-/// An n-gram rule's state after the last request of a conversation: the
-/// next call of the same conversation (or of one that begins the same
-/// way, such as under the same system prompt) goes on from the prefix it
-/// shares ([`Reusable`]).
-struct Conversation {
-    /// A hash of each message of the last request, to choose the state
-    /// whose messages the next request shares most (the tokens shared are
-    /// then found exactly).
-    hashes: Vec<u64>,
-    state: Reusable,
+    /// Messages whose tokens a conversation's state kept (neither looked up
+    /// in the cache nor tokenized).
+    kept_messages: AtomicU64,
 }
 
 /// Conversations' n-gram states kept for `threads` workers: one each being
 /// worked on and as many waiting. Each takes memory in proportion to its
-/// context (its tokens and their n-grams: some tens of bytes a token).
+/// context (its text, its tokens and their n-grams: some tens of bytes a
+/// token).
 pub fn conversations_kept(threads: usize) -> usize {
     2 * threads + 2
 }
 
-/// A hash of a chat message, to tell conversations apart.
-fn message_hash(m: &ChatMessage) -> u64 {
-    let mut h = FxHasher::default();
-    m.role.hash(&mut h);
-    m.content.hash(&mut h);
-    h.finish()
-}
-
 impl Encoding {
-    /// The state whose last request's messages begin as `hashes` do the
+    /// The state whose last call's messages begin as `turns` do the
     /// longest (most recent first among equals), or a new one when none
     /// shares any and there is room.
-    fn take(&self, config: Config, hashes: &[u64]) -> Conversation {
+    fn take(&self, config: Config, turns: &[ChatMessage]) -> ChatState {
         let mut kept = self
             .conversations
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let shared = |c: &Conversation| {
-            c.hashes
-                .iter()
-                .zip(hashes)
-                .take_while(|(a, b)| a == b)
-                .count()
-        };
         let best = kept
             .iter()
             .enumerate()
-            .rev()
-            .max_by_key(|(i, c)| (shared(c), *i))
-            .map(|(i, c)| (i, shared(c)));
+            .map(|(i, c)| (c.shared(turns), i))
+            .max();
         match best {
-            Some((i, n)) if n > 0 || kept.len() >= self.max_conversations => kept.remove(i),
-            _ => Conversation {
-                hashes: Vec::new(),
-                state: Reusable::new(config),
-            },
+            Some((n, i)) if n > 0 || kept.len() >= self.max_conversations => kept.remove(i),
+            _ => ChatState::new(config),
         }
     }
 
     /// Keeps `conversation` for the next requests, dropping the least
     /// recently used beyond the limit.
-    fn put_back(&self, conversation: Conversation) {
+    fn put_back(&self, conversation: ChatState) {
         let mut kept = self
             .conversations
             .lock()
@@ -366,6 +342,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         cache: TokenCache::new(args.token_cache.unwrap_or(DEFAULT_TOKEN_CACHE_BYTES)),
         conversations: Mutex::new(Vec::new()),
         max_conversations: conversations_kept(threads),
+        kept_messages: AtomicU64::new(0),
     });
     let output_name = args
         .output
@@ -730,11 +707,14 @@ fn pipeline(
         progress(next, positions, started);
     }
     let cached = tokenizer.cache.stats();
-    if cached.hits + cached.misses > 0 {
+    // A message a conversation's state kept counts as found: it was not
+    // tokenized again.
+    let found = cached.hits + tokenizer.kept_messages.load(Ordering::Relaxed);
+    if found + cached.misses > 0 {
         eprintln!(
             "ngram: chat messages: {} tokenized, {} found in the token cache (--token-cache)",
             group_digits(cached.misses),
-            group_digits(cached.hits),
+            group_digits(found),
         );
     }
     match edit_counts {
@@ -1085,47 +1065,69 @@ fn one_request(
         ))
     };
     let encode = |text: &str| tokenizer.tokenizer.encode(text);
-    let mut context = prompt_tokens(&job.prompt, &tokenizer.cache, encode).map_err(|e| at(&e))?;
-    let prompt_tokens = context.len();
-    let output = encode(&job.output).map_err(|e| at(&e))?;
-    context.extend_from_slice(&output);
-    if eos {
-        context.push(EOS);
-    }
-    let output_len = context.len() - prompt_tokens;
-    if output_len == 0 {
-        return Err(at(
+    let no_output = || {
+        at(
             "field \"output\": tokenizes to nothing, and without --eos yes an output needs at least one token",
-        ));
-    }
-    let config = match drafter {
-        Drafter::Ngram(config) => config,
-        Drafter::Suffix(config, _, _) => {
-            let (prompt, output) = context.split_at(prompt_tokens);
-            let local = local_pass(config, prompt, output);
-            return Ok(Done {
-                positions: local.positions() as u64,
-                line: Vec::new(),
-                suffix: Some(Box::new(SuffixPart {
-                    id: job.id.clone(),
-                    prompt_tokens,
-                    prompt_tail: prompt[prompt_tokens.saturating_sub(config.depth - 1)..].to_vec(),
-                    output: output.to_vec(),
-                    local,
-                })),
-            });
-        }
+        )
     };
-    let positions = match &job.prompt {
-        Prompt::Messages(turns) => {
-            let hashes: Vec<u64> = turns.iter().map(message_hash).collect();
-            let mut conversation = tokenizer.take(*config, &hashes);
-            let positions = conversation.state.generate(&context, output_len);
-            conversation.hashes = hashes;
+    let (prompt_tokens, output_len, positions) = match (&job.prompt, drafter) {
+        // An n-gram rule on a conversation's call: from its state.
+        (Prompt::Messages(turns), Drafter::Ngram(config)) => {
+            let mut conversation = tokenizer.take(*config, turns);
+            let traced = conversation.generate(
+                turns,
+                &job.output,
+                eos,
+                &tokenizer.cache,
+                &tokenizer.tokenizer,
+            );
             tokenizer.put_back(conversation);
-            positions
+            let traced = traced.map_err(|e| at(&e))?;
+            tokenizer
+                .kept_messages
+                .fetch_add(traced.kept_messages as u64, Ordering::Relaxed);
+            if traced.output_tokens == 0 {
+                return Err(no_output());
+            }
+            (traced.prompt_tokens, traced.output_tokens, traced.positions)
         }
-        Prompt::Text(_) => generate(config, &context, output_len),
+        (prompt, drafter) => {
+            let mut context =
+                prompt_tokens(prompt, &tokenizer.cache, encode).map_err(|e| at(&e))?;
+            let prompt_tokens = context.len();
+            let output = encode(&job.output).map_err(|e| at(&e))?;
+            context.extend_from_slice(&output);
+            if eos {
+                context.push(EOS);
+            }
+            let output_len = context.len() - prompt_tokens;
+            if output_len == 0 {
+                return Err(no_output());
+            }
+            match drafter {
+                Drafter::Ngram(config) => (
+                    prompt_tokens,
+                    output_len,
+                    generate(config, &context, output_len),
+                ),
+                Drafter::Suffix(config, _, _) => {
+                    let (prompt, output) = context.split_at(prompt_tokens);
+                    let local = local_pass(config, prompt, output);
+                    return Ok(Done {
+                        positions: local.positions() as u64,
+                        line: Vec::new(),
+                        suffix: Some(Box::new(SuffixPart {
+                            id: job.id.clone(),
+                            prompt_tokens,
+                            prompt_tail: prompt[prompt_tokens.saturating_sub(config.depth - 1)..]
+                                .to_vec(),
+                            output: output.to_vec(),
+                            local,
+                        })),
+                    });
+                }
+            }
+        }
     };
     let request = TraceRequest {
         id: job.id.clone(),

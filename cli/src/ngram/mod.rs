@@ -71,6 +71,7 @@
 //! Where the engine bounds a proposal by its own `k`, the trace holds the
 //! unbounded proposal cut at `--cap`, and the replay drafts `min(k, L_t)`.
 
+pub mod chat;
 pub mod git;
 pub mod git_range;
 pub mod suffix;
@@ -164,7 +165,7 @@ pub struct Positions {
 }
 
 /// Where an n-gram ended: first, most recently, and the time before.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     id: u32,
     first: u32,
@@ -184,6 +185,7 @@ const NONE: u32 = u32::MAX;
 /// added, as it would have been then (it had occurred there alone). The
 /// maps thus hold at most one n-gram per position and n up to one past
 /// the longest repeated suffix there, not `max_n` per position.
+#[derive(Clone)]
 struct Index {
     /// 1-grams by token.
     unigrams: FxHashMap<u32, Seen>,
@@ -217,13 +219,13 @@ impl Index {
         let end = e as u32;
         let (mut old, mut id) = match self.unigrams.get_mut(&context[e]) {
             Some(seen) => {
-                journal.record(0, u64::from(context[e]), Some(*seen), false);
+                journal.touched(0, u64::from(context[e]), seen.before_last);
                 touch(seen, end)
             }
             None => {
                 let id = take_id(&mut self.next_id[0]);
                 self.unigrams.insert(context[e], fresh(id, end));
-                journal.record(0, u64::from(context[e]), None, true);
+                journal.inserted(0, u64::from(context[e]), None);
                 (None, id)
             }
         };
@@ -247,19 +249,19 @@ impl Index {
                 if first + 1 >= n {
                     let key = (u64::from(id) << 32) | u64::from(context[first + 1 - n]);
                     let replaced = map.insert(key, fresh(take_id(next_id), shorter.first));
-                    journal.record(n - 1, key, replaced, true);
+                    journal.inserted(n - 1, key, replaced);
                 }
             }
             let key = (u64::from(id) << 32) | u64::from(context[e + 1 - n]);
             (old, id) = match map.get_mut(&key) {
                 Some(seen) => {
-                    journal.record(n - 1, key, Some(*seen), false);
+                    journal.touched(n - 1, key, seen.before_last);
                     touch(seen, end)
                 }
                 None => {
                     let new_id = take_id(next_id);
                     map.insert(key, fresh(new_id, end));
-                    journal.record(n - 1, key, None, true);
+                    journal.inserted(n - 1, key, None);
                     (None, new_id)
                 }
             };
@@ -273,59 +275,126 @@ impl Index {
 }
 
 /// What [`Index::push`] changed, for [`Reusable`] to undo: nothing for a
-/// one-off trace.
+/// one-off trace. Map 0 holds the 1-grams, map `n - 1` the n-grams.
 trait Journal {
-    /// Entry `key` of map `map` (0: the 1-grams, `n - 1`: the n-grams) was
-    /// `old` before (`None`: absent); `took_id`: an id was taken for it.
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool);
+    /// Entry `key` of map `map` ended once more ([`touch`]): its
+    /// `before_last` was `before_last`.
+    fn touched(&mut self, map: usize, key: u64, before_last: u32);
+    /// Entry `key` of map `map` was added under a new id; `replaced`: what
+    /// it replaced (never anything: see [`Undo`]).
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>);
 }
 
 impl Journal for () {
     #[inline(always)]
-    fn record(&mut self, _: usize, _: u64, _: Option<Seen>, _: bool) {}
+    fn touched(&mut self, _: usize, _: u64, _: u32) {}
+    #[inline(always)]
+    fn inserted(&mut self, _: usize, _: u64, _: Option<Seen>) {}
 }
 
-/// One change to an [`Index`], as a [`Journal`] records it.
+/// One change to an [`Index`], as a [`Journal`] records it, in 16 bytes:
+/// a touch needs only the `before_last` it overwrote, and an addition
+/// nothing, since an entry is only ever added where there was none. (An
+/// n-gram is added at its (n-1)-gram's first recurrence, ending where that
+/// one ended alone, or where that one recurs and the n-gram is new: no
+/// earlier change made it, as ids are undone with all that came after
+/// them.)
 #[derive(Clone, Copy)]
 struct Undo {
     key: u64,
-    old: Option<Seen>,
+    /// For [`TOUCHED`]: the entry's `before_last` before.
+    before_last: u32,
     map: u8,
-    took_id: bool,
+    /// [`TOUCHED`] or [`INSERTED`].
+    kind: u8,
 }
 
+/// An [`Undo`] of [`touch`]: `last` goes back to `before_last`, and
+/// `before_last` to the one recorded.
+const TOUCHED: u8 = 0;
+/// An [`Undo`] of an entry added under a new id: removed, the id given
+/// back.
+const INSERTED: u8 = 1;
+
 impl Journal for Vec<Undo> {
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
+    #[inline(always)]
+    fn touched(&mut self, map: usize, key: u64, before_last: u32) {
         self.push(Undo {
             key,
-            old,
+            before_last,
             // At most max_n - 1 <= 254.
             map: map as u8,
-            took_id,
+            kind: TOUCHED,
+        });
+    }
+
+    #[inline(always)]
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>) {
+        assert!(replaced.is_none(), "an n-gram added twice");
+        self.push(Undo {
+            key,
+            before_last: NONE,
+            map: map as u8,
+            kind: INSERTED,
         });
     }
 }
 
 impl Index {
+    /// Makes this index empty, keeping its maps' room.
+    fn clear(&mut self) {
+        self.unigrams.clear();
+        for map in &mut self.longer {
+            map.clear();
+        }
+        self.next_id.fill(0);
+    }
+
+    /// Makes this index hold what `saved` holds, keeping its maps' room
+    /// (so no tombstones of removed entries come back, and no map grows
+    /// again to sizes it had).
+    fn copy_from(&mut self, saved: &Index) {
+        fn copy<K: Copy + Eq + std::hash::Hash>(
+            to: &mut FxHashMap<K, Seen>,
+            from: &FxHashMap<K, Seen>,
+        ) {
+            to.clear();
+            to.extend(from.iter().map(|(k, v)| (*k, *v)));
+        }
+        copy(&mut self.unigrams, &saved.unigrams);
+        for (i, map) in self.longer.iter_mut().enumerate() {
+            match saved.longer.get(i) {
+                Some(from) => copy(map, from),
+                None => map.clear(),
+            }
+        }
+        for from in &saved.longer[self.longer.len().min(saved.longer.len())..] {
+            self.longer.push(from.clone());
+        }
+        self.next_id.copy_from_slice(&saved.next_id);
+    }
+
     /// Undoes `change` (the last change not yet undone).
     fn undo(&mut self, change: Undo) {
         let map = usize::from(change.map);
-        if change.took_id {
+        let token = change.key as u32;
+        if change.kind == INSERTED {
             // Ids are taken in order and undone in reverse.
             self.next_id[map] -= 1;
-        }
-        if map == 0 {
-            let token = change.key as u32;
-            match change.old {
-                Some(seen) => self.unigrams.insert(token, seen),
-                None => self.unigrams.remove(&token),
-            };
+            if map == 0 {
+                self.unigrams.remove(&token);
+            } else {
+                self.longer[map - 1].remove(&change.key);
+            }
         } else {
-            let longer = &mut self.longer[map - 1];
-            match change.old {
-                Some(seen) => longer.insert(change.key, seen),
-                None => longer.remove(&change.key),
+            let seen = if map == 0 {
+                self.unigrams.get_mut(&token)
+            } else {
+                self.longer[map - 1].get_mut(&change.key)
             };
+            let seen = seen.expect("a touched entry is held");
+            seen.last = seen.before_last;
+            seen.before_last = change.before_last;
         }
     }
 }
@@ -335,9 +404,20 @@ impl Index {
 /// context are kept with a log of how each position changed them, so the
 /// next request rolls them back to the prefix it shares and goes on from
 /// there. The traces are [`generate`]'s: the n-grams of a prefix depend on
-/// the prefix alone. Memory follows the longest context: its tokens, its
-/// n-grams and a log entry (32 bytes) per n-gram change, up to `max_n + 1`
-/// a position.
+/// the prefix alone.
+///
+/// After a rollback of at least a fifth of the context (the next
+/// conversation under the same system prompt), a copy of the n-grams at
+/// the prefix kept is saved: a later rollback to it or a little past it
+/// (the conversations after) copies them back, an entry at a time, and
+/// pushes the positions from there, instead of undoing each change since,
+/// which is a hash-map operation a change. A caller that knows which
+/// tokens the next requests will share (a conversation's state, its
+/// messages) leaves their changes unlogged
+/// ([`generate_in`](Self::generate_in)). Memory follows the longest
+/// context: its tokens, its n-grams and a log entry (16 bytes) per n-gram
+/// change logged, up to `max_n + 1` a position; and the saved copy, at
+/// most as large as the n-grams.
 pub struct Reusable {
     config: Config,
     index: Index,
@@ -346,6 +426,18 @@ pub struct Reusable {
     log: Vec<Undo>,
     /// `marks[e]`: the log's length before position `e` was pushed.
     marks: Vec<usize>,
+    /// The changes of every position from here on are in the log; those
+    /// of the positions before may not be ([`generate_in`](Self::generate_in)).
+    floor: usize,
+    /// The index as it was at `tokens[..len]` (`len` positions), while
+    /// those positions stay held.
+    saved: Option<Saved>,
+}
+
+/// A copy of a [`Reusable`]'s index at a prefix of its context.
+struct Saved {
+    len: usize,
+    index: Index,
 }
 
 impl Reusable {
@@ -365,15 +457,22 @@ impl Reusable {
             tokens: Vec::new(),
             log: Vec::new(),
             marks: Vec::new(),
+            floor: 0,
+            saved: None,
         }
     }
 
     /// How many tokens `prompt` shares from its start with the context
     /// held: what a [`generate`](Self::generate) of it need not redo.
     pub fn shared(&self, prompt: &[u32]) -> usize {
+        self.shared_after(prompt, 0)
+    }
+
+    /// [`shared`](Self::shared), its first `known` tokens taken as shared.
+    fn shared_after(&self, prompt: &[u32], known: usize) -> usize {
         let (a, b) = (&self.tokens[..], prompt);
         let limit = a.len().min(b.len());
-        let mut i = 0;
+        let mut i = known.min(limit);
         // Whole chunks by slice comparison first, then one at a time.
         while i + 64 <= limit && a[i..i + 64] == b[i..i + 64] {
             i += 64;
@@ -398,8 +497,107 @@ impl Reusable {
     /// assert_eq!(reusable.generate(&second, 3), generate(&config, &second, 3));
     /// ```
     pub fn generate(&mut self, context: &[u32], output_len: usize) -> Positions {
+        self.generate_in(context, output_len, 0, 0)
+    }
+
+    /// [`generate`](Self::generate) for a caller that knows more of the
+    /// context: its first `known` tokens are those of the last context
+    /// generated (not compared again), and the next requests will likely
+    /// share its first `stable` tokens (an agent's messages so far). What
+    /// those positions change is not logged, which saves writing the log
+    /// for nearly every position of agent traffic; a later rollback below
+    /// them starts from the saved copy at or before where the contexts
+    /// part, or else from nothing (then saving a copy there). The trace is
+    /// the same whatever `stable` is; `known` must be right (checked in
+    /// debug builds).
+    pub(crate) fn generate_in(
+        &mut self,
+        context: &[u32],
+        output_len: usize,
+        known: usize,
+        stable: usize,
+    ) -> Positions {
         let prompt_len = context.len() - output_len;
-        let keep = self.shared(&context[..prompt_len]);
+        let prompt = &context[..prompt_len];
+        let known = known.min(self.tokens.len()).min(prompt_len);
+        debug_assert!(self.tokens[..known] == prompt[..known], "tokens said known");
+        let keep = self.shared_after(prompt, known);
+        let stable = stable.min(prompt_len);
+        let (mut start, from_nothing) = self.roll_back(keep);
+        if from_nothing && keep > 0 {
+            // Probably another conversation under the same start: the
+            // n-grams up to where they part are saved for the next one.
+            let mut recorder = Recorder {
+                log: &mut self.log,
+                marks: &mut self.marks,
+                tokens: &mut self.tokens,
+                from: stable,
+                logging: false,
+            };
+            let mut before = vec![None; self.config.max_n];
+            for e in 0..keep {
+                recorder.begin(context[e]);
+                self.index.push(context, e, &mut before, &mut recorder);
+            }
+            self.save(keep);
+            start = keep;
+        }
+        let mut recorder = Recorder {
+            log: &mut self.log,
+            marks: &mut self.marks,
+            tokens: &mut self.tokens,
+            from: stable,
+            logging: false,
+        };
+        let positions = drive(
+            &self.config,
+            &mut self.index,
+            &mut recorder,
+            context,
+            output_len,
+            start,
+        );
+        self.floor = self.floor.max(stable.min(self.tokens.len()));
+        positions
+    }
+
+    /// Brings the index back to the first `keep` positions or fewer, and
+    /// returns how many it holds and whether it starts from nothing: by
+    /// undoing the changes of the positions after `keep`, or by copying
+    /// back the saved index when that is cheaper or those changes were not
+    /// all logged, or else by clearing it. Saves a copy after undoing at
+    /// least a fifth of the context.
+    fn roll_back(&mut self, keep: usize) -> (usize, bool) {
+        let held = self.tokens.len();
+        if self.saved.as_ref().is_some_and(|saved| saved.len > keep) {
+            // Its positions are about to be replaced.
+            self.saved = None;
+        }
+        if let Some(saved) = &self.saved {
+            let len = saved.len;
+            // Undoing costs a hash-map operation per change, about four a
+            // position; pushing a position again about twice as much, and
+            // copying back about a 16th of an operation per entry.
+            let kept = self.marks.get(keep).copied().unwrap_or(self.log.len());
+            let undone = self.log.len() - kept;
+            if keep < self.floor || undone > 8 * (keep - len) + len / 4 {
+                self.index.copy_from(&saved.index);
+                self.log
+                    .truncate(self.marks.get(len).copied().unwrap_or(self.log.len()));
+                self.marks.truncate(len);
+                self.tokens.truncate(len);
+                self.floor = self.floor.min(len);
+                return (len, false);
+            }
+        }
+        if keep < self.floor {
+            self.index.clear();
+            self.log.clear();
+            self.marks.clear();
+            self.tokens.clear();
+            self.floor = 0;
+            return (0, true);
+        }
         while self.marks.len() > keep {
             let mark = self.marks.pop().expect("above keep");
             while self.log.len() > mark {
@@ -408,32 +606,55 @@ impl Reusable {
             }
         }
         self.tokens.truncate(keep);
-        let mut recorder = Recorder {
-            log: &mut self.log,
-            marks: &mut self.marks,
-            tokens: &mut self.tokens,
-        };
-        drive(
-            &self.config,
-            &mut self.index,
-            &mut recorder,
-            context,
-            output_len,
-            keep,
-        )
+        if keep > 0 && 4 * (held - keep) >= keep {
+            self.save(keep);
+        }
+        (keep, false)
+    }
+
+    /// Saves a copy of the index, which holds `len` positions.
+    fn save(&mut self, len: usize) {
+        match &mut self.saved {
+            Some(saved) => {
+                saved.len = len;
+                saved.index.clone_from(&self.index);
+            }
+            None => {
+                self.saved = Some(Saved {
+                    len,
+                    index: self.index.clone(),
+                })
+            }
+        }
     }
 }
 
-/// The [`Journal`] of a [`Reusable`], which also marks each position.
+/// The [`Journal`] of a [`Reusable`], which also marks each position; it
+/// logs the changes of the positions from `from` on.
 struct Recorder<'a> {
     log: &'a mut Vec<Undo>,
     marks: &'a mut Vec<usize>,
     tokens: &'a mut Vec<u32>,
+    from: usize,
+    /// Whether the position being pushed is logged.
+    logging: bool,
 }
 
 impl Journal for Recorder<'_> {
-    fn record(&mut self, map: usize, key: u64, old: Option<Seen>, took_id: bool) {
-        self.log.record(map, key, old, took_id);
+    #[inline(always)]
+    fn touched(&mut self, map: usize, key: u64, before_last: u32) {
+        if self.logging {
+            self.log.touched(map, key, before_last);
+        }
+    }
+
+    #[inline(always)]
+    fn inserted(&mut self, map: usize, key: u64, replaced: Option<Seen>) {
+        if self.logging {
+            self.log.inserted(map, key, replaced);
+        } else {
+            assert!(replaced.is_none(), "an n-gram added twice");
+        }
     }
 }
 
@@ -449,6 +670,7 @@ impl Positioned for () {
 
 impl Positioned for Recorder<'_> {
     fn begin(&mut self, token: u32) {
+        self.logging = self.marks.len() >= self.from;
         self.marks.push(self.log.len());
         self.tokens.push(token);
     }

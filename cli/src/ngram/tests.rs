@@ -251,6 +251,43 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// As above, each call also saying how much of its prompt is known
+    /// to be the last context's (any part of what is) and how much the
+    /// next calls will share (any guess, right or wrong): the traces do
+    /// not change.
+    #[test]
+    fn a_reusable_state_told_what_stays_agrees_with_the_one_off_generator(
+        alphabet in 1u32..5,
+        calls in prop::collection::vec(
+            (0usize..40, prop::collection::vec(0u32..16, 0..30), 0usize..20, 0usize..40, 0.0f64..=1.0),
+            1..10,
+        ),
+        max_n in 1usize..5,
+    ) {
+        let config = Config { rule: Rule::Vllm, min_n: 1, max_n, cap: 8 };
+        let mut state = Reusable::new(config);
+        let mut prompt: Vec<u32> = Vec::new();
+        let mut last: Vec<u32> = Vec::new();
+        for (cut, added, output, unstable, known) in calls {
+            prompt.truncate(prompt.len().saturating_sub(cut));
+            prompt.extend(added.iter().map(|t| t % alphabet));
+            let mut context = prompt.clone();
+            context.extend((0..output as u32).map(|t| t % alphabet));
+            context.push(u32::MAX);
+            let output_len = output + 1;
+            let shared = last.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+            let known = (shared as f64 * known) as usize;
+            let stable = prompt.len().saturating_sub(unstable);
+            let reused = state.generate_in(&context, output_len, known, stable);
+            prop_assert_eq!(&reused, &generate(&config, &context, output_len));
+            last = context;
+        }
+    }
+}
+
 #[test]
 fn a_reusable_state_rolls_back_to_the_prefix_it_shares() {
     let config = Config {
@@ -371,4 +408,110 @@ fn the_index_keeps_no_ngram_longer_than_a_new_one() {
         room < twice.len() * 254,
         "room for {room}: max_n maps of the tokens' size"
     );
+}
+
+/// What `index` holds, in order: each map's entries, the ids given.
+#[allow(clippy::type_complexity)]
+fn contents(
+    index: &super::Index,
+) -> (
+    Vec<(u64, super::Seen)>,
+    Vec<Vec<(u64, super::Seen)>>,
+    Vec<u32>,
+) {
+    let sorted = |entries: Vec<(u64, super::Seen)>| {
+        let mut entries = entries;
+        entries.sort_by_key(|(key, _)| *key);
+        entries
+    };
+    let unigrams = sorted(
+        index
+            .unigrams
+            .iter()
+            .map(|(k, v)| (u64::from(*k), *v))
+            .collect(),
+    );
+    let mut longer: Vec<_> = index
+        .longer
+        .iter()
+        .map(|map| sorted(map.iter().map(|(k, v)| (*k, *v)).collect()))
+        .collect();
+    // A map made for a longer n and emptied again holds what none does.
+    while longer.last().is_some_and(Vec::is_empty) {
+        longer.pop();
+    }
+    (unigrams, longer, index.next_id.clone())
+}
+
+#[test]
+fn undoing_the_log_gives_the_index_of_the_prefix() {
+    // Repeats of several lengths, so that entries are touched, added at a
+    // first recurrence, and added new, for every n up to 5.
+    let context: Vec<u32> = (0..600u32).map(|i| (i * i / 7 + i / 50) % 11).collect();
+    let mut index = super::Index::new(5);
+    let mut before = vec![None; 5];
+    let mut log: Vec<super::Undo> = Vec::new();
+    let mut marks = Vec::new();
+    for e in 0..context.len() {
+        marks.push(log.len());
+        index.push(&context, e, &mut before, &mut log);
+    }
+    for keep in (0..context.len()).rev().step_by(37) {
+        while log.len() > marks[keep] {
+            index.undo(log.pop().expect("above the mark"));
+        }
+        assert_eq!(
+            contents(&index),
+            contents(&index_of(&context[..keep], 5)),
+            "at {keep}"
+        );
+    }
+}
+
+#[test]
+fn conversations_under_one_system_prompt_copy_back_its_ngrams() {
+    let config = Config {
+        rule: Rule::Vllm,
+        min_n: 2,
+        max_n: 4,
+        cap: 16,
+    };
+    // A system prompt, then per conversation turns of its own (drawn from
+    // the same few tokens, so n-grams recur across them).
+    let tokens = |seed: u32, len: u32| -> Vec<u32> {
+        (0..len)
+            .map(|i| (i * 31 + seed * 17 + i * i % 7) % 9)
+            .collect()
+    };
+    let system = tokens(0, 300);
+    let mut state = Reusable::new(config);
+    let mut call = |prompt: &[u32], output: &[u32]| {
+        let mut context = prompt.to_vec();
+        context.extend_from_slice(output);
+        context.push(u32::MAX);
+        let output_len = output.len() + 1;
+        assert_eq!(
+            state.generate(&context, output_len),
+            generate(&config, &context, output_len)
+        );
+    };
+    for conversation in 1..=4 {
+        let mut prompt = system.clone();
+        for turn in 0..3 {
+            prompt.extend(tokens(conversation * 10 + turn, 80));
+            call(&prompt, &tokens(conversation * 100 + turn, 12));
+        }
+    }
+    // The second conversation undid all but the system prompt (and what
+    // the first turns share): a copy was saved there, and the next ones
+    // started from it.
+    let saved = state.saved.as_ref().expect("a saved copy");
+    assert!((300..310).contains(&saved.len), "{}", saved.len);
+    // A call that parts inside the system prompt drops it, and still
+    // gets the one-off trace.
+    let cut = &system[..150];
+    let mut context = cut.to_vec();
+    context.extend([1, 2, 3, u32::MAX]);
+    assert_eq!(state.generate(&context, 4), generate(&config, &context, 4));
+    assert!(state.saved.as_ref().is_none_or(|saved| saved.len <= 150));
 }

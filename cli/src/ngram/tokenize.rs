@@ -333,6 +333,87 @@ pub fn prompt_tokens(
 /// smaller than 2^32 - 1), so no proposal ever contains it.
 pub const EOS: u32 = u32::MAX;
 
+/// What tokenizes text for a [`ChatState`](super::chat::ChatState): a
+/// [`Tokenizer`], or any `Fn(&str) -> Result<Vec<u32>, String>` (which
+/// tells nothing of how it splits text).
+///
+/// ```
+/// use specdec_metrics_cli::ngram::tokenize::{Encode, Tokenizer};
+/// let bytes = |t: &str| Ok::<_, String>(t.bytes().map(u32::from).collect());
+/// assert_eq!(Encode::encode(&bytes, "ab").unwrap(), [97, 98]);
+/// assert!(!bytes.splits_at_line_starts());
+/// let o200k = Tokenizer::load("o200k_base").unwrap();
+/// assert!((&o200k).splits_at_line_starts());
+/// ```
+pub trait Encode {
+    /// The token ids of `text`, without special tokens.
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+
+    /// Whether the tokens of every text are those of its part before any
+    /// of its line starts ([`is_line_start`]) followed by those of the
+    /// rest. True of the built-in encodings: their pre-tokenizers split
+    /// text into pieces that are tokenized apart, and no piece holds a line
+    /// break together with a character after it that is neither whitespace
+    /// nor (o200k_base's punctuation may end in line breaks and slashes)
+    /// `/`; the pieces before such a place end there whatever follows. A
+    /// [`ChatState`](super::chat::ChatState) then takes the tokens of an
+    /// assistant's message that repeats the last output from the output's.
+    /// False unless told.
+    fn splits_at_line_starts(&self) -> bool {
+        false
+    }
+}
+
+impl<F: Fn(&str) -> Result<Vec<u32>, String>> Encode for F {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self(text)
+    }
+}
+
+impl Encode for &Tokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        Tokenizer::encode(self, text)
+    }
+
+    fn splits_at_line_starts(&self) -> bool {
+        matches!(self, Tokenizer::Tiktoken(_))
+    }
+}
+
+/// Whether byte offset `at` of `text` is a line start: just after a `\n`,
+/// at a character that is neither whitespace nor `/`.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::tokenize::is_line_start;
+/// assert!(is_line_start("a\nb", 2));
+/// assert!(!is_line_start("a\n b", 2) && !is_line_start("a\n/", 2));
+/// assert!(!is_line_start("a\n", 2) && !is_line_start("ab", 1) && !is_line_start("b", 0));
+/// ```
+pub fn is_line_start(text: &str, at: usize) -> bool {
+    at > 0
+        && text.as_bytes().get(at - 1) == Some(&b'\n')
+        && text[at..]
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && c != '/')
+}
+
+/// The last line start of `text` ([`is_line_start`]), if any.
+///
+/// ```
+/// use specdec_metrics_cli::ngram::tokenize::last_line_start;
+/// assert_eq!(last_line_start("a\nb\nc\n"), Some(4));
+/// assert_eq!(last_line_start("a\nb\n c"), Some(2));
+/// assert_eq!(last_line_start("abc"), None);
+/// ```
+pub fn last_line_start(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    (1..bytes.len())
+        .rev()
+        .filter(|&at| bytes[at - 1] == b'\n')
+        .find(|&at| is_line_start(text, at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +505,106 @@ mod tests {
             text.starts_with("the tokenizer no/such/tokenizer.json: not o200k_base or cl100k_base"),
             "{text}"
         );
+    }
+
+    /// The built-in encodings, loaded once.
+    fn built_in() -> &'static [Tokenizer; 2] {
+        static BUILT_IN: std::sync::OnceLock<[Tokenizer; 2]> = std::sync::OnceLock::new();
+        BUILT_IN.get_or_init(|| ["o200k_base", "cl100k_base"].map(|n| Tokenizer::load(n).unwrap()))
+    }
+
+    /// Text fragments that meet at line breaks in every way the
+    /// pre-tokenizers tell apart: letters of each case, contractions,
+    /// digits, blanks of several kinds, slashes, the chat template's
+    /// markers, marks, other scripts.
+    const FRAGMENTS: &[&str] = &[
+        "\n",
+        "\n\n",
+        " \n",
+        "\r\n",
+        "\r",
+        "a",
+        "ab",
+        "Ab",
+        "ABC",
+        "x'S",
+        "'s",
+        "'ll",
+        "9",
+        "123",
+        "4567",
+        " ",
+        "  ",
+        "\t",
+        "/",
+        "//",
+        "</",
+        "<",
+        "|>",
+        "<|im_end|>",
+        ".",
+        "?!",
+        "{\"",
+        "é",
+        "e\u{301}",
+        "中文",
+        "😀",
+        "\u{a0}",
+        "\u{2028}",
+        "\u{3000}",
+        "_",
+        "-",
+        "1.5",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        /// What a ChatState relies on to take an assistant's message's
+        /// tokens from the output's: the built-in encodings' tokens of a
+        /// text are those of its part before any line start, then those of
+        /// the rest.
+        #[test]
+        fn the_built_in_encodings_split_at_line_starts(
+            fragments in proptest::collection::vec(0..FRAGMENTS.len(), 0..24),
+        ) {
+            let text: String = fragments.iter().map(|&i| FRAGMENTS[i]).collect();
+            for tokenizer in built_in() {
+                let whole = tokenizer.encode(&text).unwrap();
+                for at in (0..=text.len()).filter(|&at| is_line_start(&text, at)) {
+                    let mut parts = tokenizer.encode(&text[..at]).unwrap();
+                    parts.extend(tokenizer.encode(&text[at..]).unwrap());
+                    proptest::prop_assert_eq!(&parts, &whole, "{:?} at {}", text, at);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_places_after_a_line_break_may_not_split() {
+        // Line breaks in a row are one piece, and o200k_base's punctuation
+        // takes the slashes after its line breaks: not line starts.
+        let [o200k, _] = built_in();
+        for (text, at) in [("a\n\nb", 2), ("x.\n/b", 3)] {
+            assert!(!is_line_start(text, at));
+            let mut parts = o200k.encode(&text[..at]).unwrap();
+            parts.extend(o200k.encode(&text[at..]).unwrap());
+            assert_ne!(parts, o200k.encode(text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_built_in_encodings_are_known_to_split() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        let json = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+            "decoder": null, "model": {"type": "WordLevel", "vocab": {"a": 0, "[UNK]": 1},
+            "unk_token": "[UNK]"}}"#;
+        std::fs::write(&path, json).unwrap();
+        let file = Tokenizer::load(path.to_str().unwrap()).unwrap();
+        assert!(!(&file).splits_at_line_starts());
+        assert!(built_in().iter().all(|t| t.splits_at_line_starts()));
+        assert_eq!(Encode::encode(&&file, "a b").unwrap(), [0, 1]);
     }
 }
