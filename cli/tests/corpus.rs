@@ -275,6 +275,21 @@ fn a_sample_is_deterministic_and_bounds_the_requests() {
         json_of(&out)["sets"][0]["traces"][0]["positions"],
         traced["positions"]
     );
+    // Unless told otherwise, every request is replayed, past twice the
+    // largest default batch too.
+    let many = dir.path().join("many.jsonl");
+    write_trace(&many, 300, 16, 1);
+    let out = cli()
+        .args(["corpus", many.to_str().unwrap(), "--format", "json"])
+        .args(grid)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let default = json_of(&out);
+    assert_eq!(default["sample"], 0);
+    assert_eq!(default["sets"][0]["traces"][0]["requests"], 300);
     // The table says what was sampled.
     cli()
         .args(["corpus", t, "--sample", "7"])
