@@ -34,8 +34,9 @@
 //! it shares with the `n` requests of its batch (the engine model's cost:
 //! `base + per_token × mean d`). The tokens do not depend on `k`, so the
 //! controller drafts the `k` of least summed cost over the runs it has
-//! seen, searched over all of `0..=K` (the goodput curve need not be
-//! concave). The batch-level controller keeps one sum; the per-state one
+//! seen (the longest within [`DEFAULT_WITHIN`] of the least: the estimate
+//! is flat there and drawn toward the shorter side), searched over all
+//! of `0..=K` (the goodput curve need not be concave). The batch-level controller keeps one sum; the per-state one
 //! keeps one per state of a run's first step (a first signal, [`RunSignal`]:
 //! on n-gram traces whether the drafter's match was shorter than its
 //! longest `n`, see [`RunSignal`]; by default `per-state` is not a
@@ -73,7 +74,7 @@
 //! alternating regimes, a sudden switch, a two-peaked goodput curve,
 //! requests of two kinds in one batch; `K = 64`, `c` 0.1 and 0.3, batch 1
 //! and 32): at worst 0.879 of the best static `k` (adaptive, two kinds of
-//! request at batch 32, `c = 0.1`; per-state 0.918 there), and from 0.95
+//! request at batch 32, `c = 0.1`; per-state 0.910 there), and from 0.95
 //! to 1.33 elsewhere. It needs no exploration: it switches when the leader
 //! changes, 0.1 to 1.8 times per 1,000 engine steps at batch 1 and 7 to
 //! 27 at batch 32 on those sequences.
@@ -96,6 +97,21 @@ pub const DEFAULT_KEEP: f64 = 0.8;
 
 /// The draft length before the first choice.
 pub const DEFAULT_FIRST_LEN: usize = 4;
+
+/// The plan takes the longest length whose estimated cost is within this
+/// share of the least ([`RunCosts::within`]).
+///
+/// The estimate is flat near its least and drawn toward the length being
+/// drafted, which is the shorter side: a short draft looks up more often
+/// and breaks the copy runs a long one drafts through. Chosen on the
+/// tuning half of the held-out corpus (adaptive, `K` 8 and 64 on n-gram
+/// traces, 8 and 24 on suffix ones; every cost and batch; the mean of the
+/// 72 cell medians, cells under 0.99 in parentheses), n-gram / suffix:
+/// the least alone (ties to the shorter) 0.9902 (25) / 0.9987 (3); within
+/// 0.002 0.9907 (23) / 0.9992 (3); 0.005 0.9906 (21) / 0.9995 (1); 0.01
+/// 0.9906 (20) / 0.9991 (1); 0.02 0.9906 (18) / 0.9984 (5); 0.04 0.9883
+/// (29) / 0.9975 (8).
+pub const DEFAULT_WITHIN: f64 = 0.005;
 
 /// The states of the per-state copy-run controller without
 /// [`RunSettings::long_run`]: the first signal ([`RunSignal`]: a short
@@ -313,6 +329,9 @@ pub struct RunSettings {
     /// Whether a run costs its request `1 / n` of each step it shares with
     /// `n - 1` others (else the whole step).
     pub share_batch: bool,
+    /// The plan takes the longest length whose estimated cost is within
+    /// this share of the least ([`RunCosts::within`]).
+    pub within: f64,
 }
 
 impl RunSettings {
@@ -329,6 +348,7 @@ impl RunSettings {
             first_len: DEFAULT_FIRST_LEN,
             share_batch: true,
             long_run: Some(DEFAULT_LONG_RUN),
+            within: DEFAULT_WITHIN,
         }
     }
 }
@@ -341,6 +361,7 @@ pub struct RunCosts {
     /// `states × (K + 1)`.
     cost: Vec<f64>,
     runs: Vec<f64>,
+    within: f64,
 }
 
 impl RunCosts {
@@ -350,7 +371,26 @@ impl RunCosts {
             max_draft_len,
             cost: vec![0.0; states * (max_draft_len + 1)],
             runs: vec![0.0; states],
+            within: 0.0,
         }
+    }
+
+    /// The same, choosing the longest length whose cost is at most `1 +
+    /// share` times the least (`0`, as [`RunCosts::new`]: the least, ties
+    /// to the shorter).
+    ///
+    /// ```
+    /// use specdec_sim::runs::RunCosts;
+    /// use specdec_sim::summary::CostLinear;
+    /// let cost = CostLinear { base: 1.0, per_token: 0.1 };
+    /// let mut costs = RunCosts::new(1, 8);
+    /// costs.add(0, 5, 8, [1.0, 1.0], cost); // a run of 5 tokens: k = 5 is least
+    /// assert_eq!(costs.best(0), Some(5));
+    /// assert_eq!(costs.within(0.25).best(0), Some(8));
+    /// ```
+    pub fn within(mut self, share: f64) -> Self {
+        self.within = share;
+        self
     }
 
     /// The cost of `steps(k)` steps of `base + per_token × min(k, L)` each
@@ -374,14 +414,15 @@ impl RunCosts {
         self.runs[state] += weight[1];
     }
 
-    /// The length of least cost for `state` (ties to the shorter), `None`
-    /// when it has seen no run.
+    /// The length of least cost for `state` (ties to the shorter; the
+    /// longest within [`RunCosts::within`] of it), `None` when it has seen
+    /// no run.
     pub fn best(&self, state: usize) -> Option<usize> {
         let width = self.max_draft_len + 1;
         if self.runs[state] <= 0.0 {
             return None;
         }
-        argmin(&self.cost[state * width..(state + 1) * width])
+        least(&self.cost[state * width..(state + 1) * width], self.within)
     }
 
     /// The length of least cost over every state together.
@@ -393,7 +434,7 @@ impl RunCosts {
         let total: Vec<f64> = (0..width)
             .map(|k| self.cost.chunks(width).map(|row| row[k]).sum())
             .collect();
-        argmin(&total)
+        least(&total, self.within)
     }
 
     /// Multiplies every sum by `keep`.
@@ -411,6 +452,17 @@ fn argmin(row: &[f64]) -> Option<usize> {
         }
     }
     best.map(|(k, _)| k)
+}
+
+/// The longest `k` whose cost is at most `1 + within` times the least
+/// (the least itself, ties to the shorter, when `within` is 0).
+fn least(row: &[f64], within: f64) -> Option<usize> {
+    let k = argmin(row)?;
+    if within <= 0.0 {
+        return Some(k);
+    }
+    let bound = row[k] * (1.0 + within);
+    row.iter().rposition(|&c| c <= bound)
 }
 
 // The request memory of a copy-run controller: the open run's predicted
@@ -446,7 +498,7 @@ impl CopyRuns {
         };
         let first = settings.first_len.min(settings.max_draft_len);
         Self {
-            costs: RunCosts::new(states, settings.max_draft_len),
+            costs: RunCosts::new(states, settings.max_draft_len).within(settings.within),
             plan: vec![first; states],
             seen: 0,
             choices: 0,
@@ -726,6 +778,29 @@ mod tests {
     fn ties_go_to_the_shorter_length() {
         assert_eq!(argmin(&[2.0, 1.0, 1.0, 3.0]), Some(1));
         assert_eq!(argmin(&[]), None);
+        assert_eq!(least(&[2.0, 1.0, 1.0, 3.0], 0.0), Some(1));
+    }
+
+    #[test]
+    fn the_longest_length_within_the_share_of_the_least_is_chosen() {
+        // The least at 1, 2 within 0.5%, 3 just past it, 4 within again.
+        let row = [2.0, 1.0, 1.004, 1.0051, 1.005, 1.2];
+        assert_eq!(least(&row, 0.005), Some(4));
+        assert_eq!(least(&row[..4], 0.005), Some(2));
+        assert_eq!(least(&row[..4], 0.0051), Some(3));
+        assert_eq!(least(&[], 0.005), None);
+        // What a copy-run controller chooses with it: a run of 5 tokens
+        // (proposal 8) costs least at 5; 6 to 8 cost one step more each.
+        let cost = CostLinear {
+            base: 1.0,
+            per_token: 0.001,
+        };
+        let mut costs = RunCosts::new(1, 8);
+        costs.add(0, 5, 8, [1.0, 1.0], cost);
+        assert_eq!(costs.best(0), Some(5));
+        assert_eq!(costs.clone().within(0.004).best(0), Some(8));
+        assert_eq!(costs.within(0.0005).best(0), Some(5));
+        assert_eq!(RunSettings::new(8, cost, false, 5).within, DEFAULT_WITHIN);
     }
 
     #[test]

@@ -51,7 +51,7 @@
 //! 1 and 32; a trace with no `ngram` is one state): at worst 0.843 of the
 //! best static `k` (two kinds of request in one batch of 32, `c = 0.1`),
 //! 0.862 on the two-peaked curve at batch 1, and 0.92 to 1.31 elsewhere;
-//! the copy-run per-state gives 0.918 and 0.993 there. It switches 0.1 to
+//! the copy-run per-state gives 0.910 and 0.993 there. It switches 0.1 to
 //! 3.1 times per 1,000 engine steps at batch 1 and 3.6 to 83 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
