@@ -724,3 +724,16 @@ fn huge_counts_are_reconstructed_without_walking_the_windows() {
         1_500_400_000_000_000_000
     );
 }
+
+/// A summary that drafted nothing (0 drafts, 0 draft tokens) is read as
+/// one without drafts; 0 drafts beside draft tokens is refused (above).
+#[test]
+fn a_summary_of_no_drafts_is_read_as_one_without_drafts() {
+    let rule = "-".repeat(50);
+    let text = format!(
+        "{rule}\ntotal_num_output_tokens: 100\nnum_drafts: 0\nnum_draft_tokens: 0\nnum_accepted_tokens: 0\nmean acceptance length: 1.00\n{rule}\nacceptance at token 0: 0.00\nacceptance at token 1: 0.00\n"
+    );
+    let (counted, rec) = read(&text).unwrap();
+    assert_eq!((rec.summaries, rec.lines_without_drafts), (1, 1));
+    assert_eq!(counted.groups[0].built.counters.drafts(), 0);
+}
