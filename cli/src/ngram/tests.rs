@@ -515,3 +515,196 @@ fn conversations_under_one_system_prompt_copy_back_its_ngrams() {
     assert_eq!(state.generate(&context, 4), generate(&config, &context, 4));
     assert!(state.saved.as_ref().is_none_or(|saved| saved.len <= 150));
 }
+
+// How `Reusable::roll_back` brings the index back: by undoing the log, by
+// copying back the saved index, or by clearing it. The choice is a matter
+// of speed (the traces are the same whichever is made), so these tests
+// look at what `roll_back` returns and keeps: `(keep, false)` when it
+// undoes, `(saved length, false)` when it copies back, `(0, true)` when it
+// clears; and at the index it leaves, which is in every case the one a
+// fresh build over the tokens it says it holds gives.
+
+/// Vllm with n-grams up to `max_n`; at `max_n = 1` a position changes
+/// exactly one entry (its 1-gram), so the log holds a change a position.
+fn rollback_config(max_n: usize) -> Config {
+    Config {
+        rule: Rule::Vllm,
+        min_n: 1,
+        max_n,
+        cap: 8,
+    }
+}
+
+/// Tokens over a small alphabet: entries are touched as well as added.
+fn repeating(len: usize) -> Vec<u32> {
+    (0..len as u32).map(|i| (i * 7 + i * i / 3) % 5).collect()
+}
+
+/// Has `state` generate a call that leaves it holding `tokens` (every one
+/// pushed), the positions below `stable` unlogged where pushed anew.
+fn hold(state: &mut Reusable, tokens: &[u32], stable: usize) {
+    let mut context = tokens.to_vec();
+    context.push(u32::MAX);
+    let config = state.config;
+    assert_eq!(
+        state.generate_in(&context, 2, 0, stable),
+        generate(&config, &context, 2)
+    );
+    assert_eq!(state.tokens, tokens);
+}
+
+/// `state` holds `tokens`, a mark a position, and the index a fresh build
+/// over them gives.
+fn assert_holds(state: &Reusable, tokens: &[u32]) {
+    assert_eq!(state.tokens, tokens);
+    assert_eq!(state.marks.len(), tokens.len());
+    assert_eq!(
+        contents(&state.index),
+        contents(&index_of(tokens, state.config.max_n))
+    );
+}
+
+fn saved_len(state: &Reusable) -> Option<usize> {
+    state.saved.as_ref().map(|saved| saved.len)
+}
+
+/// A state at `max_n = 1`, everything logged, with a copy saved at 20
+/// and holding the first `held` of `tokens`.
+fn saved_at_20(tokens: &[u32], held: usize) -> Reusable {
+    let mut state = Reusable::new(rollback_config(1));
+    hold(&mut state, &tokens[..100], 0);
+    // 80 positions undone, at least a fifth of 100: a copy saved.
+    assert_eq!(state.roll_back(20), (20, false));
+    assert_eq!(saved_len(&state), Some(20));
+    hold(&mut state, &tokens[..held], 0);
+    assert_eq!(state.log.len(), held, "a change a position");
+    assert_eq!(saved_len(&state), Some(20));
+    state
+}
+
+#[test]
+fn a_rollback_undoes_up_to_eight_changes_a_position_past_the_copy_and_a_quarter() {
+    let tokens = repeating(100);
+    // Back to 22 from a copy at 20: undoing is chosen up to 8 * (22 - 20)
+    // + 20 / 4 = 21 changes.
+    let mut state = saved_at_20(&tokens, 22 + 21);
+    assert_eq!(state.roll_back(22), (22, false), "undone");
+    assert_holds(&state, &tokens[..22]);
+    // 21 positions undone, at least a fifth of 22: saved there instead.
+    assert_eq!(saved_len(&state), Some(22));
+    // One change more: the copy at 20 is copied back.
+    let mut state = saved_at_20(&tokens, 22 + 22);
+    assert_eq!(state.roll_back(22), (20, false), "copied back");
+    assert_holds(&state, &tokens[..20]);
+    assert_eq!(saved_len(&state), Some(20));
+}
+
+/// A state at `max_n = 3` with a copy saved at 20, holding the first 60
+/// of `tokens`, whose positions 20..50 are unlogged (the floor at 50).
+fn floor_at_50(tokens: &[u32]) -> Reusable {
+    let mut state = Reusable::new(rollback_config(3));
+    hold(&mut state, &tokens[..100], 0);
+    assert_eq!(state.roll_back(20), (20, false));
+    hold(&mut state, &tokens[..60], 50);
+    assert_eq!(state.floor, 50);
+    assert_eq!(saved_len(&state), Some(20));
+    state
+}
+
+#[test]
+fn a_rollback_below_the_floor_copies_back_however_few_changes_since() {
+    let tokens = repeating(100);
+    let mut state = floor_at_50(&tokens);
+    // Fewer changes logged since 30 (those of positions 50..60) than
+    // undoing would be chosen for, 8 * (30 - 20) + 20 / 4, had they all
+    // been logged.
+    assert!(state.log.len() - state.marks[30] <= 85);
+    assert_eq!(state.roll_back(30), (20, false), "copied back");
+    assert_holds(&state, &tokens[..20]);
+    assert_eq!(state.floor, 20);
+    assert_eq!(saved_len(&state), Some(20));
+    // Back to the copy's own length: it is kept, and copied back.
+    let mut state = floor_at_50(&tokens);
+    assert_eq!(state.roll_back(20), (20, false), "copied back");
+    assert_holds(&state, &tokens[..20]);
+    assert_eq!(saved_len(&state), Some(20));
+}
+
+#[test]
+fn a_rollback_to_the_floor_or_above_undoes_few_changes() {
+    let tokens = repeating(100);
+    for keep in [50, 55] {
+        let mut state = floor_at_50(&tokens);
+        assert!(state.log.len() - state.marks[keep] <= 8 * (keep - 20) + 20 / 4);
+        assert_eq!(state.roll_back(keep), (keep, false), "undone to {keep}");
+        assert_holds(&state, &tokens[..keep]);
+        // Under a fifth undone: the copy at 20 stays.
+        assert_eq!(saved_len(&state), Some(20));
+    }
+}
+
+#[test]
+fn without_a_copy_a_rollback_below_the_floor_clears_and_to_it_undoes() {
+    let tokens = repeating(100);
+    let mut state = Reusable::new(rollback_config(3));
+    hold(&mut state, &tokens[..60], 50);
+    assert_eq!(saved_len(&state), None);
+    assert_eq!(state.roll_back(50), (50, false), "undone");
+    assert_holds(&state, &tokens[..50]);
+    assert_eq!(state.roll_back(49), (0, true), "cleared");
+    assert_holds(&state, &[]);
+    assert_eq!((state.floor, state.log.len()), (0, 0));
+}
+
+#[test]
+fn a_rollback_saves_a_copy_after_undoing_a_fifth_of_what_it_keeps() {
+    let tokens = repeating(100);
+    let mut state = Reusable::new(rollback_config(1));
+    // 4 * 5 >= 20: saved.
+    hold(&mut state, &tokens[..25], 0);
+    assert_eq!(state.roll_back(20), (20, false));
+    assert_holds(&state, &tokens[..20]);
+    assert_eq!(saved_len(&state), Some(20));
+    // 4 * 4 < 20: not.
+    let mut state = Reusable::new(rollback_config(1));
+    hold(&mut state, &tokens[..24], 0);
+    assert_eq!(state.roll_back(20), (20, false));
+    assert_holds(&state, &tokens[..20]);
+    assert_eq!(saved_len(&state), None);
+    // Nothing kept: nothing saved.
+    let mut state = Reusable::new(rollback_config(1));
+    hold(&mut state, &tokens[..25], 0);
+    assert_eq!(state.roll_back(0), (0, false));
+    assert_holds(&state, &[]);
+    assert_eq!(saved_len(&state), None);
+}
+
+#[test]
+fn a_call_parting_below_the_floor_rebuilds_and_saves_what_it_shares() {
+    let tokens = repeating(100);
+    let config = rollback_config(3);
+    // Parting at 30, below the floor at 50, with no copy: cleared, the 30
+    // shared positions pushed again and a copy saved there.
+    let mut state = Reusable::new(config);
+    hold(&mut state, &tokens[..60], 50);
+    let mut context = tokens[..30].to_vec();
+    context.extend([9, 9, 8, 9, 9, 8, u32::MAX]);
+    assert_eq!(
+        state.generate_in(&context, 3, 0, 0),
+        generate(&config, &context, 3)
+    );
+    assert_eq!(saved_len(&state), Some(30));
+    assert_holds(&state, &context[..context.len() - 1]);
+    // Parting at 0: cleared, and nothing to save.
+    let mut state = Reusable::new(config);
+    hold(&mut state, &tokens[..60], 50);
+    let mut context = vec![9];
+    context.extend(&tokens[..40]);
+    context.push(u32::MAX);
+    assert_eq!(
+        state.generate_in(&context, 3, 0, 0),
+        generate(&config, &context, 3)
+    );
+    assert_eq!(saved_len(&state), None);
+    assert_holds(&state, &context[..context.len() - 1]);
+}
