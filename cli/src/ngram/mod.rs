@@ -527,13 +527,8 @@ impl Reusable {
         if from_nothing && keep > 0 {
             // Probably another conversation under the same start: the
             // n-grams up to where they part are saved for the next one.
-            let mut recorder = Recorder {
-                log: &mut self.log,
-                marks: &mut self.marks,
-                tokens: &mut self.tokens,
-                from: stable,
-                logging: false,
-            };
+            let mut recorder =
+                Recorder::new(&mut self.log, &mut self.marks, &mut self.tokens, stable);
             let mut before = vec![None; self.config.max_n];
             for e in 0..keep {
                 recorder.begin(context[e]);
@@ -542,13 +537,7 @@ impl Reusable {
             self.save(keep);
             start = keep;
         }
-        let mut recorder = Recorder {
-            log: &mut self.log,
-            marks: &mut self.marks,
-            tokens: &mut self.tokens,
-            from: stable,
-            logging: false,
-        };
+        let mut recorder = Recorder::new(&mut self.log, &mut self.marks, &mut self.tokens, stable);
         let positions = drive(
             &self.config,
             &mut self.index,
@@ -638,6 +627,25 @@ struct Recorder<'a> {
     from: usize,
     /// Whether the position being pushed is logged.
     logging: bool,
+}
+
+impl<'a> Recorder<'a> {
+    /// A recorder into these logs, logging the positions from `from` on
+    /// (not logging until the first position begins).
+    fn new(
+        log: &'a mut Vec<Undo>,
+        marks: &'a mut Vec<usize>,
+        tokens: &'a mut Vec<u32>,
+        from: usize,
+    ) -> Self {
+        Self {
+            log,
+            marks,
+            tokens,
+            from,
+            logging: false,
+        }
+    }
 }
 
 impl Journal for Recorder<'_> {
