@@ -228,9 +228,11 @@ fn a_sample_is_deterministic_and_bounds_the_requests() {
     write_trace(&trace, 40, 16, 1);
     let t = trace.to_str().unwrap();
     let grid = ["--max-draft-lens", "8", "--costs", "0.1", "--batches", "4"];
-    let run = |sample: &str| {
+    // `corpus PATH --format json` on the grid, with `flags`.
+    let json = |path: &Path, flags: &[&str]| {
         let out = cli()
-            .args(["corpus", t, "--sample", sample, "--format", "json"])
+            .args(["corpus", path.to_str().unwrap(), "--format", "json"])
+            .args(flags)
             .args(grid)
             .assert()
             .success()
@@ -239,6 +241,7 @@ fn a_sample_is_deterministic_and_bounds_the_requests() {
             .clone();
         json_of(&out)
     };
+    let run = |sample: &str| json(&trace, &["--sample", sample]);
     let (a, b) = (run("7"), run("7"));
     assert_eq!(a, b);
     assert_eq!(a["sample"], 7);
@@ -263,31 +266,15 @@ fn a_sample_is_deterministic_and_bounds_the_requests() {
     }
     let head = dir.path().join("head.jsonl");
     fs::write(&head, first).unwrap();
-    let out = cli()
-        .args(["corpus", head.to_str().unwrap(), "--format", "json"])
-        .args(grid)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
     assert_ne!(
-        json_of(&out)["sets"][0]["traces"][0]["positions"],
+        json(&head, &[])["sets"][0]["traces"][0]["positions"],
         traced["positions"]
     );
     // Unless told otherwise, every request is replayed, past twice the
     // largest default batch too.
     let many = dir.path().join("many.jsonl");
     write_trace(&many, 300, 16, 1);
-    let out = cli()
-        .args(["corpus", many.to_str().unwrap(), "--format", "json"])
-        .args(grid)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let default = json_of(&out);
+    let default = json(&many, &[]);
     assert_eq!(default["sample"], 0);
     assert_eq!(default["sets"][0]["traces"][0]["requests"], 300);
     // The table says what was sampled.
