@@ -693,6 +693,27 @@ fn a_directory_is_refused_before_anything_is_written() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "");
 }
 
+#[test]
+fn an_input_refused_at_its_first_line_leaves_nothing_written() {
+    let out = run(&[], b"\xff\xfe not text\n");
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("not UTF-8"), "{}", out.stderr);
+    // Not a metadata line alone, which would read as an empty trace.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    // An empty input is a trace of no requests: the metadata line alone.
+    let out = run(&[], b"");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.starts_with("{\"specdec_trace\":"), "{stdout}");
+    // With requests, the metadata line still comes first.
+    let out = run(&[], GOOD.as_bytes());
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("{\"specdec_trace\":"), "{stdout}");
+    assert!(stdout.lines().count() > 1, "{stdout}");
+}
+
 /// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
 /// `Command` cannot make (`>&-`, `>>`).
 fn sh(script: &str) -> std::process::Output {

@@ -348,20 +348,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .output
         .as_deref()
         .map_or_else(|| "standard output".to_owned(), display_path);
-    let written = write_meta(&mut out, &meta)
-        .map_err(|e| write_error(&e, &output_name))
-        .and_then(|()| {
-            pipeline(
-                source,
-                tokenizer,
-                drafter,
-                eos,
-                max_line_bytes,
-                threads,
-                &mut out,
-                &output_name,
-            )
-        });
+    let mut header = Vec::new();
+    write_meta(&mut header, &meta).map_err(|e| write_error(&e, &output_name))?;
+    // The metadata line goes out with the first request (or at the end of
+    // an input without any): an input refused at its first line leaves
+    // nothing written, not a trace that reads as empty.
+    let mut first = HeaderFirst {
+        header: Some(header),
+        inner: &mut out,
+    };
+    let written = pipeline(
+        source,
+        tokenizer,
+        drafter,
+        eos,
+        max_line_bytes,
+        threads,
+        &mut first,
+        &output_name,
+    )
+    .and_then(|()| first.finish().map_err(|e| write_error(&e, &output_name)));
     let flushed = out.flush();
     match written {
         Err(e) if !is_broken_pipe_error(&e) => return Err(e),
@@ -567,6 +573,41 @@ fn fd_metadata<T>(_: &T) -> io::Result<std::fs::Metadata> {
 }
 
 /// Where the trace goes: `--output`, or standard output.
+/// A writer that writes `header` before the first bytes written through
+/// it, or at [`finish`](Self::finish) when none were.
+struct HeaderFirst<'a> {
+    header: Option<Vec<u8>>,
+    inner: &'a mut dyn Write,
+}
+
+impl HeaderFirst<'_> {
+    fn put_header(&mut self) -> io::Result<()> {
+        if let Some(header) = self.header.take() {
+            self.inner.write_all(&header)?;
+        }
+        Ok(())
+    }
+
+    /// The header, if nothing was written after it.
+    fn finish(&mut self) -> io::Result<()> {
+        self.put_header()
+    }
+}
+
+impl Write for HeaderFirst<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.put_header()?;
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn open_output(args: &Args) -> Result<Box<dyn Write>, CliError> {
     Ok(match &args.output {
         Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
