@@ -714,6 +714,44 @@ fn an_input_refused_at_its_first_line_leaves_nothing_written() {
     assert!(stdout.lines().count() > 1, "{stdout}");
 }
 
+#[test]
+fn a_request_reaches_the_reader_while_the_input_stays_open() {
+    use std::io::{BufRead, BufReader};
+    let mut child = bin()
+        .arg("ngram")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(GOOD.as_bytes()).unwrap();
+    input.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for _ in 0..2 {
+            let _ = tx.send(lines.next());
+        }
+    });
+    // The input is still open: the lines arrive only if what was written
+    // is flushed while the command waits on it (after a second of quiet).
+    let wait = std::time::Duration::from_secs(120);
+    let header = rx
+        .recv_timeout(wait)
+        .expect("no metadata line while the input is open");
+    let request = rx
+        .recv_timeout(wait)
+        .expect("no request while the input is open");
+    let header = header.unwrap().unwrap();
+    assert!(header.starts_with("{\"specdec_trace\":"), "{header}");
+    let request: Value = serde_json::from_str(&request.unwrap().unwrap()).unwrap();
+    assert_eq!(request["output_tokens"], 2, "{request}");
+    drop(input);
+    assert!(child.wait().unwrap().success());
+}
+
 /// Runs `sh -c SCRIPT` with `$BIN` the command line, for redirections a
 /// `Command` cannot make (`>&-`, `>>`).
 fn sh(script: &str) -> std::process::Output {

@@ -596,9 +596,6 @@ impl HeaderFirst<'_> {
 
 impl Write for HeaderFirst<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
         self.put_header()?;
         self.inner.write(buf)
     }
