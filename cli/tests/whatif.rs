@@ -924,8 +924,9 @@ fn per_states_run_signal_defaults_by_the_traces_rule_and_bad_ones_stop() {
         per_state(&vllm, None),
         per_state(&vllm, Some("match-steps"))
     );
-    // Not copy runs, split or not.
-    for runs in ["short-match", "none"] {
+    // Not copy runs, split or not; nor the short match alone (without the
+    // request's recent matched length).
+    for runs in ["short-match", "none", "short-match-steps"] {
         assert_ne!(per_state(&vllm, None), per_state(&vllm, Some(runs)));
     }
     for bad in [

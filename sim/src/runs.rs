@@ -142,15 +142,19 @@ pub enum RunSignal {
     /// Not copy runs: a state per bucket of the draft's score, read at
     /// every step ([`crate::step_states`]).
     ScoreSteps,
-    /// Not copy runs: two states, whether the drafter's match is shorter
-    /// than its longest, read at every step ([`crate::step_states`]).
+    /// Not copy runs: whether the drafter's match is shorter than its
+    /// longest, read at every step, crossed with the request's recent
+    /// matched length ([`crate::step_states::MATCH_EDGES`]): eight states.
     MatchSteps,
+    /// As [`MatchSteps`](Self::MatchSteps) without the recent matched
+    /// length: two states (the default before it).
+    ShortMatchSteps,
 }
 
 impl RunSignal {
     /// Reads `short-match`, `match-below=N` (`N` in `2..=255`),
     /// `score-below=X` (`X` in tokens, a multiple of 1/16 in `(0, 16)`),
-    /// `none`, `score-steps` or `match-steps`.
+    /// `none`, `score-steps`, `match-steps` or `short-match-steps`.
     ///
     /// ```
     /// use specdec_sim::runs::RunSignal;
@@ -159,6 +163,7 @@ impl RunSignal {
     /// assert_eq!(RunSignal::parse("match-below=4"), Ok(RunSignal::MatchBelow(4)));
     /// assert_eq!(RunSignal::parse("score-steps"), Ok(RunSignal::ScoreSteps));
     /// assert_eq!(RunSignal::parse("match-steps"), Ok(RunSignal::MatchSteps));
+    /// assert_eq!(RunSignal::parse("short-match-steps"), Ok(RunSignal::ShortMatchSteps));
     /// assert!(RunSignal::parse("match-below=1").is_err());
     /// assert!(RunSignal::parse("score-below=0.01").is_err());
     /// ```
@@ -168,6 +173,7 @@ impl RunSignal {
             "none" => Ok(Self::Unsplit),
             "score-steps" => Ok(Self::ScoreSteps),
             "match-steps" => Ok(Self::MatchSteps),
+            "short-match-steps" => Ok(Self::ShortMatchSteps),
             _ if s.starts_with("match-below=") => s["match-below=".len()..]
                 .parse::<u8>()
                 .ok()
@@ -181,7 +187,8 @@ impl RunSignal {
                     .ok_or_else(|| {
                         format!(
                             "{s:?}: not a run signal (short-match, match-below=N, \
-                             score-below=X, none, score-steps, match-steps)"
+                             score-below=X, none, score-steps, match-steps, \
+                             short-match-steps)"
                         )
                     })?;
                 let sixteenths = tokens * 16.0;
@@ -202,6 +209,7 @@ impl RunSignal {
     /// use specdec_sim::runs::RunSignal;
     /// use specdec_sim::step_states::StepSignal;
     /// assert_eq!(RunSignal::MatchSteps.step_signal(5), Some(StepSignal::ShortMatch(5)));
+    /// assert_eq!(RunSignal::ShortMatchSteps.step_signal(5), Some(StepSignal::ShortMatch(5)));
     /// assert_eq!(RunSignal::ScoreSteps.step_signal(5), Some(StepSignal::Score));
     /// assert_eq!(RunSignal::ShortMatch.step_signal(5), None);
     /// ```
@@ -209,7 +217,7 @@ impl RunSignal {
         use crate::step_states::StepSignal;
         match self {
             Self::ScoreSteps => Some(StepSignal::Score),
-            Self::MatchSteps => Some(StepSignal::ShortMatch(max_n)),
+            Self::MatchSteps | Self::ShortMatchSteps => Some(StepSignal::ShortMatch(max_n)),
             Self::ShortMatch | Self::MatchBelow(_) | Self::ScoreBelow(_) | Self::Unsplit => None,
         }
     }
@@ -220,7 +228,7 @@ impl RunSignal {
             Self::ShortMatch => position.short_match(max_n),
             Self::MatchBelow(n) => position.ngram > 0 && position.ngram < n,
             Self::ScoreBelow(t) => position.proposal > 0 && position.score < t,
-            Self::Unsplit | Self::ScoreSteps | Self::MatchSteps => false,
+            Self::Unsplit | Self::ScoreSteps | Self::MatchSteps | Self::ShortMatchSteps => false,
         }
     }
 }
@@ -243,7 +251,9 @@ impl RunSignal {
 /// step's length to its end, so a state that splits runs by their first
 /// draft drafts a long run at the length of its weak start. N-gram traces
 /// (vLLM's rule, `K` 8 and 64): copy runs split by a short match 1.0031
-/// (35); short-match step states 1.0118 (20). See
+/// (35); short-match step states 1.0118 (20), and 1.0244 (15) crossed
+/// with the request's recent matched length (every request of the agent
+/// file by then: 1.0104 (22) without it). See
 /// [`crate::step_states::DEFAULT_FACTOR`] and
 /// [`crate::step_states::DEFAULT_NGRAM_FACTOR`].
 ///

@@ -5,9 +5,13 @@
 //! ([`StepSignal`]): on a suffix-decoding trace the bucket of the draft's
 //! score (the sum of its tokens' estimated probabilities: the tokens the
 //! drafter expects accepted, [`SCORE_EDGES`]); on an n-gram trace whether
-//! the drafter matched fewer than its longest `n`. It is read again at
-//! every step: unlike a copy run ([`crate::runs`]), which keeps its first
-//! step's state, a run that starts on a weak draft goes on as a strong one.
+//! the drafter matched fewer than its longest `n`, crossed with the
+//! request's recent matched length ([`StepSettings::recent_match`],
+//! [`MATCH_EDGES`]): the drafter has no score, and how much of its recent
+//! proposals the output went on to match says whether the request is
+//! copying. It is read again at every step: unlike a copy run
+//! ([`crate::runs`]), which keeps its first step's state, a run that
+//! starts on a weak draft goes on as a strong one.
 //!
 //! # What it learns
 //!
@@ -48,15 +52,20 @@
 //! one would visit), `λ` is itself learned, and follow the leader has none
 //! against adversarial sequences anyway. Measured on the sequences of
 //! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch
-//! 1 and 32; a trace with no `ngram` is one state): at worst 0.843 of the
-//! best static `k` (two kinds of request in one batch of 32, `c = 0.1`),
-//! 0.862 on the two-peaked curve at batch 1, and 0.92 to 1.31 elsewhere;
-//! the copy-run per-state gives 0.910 and 0.993 there. It switches 0.1 to
-//! 3.1 times per 1,000 engine steps at batch 1 and 3.6 to 83 at batch 32.
+//! 1 and 32; a trace with no `ngram` is one drafter state, crossed with
+//! the recent matched length): at worst 0.866 of the best static `k` (the
+//! two-peaked curve at batch 1, `c = 0.1`; the copy-run per-state gives
+//! 0.993 there), 0.938 with two kinds of request in one batch of 32 at `c
+//! = 0.3`, and 0.954 to 1.389 elsewhere. The two kinds at `c = 0.1`, batch
+//! 32, give 1.106 (0.843 with the drafter's state alone, the copy-run
+//! per-state 0.910): the recent matched length tells them apart. It
+//! switches 0.3 to 3.8 times per 1,000 engine steps at batch 1 and 7.2 to
+//! 74 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
 use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
 use crate::summary::CostLinear;
+use crate::trace_set::Position;
 
 /// The score buckets' upper edges, in sixteenths of a token (the trace's
 /// unit): under half a token, under 1, 2, 4, 8, and 8 or more.
@@ -99,6 +108,51 @@ pub const DEFAULT_FACTOR: f64 = 0.7;
 /// a proposal shorter than `K`) were level at 1.1 (1.0073 and 1.0073).
 pub const DEFAULT_NGRAM_FACTOR: f64 = 1.1;
 
+/// The edges of a request's recent matched length, in tokens: under 1,
+/// under 4, under 16, and 16 or more ([`StepSettings::recent_match`]).
+///
+/// A lookup drafter has no score of its own; the tokens its recent
+/// proposals for the request went on to match (known once the following
+/// tokens exist, past the drafted `k` too) say how much copying the
+/// request is doing. Chosen on the tuning half of the held-out corpus's
+/// n-gram traces (`K` 8 and 64, every cost and batch, mean of the 72 cell
+/// medians, cells under 1.00 in parentheses): without it 1.0104 (22);
+/// edges 1, 4, 16 **1.0244 (15)**; 2, 8 1.0217 (14); 1, 8 1.0223 (14);
+/// 0.5, 2, 8, 32 1.0215 (16); 1, 4, 16, 48 1.0184 (18). The factor
+/// stays [`DEFAULT_NGRAM_FACTOR`] with it (1.0 / 1.1 / 1.2: 1.0226 /
+/// 1.0244 / 1.0190).
+pub const MATCH_EDGES: [f64; 3] = [1.0, 4.0, 16.0];
+
+/// The weight of a request's newest step in its recent matched length
+/// (an exponential moving average; [`RequestState`]'s memory, 1/4).
+///
+/// On the tuning half (as [`MATCH_EDGES`]): 0.1 / 0.25 / 0.5 gave 1.0226
+/// (12) / 1.0244 (15) / 1.0261 (13), with worst cells 0.966 / 0.977 /
+/// 0.966; 0.25 has the best worst cell.
+///
+/// [`RequestState`]: specdec_metrics::RequestState
+pub const MATCH_WEIGHT: f64 = 0.25;
+
+/// The most states a [`StepStates`] controller keeps: the score buckets
+/// ([`SCORE_STATES`]) or the short-match split × the recent-match levels.
+pub const STEP_STATES: usize = {
+    let matched = 2 * (MATCH_EDGES.len() + 1);
+    if matched > SCORE_STATES {
+        matched
+    } else {
+        SCORE_STATES
+    }
+};
+
+// The request memory of a step-state controller: the request's recent
+// matched length.
+const RECENT_MATCH: usize = 0;
+
+/// The level of a recent matched length among [`MATCH_EDGES`].
+fn match_level(recent: f64) -> usize {
+    MATCH_EDGES.iter().filter(|&&edge| recent >= edge).count()
+}
+
 /// What a [`StepStates`] controller reads its states from at every step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepSignal {
@@ -110,6 +164,20 @@ pub enum StepSignal {
 }
 
 impl StepSignal {
+    /// How many states the signal reads.
+    ///
+    /// ```
+    /// use specdec_sim::step_states::{SCORE_STATES, StepSignal};
+    /// assert_eq!(StepSignal::Score.states(), SCORE_STATES);
+    /// assert_eq!(StepSignal::ShortMatch(5).states(), 2);
+    /// ```
+    pub fn states(self) -> usize {
+        match self {
+            Self::Score => SCORE_STATES,
+            Self::ShortMatch(_) => 2,
+        }
+    }
+
     /// The factor chosen for the signal's drafter: [`DEFAULT_FACTOR`] for
     /// [`Score`](Self::Score), [`DEFAULT_NGRAM_FACTOR`] for
     /// [`ShortMatch`](Self::ShortMatch).
@@ -173,6 +241,12 @@ pub struct StepSettings {
     pub first_len: usize,
     /// What the states are.
     pub signal: StepSignal,
+    /// Whether the states are crossed with the request's recent matched
+    /// length ([`MATCH_EDGES`], [`MATCH_WEIGHT`]): the default for
+    /// [`StepSignal::ShortMatch`], whose drafter has no score; not for
+    /// [`StepSignal::Score`], where it did not pay (tuning half, suffix
+    /// traces: 1.0072 with 15 cells under 1.00 without, 1.0081 with 22).
+    pub recent_match: bool,
 }
 
 impl StepSettings {
@@ -187,6 +261,7 @@ impl StepSettings {
             factor: signal.default_factor(),
             first_len: max_draft_len,
             signal,
+            recent_match: matches!(signal, StepSignal::ShortMatch(_)),
         }
     }
 }
@@ -195,14 +270,14 @@ impl StepSettings {
 #[derive(Clone, Debug)]
 pub struct StepStates {
     settings: StepSettings,
-    /// `SCORE_STATES × (K + 1)`: accepted tokens at each `k`.
+    /// `STEP_STATES × (K + 1)`: accepted tokens at each `k`.
     tokens: Vec<f64>,
-    /// `SCORE_STATES × (K + 1)`: step costs at each `k`.
+    /// `STEP_STATES × (K + 1)`: step costs at each `k`.
     costs: Vec<f64>,
     /// The tokens and step costs of what was drafted.
     seen_tokens: f64,
     seen_cost: f64,
-    plan: [usize; SCORE_STATES],
+    plan: [usize; STEP_STATES],
     seen: u64,
     choices: u64,
     last: usize,
@@ -215,11 +290,11 @@ impl StepStates {
         let width = settings.max_draft_len + 1;
         let first = settings.first_len.min(settings.max_draft_len);
         Self {
-            tokens: vec![0.0; SCORE_STATES * width],
-            costs: vec![0.0; SCORE_STATES * width],
+            tokens: vec![0.0; STEP_STATES * width],
+            costs: vec![0.0; STEP_STATES * width],
             seen_tokens: 0.0,
             seen_cost: 0.0,
-            plan: [first; SCORE_STATES],
+            plan: [first; STEP_STATES],
             seen: 0,
             choices: 0,
             last: first,
@@ -235,6 +310,18 @@ impl StepStates {
     /// How many times the plan was chosen.
     pub fn choices(&self) -> u64 {
         self.choices
+    }
+
+    /// The state of a request whose drafter proposes `position`, with the
+    /// request's memory.
+    fn state(&self, position: Position, memory: &RequestMemory) -> usize {
+        let signal = self.settings.signal;
+        let level = if self.settings.recent_match {
+            match_level(memory[RECENT_MATCH])
+        } else {
+            0
+        };
+        signal.state(position) + signal.states() * level
     }
 
     fn choose(&mut self) {
@@ -276,11 +363,11 @@ impl Policy for StepStates {
         for (len, view) in lens.iter_mut().zip(requests) {
             *len = view
                 .position
-                .map_or(self.plan[0], |p| self.plan[self.settings.signal.state(p)]);
+                .map_or(self.plan[0], |p| self.plan[self.state(p, &view.memory)]);
         }
     }
 
-    fn after_position(&mut self, _memory: &mut RequestMemory, outcome: PositionOutcome) {
+    fn after_position(&mut self, memory: &mut RequestMemory, outcome: PositionOutcome) {
         let p = outcome.proposed;
         let (l, m) = (usize::from(p.proposal), usize::from(p.matched));
         let cost = self.settings.cost;
@@ -288,7 +375,7 @@ impl Policy for StepStates {
         // to learn.
         if l > 0 {
             let width = self.settings.max_draft_len + 1;
-            let s = self.settings.signal.state(p);
+            let s = self.state(p, memory);
             let tokens = &mut self.tokens[s * width..(s + 1) * width];
             let costs = &mut self.costs[s * width..(s + 1) * width];
             for (k, (t, c)) in tokens.iter_mut().zip(costs.iter_mut()).enumerate() {
@@ -297,6 +384,9 @@ impl Policy for StepStates {
                 *c += cost.base + cost.per_token * d as f64;
             }
         }
+        // After the step's state was read: the tokens its proposal went on
+        // to match (0 with nothing proposed) enter the request's mean.
+        memory[RECENT_MATCH] += MATCH_WEIGHT * (m as f64 - memory[RECENT_MATCH]);
         self.seen_tokens += (outcome.accepted + 1) as f64;
         self.seen_cost += cost.base + cost.per_token * outcome.drafted as f64;
         self.seen += 1;
@@ -322,7 +412,6 @@ impl Policy for StepStates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace_set::Position;
 
     const COST: CostLinear = CostLinear {
         base: 1.0,
@@ -362,8 +451,8 @@ mod tests {
         }
     }
 
-    /// `times` steps of `outcome` (a step-state controller keeps nothing
-    /// per request).
+    /// `times` steps of `outcome`, each of a new request (nothing kept
+    /// from one to the next).
     fn feed(c: &mut StepStates, times: usize, outcome: PositionOutcome) {
         for _ in 0..times {
             c.after_position(&mut RequestMemory::default(), outcome);
@@ -508,7 +597,7 @@ mod tests {
         let mut c = StepStates::new(settings(4));
         feed(&mut c, 4, step(position(0, 0, 0), 3, 1));
         assert_eq!(c.choices(), 1);
-        assert_eq!(c.plan(), &[3; SCORE_STATES]);
+        assert_eq!(c.plan(), &[3; STEP_STATES]);
     }
 
     #[test]
@@ -516,6 +605,7 @@ mod tests {
         let mut c = StepStates::new(StepSettings {
             signal: StepSignal::ShortMatch(5),
             factor: 1.0,
+            recent_match: false,
             ..settings(8)
         });
         let at = |ngram: u8, matched: u8| Position {
@@ -528,7 +618,7 @@ mod tests {
             // A shorter match: it fails.
             feed(&mut c, 1, step(at(2, 0), 3, 1));
         }
-        assert_eq!(c.plan(), &[8, 0, 3, 3, 3, 3]);
+        assert_eq!(c.plan(), &[8, 0, 3, 3, 3, 3, 3, 3]);
         let mut lens = [9; 3];
         c.draft_lens(
             0,
@@ -541,6 +631,64 @@ mod tests {
         );
         // No match (n = 0) is the long match's state: nothing to draft.
         assert_eq!(lens, [8, 0, 8]);
+    }
+
+    #[test]
+    fn levels_split_at_the_match_edges() {
+        let levels: Vec<usize> = [0.0, 0.99, 1.0, 3.99, 4.0, 15.99, 16.0, 64.0]
+            .into_iter()
+            .map(match_level)
+            .collect();
+        assert_eq!(levels, [0, 0, 1, 1, 2, 2, 3, 3]);
+        assert_eq!(STEP_STATES, 8);
+        let ngram = StepSettings::new(8, COST, StepSignal::ShortMatch(5));
+        assert!(ngram.recent_match);
+        assert!(!StepSettings::new(8, COST, StepSignal::Score).recent_match);
+    }
+
+    #[test]
+    fn a_request_copying_lately_is_a_state_of_its_own_on_ngram_traces() {
+        let mut c = StepStates::new(StepSettings {
+            signal: StepSignal::ShortMatch(5),
+            factor: 1.0,
+            ..StepSettings::new(8, COST, StepSignal::ShortMatch(5))
+        });
+        c.settings.observations = 16;
+        c.settings.keep = 1.0;
+        c.plan = [3; STEP_STATES];
+        let at = |matched: u8| Position {
+            ngram: 5,
+            ..position(8, matched, 0)
+        };
+        // A request whose proposals hold whole, and one whose proposals
+        // fail, each eight steps (the same drafter state: the longest n).
+        let (mut copying, mut failing) = (RequestMemory::default(), RequestMemory::default());
+        for _ in 0..8 {
+            c.after_position(&mut copying, step(at(8), 3, 1));
+            c.after_position(&mut failing, step(at(0), 3, 1));
+        }
+        assert_eq!(c.choices(), 1);
+        // The mean matched length after eight steps of 8 with weight 1/4:
+        // 8 (1 - (3/4)^8).
+        let expected = 8.0 * (1.0 - 0.75_f64.powi(8));
+        assert!((copying[RECENT_MATCH] - expected).abs() < 1e-9);
+        assert_eq!(failing[RECENT_MATCH], 0.0);
+        // Level 0 (the failing request, and the copying one's first step)
+        // learnt from eight failures and one success; levels 1 (means 2
+        // and 3.5) and 2 (4.6 up) from successes only: draft all there.
+        // Level 3 (16 up) was never seen and keeps its length (3 here).
+        let state = |level: usize| 2 * level;
+        assert_eq!(c.plan()[state(0)], 0);
+        assert_eq!(c.plan()[state(1)], 8);
+        assert_eq!(c.plan()[state(2)], 8);
+        assert_eq!(c.plan()[state(3)], 3);
+        let mut lens = [9; 2];
+        let view_with = |memory: RequestMemory| RequestView {
+            memory,
+            ..view(Some(at(0)))
+        };
+        c.draft_lens(0, &[view_with(copying), view_with(failing)], &mut lens);
+        assert_eq!(lens, [8, 0]);
     }
 
     #[test]

@@ -95,9 +95,11 @@ pub struct Args {
     /// by short-match (the drafter's match shorter than its longest),
     /// match-below=N, score-below=X (a suffix draft scoring under X tokens)
     /// or none; or, read at every step instead of copy runs, score-steps
-    /// (a state per bucket of a suffix draft's score) or match-steps (a
-    /// short match). Default: match-steps on n-gram traces, score-steps on
-    /// suffix traces.
+    /// (a state per bucket of a suffix draft's score), match-steps (a
+    /// short match, crossed with the request's recent matched length:
+    /// under 1, 4, 16 tokens, or more) or short-match-steps (a short match
+    /// alone). Default: match-steps on n-gram traces, score-steps on suffix
+    /// traces.
     #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]
     run_signal: Option<specdec_sim::runs::RunSignal>,
     /// Policies replayed at once (default: one per core).

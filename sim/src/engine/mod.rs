@@ -83,7 +83,7 @@ use crate::drafting::{
 };
 use crate::policy::{Build, Feedback, PolicySpec, RuleSettings};
 use crate::rng::{self, Rng};
-use crate::runs::{CopyRuns, RunSettings};
+use crate::runs::{CopyRuns, RunSettings, RunSignal};
 use crate::state_rule::{RuleState, StateRule};
 use crate::step_states::{StepSettings, StepStates};
 use crate::summary::{
@@ -378,6 +378,7 @@ fn make_policy(
         if let (true, Some(signal)) = (per_state, settings.signal.step_signal(max_n)) {
             let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
             step.first_len = first_len;
+            step.recent_match &= settings.signal != RunSignal::ShortMatchSteps;
             if let Some(n) = config.model.update_observations {
                 step.observations = n.max(1);
             }
