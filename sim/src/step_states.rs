@@ -133,16 +133,13 @@ pub const MATCH_EDGES: [f64; 3] = [1.0, 4.0, 16.0];
 /// [`RequestState`]: specdec_metrics::RequestState
 pub const MATCH_WEIGHT: f64 = 0.25;
 
-/// The most states a [`StepStates`] controller keeps: the score buckets
-/// ([`SCORE_STATES`]) or the short-match split × the recent-match levels.
-pub const STEP_STATES: usize = {
-    let matched = 2 * (MATCH_EDGES.len() + 1);
-    if matched > SCORE_STATES {
-        matched
-    } else {
-        SCORE_STATES
-    }
-};
+/// The most states a [`StepStates`] controller keeps: the short-match
+/// split × the recent-match levels (more than the [`SCORE_STATES`]
+/// buckets).
+pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
+
+// The score buckets fit too.
+const _: () = assert!(SCORE_STATES <= STEP_STATES);
 
 // The request memory of a step-state controller: the request's recent
 // matched length.
