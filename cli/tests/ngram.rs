@@ -25,15 +25,20 @@ struct Run {
     stderr: String,
 }
 
-fn run(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = bin()
+/// `ngram ARGS` started with its three streams piped.
+fn spawn(args: &[&str]) -> std::process::Child {
+    bin()
         .arg("ngram")
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Run {
+    let mut child = spawn(args);
     let mut input = child.stdin.take().unwrap();
     let stdin = stdin.to_vec();
     let writer = std::thread::spawn(move || {
@@ -717,13 +722,7 @@ fn an_input_refused_at_its_first_line_leaves_nothing_written() {
 #[test]
 fn a_request_reaches_the_reader_while_the_input_stays_open() {
     use std::io::{BufRead, BufReader};
-    let mut child = bin()
-        .arg("ngram")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&[]);
     let mut input = child.stdin.take().unwrap();
     input.write_all(GOOD.as_bytes()).unwrap();
     input.flush().unwrap();
