@@ -572,7 +572,6 @@ fn fd_metadata<T>(_: &T) -> io::Result<std::fs::Metadata> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
-/// Where the trace goes: `--output`, or standard output.
 /// A writer that writes `header` before the first bytes written through
 /// it, or at [`finish`](Self::finish) when none were.
 struct HeaderFirst<'a> {
@@ -581,22 +580,18 @@ struct HeaderFirst<'a> {
 }
 
 impl HeaderFirst<'_> {
-    fn put_header(&mut self) -> io::Result<()> {
+    /// The header, unless it went out already.
+    fn finish(&mut self) -> io::Result<()> {
         if let Some(header) = self.header.take() {
             self.inner.write_all(&header)?;
         }
         Ok(())
     }
-
-    /// The header, if nothing was written after it.
-    fn finish(&mut self) -> io::Result<()> {
-        self.put_header()
-    }
 }
 
 impl Write for HeaderFirst<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.put_header()?;
+        self.finish()?;
         self.inner.write(buf)
     }
 
@@ -605,6 +600,7 @@ impl Write for HeaderFirst<'_> {
     }
 }
 
+/// Where the trace goes: `--output`, or standard output.
 fn open_output(args: &Args) -> Result<Box<dyn Write>, CliError> {
     Ok(match &args.output {
         Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| {
