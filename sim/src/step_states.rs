@@ -646,7 +646,6 @@ mod tests {
     #[test]
     fn a_request_copying_lately_is_a_state_of_its_own_on_ngram_traces() {
         let mut c = StepStates::new(StepSettings {
-            signal: StepSignal::ShortMatch(5),
             factor: 1.0,
             ..StepSettings::new(8, COST, StepSignal::ShortMatch(5))
         });

@@ -44,11 +44,9 @@ fn traces(requests: usize, kind: impl Fn(usize) -> Vec<usize>) -> Arc<TraceSet> 
     Arc::new(TraceSet::read(text.as_bytes(), "adversarial").unwrap())
 }
 
-/// Goodput over the best static length's, and switches per 1000 engine
-/// steps, of `adaptive`, `per-state` from copy runs and `per-state` from
-/// step states.
-fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 3] {
-    let s = Settings {
+/// The what-if at `K = 64`, cost `1 + c d` and `batch`, every default.
+fn settings(traces: &Arc<TraceSet>, c: f64, batch: usize) -> Settings {
+    Settings {
         traces: Arc::clone(traces),
         max_draft_len: 64,
         cost: StepCost::linear(1.0, c).unwrap(),
@@ -58,7 +56,14 @@ fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 3] {
         seed: 1,
         state_space: None,
         run_signal: None,
-    };
+    }
+}
+
+/// Goodput over the best static length's, and switches per 1000 engine
+/// steps, of `adaptive`, `per-state` from copy runs and `per-state` from
+/// step states.
+fn ratios(traces: &Arc<TraceSet>, c: f64, batch: usize) -> [(f64, f64); 3] {
+    let s = settings(traces, c, batch);
     let mut all = policies(64);
     all.retain(|p| p.static_len().is_some());
     let statics = s.replay_all(&all, 2, &|_, _, _| {}).unwrap();
@@ -139,17 +144,7 @@ fn two_kinds_of_request() {
 #[test]
 fn the_recent_matched_length_tells_two_kinds_apart() {
     let t = traces(60, |i| if i % 2 == 0 { vec![2] } else { vec![30] });
-    let s = Settings {
-        traces: Arc::clone(&t),
-        max_draft_len: 64,
-        cost: StepCost::linear(1.0, 0.1).unwrap(),
-        batch: 32,
-        interval: specdec_sim::whatif::DEFAULT_INTERVAL,
-        update_observations: None,
-        seed: 1,
-        state_space: None,
-        run_signal: None,
-    };
+    let s = settings(&t, 0.1, 32);
     let goodput = |signal: Option<RunSignal>| {
         Settings {
             run_signal: signal,
