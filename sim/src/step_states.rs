@@ -244,6 +244,10 @@ pub struct StepSettings {
     /// [`StepSignal::Score`], where it did not pay (tuning half, suffix
     /// traces: 1.0072 with 15 cells under 1.00 without, 1.0081 with 22).
     pub recent_match: bool,
+    /// With `Some(plan)`, the lengths per state are `plan` from the first
+    /// step and never chosen again (`plan[s]` is capped at `K`): a fixed
+    /// table, to measure what the states give without learning.
+    pub fixed_plan: Option<[usize; STEP_STATES]>,
 }
 
 impl StepSettings {
@@ -259,6 +263,7 @@ impl StepSettings {
             first_len: max_draft_len,
             signal,
             recent_match: matches!(signal, StepSignal::ShortMatch(_)),
+            fixed_plan: None,
         }
     }
 }
@@ -291,7 +296,9 @@ impl StepStates {
             costs: vec![0.0; STEP_STATES * width],
             seen_tokens: 0.0,
             seen_cost: 0.0,
-            plan: [first; STEP_STATES],
+            plan: settings.fixed_plan.map_or([first; STEP_STATES], |p| {
+                p.map(|k| k.min(settings.max_draft_len))
+            }),
             seen: 0,
             choices: 0,
             last: first,
@@ -387,7 +394,7 @@ impl Policy for StepStates {
         self.seen_tokens += (outcome.accepted + 1) as f64;
         self.seen_cost += cost.base + cost.per_token * outcome.drafted as f64;
         self.seen += 1;
-        if self.seen >= self.settings.observations {
+        if self.seen >= self.settings.observations && self.settings.fixed_plan.is_none() {
             self.seen = 0;
             self.choose();
         }
@@ -587,6 +594,38 @@ mod tests {
         // failed; at a tenth of their weight they do not.
         assert_eq!(plan(1.0), 8);
         assert_eq!(plan(0.1), 0);
+    }
+
+    #[test]
+    fn a_fixed_plan_is_drafted_from_the_first_step_and_never_chosen_again() {
+        let mut fixed = [2; STEP_STATES];
+        fixed[score_state(2)] = 5;
+        // Above `K`: capped.
+        fixed[score_state(200)] = 99;
+        let mut c = StepStates::new(StepSettings {
+            fixed_plan: Some(fixed),
+            ..settings(4)
+        });
+        let mut expected = fixed;
+        expected[score_state(200)] = 8;
+        assert_eq!(c.plan(), &expected);
+        // Evidence that would move the learned plan (the test above).
+        for _ in 0..4 {
+            feed(&mut c, 1, step(position(8, 0, 2), 3, 1));
+            feed(&mut c, 1, step(position(8, 8, 200), 3, 1));
+        }
+        assert_eq!(c.plan(), &expected);
+        assert_eq!(c.choices(), 0);
+        let mut lens = [0; 2];
+        c.draft_lens(
+            0,
+            &[
+                view(Some(position(8, 0, 2))),
+                view(Some(position(8, 8, 40))),
+            ],
+            &mut lens,
+        );
+        assert_eq!(lens, [5, 2]);
     }
 
     #[test]

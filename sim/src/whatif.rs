@@ -210,6 +210,7 @@ impl Settings {
                 update_observations: self.update_observations,
                 exhaust: true,
                 run_signal: self.run_signal,
+                step_plan: None,
             },
         };
         config.validate()?;
@@ -218,7 +219,55 @@ impl Settings {
 
     /// Replays one policy.
     pub fn replay(&self, policy: PolicySpec) -> Result<PolicyResult, Error> {
-        let config = self.config(policy)?;
+        Self::replay_config(self.config(policy)?, policy)
+    }
+
+    /// Replays `per-state` with its lengths per step state fixed to `plan`
+    /// rather than learned: what a table of lengths per state, kept for
+    /// the whole replay, earns (the plan's order is
+    /// [`crate::step_states::StepStates`]' states; on a trace whose
+    /// `per-state` is not read from step states, `per-state` as
+    /// [`Settings::replay`] replays it). Searching over plans gives the
+    /// best fixed plan in hindsight: what the states can give at best
+    /// without learning (`cargo run --release -p specdec-sim --example
+    /// per_state_hindsight`).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use specdec_metrics::StepCost;
+    /// # use specdec_sim::{policy::PolicySpec, trace_set::TraceSet, whatif::Settings};
+    /// let line = r#"{"id": 1, "output_tokens": 12, "proposal": [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4], "match": [4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 0]}"#;
+    /// let traces = Arc::new(TraceSet::read(line.as_bytes(), "one").unwrap());
+    /// let settings = Settings {
+    ///     traces,
+    ///     max_draft_len: 4,
+    ///     cost: StepCost::linear(1.0, 0.1).unwrap(),
+    ///     batch: 1,
+    ///     interval: 16,
+    ///     update_observations: None,
+    ///     seed: 1,
+    ///     state_space: None,
+    ///     run_signal: None,
+    /// };
+    /// // Every state at 1 drafts as static 1 does, from the first step
+    /// // (the learning per-state starts at 4).
+    /// let fixed = settings.replay_step_plan([1; 8]).unwrap();
+    /// let static1 = settings.replay(PolicySpec::fixed(1)).unwrap();
+    /// assert_eq!(fixed.goodput(), static1.goodput());
+    /// let learned = settings.replay(PolicySpec::per_state()).unwrap();
+    /// assert_ne!(fixed.goodput(), learned.goodput());
+    /// ```
+    pub fn replay_step_plan(
+        &self,
+        plan: [usize; crate::step_states::STEP_STATES],
+    ) -> Result<PolicyResult, Error> {
+        let policy = PolicySpec::per_state();
+        let mut config = self.config(policy)?;
+        config.model.step_plan = Some(plan);
+        Self::replay_config(config, policy)
+    }
+
+    fn replay_config(config: engine::Config, policy: PolicySpec) -> Result<PolicyResult, Error> {
         let recorder = engine::recorder(&config)?;
         let outcome = engine::run(&config, &recorder, None, &AtomicBool::new(false), &NoEvents)?;
         Ok(PolicyResult {

@@ -107,6 +107,9 @@ pub struct EngineModel {
     /// What splits the per-state copy-run controller's runs first (`None`:
     /// the default for the trace's rule, [`crate::runs::default_signal`]).
     pub run_signal: Option<crate::runs::RunSignal>,
+    /// `per-state`'s lengths per step state, fixed: never chosen again
+    /// ([`crate::step_states::StepSettings::fixed_plan`]; `None`: learned).
+    pub step_plan: Option<[usize; crate::step_states::STEP_STATES]>,
 }
 
 /// The controller's default update period, milliseconds: four updates per

@@ -1,0 +1,104 @@
+//! What `per-state`'s step states can give at best: the best fixed plan
+//! (one length per state, kept for the whole replay) in hindsight, per
+//! trace, beside what the learning `per-state` earns, both over the trace's
+//! best static `k`.
+//!
+//! ```sh
+//! cargo run --release -p specdec-sim --example per_state_hindsight -- \
+//!     8 0.1 32 traces/*.jsonl
+//! ```
+//!
+//! Arguments: `K`, the cost per drafted token `c` (a step costs `1 + c d`),
+//! the batch, then one or more traces (`ngram`'s JSON Lines). The search
+//! is coordinate ascent: from every state at `K`, at `K / 2` and at 1, each
+//! state in turn takes the length that earns most with the others held,
+//! three sweeps; the best plan found is a lower bound of the best there is.
+//! A plan per trace is hindsight twice over (it is chosen on the replay it
+//! is judged on, per trace), so it bounds what any controller reading
+//! these states could earn with one length per state.
+
+use std::sync::Arc;
+
+use specdec_metrics::StepCost;
+use specdec_sim::policy::PolicySpec;
+use specdec_sim::step_states::STEP_STATES;
+use specdec_sim::trace_set::TraceSet;
+use specdec_sim::whatif::{DEFAULT_INTERVAL, Settings, best_static, policies};
+
+const USAGE: &str = "usage: per_state_hindsight K COST BATCH TRACE...";
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 4 {
+        return Err(USAGE.into());
+    }
+    let k: usize = args[0].parse().map_err(|_| format!("K: {USAGE}"))?;
+    let c: f64 = args[1].parse().map_err(|_| format!("COST: {USAGE}"))?;
+    let batch: usize = args[2].parse().map_err(|_| format!("BATCH: {USAGE}"))?;
+    let (mut learned_all, mut fixed_all) = (Vec::new(), Vec::new());
+    println!("trace\tper-state\tbest fixed plan\tplan");
+    for path in &args[3..] {
+        let text = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        let settings = Settings {
+            traces: Arc::new(TraceSet::read(&text[..], path)?),
+            max_draft_len: k,
+            cost: StepCost::linear(1.0, c)?,
+            batch,
+            interval: DEFAULT_INTERVAL,
+            update_observations: None,
+            seed: 1,
+            state_space: None,
+            run_signal: None,
+        };
+        let mut statics = policies(k);
+        statics.retain(|p| p.static_len().is_some());
+        let statics = settings.replay_all(&statics, 2, &|_, _, _| {})?;
+        let best = best_static(&statics).ok_or("no static length")?.goodput();
+        let learned = settings.replay(PolicySpec::per_state())?.goodput() / best;
+        let ratio = |plan| -> Result<f64, Box<dyn std::error::Error>> {
+            Ok(settings.replay_step_plan(plan)?.goodput() / best)
+        };
+        let mut found = (f64::NEG_INFINITY, [k; STEP_STATES]);
+        for start in [k, k / 2, 1] {
+            let mut plan = [start; STEP_STATES];
+            let mut here = ratio(plan)?;
+            for _ in 0..3 {
+                for state in 0..STEP_STATES {
+                    for len in 0..=k {
+                        if len == plan[state] {
+                            continue;
+                        }
+                        let mut next = plan;
+                        next[state] = len;
+                        let r = ratio(next)?;
+                        if r > here {
+                            (here, plan) = (r, next);
+                        }
+                    }
+                }
+            }
+            if here > found.0 {
+                found = (here, plan);
+            }
+        }
+        println!("{path}\t{learned:.4}\t{:.4}\t{:?}", found.0, found.1);
+        learned_all.push(learned);
+        fixed_all.push(found.0);
+    }
+    println!(
+        "median\t{:.4}\t{:.4}",
+        median(learned_all),
+        median(fixed_all)
+    );
+    Ok(())
+}
