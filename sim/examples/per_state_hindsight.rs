@@ -17,6 +17,7 @@
 //! is judged on, per trace), so it bounds what any controller reading
 //! these states could earn with one length per state.
 
+use std::io::Write as _;
 use std::sync::Arc;
 
 use specdec_metrics::StepCost;
@@ -37,7 +38,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() {
+    if let Err(e) = run() {
+        // A reader that stopped early (`| head`) is no error.
+        let closed = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+        if !closed {
+            eprintln!("per_state_hindsight: error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 4 {
         return Err(USAGE.into());
@@ -45,12 +59,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let k: usize = args[0].parse().map_err(|_| format!("K: {USAGE}"))?;
     let c: f64 = args[1].parse().map_err(|_| format!("COST: {USAGE}"))?;
     let batch: usize = args[2].parse().map_err(|_| format!("BATCH: {USAGE}"))?;
-    let (mut learned_all, mut fixed_all) = (Vec::new(), Vec::new());
-    println!("trace\tper-state\tbest fixed plan\tplan");
+    // Every trace read (and refused) before anything is printed.
+    let mut sets = Vec::new();
     for path in &args[3..] {
         let text = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        sets.push((path, Arc::new(TraceSet::read(&text[..], path)?)));
+    }
+    let (mut learned_all, mut fixed_all) = (Vec::new(), Vec::new());
+    let mut out = std::io::stdout().lock();
+    let mut header = Some("trace\tper-state\tbest fixed plan\tplan");
+    for (path, traces) in sets {
         let settings = Settings {
-            traces: Arc::new(TraceSet::read(&text[..], path)?),
+            traces,
             max_draft_len: k,
             cost: StepCost::linear(1.0, c)?,
             batch,
@@ -65,6 +85,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let statics = settings.replay_all(&statics, 2, &|_, _, _| {})?;
         let best = best_static(&statics).ok_or("no static length")?.goodput();
         let learned = settings.replay(PolicySpec::per_state())?.goodput() / best;
+        if let Some(h) = header.take() {
+            writeln!(out, "{h}")?;
+        }
         let ratio = |plan| -> Result<f64, Box<dyn std::error::Error>> {
             Ok(settings.replay_step_plan(plan)?.goodput() / best)
         };
@@ -91,14 +114,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 found = (here, plan);
             }
         }
-        println!("{path}\t{learned:.4}\t{:.4}\t{:?}", found.0, found.1);
+        writeln!(out, "{path}\t{learned:.4}\t{:.4}\t{:?}", found.0, found.1)?;
         learned_all.push(learned);
         fixed_all.push(found.0);
     }
-    println!(
+    writeln!(
+        out,
         "median\t{:.4}\t{:.4}",
         median(learned_all),
         median(fixed_all)
-    );
+    )?;
     Ok(())
 }
