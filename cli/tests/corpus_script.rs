@@ -403,3 +403,56 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     );
     assert!(!dir.path().join("out2/tuning").exists());
 }
+
+/// `corpus_tool.py drain`: a static length's replay split at the moment
+/// the batch stops being full, on a trace whose steps are known.
+#[test]
+fn drain_counts_the_cost_spent_below_a_full_batch() {
+    let dir = TempDir::new().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    // At k = 2: request 0 drafts 2 and takes them (one step), request 1
+    // proposes nothing for four steps, request 2 drafts 1 and takes it
+    // ("matched": the newer name of the key). Two in flight: steps of
+    // 1 + 0.5 * (2 + 0) / 2, 1 + 0.5 * (0 + 1) / 2, then request 1 alone
+    // for two steps of 1.
+    std::fs::write(
+        &trace,
+        concat!(
+            r#"{"specdec_trace":2,"tokenizer":"o200k_base","rule":"vllm","min_n":2,"max_n":5,"cap":8}"#,
+            "\n",
+            r#"{"id":"a","output_tokens":4,"proposal":[2,2,2],"match":[2,0,0]}"#,
+            "\n",
+            r#"{"id":"b","output_tokens":5,"proposal":[0,0,0,0],"match":[0,0,0,0]}"#,
+            "\n",
+            r#"{"id":"c","output_tokens":3,"proposal":[1,1],"matched":[1,0]}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let tool = repo_root().join("scripts/corpus_tool.py");
+    let run = |args: &[&str]| {
+        Command::new("python3")
+            .arg(&tool)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["drain", "2", "0.5", "2", trace.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "steps\tcost\tdrain_steps\tdrain_cost\tdrain_share\n\
+         4\t4.750000\t2\t2.000000\t0.4211\n"
+    );
+    // At a batch of 3 every step is below a full batch once the first ends.
+    let out = run(&["drain", "0", "0.5", "3", trace.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    let row: Vec<&str> = stdout.lines().nth(1).unwrap().split('\t').collect();
+    // k = 0: every request one step per output token: 3, 4 and 2 steps.
+    assert_eq!(row[..3], ["4", "4.000000", "2"]);
+    for bad in [&["drain", "2", "0.5"][..], &["drain", "x", "0.5", "2", "t"]] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(text(&out.stderr).contains("usage"), "{}", text(&out.stderr));
+    }
+}
