@@ -180,7 +180,8 @@ def drafts(request, k):
 def drain(k, cost, batch, path):
     with open(path, "rb") as f:
         requests = [r for r in map(json.loads, f) if "specdec_trace" not in r]
-    queue = [drafts(r, k) for r in requests]
+    # A request without a position (one output token) takes no step.
+    queue = [q for q in (drafts(r, k) for r in requests) if q]
     flight, admitted = [], 0
     steps = total = drain_steps = drain_cost = 0
     while admitted < len(queue) or flight:

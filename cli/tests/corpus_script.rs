@@ -426,6 +426,9 @@ fn drain_counts_the_cost_spent_below_a_full_batch() {
             "\n",
             r#"{"id":"c","output_tokens":3,"proposal":[1,1],"matched":[1,0]}"#,
             "\n",
+            // One output token: no position, no step (as whatif replays it).
+            r#"{"id":"d","output_tokens":1,"proposal":[],"matched":[]}"#,
+            "\n",
         ),
     )
     .unwrap();
