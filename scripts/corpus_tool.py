@@ -178,10 +178,15 @@ def drafts(request, k):
 
 
 def drain(k, cost, batch, path):
-    with open(path, "rb") as f:
-        requests = [r for r in map(json.loads, f) if "specdec_trace" not in r]
-    # A request without a position (one output token) takes no step.
-    queue = [q for q in (drafts(r, k) for r in requests) if q]
+    try:
+        with open(path, "rb") as f:
+            requests = [r for r in map(json.loads, f) if "specdec_trace" not in r]
+        # A request without a position (one output token) takes no step.
+        queue = [q for q in (drafts(r, k) for r in requests) if q]
+    except OSError as e:
+        die("%s: %s" % (path, e.strerror or e))
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        die("%s: not a trace as ngram writes it (%s: %s)" % (path, type(e).__name__, e))
     flight, admitted = [], 0
     steps = total = drain_steps = drain_cost = 0
     while admitted < len(queue) or flight:

@@ -458,4 +458,16 @@ fn drain_counts_the_cost_spent_below_a_full_batch() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(text(&out.stderr).contains("usage"), "{}", text(&out.stderr));
     }
+    // A missing file and one that is not a trace: one line naming it.
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(&garbage, b"\xff\xfe not json\n").unwrap();
+    let missing = dir.path().join("missing.jsonl");
+    for path in [&garbage, &missing] {
+        let out = run(&["drain", "2", "0.5", "2", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{path:?}");
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(path.to_str().unwrap()), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
 }
