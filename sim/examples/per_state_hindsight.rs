@@ -21,22 +21,13 @@ use std::io::Write as _;
 use std::sync::Arc;
 
 use specdec_metrics::StepCost;
+use specdec_sim::corpus::Spread;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::step_states::STEP_STATES;
 use specdec_sim::trace_set::TraceSet;
 use specdec_sim::whatif::{DEFAULT_INTERVAL, Settings, best_static, policies};
 
 const USAGE: &str = "usage: per_state_hindsight K COST BATCH TRACE...";
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 fn main() {
     if let Err(e) = run() {
@@ -121,8 +112,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     writeln!(
         out,
         "median\t{:.4}\t{:.4}",
-        median(learned_all),
-        median(fixed_all)
+        Spread::of(&learned_all).median,
+        Spread::of(&fixed_all).median
     )?;
     Ok(())
 }
