@@ -374,6 +374,44 @@ fn the_lengths_within_one_percent_of_the_best_are_printed() {
 }
 
 #[test]
+fn a_replay_that_is_mostly_its_drain_says_so() {
+    let dir = TempDir::new().unwrap();
+    let traces = write_trace(dir.path(), 40, 16, true);
+    let run = |batch: &str, format: &str| {
+        let out = cli()
+            .args(["whatif", "--max-draft-len", "16", "--cost-linear", "1,0.05"])
+            .args(["--batch", batch, "--format", format])
+            .arg(&traces)
+            .assert()
+            .success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    };
+    let shares = |batch: &str| -> Vec<f64> {
+        let v = json_of(run(batch, "json").as_bytes());
+        v["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["drain_share"].as_f64().unwrap())
+            .collect()
+    };
+    // 40 requests never fill a batch of 64: every step is the drain.
+    assert!(shares("64").iter().all(|&s| s == 1.0), "{:?}", shares("64"));
+    let table = run("64", "table");
+    assert!(
+        table.contains("note: 100% of the best static length's cost is spent with fewer than 64"),
+        "{table}"
+    );
+    // One request at a time is always a full batch.
+    assert!(shares("1").iter().all(|&s| s == 0.0), "{:?}", shares("1"));
+    assert!(!run("1", "table").contains("note:"));
+    // Between the two, a share of the cost.
+    let eight = shares("8");
+    assert!(eight.iter().all(|&s| (0.0..1.0).contains(&s)), "{eight:?}");
+    assert!(eight.iter().any(|&s| s > 0.0), "{eight:?}");
+}
+
+#[test]
 fn a_controller_row_prints_the_length_it_used_not_where_it_ended() {
     let dir = TempDir::new().unwrap();
     let traces = write_trace(dir.path(), 40, 16, true);

@@ -101,6 +101,9 @@ pub struct EngineStats {
     /// Request-steps by the draft length the policy chose for them
     /// (clamped to `K`; entry `k` counts length `k`).
     pub lens: Vec<u64>,
+    /// The steps run with fewer requests in flight than the batch holds
+    /// (every phase): a finite replay's ramp-down, its *drain*.
+    pub drain: Counts,
 }
 
 impl EngineStats {
@@ -142,6 +145,7 @@ impl EngineStats {
             mine.all.add(&theirs.all);
             mine.settled.add(&theirs.settled);
         }
+        self.drain.add(&other.drain);
     }
 }
 

@@ -32,7 +32,7 @@ use crate::error::Error;
 use crate::policy::PolicySpec;
 use crate::runs::RunSignal;
 use crate::state_rule::StateRule;
-use crate::summary::{CostLinear, Summary};
+use crate::summary::{CostLinear, Counts, Summary};
 use crate::trace_set::TraceSet;
 use crate::workload::Workload;
 
@@ -135,6 +135,9 @@ pub struct PolicyResult {
     pub report: AcceptanceHistogram,
     /// Request-steps by the draft length the policy chose for them.
     pub chosen_lens: Vec<u64>,
+    /// The steps run with fewer requests in flight than the batch: the
+    /// replay's drain, once the last request has been admitted.
+    pub drain: Counts,
 }
 
 impl PolicyResult {
@@ -153,6 +156,19 @@ impl PolicyResult {
     /// Tokens per cost unit.
     pub fn goodput(&self) -> f64 {
         self.summary.overall.goodput.unwrap_or(0.0)
+    }
+
+    /// The share of the replay's cost spent in its drain: the steps run
+    /// with fewer requests in flight than the batch (0 without steps).
+    /// Near 1, the replay's goodput says how its last requests finish
+    /// rather than how a full batch serves.
+    pub fn drain_share(&self) -> f64 {
+        let total = self.summary.overall.cost_units;
+        if total > 0.0 {
+            self.drain.cost_units / total
+        } else {
+            0.0
+        }
     }
 }
 
@@ -275,6 +291,7 @@ impl Settings {
             summary: outcome.summary,
             report: recorder.snapshot(),
             chosen_lens: outcome.chosen_lens,
+            drain: outcome.drain,
         })
     }
 
@@ -414,6 +431,40 @@ mod tests {
         assert_eq!(none.tokens_per_request_step, Some(1.0));
         assert_eq!(none.drafted_per_request_step, Some(0.0));
         assert_eq!(results[0].report.num_spec_steps(), 0);
+    }
+
+    /// The drain is the steps with fewer requests in flight than the batch.
+    #[test]
+    fn the_drain_is_what_runs_below_a_full_batch() {
+        // Without drafting every request of 59 positions takes 59 steps of
+        // the base cost, so its requests move in waves.
+        let at = |batch: usize, policy: PolicySpec| {
+            Settings {
+                batch,
+                ..settings()
+            }
+            .replay(policy)
+            .unwrap()
+        };
+        let none = PolicySpec::fixed(0);
+        // 40 requests in waves of 8: the batch is always full.
+        let full = at(8, none);
+        assert_eq!(full.drain.steps, 0);
+        assert_eq!(full.drain_share(), 0.0);
+        // Two waves of 16, then 8 requests for 59 steps: a third of the cost.
+        let third = at(16, none);
+        assert_eq!(third.summary.overall.steps, 3 * 59);
+        assert_eq!(third.drain.steps, 59);
+        assert_eq!(third.drain.tokens, 8 * 59);
+        assert!((third.drain_share() - 1.0 / 3.0).abs() < 1e-12);
+        // A batch larger than the trace is never full; one request alone
+        // always is.
+        for policy in [none, PolicySpec::fixed(16), PolicySpec::adaptive()] {
+            let all = at(64, policy);
+            assert_eq!(all.drain.steps, all.summary.overall.steps, "{policy}");
+            assert_eq!(all.drain_share(), 1.0, "{policy}");
+            assert_eq!(at(1, policy).drain.steps, 0, "{policy}");
+        }
     }
 
     /// On a trace `adaptive` and `per-state` learn from copy runs (no

@@ -36,6 +36,9 @@ struct Row {
     final_draft_lens: Option<Vec<usize>>,
     /// The median draft length chosen over the request-steps.
     median_draft_len: Option<usize>,
+    /// The share of the cost spent with fewer requests in flight than
+    /// the batch: the replay's drain, once no request waits.
+    drain_share: f64,
     /// The static row at the traces' `num_speculative_tokens`: what the
     /// engine drafts with these settings unless told otherwise.
     engine_default: bool,
@@ -69,10 +72,22 @@ fn rows(w: &WhatIf) -> Vec<Row> {
                         .map(|c| c.draft_lens.clone())
                 }),
                 median_draft_len: r.median_draft_len(),
+                drain_share: r.drain_share(),
                 engine_default: default.is_some() && r.policy.static_len() == default,
             }
         })
         .collect()
+}
+
+/// The best static length's drain share from which the table says that
+/// the replay is mostly its drain.
+pub const DRAIN_NOTE: f64 = 0.5;
+
+/// The share of the best static length's cost spent in the replay's
+/// drain (fewer requests in flight than the batch), when a static length
+/// was replayed.
+pub fn best_drain_share(w: &WhatIf) -> Option<f64> {
+    best_static(&w.results).map(PolicyResult::drain_share)
 }
 
 /// The engine settings that draft `k` with the traces' rule.
@@ -342,6 +357,17 @@ pub fn table(w: &WhatIf) -> String {
             ),
         },
     );
+    if let Some(share) = best_drain_share(w).filter(|&s| s >= DRAIN_NOTE) {
+        let _ = writeln!(
+            out,
+            "note: {:.0}% of the best static length's cost is spent with fewer than {} \
+             requests in flight, after the last one was admitted: at this batch the \
+             figures measure how the replay's last requests finish more than how a full \
+             batch serves (replay more requests, or a smaller --batch, for that)",
+            share * 100.0,
+            w.settings.batch
+        );
+    }
     let found = settings(w.traces.meta(), k);
     if found.is_empty() {
         out.push_str(

@@ -360,6 +360,9 @@ impl<'a> Engine<'a> {
             drafted: drafted_sum,
         };
         self.stats.record(phase, settled, &counts);
+        if self.batch.len() < self.config.max_batch {
+            self.stats.drain.add(&counts);
+        }
         self.stats.record_lens(&self.lens);
         self.counts.add(&counts);
         self.live.publish(&self.counts, chosen);

@@ -130,4 +130,7 @@ pub struct Outcome {
     pub ran_to_the_end: bool,
     /// Request-steps by the draft length the policy chose for them.
     pub chosen_lens: Vec<u64>,
+    /// The steps run with fewer requests in flight than the batch holds:
+    /// on a finite replay, how it drains once no request waits.
+    pub drain: Counts,
 }

@@ -278,6 +278,7 @@ pub fn run(
         requests_finished,
         ran_to_the_end,
         chosen_lens: total.lens.clone(),
+        drain: total.drain,
     })
 }
 
