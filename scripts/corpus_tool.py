@@ -16,13 +16,6 @@
       Keeps a trace's metadata line and at most N requests: those whose
       id (a string; other ids as JSON) has the smallest SHA-256, in their
       order.
-  corpus_tool.py drain K COST BATCH TRACE
-      Replays TRACE at a static draft length K, BATCH requests in flight
-      (admitted in file order as slots free up), each step costing
-      1 + COST x the mean tokens drafted per request (whatif's engine
-      model), and prints the steps, their cost, and the steps and cost
-      spent while fewer than BATCH requests were in flight (the drain, once
-      no request waits), with the drain's share of the cost.
   corpus_tool.py stats OUT
       Prints, per half and regime, the units, requests, positions and bytes
       of the traces under OUT/<half>/<regime>/, and the build seconds from
@@ -164,48 +157,6 @@ def sample(n):
         out.write(requests[i])
 
 
-def drafts(request, k):
-    """The tokens drafted at each step of a request replayed at static k."""
-    proposal = request["proposal"]
-    # "match": the older name, in traces made before.
-    matched = request.get("matched", request.get("match"))
-    out, p = [], 0
-    while p < len(proposal):
-        d = min(k, proposal[p])
-        out.append(d)
-        p += min(d, matched[p]) + 1
-    return out
-
-
-def drain(k, cost, batch, path):
-    try:
-        with open(path, "rb") as f:
-            requests = [r for r in map(json.loads, f) if "specdec_trace" not in r]
-        # A request without a position (one output token) takes no step.
-        queue = [q for q in (drafts(r, k) for r in requests) if q]
-    except OSError as e:
-        die("%s: %s" % (path, e.strerror or e))
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-        die("%s: not a trace as ngram writes it (%s: %s)" % (path, type(e).__name__, e))
-    flight, admitted = [], 0
-    steps = total = drain_steps = drain_cost = 0
-    while admitted < len(queue) or flight:
-        while len(flight) < batch and admitted < len(queue):
-            flight.append([queue[admitted], 0])
-            admitted += 1
-        step = 1 + cost * sum(r[0][r[1]] for r in flight) / len(flight)
-        steps += 1
-        total += step
-        if len(flight) < batch:
-            drain_steps += 1
-            drain_cost += step
-        for r in flight:
-            r[1] += 1
-        flight = [r for r in flight if r[1] < len(r[0])]
-    print("steps\tcost\tdrain_steps\tdrain_cost\tdrain_share")
-    print("%d\t%.6f\t%d\t%.6f\t%.4f" % (steps, total, drain_steps, drain_cost, drain_cost / total if total else 0.0))
-
-
 def stats(root):
     seconds = {}
     times = os.path.join(root, "build-times.tsv")
@@ -265,14 +216,6 @@ def main(argv):
         if len(rest) != 1 or not rest[0].isdigit():
             die("usage: corpus_tool.py sample N < TRACE")
         sample(int(rest[0]))
-    elif cmd == "drain":
-        try:
-            k, cost, batch, path = int(rest[0]), float(rest[1]), int(rest[2]), rest[3]
-            if len(rest) != 4 or k < 0 or cost < 0 or batch < 1:
-                raise ValueError
-        except (ValueError, IndexError):
-            die("usage: corpus_tool.py drain K COST BATCH TRACE")
-        drain(k, cost, batch, path)
     elif cmd == "stats":
         if len(rest) != 1:
             die("usage: corpus_tool.py stats OUT")
