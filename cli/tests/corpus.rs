@@ -197,6 +197,21 @@ fn median_and_minimum_over_three_traces() {
     let mut sorted_best = best.clone();
     sorted_best.sort_unstable();
     assert_eq!(cell["best_static_draft_len_median"], sorted_best[1] as f64);
+    let drains: Vec<f64> = alone
+        .iter()
+        .map(|a| {
+            a["sets"][0]["cells"][0]["best_static_drain_shares"][0]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(cell["best_static_drain_shares"], serde_json::json!(drains));
+    let mut sorted_drains = drains.clone();
+    sorted_drains.sort_by(f64::total_cmp);
+    assert_eq!(
+        cell["best_static_drain_share_median"].as_f64(),
+        Some(sorted_drains[1])
+    );
     for (i, p) in cell["policies"].as_array().unwrap().iter().enumerate() {
         let ratios: Vec<f64> = alone
             .iter()
@@ -360,6 +375,22 @@ fn the_table_has_a_block_per_set_and_a_table_per_k() {
         .filter(|l| l.starts_with("0.3 ") || l.starts_with("0.02 "))
         .count();
     assert_eq!(rows, 2 * 2 * 4);
+    // Six requests never fill a batch of 128, and one request alone
+    // always fills a batch of 1: the best k is starred at 128 only.
+    let starred: Vec<bool> = text
+        .lines()
+        .map(str::split_whitespace)
+        .filter_map(|mut w| {
+            let (c, batch, best) = (w.next()?, w.next()?, w.next()?);
+            (c == "0.3" || c == "0.02").then(|| {
+                assert_eq!(best.ends_with('*'), batch == "128", "{text}");
+                best.ends_with('*')
+            })
+        })
+        .collect();
+    assert_eq!(starred.len(), 2 * 2 * 4);
+    assert!(text.contains("best k*: the median trace's best static k spends half its cost"));
+    assert!(text.contains("best k*: the best static k spends half its cost"));
 }
 
 #[test]

@@ -223,6 +223,13 @@ pub struct CellResult {
     pub best_static_goodput: Vec<f64>,
     /// Their median.
     pub best_static_median: f64,
+    /// The share of each best static length's cost spent in its replay's
+    /// drain (fewer requests in flight than the batch, once none waits),
+    /// in trace order: near 1, the cell says how the last requests of a
+    /// finite replay finish more than how a full batch serves.
+    pub best_static_drain_share: Vec<f64>,
+    /// Their median.
+    pub best_static_drain_share_median: f64,
     /// Every policy of the grid, in its order.
     pub policies: Vec<PolicyCell>,
 }
@@ -315,24 +322,41 @@ enum Job {
 /// Every step's mean tokens drafted per request, in order: what the
 /// `drafted` cost rule charges a step for.
 #[derive(Default)]
-struct StepLog(Mutex<Vec<f64>>);
+struct StepLog {
+    /// The batch of the replay: a step with fewer requests is its drain.
+    batch: usize,
+    /// Each step's mean tokens drafted per request, and whether it ran
+    /// in the drain.
+    steps: Mutex<Vec<(f64, bool)>>,
+}
 
 impl Events for StepLog {
     fn engine_step(&self, step: &EngineStep) {
         // The engine's own division (`engine_thread.rs`, `step`).
         let mean = step.drafted as f64 / step.batch.max(1) as f64;
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(mean);
+        self.steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((mean, step.batch < self.batch));
     }
+}
+
+/// A replay's goodput and the share of its cost spent in its drain (the
+/// steps with fewer requests in flight than the batch).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Replayed {
+    goodput: f64,
+    drain_share: f64,
 }
 
 /// Replays `policy` under `settings`; for a policy that is not a
 /// controller, with one update at the end (the same steps, faster). The
-/// tokens gained and the run's goodput.
+/// tokens gained, and the run's goodput and drain share.
 fn replay(
     settings: &Settings,
     policy: PolicySpec,
     events: &dyn Events,
-) -> Result<(u64, f64), Error> {
+) -> Result<(u64, Replayed), Error> {
     let mut config = settings.config(policy)?;
     if policy.kind() != Kind::Controller {
         config.model.steps_per_update = Some(u64::MAX);
@@ -340,30 +364,50 @@ fn replay(
     let recorder = engine::recorder(&config)?;
     let outcome = engine::run(&config, &recorder, None, &AtomicBool::new(false), events)?;
     let overall = outcome.summary.overall;
-    Ok((overall.tokens, overall.goodput.unwrap_or(0.0)))
+    Ok((
+        overall.tokens,
+        Replayed {
+            goodput: overall.goodput.unwrap_or(0.0),
+            // A replay has steps of a positive cost (see
+            // `PolicyResult::drain_share`).
+            drain_share: outcome.drain.cost_units / overall.cost_units,
+        },
+    ))
 }
 
 /// Replays `policy` (which does not look at the cost) once, and its
-/// goodput at each cost of `tables` (costs by draft length, the what-if's
-/// tables), each added up step by step as the engine adds it.
+/// goodput and drain share at each cost of `tables` (costs by draft
+/// length, the what-if's tables), each added up step by step as the
+/// engine adds it.
 fn replay_at_costs(
     settings: &Settings,
     policy: PolicySpec,
     tables: &[Vec<f64>],
-) -> Result<Vec<f64>, Error> {
-    let log = StepLog::default();
+) -> Result<Vec<Replayed>, Error> {
+    let log = StepLog {
+        batch: settings.batch,
+        steps: Mutex::default(),
+    };
     let (tokens, _) = replay(settings, policy, &log)?;
-    let means = log.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    let steps = log.steps.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(tables
         .iter()
         .map(|table| {
-            if means.is_empty() {
-                return 0.0;
+            if steps.is_empty() {
+                return Replayed::default();
             }
-            let cost = means
-                .iter()
-                .fold(0.0, |sum, &mean| sum + interpolate(table, mean));
-            tokens as f64 / cost
+            let (mut cost, mut drain) = (0.0, 0.0);
+            for &(mean, drained) in &steps {
+                let step = interpolate(table, mean);
+                cost += step;
+                if drained {
+                    drain += step;
+                }
+            }
+            Replayed {
+                goodput: tokens as f64 / cost,
+                drain_share: drain / cost,
+            }
         })
         .collect())
 }
@@ -499,13 +543,13 @@ pub fn run(
         }
     }
     let remaining: Vec<AtomicUsize> = remaining.into_iter().map(AtomicUsize::new).collect();
-    let results: Vec<Mutex<Option<Vec<f64>>>> =
+    let results: Vec<Mutex<Option<Vec<Replayed>>>> =
         plan.jobs.iter().map(|_| Mutex::new(None)).collect();
     let failed: Mutex<Option<CorpusError>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
     let next = AtomicUsize::new(0);
     let (replays_done, cells_done) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let run_one = |job: Job| -> Result<Vec<f64>, CorpusError> {
+    let run_one = |job: Job| -> Result<Vec<Replayed>, CorpusError> {
         let (set, trace) = match job {
             Job::Static { set, trace, .. }
             | Job::Oracle { set, trace, .. }
@@ -555,7 +599,7 @@ pub fn run(
                     )
                     .map_err(at)?;
                 replay(&s, grid.policies[policy], &NoEvents)
-                    .map(|(_, g)| vec![g])
+                    .map(|(_, r)| vec![r])
                     .map_err(at)
             }
         }
@@ -603,7 +647,7 @@ pub fn run(
     if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    let results: Vec<Vec<f64>> = results
+    let results: Vec<Vec<Replayed>> = results
         .into_iter()
         .map(|r| {
             r.into_inner()
@@ -611,7 +655,8 @@ pub fn run(
                 .expect("every replay ran")
         })
         .collect();
-    let goodput = |job: Job, at: usize| results[plan.index[&job]][at];
+    let replayed = |job: Job, at: usize| results[plan.index[&job]][at];
+    let goodput = |job: Job, at: usize| replayed(job, at).goodput;
     Ok(sets
         .iter()
         .enumerate()
@@ -693,6 +738,22 @@ pub fn run(
                         .collect();
                     let best_static: Vec<usize> = per_trace.iter().map(|t| t.0).collect();
                     let as_f64: Vec<f64> = best_static.iter().map(|&k| k as f64).collect();
+                    let drain: Vec<f64> = best_static
+                        .iter()
+                        .enumerate()
+                        .map(|(trace, &k)| {
+                            replayed(
+                                Job::Static {
+                                    set: s,
+                                    trace,
+                                    batch: b,
+                                    k,
+                                },
+                                c,
+                            )
+                            .drain_share
+                        })
+                        .collect();
                     CellResult {
                         cell: Cell {
                             max_draft_len: k_max,
@@ -700,6 +761,8 @@ pub fn run(
                             batch: grid.batches[b],
                         },
                         best_static_median: Spread::of(&as_f64).median,
+                        best_static_drain_share_median: Spread::of(&drain).median,
+                        best_static_drain_share: drain,
                         best_static_goodput: per_trace.iter().map(|t| t.1).collect(),
                         best_static,
                         policies,
@@ -840,6 +903,8 @@ mod tests {
             let best = best_static(&replayed).unwrap();
             assert_eq!(cell.best_static, vec![best.policy.static_len().unwrap()]);
             assert_eq!(cell.best_static_goodput, vec![best.goodput()]);
+            assert_eq!(cell.best_static_drain_share, vec![best.drain_share()]);
+            assert_eq!(cell.best_static_drain_share_median, best.drain_share());
             for p in &cell.policies {
                 let r = replayed.iter().find(|r| r.policy == p.policy).unwrap();
                 let ratio = r.goodput() / best.goodput();

@@ -11,7 +11,7 @@ use specdec_sim::corpus::{CellResult, Report, SetResult};
 
 use crate::format::{group_digits, sanitize};
 use crate::render::table::{Column, Table};
-use crate::render::whatif::{kind, policy_name};
+use crate::render::whatif::{DRAIN_NOTE, kind, policy_name};
 
 /// A ratio to the best static length, as the table prints it.
 fn ratio(v: f64) -> String {
@@ -68,7 +68,13 @@ fn header(out: &mut String, report: &Report, set: &SetResult) {
     };
     let _ = writeln!(
         out,
-        "each policy: goodput / the trace's best static k (0..=K), {of}"
+        "each policy: goodput / the trace's best static k (0..=K), {of}\n\
+         best k*: {} best static k spends half its cost or more below a full batch",
+        if traces.len() == 1 {
+            "the"
+        } else {
+            "the median trace's"
+        }
     );
 }
 
@@ -91,7 +97,15 @@ fn k_table(out: &mut String, report: &Report, cells: &[&CellResult], traces: usi
         let mut median = vec![
             format!("{}", cell.cell.cost),
             cell.cell.batch.to_string(),
-            best_k(cell.best_static_median),
+            format!(
+                "{}{}",
+                best_k(cell.best_static_median),
+                if cell.best_static_drain_share_median >= DRAIN_NOTE {
+                    "*"
+                } else {
+                    ""
+                }
+            ),
         ];
         // The closing parenthesis of the minimum sticks out: the medians'
         // digits line up with the minimums'.
@@ -183,6 +197,8 @@ struct JsonCell<'a> {
     traces: usize,
     best_static_draft_len_median: f64,
     best_static_draft_lens: &'a [usize],
+    best_static_drain_share_median: f64,
+    best_static_drain_shares: &'a [f64],
     best_static_goodputs: &'a [f64],
     policies: Vec<JsonPolicy<'a>>,
 }
@@ -247,6 +263,8 @@ pub fn json(report: &Report) -> impl Serialize + '_ {
                             traces: traces.len(),
                             best_static_draft_len_median: c.best_static_median,
                             best_static_draft_lens: &c.best_static,
+                            best_static_drain_share_median: c.best_static_drain_share_median,
+                            best_static_drain_shares: &c.best_static_drain_share,
                             best_static_goodputs: &c.best_static_goodput,
                             policies: c
                                 .policies
