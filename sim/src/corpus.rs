@@ -341,22 +341,23 @@ impl Events for StepLog {
     }
 }
 
-/// A replay's goodput and the share of its cost spent in its drain (the
+/// A replay's goodput and, where it was re-costed step by step
+/// ([`replay_at_costs`]), the share of its cost spent in its drain (the
 /// steps with fewer requests in flight than the batch).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Replayed {
     goodput: f64,
-    drain_share: f64,
+    drain_share: Option<f64>,
 }
 
 /// Replays `policy` under `settings`; for a policy that is not a
 /// controller, with one update at the end (the same steps, faster). The
-/// tokens gained, and the run's goodput and drain share.
+/// tokens gained and the run's goodput.
 fn replay(
     settings: &Settings,
     policy: PolicySpec,
     events: &dyn Events,
-) -> Result<(u64, Replayed), Error> {
+) -> Result<(u64, f64), Error> {
     let mut config = settings.config(policy)?;
     if policy.kind() != Kind::Controller {
         config.model.steps_per_update = Some(u64::MAX);
@@ -364,15 +365,7 @@ fn replay(
     let recorder = engine::recorder(&config)?;
     let outcome = engine::run(&config, &recorder, None, &AtomicBool::new(false), events)?;
     let overall = outcome.summary.overall;
-    Ok((
-        overall.tokens,
-        Replayed {
-            goodput: overall.goodput.unwrap_or(0.0),
-            // A replay has steps of a positive cost (see
-            // `PolicyResult::drain_share`).
-            drain_share: outcome.drain.cost_units / overall.cost_units,
-        },
-    ))
+    Ok((overall.tokens, overall.goodput.unwrap_or(0.0)))
 }
 
 /// Replays `policy` (which does not look at the cost) once, and its
@@ -394,7 +387,10 @@ fn replay_at_costs(
         .iter()
         .map(|table| {
             if steps.is_empty() {
-                return Replayed::default();
+                return Replayed {
+                    goodput: 0.0,
+                    drain_share: Some(0.0),
+                };
             }
             let (mut cost, mut drain) = (0.0, 0.0);
             for &(mean, drained) in &steps {
@@ -406,7 +402,7 @@ fn replay_at_costs(
             }
             Replayed {
                 goodput: tokens as f64 / cost,
-                drain_share: drain / cost,
+                drain_share: Some(drain / cost),
             }
         })
         .collect())
@@ -599,7 +595,12 @@ pub fn run(
                     )
                     .map_err(at)?;
                 replay(&s, grid.policies[policy], &NoEvents)
-                    .map(|(_, r)| vec![r])
+                    .map(|(_, goodput)| {
+                        vec![Replayed {
+                            goodput,
+                            drain_share: None,
+                        }]
+                    })
                     .map_err(at)
             }
         }
@@ -752,6 +753,7 @@ pub fn run(
                                 c,
                             )
                             .drain_share
+                            .expect("a static length is re-costed step by step")
                         })
                         .collect();
                     CellResult {
