@@ -319,9 +319,9 @@ enum Job {
     },
 }
 
-/// Every step's mean tokens drafted per request, in order: what the
-/// `drafted` cost rule charges a step for.
-#[derive(Default)]
+/// Every step's mean tokens drafted per request, in order (what the
+/// `drafted` cost rule charges a step for), and whether it ran in the
+/// drain.
 struct StepLog {
     /// The batch of the replay: a step with fewer requests is its drain.
     batch: usize,
