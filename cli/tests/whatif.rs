@@ -409,6 +409,79 @@ fn a_replay_that_is_mostly_its_drain_says_so() {
     let eight = shares("8");
     assert!(eight.iter().all(|&s| (0.0..1.0).contains(&s)), "{eight:?}");
     assert!(eight.iter().any(|&s| s > 0.0), "{eight:?}");
+    // The note is the best static length's share, from half on.
+    let best_share = |batch: &str| -> f64 {
+        let v = json_of(run(batch, "json").as_bytes());
+        let k = v["best_static_draft_len"].as_u64().unwrap();
+        let name = if k == 0 {
+            "none".to_string()
+        } else {
+            format!("static:{k}")
+        };
+        let rows = v["policies"].as_array().unwrap();
+        let row = rows.iter().find(|r| r["policy"] == name.as_str()).unwrap();
+        row["drain_share"].as_f64().unwrap()
+    };
+    let (below, above) = (best_share("8"), best_share("32"));
+    assert!(below < 0.5 && above >= 0.5, "{below} {above}");
+    assert!(!run("8", "table").contains("note:"));
+    let note = format!(
+        "note: {:.0}% of the best static length's cost is spent with fewer than 32",
+        above * 100.0
+    );
+    assert!(run("32", "table").contains(&note), "{note}");
+}
+
+/// The drain's share of the cost, on a trace whose steps are known: the
+/// steps are weighted by their cost, not counted.
+#[test]
+fn the_drain_share_weighs_each_step_by_its_cost() {
+    let dir = TempDir::new().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    // At k = 2: request a drafts 2 and takes them (one step), request b
+    // proposes nothing for four steps, request c drafts 1 and takes it.
+    // Two in flight: steps of 1 + 0.5 * (2 + 0) / 2 and 1 + 0.5 * (0 + 1)
+    // / 2, then b alone for two steps of 1: 2 of 4.75 in the drain.
+    fs::write(
+        &trace,
+        concat!(
+            r#"{"specdec_trace":2,"tokenizer":"o200k_base","rule":"vllm","min_n":2,"max_n":5,"cap":8,"eos":true,"greedy":true}"#,
+            "\n",
+            r#"{"id":"a","output_tokens":4,"proposal":[2,2,2],"match":[2,0,0]}"#,
+            "\n",
+            r#"{"id":"b","output_tokens":5,"proposal":[0,0,0,0],"match":[0,0,0,0]}"#,
+            "\n",
+            r#"{"id":"c","output_tokens":3,"proposal":[1,1],"match":[1,0]}"#,
+            "\n",
+            // One output token: no position, no step.
+            r#"{"id":"d","output_tokens":1,"proposal":[],"match":[]}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let row = |batch: &str, policy: &str| {
+        let out = cli()
+            .args(["whatif", "--max-draft-len", "2", "--cost-linear", "1,0.5"])
+            .args(["--batch", batch, "--policies", policy, "--format", "json"])
+            .arg(&trace)
+            .assert()
+            .success();
+        json_of(&out.get_output().stdout)["policies"][0].clone()
+    };
+    let two = row("2", "static:2");
+    assert!(
+        (two["drain_share"].as_f64().unwrap() - 2.0 / 4.75).abs() < 1e-12,
+        "{two}"
+    );
+    // Nine tokens at positions 1 and on, over the cost of the four steps.
+    assert!(
+        (two["goodput"].as_f64().unwrap() - 9.0 / 4.75).abs() < 1e-12,
+        "{two}"
+    );
+    // Without drafting, three in flight: a, b and c take 3, 4 and 2 steps
+    // of 1, so the batch is below three from the third step on.
+    let none = row("3", "none");
+    assert_eq!(none["drain_share"].as_f64(), Some(0.5), "{none}");
 }
 
 #[test]
