@@ -389,8 +389,10 @@ fn the_table_has_a_block_per_set_and_a_table_per_k() {
         })
         .collect();
     assert_eq!(starred.len(), 2 * 2 * 4);
-    assert!(text.contains("best k*: the median trace's best static k spends half its cost"));
-    assert!(text.contains("best k*: the best static k spends half its cost"));
+    assert!(text.contains(
+        "best k*: the median share of the best static k's cost spent below a full batch is half"
+    ));
+    assert!(text.contains("best k*: half or more of the best static k's cost is spent below"));
 }
 
 #[test]

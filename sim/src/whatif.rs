@@ -161,9 +161,10 @@ impl PolicyResult {
     /// The share of the replay's cost spent in its drain: the steps run
     /// with fewer requests in flight than the batch. Near 1, the replay's
     /// goodput says how its last requests finish rather than how a full
-    /// batch serves. A replay has steps, each of a positive cost (a trace
-    /// without an output position to replay is refused, as is a cost
-    /// that is not positive), so the share is a number.
+    /// batch serves. A result of [`Settings::replay`] has steps, each of a
+    /// positive cost (a trace without an output position to replay is
+    /// refused, as is a cost that is not positive), so its share is a
+    /// number.
     pub fn drain_share(&self) -> f64 {
         self.drain.cost_units / self.summary.overall.cost_units
     }

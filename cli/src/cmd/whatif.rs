@@ -127,8 +127,8 @@ pub fn long_about() -> String {
          model: --batch requests in flight, each drafting min(k, L) and accepting min(d, m) at \
          every step, a step costing the cost of the mean tokens drafted. Prints each policy's \
          goodput, its ratio to the best static k, tokens and drafted tokens per step, and the \
-         engine setting for the best static k; says so when most of the best static k's cost \
-         is the replay's drain (fewer requests in flight than --batch once none waits). Exact \
+         engine setting for the best static k; says so when half or more of the best static k's \
+         cost is the replay's drain (fewer requests in flight than --batch once none waits). Exact \
          for greedy outputs of the rule the traces were made with.",
         specdec_sim::policy::about_whatif()
     )

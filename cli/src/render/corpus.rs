@@ -69,11 +69,11 @@ fn header(out: &mut String, report: &Report, set: &SetResult) {
     let _ = writeln!(
         out,
         "each policy: goodput / the trace's best static k (0..=K), {of}\n\
-         best k*: {} best static k spends half its cost or more below a full batch",
+         best k*: {}",
         if traces.len() == 1 {
-            "the"
+            "half or more of the best static k's cost is spent below a full batch"
         } else {
-            "the median trace's"
+            "the median share of the best static k's cost spent below a full batch is half or more"
         }
     );
 }
@@ -100,10 +100,11 @@ fn k_table(out: &mut String, report: &Report, cells: &[&CellResult], traces: usi
             format!(
                 "{}{}",
                 best_k(cell.best_static_median),
+                // An unmarked length keeps the marked ones' digits in line.
                 if cell.best_static_drain_share_median >= DRAIN_NOTE {
                     "*"
                 } else {
-                    ""
+                    " "
                 }
             ),
         ];

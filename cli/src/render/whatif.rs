@@ -363,7 +363,7 @@ pub fn table(w: &WhatIf) -> String {
             "note: {:.0}% of the best static length's cost is spent with fewer than {} \
              requests in flight, after the last one was admitted: at this batch the \
              figures measure how the replay's last requests finish more than how a full \
-             batch serves (replay more requests, or a smaller --batch, for that)",
+             batch serves (a trace of more requests, or a smaller --batch, shows that)",
             share * 100.0,
             w.settings.batch
         );
