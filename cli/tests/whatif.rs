@@ -853,7 +853,20 @@ fn compare_prints_both_rules_side_by_side_and_the_winners_setting() {
         "{others:?}"
     );
     assert_eq!(others.last(), Some(&"oracle"), "{others:?}");
+    // 16 requests at batch 4: the last ones finish below a full batch.
+    let drain = |side: &str| json[side]["best_static_drain_share"].as_f64().unwrap();
+    for side in ["a", "b"] {
+        assert!(drain(side) > 0.0 && drain(side) < 1.0, "{json}");
+    }
     let table = String::from_utf8(run("table")).unwrap();
+    let drain_row = table
+        .lines()
+        .find(|l| l.starts_with("  in the drain"))
+        .unwrap();
+    for side in ["a", "b"] {
+        let cell = format!("{:.0}% of its cost", drain(side) * 100.0);
+        assert!(drain_row.contains(&cell), "{cell:?} not in {drain_row:?}");
+    }
     for needle in [
         "compare on the same 16 requests",
         "(vllm, n 2..=5)",

@@ -22,6 +22,9 @@ struct Side<'a> {
     /// The traces' `num_speculative_tokens`, and its goodput when replayed.
     engine_default: Option<(usize, Option<f64>)>,
     best_static: Option<(usize, f64)>,
+    /// The share of the best static length's cost spent below a full
+    /// batch: the replay's drain.
+    best_static_drain_share: Option<f64>,
     /// Every controller and the oracle: `(name, goodput)`.
     others: Vec<(String, f64)>,
 }
@@ -40,6 +43,7 @@ fn side(w: &WhatIf) -> Side<'_> {
         engine_default: engine_default(w).map(|k| (k, goodput_at(k))),
         best_static: best_static(&w.results)
             .and_then(|r| r.policy.static_len().map(|k| (k, r.goodput()))),
+        best_static_drain_share: best_static(&w.results).map(PolicyResult::drain_share),
         others: w
             .results
             .iter()
@@ -106,6 +110,12 @@ pub fn table(a: &WhatIf, b: &WhatIf) -> String {
     row(&mut out, "best static", &|s| match s.best_static {
         Some((k, g)) => format!("k = {k}: {g:.3}"),
         None => "-".into(),
+    });
+    // How much of it the replay's last requests cost, once the batch is
+    // no longer full.
+    row(&mut out, "  in the drain", &|s| {
+        s.best_static_drain_share
+            .map_or("-".into(), |d| format!("{:.0}% of its cost", d * 100.0))
     });
     let names: Vec<String> = sides[0].others.iter().map(|o| o.0.clone()).collect();
     for name in &names {
