@@ -197,14 +197,20 @@ fn median_and_minimum_over_three_traces() {
     let mut sorted_best = best.clone();
     sorted_best.sort_unstable();
     assert_eq!(cell["best_static_draft_len_median"], sorted_best[1] as f64);
-    let drains: Vec<f64> = alone
-        .iter()
-        .map(|a| {
-            a["sets"][0]["cells"][0]["best_static_drain_shares"][0]
-                .as_f64()
-                .unwrap()
-        })
-        .collect();
+    // One figure of each trace's single cell, replayed alone.
+    let of_each = |pointer: &str| -> Vec<f64> {
+        alone
+            .iter()
+            .map(|a| {
+                a["sets"][0]["cells"][0]
+                    .pointer(pointer)
+                    .unwrap()
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let drains = of_each("/best_static_drain_shares/0");
     assert_eq!(cell["best_static_drain_shares"], serde_json::json!(drains));
     let mut sorted_drains = drains.clone();
     sorted_drains.sort_by(f64::total_cmp);
@@ -213,14 +219,7 @@ fn median_and_minimum_over_three_traces() {
         Some(sorted_drains[1])
     );
     for (i, p) in cell["policies"].as_array().unwrap().iter().enumerate() {
-        let ratios: Vec<f64> = alone
-            .iter()
-            .map(|a| {
-                a["sets"][0]["cells"][0]["policies"][i]["median"]
-                    .as_f64()
-                    .unwrap()
-            })
-            .collect();
+        let ratios = of_each(&format!("/policies/{i}/median"));
         assert_eq!(p["ratios"], serde_json::json!(ratios));
         let mut sorted = ratios.clone();
         sorted.sort_by(f64::total_cmp);
