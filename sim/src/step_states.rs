@@ -29,7 +29,9 @@
 //! ```
 //!
 //! (Dinkelbach's exchange rate between the goodput's numerator and its
-//! denominator; the bonus token is the same at every `k`). The factor is
+//! denominator; the bonus token is the same at every `k`), each state's
+//! sums first given [`DEFAULT_PRIOR`] observations at the mean of all
+//! states' (a state seen a few times leans on the pool). The factor is
 //! the signal's ([`StepSignal::default_factor`]): under 1 for suffix
 //! drafts (the tokens after a weak draft are dearer than the mean), over
 //! 1 for n-gram ones (a long accepted draft lands where the copy goes on,
@@ -53,14 +55,15 @@
 //! against adversarial sequences anyway. Measured on the sequences of
 //! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch
 //! 1 and 32; a trace with no `ngram` is one drafter state, crossed with
-//! the recent matched length): at worst 0.866 of the best static `k` (the
-//! two-peaked curve at batch 1, `c = 0.1`; the copy-run per-state gives
-//! 0.993 there), 0.938 with two kinds of request in one batch of 32 at `c
-//! = 0.3`, and 0.954 to 1.389 elsewhere. The two kinds at `c = 0.1`, batch
-//! 32, give 1.106 (0.843 with the drafter's state alone, the copy-run
-//! per-state 0.910): the recent matched length tells them apart. It
-//! switches 0.3 to 3.8 times per 1,000 engine steps at batch 1 and 7.2 to
-//! 74 at batch 32.
+//! the recent matched length): at worst 0.860 of the best static `k` (two
+//! kinds of request in one batch of 32 at `c = 0.3`; 0.938 without
+//! [`DEFAULT_PRIOR`], whose pooled mean mixes the two kinds), 0.866 and
+//! 0.867 on the two-peaked curve at `c = 0.1` (batch 1 and 32; the
+//! copy-run per-state gives 0.993 and 0.976 there), and 0.964 to 1.365
+//! elsewhere. The two kinds at `c = 0.1`, batch 32, give 1.107 (0.843
+//! with the drafter's state alone, the copy-run per-state 0.910): the
+//! recent matched length tells them apart. It switches 0.6 to 3.4 times
+//! per 1,000 engine steps at batch 1 and 16 to 81 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
 use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
@@ -137,6 +140,24 @@ pub const MATCH_WEIGHT: f64 = 0.25;
 /// split × the recent-match levels (more than the [`SCORE_STATES`]
 /// buckets).
 pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
+
+/// How many observations of the pooled states a state's sums are drawn
+/// toward ([`StepSettings::prior`]).
+///
+/// A state seen a few times has sums of a few draws: its least-cost length
+/// is noise, and a wrong length in a rare state costs the whole replay.
+/// Before each choice, every seen state's sums get this many observations
+/// at the mean of all states' (its own included): a state seen far more
+/// often keeps its own length, one seen a few times leans on the pool.
+/// Chosen on the tuning half of the held-out corpus (per-state, `K` 8 and
+/// 64 on n-gram traces, 8 and 24 on suffix ones; every cost and batch; the
+/// mean of the 72 cell medians, cells under 1.00 in parentheses), n-gram
+/// / suffix: none 1.0244 (15) / 1.0072 (15); 2 1.0249 (12) / 1.0068 (5);
+/// **4 1.0257 (10) / 1.0063 (5)**; 6 1.0257 (9) / 1.0058 (6); 8 1.0263
+/// (10) / 1.0054 (8); 16 1.0265 (11) / 1.0045 (5); 32 1.0246 (12); 64
+/// 1.0214 (21); 256 1.0143 (28). 4 has the fewest cells under 1.00 over
+/// both (15); the suffix mean's 0.1% is what one sample resolves.
+pub const DEFAULT_PRIOR: f64 = 4.0;
 
 // The score buckets fit too.
 const _: () = assert!(SCORE_STATES <= STEP_STATES);
@@ -236,6 +257,9 @@ pub struct StepSettings {
     pub factor: f64,
     /// The length before the first choice.
     pub first_len: usize,
+    /// Observations at the pooled mean added to each seen state's sums
+    /// before a choice ([`DEFAULT_PRIOR`]; 0: every state on its own).
+    pub prior: f64,
     /// What the states are.
     pub signal: StepSignal,
     /// Whether the states are crossed with the request's recent matched
@@ -261,6 +285,7 @@ impl StepSettings {
             keep: DEFAULT_KEEP,
             factor: signal.default_factor(),
             first_len: max_draft_len,
+            prior: DEFAULT_PRIOR,
             signal,
             recent_match: matches!(signal, StepSignal::ShortMatch(_)),
             fixed_plan: None,
@@ -276,6 +301,10 @@ pub struct StepStates {
     tokens: Vec<f64>,
     /// `STEP_STATES × (K + 1)`: step costs at each `k`.
     costs: Vec<f64>,
+    /// `K + 1`: every state's tokens and costs at each `k`, summed at a
+    /// choice (kept here so that choosing allocates nothing).
+    pooled_tokens: Vec<f64>,
+    pooled_costs: Vec<f64>,
     /// The tokens and step costs of what was drafted.
     seen_tokens: f64,
     seen_cost: f64,
@@ -294,6 +323,8 @@ impl StepStates {
         Self {
             tokens: vec![0.0; STEP_STATES * width],
             costs: vec![0.0; STEP_STATES * width],
+            pooled_tokens: vec![0.0; width],
+            pooled_costs: vec![0.0; width],
             seen_tokens: 0.0,
             seen_cost: 0.0,
             plan: settings.fixed_plan.map_or([first; STEP_STATES], |p| {
@@ -333,6 +364,20 @@ impl StepStates {
         let width = self.settings.max_draft_len + 1;
         // Every observation costs at least `base`: the rate is finite.
         let rate = self.settings.factor * self.seen_tokens / self.seen_cost;
+        self.pooled_tokens.fill(0.0);
+        self.pooled_costs.fill(0.0);
+        for (tokens, costs) in self.tokens.chunks(width).zip(self.costs.chunks(width)) {
+            for (k, (t, c)) in tokens.iter().zip(costs).enumerate() {
+                self.pooled_tokens[k] += t;
+                self.pooled_costs[k] += c;
+            }
+        }
+        // Every observation adds `base` to the sum at k = 0, so the pooled
+        // sums per observation are the sums over this count of them. It is
+        // 0 only when no state was seen, and then every state keeps its
+        // length below before the weight is read.
+        let pooled_observations = self.pooled_costs[0] / self.settings.cost.base;
+        let weight = self.settings.prior / pooled_observations;
         for (s, plan) in self.plan.iter_mut().enumerate() {
             let tokens = &self.tokens[s * width..(s + 1) * width];
             let costs = &self.costs[s * width..(s + 1) * width];
@@ -340,9 +385,10 @@ impl StepStates {
             if costs[0] <= 0.0 {
                 continue;
             }
+            let pooled = self.pooled_tokens.iter().zip(&self.pooled_costs);
             let mut best = (0, f64::NEG_INFINITY);
-            for (k, (t, c)) in tokens.iter().zip(costs).enumerate() {
-                let value = t - rate * c;
+            for (k, ((t, c), (pt, pc))) in tokens.iter().zip(costs).zip(pooled).enumerate() {
+                let value = (t + weight * pt) - rate * (c + weight * pc);
                 // Ties to the shorter.
                 if value > best.1 {
                     best = (k, value);
@@ -422,11 +468,14 @@ mod tests {
         per_token: 0.3,
     };
 
+    /// Every state on its own (no prior): the tests of one state's
+    /// arithmetic; the prior has its own test.
     fn settings(observations: u64) -> StepSettings {
         StepSettings {
             observations,
             keep: 1.0,
             first_len: 3,
+            prior: 0.0,
             ..StepSettings::new(8, COST, StepSignal::Score)
         }
     }
@@ -507,6 +556,46 @@ mod tests {
             &mut lens,
         );
         assert_eq!(lens, [0, 8, c.plan()[0]]);
+    }
+
+    #[test]
+    fn a_state_seen_once_leans_on_the_pool_and_one_seen_often_does_not() {
+        // 60 whole copies of 8 in one state, then `rare` steps of another
+        // whose draft holds nothing; the plan is chosen at the last step.
+        // Costs are twice the tests' (base 2): the pool's observations are
+        // its sum at k = 0 over the base, and every figure below is the
+        // same as at base 1 (the rate halves as the costs double).
+        let plan_at = |factor: f64, prior: f64, rare: usize| {
+            let mut c = StepStates::new(StepSettings {
+                factor,
+                prior,
+                cost: CostLinear {
+                    base: 2.0,
+                    per_token: 0.6,
+                },
+                ..settings(60 + rare as u64)
+            });
+            feed(&mut c, 60, step(position(8, 8, 200), 8, 1));
+            feed(&mut c, rare, step(position(8, 0, 10), 8, 1));
+            assert_eq!(c.choices(), 1);
+            (c.plan()[score_state(200)], c.plan()[score_state(10)])
+        };
+        let plan = |prior: f64, rare: usize| plan_at(1.0, prior, rare);
+        // On its own, the state seen once drafts nothing.
+        assert_eq!(plan(0.0, 1), (8, 0));
+        // With 8 observations at the pool's mean (60 k / 61 tokens and 1 +
+        // 0.3 k of cost each) and a rate of 541 / 207.4 = 2.61, each token
+        // drafted there gains 8 x 60 / 61 = 7.87 tokens for 8 x 0.3 + 0.3
+        // = 2.7 of cost, worth 7.04 tokens: it drafts the whole 8.
+        assert_eq!(plan(8.0, 1), (8, 8));
+        // Seen 60 times, its own sums outweigh the 8 (rate 600 / 408 =
+        // 1.47: each token drafted gains 8 x 0.5 = 4 for 68 x 0.3 = 20.4
+        // of cost), and the copies' state keeps drafting 8.
+        assert_eq!(plan(8.0, 60), (8, 0));
+        // The prior's cost counts too: at 1.2 times the rate (3.13) the
+        // 8 x 0.3 + 0.3 = 2.7 of cost per token drafted is worth 8.45
+        // tokens, more than the 7.87 the prior brings.
+        assert_eq!(plan_at(1.2, 8.0, 1), (8, 0));
     }
 
     #[test]
