@@ -155,8 +155,9 @@ pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
 /// / suffix: none 1.0244 (15) / 1.0072 (15); 2 1.0249 (12) / 1.0068 (5);
 /// **4 1.0257 (10) / 1.0063 (5)**; 6 1.0257 (9) / 1.0058 (6); 8 1.0263
 /// (10) / 1.0054 (8); 16 1.0265 (11) / 1.0045 (5); 32 1.0246 (12); 64
-/// 1.0214 (21); 256 1.0143 (28). 4 has the fewest cells under 1.00 over
-/// both (15); the suffix mean's 0.1% is what one sample resolves.
+/// 1.0214 (21); 256 1.0143 (28). 4 and 6 have the fewest cells under
+/// 1.00 over both (15) and the same n-gram mean; 4's suffix mean is
+/// higher (the suffix mean's 0.1% is what one sample resolves).
 pub const DEFAULT_PRIOR: f64 = 4.0;
 
 // The score buckets fit too.
@@ -373,11 +374,13 @@ impl StepStates {
             }
         }
         // Every observation adds `base` to the sum at k = 0, so the pooled
-        // sums per observation are the sums over this count of them. It is
-        // 0 only when no state was seen, and then every state keeps its
-        // length below before the weight is read.
+        // sums per observation are the sums over this count of them: the
+        // pool's means, each a ratio of two sums that decay alike (a count
+        // decayed toward 0 by many choices without a proposal still gives
+        // finite means). The count is 0 only when no state was seen, and
+        // then every state keeps its length below before a mean is read.
         let pooled_observations = self.pooled_costs[0] / self.settings.cost.base;
-        let weight = self.settings.prior / pooled_observations;
+        let prior = self.settings.prior;
         for (s, plan) in self.plan.iter_mut().enumerate() {
             let tokens = &self.tokens[s * width..(s + 1) * width];
             let costs = &self.costs[s * width..(s + 1) * width];
@@ -388,7 +391,8 @@ impl StepStates {
             let pooled = self.pooled_tokens.iter().zip(&self.pooled_costs);
             let mut best = (0, f64::NEG_INFINITY);
             for (k, ((t, c), (pt, pc))) in tokens.iter().zip(costs).zip(pooled).enumerate() {
-                let value = (t + weight * pt) - rate * (c + weight * pc);
+                let (mean_tokens, mean_cost) = (pt / pooled_observations, pc / pooled_observations);
+                let value = (t + prior * mean_tokens) - rate * (c + prior * mean_cost);
                 // Ties to the shorter.
                 if value > best.1 {
                     best = (k, value);
@@ -578,6 +582,8 @@ mod tests {
             feed(&mut c, 60, step(position(8, 8, 200), 8, 1));
             feed(&mut c, rare, step(position(8, 0, 10), 8, 1));
             assert_eq!(c.choices(), 1);
+            // A state never seen keeps the first length, prior or not.
+            assert_eq!(c.plan()[score_state(40)], 3);
             (c.plan()[score_state(200)], c.plan()[score_state(10)])
         };
         let plan = |prior: f64, rare: usize| plan_at(1.0, prior, rare);
@@ -588,6 +594,9 @@ mod tests {
         // drafted there gains 8 x 60 / 61 = 7.87 tokens for 8 x 0.3 + 0.3
         // = 2.7 of cost, worth 7.04 tokens: it drafts the whole 8.
         assert_eq!(plan(8.0, 1), (8, 8));
+        // With 6: 6 x 60 / 61 = 5.90 tokens for 6 x 0.3 + 0.3 = 2.1 of cost,
+        // worth 5.48: still the whole 8 (3 would give 2.95 against 3.13).
+        assert_eq!(plan(6.0, 1), (8, 8));
         // Seen 60 times, its own sums outweigh the 8 (rate 600 / 408 =
         // 1.47: each token drafted gains 8 x 0.5 = 4 for 68 x 0.3 = 20.4
         // of cost), and the copies' state keeps drafting 8.
