@@ -10,7 +10,9 @@ use specdec_sim::policy::Kind;
 use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
 
 use crate::format::{group_digits, sanitize};
-use crate::render::whatif::{Setting, cost_text, engine_default, policy_name, settings};
+use crate::render::whatif::{
+    Setting, best_drain_share, cost_text, engine_default, policy_name, settings,
+};
 
 /// One side of a comparison, as printed.
 #[derive(Serialize)]
@@ -43,7 +45,7 @@ fn side(w: &WhatIf) -> Side<'_> {
         engine_default: engine_default(w).map(|k| (k, goodput_at(k))),
         best_static: best_static(&w.results)
             .and_then(|r| r.policy.static_len().map(|k| (k, r.goodput()))),
-        best_static_drain_share: best_static(&w.results).map(PolicyResult::drain_share),
+        best_static_drain_share: best_drain_share(w),
         others: w
             .results
             .iter()
