@@ -302,8 +302,9 @@ pub struct StepStates {
     tokens: Vec<f64>,
     /// `STEP_STATES × (K + 1)`: step costs at each `k`.
     costs: Vec<f64>,
-    /// `K + 1`: every state's tokens and costs at each `k`, summed at a
-    /// choice (kept here so that choosing allocates nothing).
+    /// `K + 1`: the mean over every state's observations of the tokens
+    /// and costs at each `k`, made at a choice (kept here so that choosing
+    /// allocates nothing).
     pooled_tokens: Vec<f64>,
     pooled_costs: Vec<f64>,
     /// The tokens and step costs of what was drafted.
@@ -380,6 +381,9 @@ impl StepStates {
         // finite means). The count is 0 only when no state was seen, and
         // then every state keeps its length below before a mean is read.
         let pooled_observations = self.pooled_costs[0] / self.settings.cost.base;
+        for x in self.pooled_tokens.iter_mut().chain(&mut self.pooled_costs) {
+            *x /= pooled_observations;
+        }
         let prior = self.settings.prior;
         for (s, plan) in self.plan.iter_mut().enumerate() {
             let tokens = &self.tokens[s * width..(s + 1) * width];
@@ -390,9 +394,9 @@ impl StepStates {
             }
             let pooled = self.pooled_tokens.iter().zip(&self.pooled_costs);
             let mut best = (0, f64::NEG_INFINITY);
-            for (k, ((t, c), (pt, pc))) in tokens.iter().zip(costs).zip(pooled).enumerate() {
-                let (mean_tokens, mean_cost) = (pt / pooled_observations, pc / pooled_observations);
-                let value = (t + prior * mean_tokens) - rate * (c + prior * mean_cost);
+            for (k, ((t, c), (mean_t, mean_c))) in tokens.iter().zip(costs).zip(pooled).enumerate()
+            {
+                let value = (t + prior * mean_t) - rate * (c + prior * mean_c);
                 // Ties to the shorter.
                 if value > best.1 {
                     best = (k, value);
