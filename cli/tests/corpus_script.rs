@@ -128,7 +128,17 @@ fn the_split_alternates_down_the_sha256_order_within_each_language() {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
+    git_at(dir, None, args);
+}
+
+/// `git` with the committer's date set (a tag's creator date is its
+/// commit's), so that the tags' order by date is the order written.
+fn git_at(dir: &Path, date: Option<&str>, args: &[&str]) {
+    let mut command = Command::new("git");
+    if let Some(date) = date {
+        command.env("GIT_COMMITTER_DATE", date);
+    }
+    let status = command
         .arg("-C")
         .arg(dir)
         .args([
@@ -168,13 +178,26 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     let body = |n: usize| -> String { (0..n).map(|i| format!("line {i}\n")).collect() };
     std::fs::write(work.join("a.txt"), body(10)).unwrap();
     git(&work, &["add", "."]);
-    git(&work, &["commit", "-qm", "first"]);
+    // Dates out of the tags' name order: "v10" sorts before "v2" by name,
+    // and comes after it by date.
+    git_at(
+        &work,
+        Some("2020-01-01T00:00:00Z"),
+        &["commit", "-qm", "first"],
+    );
     git(&work, &["tag", "v1"]);
-    for n in [11, 12, 13] {
+    for (n, day) in [(11, 2), (12, 3), (13, 4)] {
         std::fs::write(work.join("a.txt"), body(n)).unwrap();
-        git(&work, &["commit", "-qam", &format!("grow to {n}")]);
+        git_at(
+            &work,
+            Some(&format!("2020-01-0{day}T00:00:00Z")),
+            &["commit", "-qam", &format!("grow to {n}")],
+        );
+        if n == 11 {
+            git(&work, &["tag", "v2"]);
+        }
     }
-    git(&work, &["tag", "v2"]);
+    git(&work, &["tag", "v10"]);
     // A later commit the manifest does not pin: the short regime stops at
     // the manifest's commit.
     std::fs::write(work.join("a.txt"), body(14)).unwrap();
@@ -183,7 +206,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         let out = Command::new("git")
             .arg("-C")
             .arg(&work)
-            .args(["rev-parse", "v2"])
+            .args(["rev-parse", "v10"])
             .output()
             .unwrap();
         text(&out.stdout).trim().to_owned()
@@ -199,7 +222,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     let manifest = dir.path().join("manifest.tsv");
     std::fs::write(
         &manifest,
-        format!("name\tlanguage\trepository\tcommit\tfrom\tto\ntiny\tText\towner/tiny\t{pinned}\tv1\tv2\n"),
+        format!("name\tlanguage\trepository\tcommit\tfrom\tto\ntiny\tText\towner/tiny\t{pinned}\tv1\tv10\n"),
     )
     .unwrap();
     let agent = dir.path().join("mini.json");
@@ -264,10 +287,21 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         .map(|k| full.lines().position(|l| l == *k).unwrap())
         .collect();
     assert!(positions[0] < positions[1], "in their order");
-    // One long edit: a.txt from v1 to v2.
+    // One long edit per consecutive pair of releases from v1 to v10, in
+    // the releases' order: a.txt from v1 to v2, then from v2 to v10.
     let long = requests(&out_dir.join("tuning/long/tiny.jsonl"));
     let ids: Vec<&str> = long.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["v1..v2:a.txt"]);
+    assert_eq!(ids, ["v1..v2:a.txt", "v2..v10:a.txt"]);
+    let long_text = std::fs::read_to_string(out_dir.join("tuning/long/tiny.jsonl")).unwrap();
+    assert_eq!(
+        long_text.matches("specdec_trace").count(),
+        1,
+        "one header: {long_text}"
+    );
+    // The file at v2 (11 lines) is the second edit's prompt: longer than
+    // the first's, the file at v1 (10 lines).
+    let prompt = |r: &serde_json::Value| r["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt(&long[1]) > prompt(&long[0]), "{long:?}");
     // The same long edit with suffix decoding, into another directory: the
     // same requests, the rule in the metadata, each draft's score.
     let suffix_dir = dir.path().join("out-suffix");
@@ -390,6 +424,35 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
             "{times}"
         );
     }
+
+    // A range whose FROM is newer than its TO: refused before anything is
+    // built, naming it.
+    let reversed = dir.path().join("reversed.tsv");
+    std::fs::write(
+        &reversed,
+        format!("name\tlanguage\trepository\tcommit\tfrom\tto\ntiny\tText\towner/tiny\t{pinned}\tv10\tv1\n"),
+    )
+    .unwrap();
+    let out = corpus(&[
+        "build",
+        "--manifest",
+        reversed.to_str().unwrap(),
+        "--mirrors",
+        mirrors.to_str().unwrap(),
+        "--out",
+        dir.path().join("out3").to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+        "--regimes",
+        "long",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("long range v10..v1"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.path().join("out3/tuning").exists());
 
     // A mirror missing: refused before anything is built, naming it.
     let empty = dir.path().join("empty");
