@@ -448,6 +448,72 @@ fn a_git_range_makes_one_request_per_file_modified_between_two_tags() {
 }
 
 #[test]
+fn git_ranges_given_twice_are_read_in_order_into_one_trace() {
+    let dir = TempDir::new().unwrap();
+    let repo = dir.path();
+    two_tags(repo);
+    // `mid` is the second commit: a.txt alone changes from v1 to it.
+    git(repo, &["tag", "mid", "v2~1"]);
+    let repo_arg = repo.to_str().unwrap();
+    let single = |range: &str| {
+        let out = run(&["--git", repo_arg, "--git-range", range], b"");
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = run(
+        &[
+            "--git",
+            repo_arg,
+            "--git-range",
+            "v1..mid",
+            "--git-range",
+            "mid..v2",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let (_, requests) = read_trace(&out.stdout);
+    let ids: Vec<&str> = requests.iter().map(|r| r.id.as_str().unwrap()).collect();
+    assert_eq!(ids, ["v1..mid:a.txt", "mid..v2:a.txt", "mid..v2:b.txt"]);
+    // Line for line what each range gives alone, in the order given, under
+    // one metadata line.
+    let (first, second) = (single("v1..mid"), single("mid..v2"));
+    let mut expected: Vec<&str> = first.lines().collect();
+    expected.extend(second.lines().skip(1));
+    let both = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(both.lines().collect::<Vec<_>>(), expected);
+    // The summary counts every range: 1 + 5 files modified.
+    for needle in [
+        "ngram --git-range v1..mid ... mid..v2 (2 ranges): 3 requests",
+        "from 6 files modified",
+        "skipped 2 not UTF-8 text",
+        "1 symbolic links",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
+    }
+    // A bad range anywhere is refused before anything is written.
+    let out = run(
+        &[
+            "--git",
+            repo_arg,
+            "--git-range",
+            "v1..mid",
+            "--git-range",
+            "mid..nope",
+        ],
+        b"",
+    );
+    assert_eq!(out.status, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--git-range mid..nope: \"nope\" does not name a commit"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+}
+
+#[test]
 fn a_bad_git_range_is_refused_quoting_git() {
     let dir = TempDir::new().unwrap();
     let repo = dir.path();

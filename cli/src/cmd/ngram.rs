@@ -142,9 +142,10 @@ pub struct Args {
     git: Option<PathBuf>,
     /// With --git: one request per file modified between the commits (or
     /// tags) FROM and TO, the file at FROM edited into the file at TO,
-    /// instead of one per commit.
+    /// instead of one per commit. Given more than once, the ranges are
+    /// read in the order given, into one trace.
     #[arg(long, value_name = "FROM..TO", value_parser = parse_range, requires = "git")]
-    git_range: Option<RangeSpec>,
+    git_range: Vec<RangeSpec>,
     /// With --git: the most added plus deleted lines of a file's change
     /// [default: 30; with --git-range 4000].
     #[arg(long, value_name = "N", requires = "git")]
@@ -466,31 +467,29 @@ fn config(args: &Args) -> Result<Config, CliError> {
 /// The input the flags name: `--git`, a file, or standard input.
 fn open_source(args: &Args) -> Result<Source, CliError> {
     Ok(match (&args.git, &args.file) {
-        (Some(repo), _) => match &args.git_range {
-            None => Source::Git(Box::new(
-                History::open(
-                    repo,
-                    Limits {
-                        max_changed_lines: args.max_changed_lines.unwrap_or(30),
-                        max_bytes: args.max_bytes.unwrap_or(16 << 10),
-                    },
-                )
-                .map_err(git_error)?,
-            )),
-            Some(spec) => Source::Range(Box::new(
-                Range::open(
-                    repo,
-                    spec.clone(),
-                    Limits {
-                        max_changed_lines: args
-                            .max_changed_lines
-                            .unwrap_or(RANGE_MAX_CHANGED_LINES),
-                        max_bytes: args.max_bytes.unwrap_or(RANGE_MAX_BYTES),
-                    },
-                )
-                .map_err(range_error)?,
-            )),
-        },
+        (Some(repo), _) if args.git_range.is_empty() => Source::Git(Box::new(
+            History::open(
+                repo,
+                Limits {
+                    max_changed_lines: args.max_changed_lines.unwrap_or(30),
+                    max_bytes: args.max_bytes.unwrap_or(16 << 10),
+                },
+            )
+            .map_err(git_error)?,
+        )),
+        (Some(repo), _) => {
+            let limits = Limits {
+                max_changed_lines: args.max_changed_lines.unwrap_or(RANGE_MAX_CHANGED_LINES),
+                max_bytes: args.max_bytes.unwrap_or(RANGE_MAX_BYTES),
+            };
+            // Every range is checked and listed before anything is written.
+            let ranges = args
+                .git_range
+                .iter()
+                .map(|spec| Range::open(repo, spec.clone(), limits).map_err(range_error))
+                .collect::<Result<Vec<_>, _>>()?;
+            Source::Ranges(ranges)
+        }
         (None, Some(path)) if !is_stdin(path) => {
             let name = display_path(path);
             let file =
@@ -631,7 +630,8 @@ enum Source {
         reader: Box<dyn BufRead + Send>,
     },
     Git(Box<History>),
-    Range(Box<Range>),
+    /// `--git-range`, once or more: read in that order.
+    Ranges(Vec<Range>),
 }
 
 /// What a source of edits (`--git`, `--git-range`) read, for the summary
@@ -640,8 +640,8 @@ enum EditCounts {
     /// Commits with a request, the files skipped, the unborn branch of a
     /// new repository.
     Git(u64, Skipped, Option<String>),
-    /// The range, the files modified in it, the files skipped.
-    Range(RangeSpec, u64, Skipped),
+    /// The ranges, the files modified in them, the files skipped.
+    Ranges(Vec<RangeSpec>, u64, Skipped),
 }
 
 /// Reads, generates on `threads` workers and writes in input order.
@@ -760,8 +760,8 @@ fn pipeline(
             }
             note_git_counts(next, positions, commits, &skipped);
         }
-        Some(EditCounts::Range(spec, files, skipped)) => {
-            note_range_counts(next, positions, &spec, files, &skipped);
+        Some(EditCounts::Ranges(specs, files, skipped)) => {
+            note_range_counts(next, positions, &specs, files, &skipped);
         }
         None => {}
     }
@@ -907,16 +907,21 @@ fn note_git_counts(requests: usize, positions: u64, commits: u64, skipped: &Skip
 }
 
 /// What `--git-range` read: requests, positions, files modified and the
-/// files skipped.
+/// files skipped (over every range given: the first and the last named).
 fn note_range_counts(
     requests: usize,
     positions: u64,
-    spec: &RangeSpec,
+    specs: &[RangeSpec],
     files: u64,
     skipped: &Skipped,
 ) {
+    let ranges = match specs {
+        [] => String::new(),
+        [spec] => spec.to_string(),
+        [first, .., last] => format!("{first} ... {last} ({} ranges)", specs.len()),
+    };
     eprintln!(
-        "ngram --git-range {spec}: {requests} requests ({positions} positions) from {files} files modified; skipped {} not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} not in the repository, {} submodules, {} symbolic links",
+        "ngram --git-range {ranges}: {requests} requests ({positions} positions) from {files} files modified; skipped {} not UTF-8 text, {} with more changed lines than --max-changed-lines, {} larger than --max-bytes, {} not in the repository, {} submodules, {} symbolic links",
         skipped.not_text,
         skipped.too_many_changes,
         skipped.too_large,
@@ -953,12 +958,25 @@ fn read_requests(
                 history.unborn.take(),
             ))
         }
-        Source::Range(mut range) => {
-            read_edits(credits, jobs, || range.next_request().map_err(range_error))?;
-            Some(EditCounts::Range(
-                range.spec().clone(),
-                range.files,
-                range.skipped,
+        Source::Ranges(mut ranges) => {
+            let mut current = 0;
+            read_edits(credits, jobs, || {
+                while let Some(range) = ranges.get_mut(current) {
+                    match range.next_request().map_err(range_error)? {
+                        Some(request) => return Ok(Some(request)),
+                        None => current += 1,
+                    }
+                }
+                Ok(None)
+            })?;
+            let mut skipped = Skipped::default();
+            for range in &ranges {
+                skipped.add(&range.skipped);
+            }
+            Some(EditCounts::Ranges(
+                ranges.iter().map(|range| range.spec().clone()).collect(),
+                ranges.iter().map(|range| range.files).sum(),
+                skipped,
             ))
         }
         Source::Lines { name, reader } => {

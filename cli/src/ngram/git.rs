@@ -172,6 +172,19 @@ pub struct Skipped {
     pub symlinks: u64,
 }
 
+impl Skipped {
+    /// Adds `other`'s counts to these (the files skipped by several
+    /// sources read into one trace).
+    pub fn add(&mut self, other: &Skipped) {
+        self.not_text += other.not_text;
+        self.too_many_changes += other.too_many_changes;
+        self.too_large += other.too_large;
+        self.unavailable += other.unavailable;
+        self.submodules += other.submodules;
+        self.symlinks += other.symlinks;
+    }
+}
+
 /// What a path of a commit is, from `git log --raw`'s modes, when it is
 /// not a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

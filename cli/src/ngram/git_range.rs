@@ -111,7 +111,9 @@ pub struct Range {
     repo: std::path::PathBuf,
     spec: RangeSpec,
     entries: std::vec::IntoIter<Entry>,
-    cat_file: CatFile,
+    /// Started at the first blob read, ended once every file is read: a
+    /// run of many ranges keeps one `git cat-file` at a time.
+    cat_file: Option<CatFile>,
     limits: Limits,
     /// Files modified in the range (every raw entry, skipped or not).
     pub files: u64,
@@ -218,14 +220,12 @@ impl Range {
             });
         }
         let entries = raw_entries(&diff.stdout);
-        let cat_file = CatFile::spawn(repo)
-            .map_err(|e| RangeError::repository(repo, format!("cannot run git cat-file: {e}")))?;
         Ok(Self {
             repo: repo.to_owned(),
             spec,
             files: entries.len() as u64,
             entries: entries.into_iter(),
-            cat_file,
+            cat_file: None,
             limits,
             skipped: Skipped::default(),
         })
@@ -282,6 +282,7 @@ impl Range {
                 output: after,
             }));
         }
+        self.cat_file = None;
         Ok(None)
     }
 
@@ -325,7 +326,15 @@ impl Range {
     /// The text of the blob `hash`, or `None` when it is skipped (counted
     /// in [`Skipped`]: not text, larger than `limit`, missing).
     fn text(&mut self, hash: &str, limit: u64) -> Result<Option<String>, RangeError> {
-        self.cat_file
+        let cat_file = match &mut self.cat_file {
+            Some(cat_file) => cat_file,
+            None => self
+                .cat_file
+                .insert(CatFile::spawn(&self.repo).map_err(|e| {
+                    RangeError::repository(&self.repo, format!("cannot run git cat-file: {e}"))
+                })?),
+        };
+        cat_file
             .text(hash, limit, &mut self.skipped)
             .map_err(|e| RangeError::Git(e.to_string()))
     }
