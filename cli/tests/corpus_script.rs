@@ -148,6 +148,8 @@ fn git_at(dir: &Path, date: Option<&str>, args: &[&str]) {
             "user.email=t@example.invalid",
             "-c",
             "commit.gpgsign=false",
+            "-c",
+            "tag.gpgSign=false",
         ])
         .args(args)
         .output()
@@ -177,6 +179,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     git(&work, &["init", "-q"]);
     let body = |n: usize| -> String { (0..n).map(|i| format!("line {i}\n")).collect() };
     std::fs::write(work.join("a.txt"), body(10)).unwrap();
+    std::fs::write(work.join("c.txt"), body(5)).unwrap();
     git(&work, &["add", "."]);
     // Dates out of the tags' name order: "v10" sorts before "v2" by name,
     // and comes after it by date.
@@ -186,6 +189,13 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         &["commit", "-qm", "first"],
     );
     git(&work, &["tag", "v1"]);
+    // Tags dated before v1, of its commit and of v2's: not after FROM in
+    // the dates' order, so not releases of the range.
+    git_at(
+        &work,
+        Some("2019-12-30T00:00:00Z"),
+        &["tag", "-a", "v0", "-m", "older name"],
+    );
     for (n, day) in [(11, 2), (12, 3), (13, 4)] {
         std::fs::write(work.join("a.txt"), body(n)).unwrap();
         git_at(
@@ -195,6 +205,30 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         );
         if n == 11 {
             git(&work, &["tag", "v2"]);
+            git_at(
+                &work,
+                Some("2019-12-31T00:00:00Z"),
+                &["tag", "-a", "early", "-m", "dated before v1"],
+            );
+            // A maintenance release of the v1 line, dated after v2 and
+            // merged in before v10: v2 is not its ancestor, so it is no
+            // release of the chain (v2..v1.1 would be an edit backwards).
+            git(&work, &["checkout", "-q", "-b", "maintenance", "v1"]);
+            std::fs::write(work.join("c.txt"), body(6)).unwrap();
+            git_at(
+                &work,
+                Some("2020-01-02T12:00:00Z"),
+                &["commit", "-qam", "fix c"],
+            );
+            git(&work, &["tag", "v1.1"]);
+            git(&work, &["checkout", "-q", "-"]);
+        }
+        if n == 12 {
+            git_at(
+                &work,
+                Some("2020-01-03T12:00:00Z"),
+                &["merge", "-q", "--no-ff", "-m", "merge v1.1", "maintenance"],
+            );
         }
     }
     git(&work, &["tag", "v10"]);
@@ -263,11 +297,12 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
-    // Three commits edit a.txt up to the pinned one (not the fourth, after
-    // it); a sample of two keeps the meta line and two of them, in order.
+    // Three commits edit a.txt and one c.txt up to the pinned one (not the
+    // merge, nor the commit after it); a sample of two keeps the meta line
+    // and two of them, in order.
     let short_path = out_dir.join("tuning/short/tiny.jsonl");
     let short = requests(&short_path);
-    assert_eq!(short.len(), 3, "{short:?}");
+    assert_eq!(short.len(), 4, "{short:?}");
     let sampled = Command::new("sh")
         .arg("-c")
         .arg("python3 \"$0\" sample 2 < \"$1\"")
@@ -287,11 +322,12 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         .map(|k| full.lines().position(|l| l == *k).unwrap())
         .collect();
     assert!(positions[0] < positions[1], "in their order");
-    // One long edit per consecutive pair of releases from v1 to v10, in
-    // the releases' order: a.txt from v1 to v2, then from v2 to v10.
+    // One long edit per file and consecutive pair of releases from v1 to
+    // v10, in the releases' order (v0, early and v1.1 are not among them): a.txt
+    // from v1 to v2, then a.txt and c.txt from v2 to v10.
     let long = requests(&out_dir.join("tuning/long/tiny.jsonl"));
     let ids: Vec<&str> = long.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["v1..v2:a.txt", "v2..v10:a.txt"]);
+    assert_eq!(ids, ["v1..v2:a.txt", "v2..v10:a.txt", "v2..v10:c.txt"]);
     let long_text = std::fs::read_to_string(out_dir.join("tuning/long/tiny.jsonl")).unwrap();
     assert_eq!(
         long_text.matches("specdec_trace").count(),
@@ -405,7 +441,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
     assert!(times.contains("tuning\tshort\ttiny\t"), "{times}");
     let stats = text(&out.stdout);
-    assert!(stats.contains("tuning\tshort\t1\t3\t"), "{stats}");
+    assert!(stats.contains("tuning\tshort\t1\t4\t"), "{stats}");
 
     // Rebuilding one regime (agent needs no mirror) replaces its traces and
     // times and keeps the others'.
@@ -415,7 +451,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
         &["--regimes", "agent", "--agent", agent_arg],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(requests(&short_path).len(), 3);
+    assert_eq!(requests(&short_path).len(), 4);
     let times = std::fs::read_to_string(out_dir.join("build-times.tsv")).unwrap();
     for regime in ["short", "long", "agent"] {
         assert_eq!(
@@ -448,7 +484,8 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("long range v10..v1"),
+        text(&out.stderr)
+            .contains("long range v10..v1 of owner/tiny: v10 is not a tag that v1 contains"),
         "{}",
         text(&out.stderr)
     );
