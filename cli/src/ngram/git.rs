@@ -657,6 +657,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn skipped_counts_add_field_by_field() {
+        let counts = |base: u64| Skipped {
+            not_text: base + 1,
+            too_many_changes: base + 2,
+            too_large: base + 3,
+            unavailable: base + 4,
+            submodules: base + 5,
+            symlinks: base + 6,
+        };
+        let mut sum = counts(10);
+        sum.add(&counts(20));
+        // Every field the sum of its two counts: 11 + 21, 12 + 22, ...
+        assert_eq!(
+            sum,
+            Skipped {
+                not_text: 32,
+                too_many_changes: 34,
+                too_large: 36,
+                unavailable: 38,
+                submodules: 40,
+                symlinks: 42,
+            }
+        );
+    }
+
+    #[test]
     fn errors_name_the_repository_not_a_flag() {
         let limits = Limits {
             max_changed_lines: 1,
