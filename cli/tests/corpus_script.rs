@@ -485,7 +485,7 @@ fn a_build_makes_each_regimes_traces_from_mirrors() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr)
-            .contains("long range v10..v1 of owner/tiny: v10 is not a tag that v1 contains"),
+            .contains("long range v10..v1 of owner/tiny: no chain of releases (v10 must be a tag that v1 contains, dated before it)"),
         "{}",
         text(&out.stderr)
     );
