@@ -387,15 +387,16 @@ fn a_git_range_makes_one_request_per_file_modified_between_two_tags() {
         assert_eq!(r.prompt_tokens, o200k(&prompt).len() as u64, "{path}");
         assert_eq!(r.output_tokens, o200k(after).len() as u64 + 1, "{path}");
     }
-    for needle in [
-        "ngram --git-range v1..v2: 2 requests",
-        "from 5 files modified",
-        "skipped 2 not UTF-8 text",
-        "0 with more changed lines",
-        "1 symbolic links",
-    ] {
-        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
-    }
+    assert_says(
+        &out.stderr,
+        &[
+            "ngram --git-range v1..v2: 2 requests",
+            "from 5 files modified",
+            "skipped 2 not UTF-8 text",
+            "0 with more changed lines",
+            "1 symbolic links",
+        ],
+    );
 
     // The limits apply: b.txt has more than 30 changed lines, and both
     // files at v1 are larger than 100 bytes.
@@ -483,14 +484,15 @@ fn git_ranges_given_twice_are_read_in_order_into_one_trace() {
     let both = String::from_utf8(out.stdout.clone()).unwrap();
     assert_eq!(both.lines().collect::<Vec<_>>(), expected);
     // The summary counts every range: 1 + 5 files modified.
-    for needle in [
-        "ngram --git-range v1..mid ... mid..v2 (2 ranges): 3 requests",
-        "from 6 files modified",
-        "skipped 2 not UTF-8 text",
-        "1 symbolic links",
-    ] {
-        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
-    }
+    assert_says(
+        &out.stderr,
+        &[
+            "ngram --git-range v1..mid ... mid..v2 (2 ranges): 3 requests",
+            "from 6 files modified",
+            "skipped 2 not UTF-8 text",
+            "1 symbolic links",
+        ],
+    );
     // A bad range anywhere is refused before anything is written.
     let out = run(
         &[
@@ -567,16 +569,17 @@ fn a_bad_git_range_is_refused_quoting_git() {
     );
 }
 
+/// Every one of `needles` is in `stderr`.
+fn assert_says(stderr: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+}
+
 fn assert_bad(args: &[&str], stdin: &[u8], needles: &[&str]) {
     let out = run(args, stdin);
     assert_eq!(out.status, 2, "{args:?}: {}", out.stderr);
-    for needle in needles {
-        assert!(
-            out.stderr.contains(needle),
-            "{args:?}: {needle:?} not in {}",
-            out.stderr
-        );
-    }
+    assert_says(&out.stderr, needles);
     assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
 }
 
@@ -640,13 +643,7 @@ fn bad_requests_stop_the_run_naming_line_and_field() {
         let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
         let out = run(&[], &input);
         assert_eq!(out.status, 2, "{}", out.stderr);
-        for needle in &needles {
-            assert!(
-                out.stderr.contains(needle),
-                "{needle:?} not in {}",
-                out.stderr
-            );
-        }
+        assert_says(&out.stderr, &needles);
         // The three requests before it were written, and nothing after.
         assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 4);
     }
@@ -1079,14 +1076,15 @@ fn submodules_and_symbolic_links_are_skipped_and_counted() {
         .collect();
     assert_eq!(ids.len(), 1, "{ids:?}");
     assert!(ids[0].ends_with(":a.txt"), "{ids:?}");
-    for needle in [
-        "1 requests",
-        "0 whose parent is not in the repository",
-        "1 submodules",
-        "1 symbolic links",
-    ] {
-        assert!(out.stderr.contains(needle), "{needle:?}: {}", out.stderr);
-    }
+    assert_says(
+        &out.stderr,
+        &[
+            "1 requests",
+            "0 whose parent is not in the repository",
+            "1 submodules",
+            "1 symbolic links",
+        ],
+    );
 }
 
 fn repo_root() -> std::path::PathBuf {
