@@ -146,6 +146,7 @@ fn a_registered_policy_reaches_help_policies_table_report_and_plot() {
         seed: 1,
         state_space: None,
         run_signal: None,
+        load: Default::default(),
     };
     let all = specdec_sim::whatif::policies(4);
     assert_eq!(all.last().unwrap().to_string(), "toy");

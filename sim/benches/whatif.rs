@@ -50,6 +50,7 @@ fn replay(c: &mut Criterion) {
         seed: 1,
         state_space: None,
         run_signal: None,
+        load: Default::default(),
     };
     let mut group = c.benchmark_group("whatif_replay");
     group.sample_size(10);

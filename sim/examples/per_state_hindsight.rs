@@ -70,6 +70,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             seed: 1,
             state_space: None,
             run_signal: None,
+            load: Default::default(),
         };
         let mut statics = policies(k);
         statics.retain(|p| p.static_len().is_some());

@@ -78,6 +78,8 @@ pub struct Grid {
     pub run_signal: Option<crate::runs::RunSignal>,
     /// The seed of the one policy that draws (as [`Settings::seed`]).
     pub seed: u64,
+    /// How each replay feeds its batch (as [`Settings::load`]).
+    pub load: crate::whatif::Load,
 }
 
 /// One cell of the grid.
@@ -136,6 +138,7 @@ impl Grid {
             seed: self.seed,
             state_space: self.state_space,
             run_signal: self.run_signal,
+            load: self.load,
         })
     }
 }
@@ -868,6 +871,7 @@ mod tests {
             state_space: Some(whatif::parse_state_space(whatif::DEFAULT_STATES).unwrap()),
             run_signal: None,
             seed: 1,
+            load: whatif::Load::Once,
         }
     }
 

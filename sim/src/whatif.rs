@@ -19,6 +19,7 @@
 //! A run is a function of its settings: the same traces and settings give
 //! the same figures on any machine.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -69,6 +70,61 @@ pub struct Settings {
     /// What splits the per-state copy-run controller's runs first (`None`:
     /// the default for the trace's rule).
     pub run_signal: Option<RunSignal>,
+    /// How the batch is fed: each request once, draining at the end, or
+    /// kept full.
+    pub load: Load,
+}
+
+/// How a replay feeds its batch of `batch` requests in flight.
+///
+/// ```
+/// use specdec_sim::whatif::Load;
+/// assert_eq!("saturated".parse(), Ok(Load::Saturated));
+/// assert_eq!(Load::Once.as_str(), "once");
+/// assert!("open".parse::<Load>().unwrap_err().contains("once or saturated"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Load {
+    /// Each request once, in file order; the run ends when the last has
+    /// finished. The batch drains at the end: the longest requests run
+    /// with fewer than `batch` others, each step's cost shared by fewer
+    /// (an offline job over a finite set).
+    #[default]
+    Once,
+    /// Every step at `batch` in flight (a saturated server): once the last
+    /// request was admitted, a freed slot takes the file's requests again
+    /// from the first, and the run ends when every request of the file
+    /// has finished once, the copies in flight with it (their steps
+    /// count). At batch 1 the same as [`Load::Once`].
+    Saturated,
+}
+
+impl Load {
+    /// Its name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Load::Once => "once",
+            Load::Saturated => "saturated",
+        }
+    }
+}
+
+impl std::str::FromStr for Load {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "once" => Ok(Load::Once),
+            "saturated" => Ok(Load::Saturated),
+            _ => Err(format!("{s:?} is not a load (once or saturated)")),
+        }
+    }
+}
+
+impl fmt::Display for Load {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The states `per-state` uses in a what-if unless told otherwise, chosen
@@ -223,6 +279,7 @@ impl Settings {
                 steps_per_update: Some(self.interval),
                 update_observations: self.update_observations,
                 exhaust: true,
+                saturate: self.load == Load::Saturated,
                 run_signal: self.run_signal,
                 step_plan: None,
             },
@@ -262,6 +319,7 @@ impl Settings {
     ///     seed: 1,
     ///     state_space: None,
     ///     run_signal: None,
+    ///     load: Default::default(),
     /// };
     /// // Every state at 1 drafts as static 1 does, from the first step
     /// // (the learning per-state starts at 4).
@@ -406,6 +464,7 @@ mod tests {
             seed: 1,
             state_space: None,
             run_signal: None,
+            load: Load::Once,
         }
     }
 
@@ -462,6 +521,54 @@ mod tests {
             assert_eq!(all.drain.steps, all.summary.overall.steps, "{policy}");
             assert_eq!(all.drain_share(), 1.0, "{policy}");
             assert_eq!(at(1, policy).drain.steps, 0, "{policy}");
+        }
+    }
+
+    /// A saturated replay runs every step at a full batch, until each
+    /// request of the file has finished once.
+    #[test]
+    fn a_saturated_replay_keeps_the_batch_full() {
+        let at = |batch: usize, load: Load, policy: PolicySpec| {
+            Settings {
+                batch,
+                load,
+                ..settings()
+            }
+            .replay(policy)
+            .unwrap()
+        };
+        let none = PolicySpec::fixed(0);
+        // 40 requests of 59 steps at 16 in flight: two waves of the file's,
+        // then its last 8 with copies of its first 8.
+        let third = at(16, Load::Saturated, none);
+        assert_eq!(third.drain.steps, 0);
+        assert_eq!(third.summary.overall.steps, 3 * 59);
+        // One token per request-step, 16 requests per step.
+        assert_eq!(third.summary.overall.tokens, 3 * 59 * 16);
+        assert_eq!(third.summary.overall.tokens_per_request_step, Some(1.0));
+        // A batch larger than the file: all 40 and 24 copies, one wave.
+        let one = at(64, Load::Saturated, none);
+        assert_eq!(one.drain.steps, 0);
+        assert_eq!(one.summary.overall.steps, 59);
+        assert_eq!(one.summary.overall.tokens, 64 * 59);
+        for policy in [
+            PolicySpec::fixed(16),
+            PolicySpec::adaptive(),
+            PolicySpec::per_state(),
+        ] {
+            // Requests finish out of step: the run still ends only once
+            // the file's last has, with the copies in flight counted.
+            let once = at(16, Load::Once, policy);
+            let saturated = at(16, Load::Saturated, policy);
+            assert!(once.drain.steps > 0, "{policy}");
+            assert_eq!(saturated.drain.steps, 0, "{policy}");
+            assert!(
+                saturated.summary.overall.tokens > once.summary.overall.tokens,
+                "{policy}"
+            );
+            // One in flight: nothing to keep full, the same replay.
+            let (once, saturated) = (at(1, Load::Once, policy), at(1, Load::Saturated, policy));
+            assert_eq!(once.summary.overall, saturated.summary.overall, "{policy}");
         }
     }
 

@@ -56,6 +56,7 @@ fn settings(traces: &Arc<TraceSet>, c: f64, batch: usize) -> Settings {
         seed: 1,
         state_space: None,
         run_signal: None,
+        load: Default::default(),
     }
 }
 

@@ -602,6 +602,7 @@ fn the_engine_replay_of_each_static_length_is_the_rule_run_at_that_cap() {
                 seed: 1,
                 state_space: None,
                 run_signal: None,
+                load: Default::default(),
             };
             let replay = settings.replay(PolicySpec::fixed(k)).unwrap().report;
             assert_eq!(

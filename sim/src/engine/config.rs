@@ -104,6 +104,13 @@ pub struct EngineModel {
     /// the last one has finished (rather than cycling through the file for
     /// `seconds`).
     pub exhaust: bool,
+    /// With `exhaust`: once the last request was admitted, a freed slot
+    /// takes the file's requests again from the first (a copy, learned
+    /// from as any request), and the run ends when every request of the
+    /// first pass has finished, the copies still in flight with it: every
+    /// step runs a full batch (a saturated server, none of a finite
+    /// replay's drain). Without `exhaust` a run cycles anyway.
+    pub saturate: bool,
     /// What splits the per-state copy-run controller's runs first (`None`:
     /// the default for the trace's rule, [`crate::runs::default_signal`]).
     pub run_signal: Option<crate::runs::RunSignal>,

@@ -28,6 +28,9 @@ pub(super) struct Request {
     /// On a trace: the request's index in it (its output position is
     /// `generated`).
     pub(super) trace: Option<usize>,
+    /// Admitted before the file's requests were taken again (a saturated
+    /// replay ends when the last of these finishes).
+    pub(super) first_pass: bool,
 }
 
 /// What an engine step does with each request's verify step: record it
@@ -210,6 +213,11 @@ pub(super) struct Engine<'a> {
     pub(super) max_n: usize,
     pub(super) stats: EngineStats,
     pub(super) finished: u64,
+    /// Whether this thread took the file's requests again from its first.
+    pub(super) cycled: bool,
+    /// This thread's traced requests of the first pass not yet finished
+    /// (those with a position to replay).
+    pub(super) first_pass_left: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -251,6 +259,15 @@ impl<'a> Engine<'a> {
                 .map_or(5, |m| m.max_n),
             stats: EngineStats::default(),
             finished: 0,
+            cycled: false,
+            first_pass_left: config.traces.as_ref().map_or(0, |t| {
+                t.requests()
+                    .iter()
+                    .skip(index)
+                    .step_by(config.workers)
+                    .filter(|r| !r.positions.is_empty())
+                    .count()
+            }),
         }
     }
 
@@ -314,8 +331,12 @@ impl<'a> Engine<'a> {
 
     /// Fills the batch's free slots before a step at `now`; whether the
     /// batch has a request to step (always, but when each traced request
-    /// is replayed once and the last have finished).
+    /// is replayed once and the last have finished, or a saturated
+    /// replay's first pass has).
     pub(super) fn fill(&mut self, now: f64) -> bool {
+        if self.saturated_done() {
+            return false;
+        }
         while self.batch.len() < self.config.max_batch && self.admit(now) {
             self.admitted += 1;
         }
@@ -475,6 +496,12 @@ impl<'a> Engine<'a> {
         (tokens, drafted_sum)
     }
 
+    /// Whether a saturated replay is over: every request of this thread's
+    /// first pass has finished.
+    fn saturated_done(&self) -> bool {
+        self.config.model.exhaust && self.config.model.saturate && self.first_pass_left == 0
+    }
+
     /// Admits the next request; `false` when there is none (each traced
     /// request replayed once, and this thread's are all admitted).
     pub(super) fn admit(&mut self, now: f64) -> bool {
@@ -498,6 +525,7 @@ impl<'a> Engine<'a> {
             memory: RequestMemory::default(),
             metrics: AcceptanceHistogram::new(self.config.max_draft_len).expect("K was validated"),
             trace,
+            first_pass: !self.cycled,
         });
         self.next_request += 1;
         true
@@ -513,10 +541,11 @@ impl<'a> Engine<'a> {
         // a position, but maybe not among this thread's.
         for _ in 0..requests.len().div_ceil(workers) + 1 {
             if self.next_trace >= requests.len() {
-                if self.config.model.exhaust {
+                if self.config.model.exhaust && !self.config.model.saturate {
                     return None;
                 }
                 self.next_trace = self.index % workers;
+                self.cycled = true;
             }
             let i = self.next_trace;
             self.next_trace += workers;
@@ -538,6 +567,9 @@ impl<'a> Engine<'a> {
             }
             let request = self.batch.swap_remove(i);
             self.finished += 1;
+            if request.first_pass && request.trace.is_some() {
+                self.first_pass_left -= 1;
+            }
             if self.events.wants_requests() {
                 self.events.request_finished(&FinishedRequest {
                     engine: self.index,
