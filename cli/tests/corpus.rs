@@ -88,58 +88,68 @@ fn a_one_trace_set_gives_whatifs_ratios_exactly() {
     let dir = TempDir::new().unwrap();
     let trace = example_trace(dir.path(), "example.jsonl");
     let trace_arg = trace.to_str().unwrap();
-    let report = corpus_json(&[
-        trace_arg,
-        "--max-draft-lens",
-        "8,16",
-        "--costs",
-        "0.02,0.3",
-        "--batches",
-        "1,4",
-        "--sample",
-        "0",
-    ]);
-    let set = &report["sets"][0];
-    assert_eq!(set["set"], trace_arg);
-    let cells = set["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 8);
-    for cell in cells {
-        let (k, c, b) = (&cell["max_draft_len"], &cell["cost"], &cell["batch"]);
-        let out = cli()
-            .args(["whatif", trace_arg, "--format", "json", "--jobs", "2"])
-            .args(["--max-draft-len", &k.to_string()])
-            .args(["--cost-linear", &format!("1,{c}")])
-            .args(["--batch", &b.to_string()])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let whatif = json_of(&out);
-        assert_eq!(
-            cell["best_static_draft_lens"][0],
-            whatif["best_static_draft_len"]
-        );
-        let policies = cell["policies"].as_array().unwrap();
-        // none and every policy but the static lengths.
-        assert_eq!(policies.len(), 8);
-        for p in policies {
-            let row = whatif["policies"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["policy"] == p["policy"])
-                .unwrap();
-            let ratio = &row["ratio_to_best_static"];
+    // corpus keeps the batch full unless told otherwise; whatif replays
+    // each request once unless told otherwise.
+    for (corpus_load, whatif_load) in [(None, Some("saturated")), (Some("once"), None)] {
+        let mut args = vec![
+            trace_arg,
+            "--max-draft-lens",
+            "8,16",
+            "--costs",
+            "0.02,0.3",
+            "--batches",
+            "1,4",
+            "--sample",
+            "0",
+        ];
+        args.extend(corpus_load.iter().flat_map(|l| ["--load", l]));
+        let report = corpus_json(&args);
+        let load = corpus_load.or(whatif_load).unwrap();
+        assert_eq!(report["load"], load);
+        let set = &report["sets"][0];
+        assert_eq!(set["set"], trace_arg);
+        let cells = set["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 8);
+        for cell in cells {
+            let (k, c, b) = (&cell["max_draft_len"], &cell["cost"], &cell["batch"]);
+            let out = cli()
+                .args(["whatif", trace_arg, "--format", "json", "--jobs", "2"])
+                .args(["--max-draft-len", &k.to_string()])
+                .args(["--cost-linear", &format!("1,{c}")])
+                .args(["--batch", &b.to_string()])
+                .args(whatif_load.iter().flat_map(|l| ["--load", l]))
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone();
+            let whatif = json_of(&out);
+            assert_eq!(whatif["load"], load);
             assert_eq!(
-                &p["median"], ratio,
-                "{} at K {k}, c {c}, batch {b}",
-                p["policy"]
+                cell["best_static_draft_lens"][0],
+                whatif["best_static_draft_len"]
             );
-            assert_eq!(&p["min"], ratio);
-            assert_eq!(p["ratios"], serde_json::json!([ratio]));
-            assert_eq!(p["min_trace"], trace_arg);
-            assert_eq!(p["kind"], row["kind"]);
+            let policies = cell["policies"].as_array().unwrap();
+            // none and every policy but the static lengths.
+            assert_eq!(policies.len(), 8);
+            for p in policies {
+                let row = whatif["policies"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["policy"] == p["policy"])
+                    .unwrap();
+                let ratio = &row["ratio_to_best_static"];
+                assert_eq!(
+                    &p["median"], ratio,
+                    "{} at K {k}, c {c}, batch {b}, {load}",
+                    p["policy"]
+                );
+                assert_eq!(&p["min"], ratio);
+                assert_eq!(p["ratios"], serde_json::json!([ratio]));
+                assert_eq!(p["min_trace"], trace_arg);
+                assert_eq!(p["kind"], row["kind"]);
+            }
         }
     }
 }
@@ -164,6 +174,9 @@ fn median_and_minimum_over_three_traces() {
         "4",
         "--policies",
         "adaptive,sglang,oracle",
+        // A drain to take the median of.
+        "--load",
+        "once",
     ];
     let set_arg = set.to_str().unwrap();
     let report = corpus_json(&[&[set_arg][..], &args].concat());
@@ -318,7 +331,14 @@ fn the_table_has_a_block_per_set_and_a_table_per_k() {
         .arg("corpus")
         .arg(&set)
         .arg(&single)
-        .args(["--costs", "0.02,0.3", "--batches", "1,128"])
+        .args([
+            "--costs",
+            "0.02,0.3",
+            "--batches",
+            "1,128",
+            "--load",
+            "once",
+        ])
         .assert()
         .success()
         .stderr(predicate::str::contains(format!(
@@ -392,6 +412,65 @@ fn the_table_has_a_block_per_set_and_a_table_per_k() {
         "best k*: the median share of the best static k's cost spent below a full batch is half"
     ));
     assert!(text.contains("best k*: half or more of the best static k's cost is spent below"));
+    assert!(text.contains("\nbatch fed each request once, draining at the end\n"));
+}
+
+/// By default the batch is kept full: copies of a trace's requests fill a
+/// batch larger than it, and nothing is spent draining.
+#[test]
+fn saturated_cells_have_no_drain() {
+    let dir = TempDir::new().unwrap();
+    let single = dir.path().join("single.jsonl");
+    write_trace(&single, 6, 64, 1);
+    let out = cli()
+        .arg("corpus")
+        .arg(&single)
+        .args([
+            "--costs",
+            "0.3",
+            "--batches",
+            "4,128",
+            "--max-draft-lens",
+            "8",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(format!(
+            "warning: {}: 1 of 1 traces replay fewer requests than a batch of 128 (the fewest \
+             6): at that batch copies of the same requests are in flight at once\n",
+            single.display()
+        )))
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(
+            "\nbatch fed saturated: the first requests again until each has finished once\n"
+        ),
+        "{text}"
+    );
+    let bests: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next()? == "0.3").then(|| w.nth(1)).flatten()
+        })
+        .collect();
+    assert_eq!(bests.len(), 2, "{text}");
+    assert!(bests.iter().all(|b| !b.ends_with('*')), "{text}");
+    let report = corpus_json(&[
+        single.to_str().unwrap(),
+        "--costs",
+        "0.3",
+        "--batches",
+        "4,128",
+        "--max-draft-lens",
+        "8",
+    ]);
+    for cell in report["sets"][0]["cells"].as_array().unwrap() {
+        assert_eq!(cell["best_static_drain_share_median"], 0.0, "{cell}");
+    }
 }
 
 #[test]

@@ -59,6 +59,12 @@ pub struct Args {
     #[arg(long, value_name = "B,...", value_delimiter = ',', value_parser = parse_batch,
           default_values_t = corpus::DEFAULT_BATCHES)]
     batches: Vec<usize>,
+    /// How each replay feeds its batch, as whatif's --load: saturated
+    /// (every step at B in flight, the batch refilled from the trace's
+    /// first request until each has finished once) or once (each request
+    /// once, the batch draining at the end).
+    #[arg(long, value_name = "LOAD", default_value_t = whatif::Load::Saturated)]
+    load: whatif::Load,
     /// Engine steps between two updates of the controllers (adaptive,
     /// per-state).
     #[arg(long, value_name = "STEPS", default_value_t = whatif::DEFAULT_INTERVAL, value_parser = parse_interval)]
@@ -138,9 +144,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }),
         run_signal: args.run_signal,
         seed: 1,
+        load: args.load,
     };
     for set in &sets {
-        warn_unfilled(set, &args.batches);
+        warn_unfilled(set, &args.batches, args.load);
     }
     let jobs = args
         .jobs
@@ -277,10 +284,10 @@ fn read_set(path: &Path, sample: usize) -> Result<Set, CliError> {
     Ok(Set { name, traces })
 }
 
-/// Warns of the batches some traces of `set` never fill: with fewer
-/// requests than the batch, every request is in flight at once and the
-/// cell is a smaller batch, draining.
-fn warn_unfilled(set: &Set, batches: &[usize]) {
+/// Warns of the batches some traces of `set` hold fewer requests than:
+/// replayed once, every request is in flight at once and the cell is a
+/// smaller batch, draining; saturated, the batch is full of copies.
+fn warn_unfilled(set: &Set, batches: &[usize], load: whatif::Load) {
     for &b in batches {
         let short: Vec<usize> = set
             .traces
@@ -294,11 +301,18 @@ fn warn_unfilled(set: &Set, batches: &[usize]) {
         if let Some(fewest) = short.iter().min() {
             warn_line(&format!(
                 "warning: {}: {} of {} traces replay fewer requests than a batch of {b} (the \
-                 fewest {fewest}): at that batch they are all in flight at once and the batch \
-                 never fills",
+                 fewest {fewest}): {}",
                 set.name,
                 short.len(),
-                set.traces.len()
+                set.traces.len(),
+                match load {
+                    whatif::Load::Once => {
+                        "at that batch they are all in flight at once and the batch never fills"
+                    }
+                    whatif::Load::Saturated => {
+                        "at that batch copies of the same requests are in flight at once"
+                    }
+                }
             ));
         }
     }

@@ -58,6 +58,12 @@ pub struct Args {
     /// Requests in flight (admitted in file order as slots free up).
     #[arg(long, value_name = "B", default_value_t = whatif::DEFAULT_BATCH, value_parser = parse_batch)]
     batch: usize,
+    /// How the batch is fed: once (each request once; the batch drains
+    /// at the end, the longest requests with fewer others) or saturated
+    /// (a freed slot takes the file's requests again from the first until
+    /// each has finished once: every step at B in flight).
+    #[arg(long, value_name = "LOAD", default_value_t = whatif::Load::Once)]
+    load: whatif::Load,
     /// Engine steps between two updates of the controllers (adaptive,
     /// per-state): the metrics interval, in steps.
     #[arg(long, value_name = "STEPS", default_value_t = whatif::DEFAULT_INTERVAL, value_parser = parse_interval)]
@@ -171,6 +177,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .expect("the default state definition is valid"),
         }),
         run_signal: args.run_signal,
+        load: args.load,
     };
     let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &report)?;
     let jobs = args
@@ -226,6 +233,7 @@ fn compare(args: &Args, a: &std::path::Path, b: &std::path::Path) -> Result<(), 
                     .expect("the default state definition is valid"),
             }),
             run_signal: args.run_signal,
+            load: args.load,
         };
         let policies = chosen_policies(args.policies.clone(), args.max_draft_len, &None)?
             .into_iter()

@@ -54,7 +54,9 @@ fn header(out: &mut String, report: &Report, set: &SetResult) {
     let _ = writeln!(
         out,
         "step cost 1 + c d (d: mean tokens drafted per request)\n\
+         batch fed {}\n\
          controllers updated every {} engine steps, deciding on at least {} request-steps",
+        crate::render::whatif::load_text(report.grid.load),
         report.grid.interval,
         report
             .grid
@@ -219,6 +221,7 @@ struct Json<'a> {
     interval_steps: u64,
     update_observations: u64,
     cost_rule: &'static str,
+    load: &'static str,
     sample: usize,
     policies: Vec<String>,
     sets: Vec<JsonSet<'a>>,
@@ -236,6 +239,7 @@ pub fn json(report: &Report) -> impl Serialize + '_ {
             .update_observations
             .unwrap_or(specdec_metrics::DEFAULT_UPDATE_OBSERVATIONS),
         cost_rule: "drafted",
+        load: grid.load.as_str(),
         sample: report.sample,
         policies: grid.policies.iter().map(|&p| policy_name(p)).collect(),
         sets: report

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use specdec_ingest::trace::TraceMeta;
 use specdec_sim::policy::{Kind, PolicySpec};
-use specdec_sim::whatif::{PolicyResult, WhatIf, best_static};
+use specdec_sim::whatif::{Load, PolicyResult, WhatIf, best_static};
 
 use crate::format::{group_digits, sanitize};
 
@@ -253,17 +253,26 @@ fn header(w: &WhatIf) -> String {
     };
     format!(
         "what-if on {}: {} requests, {} output positions ({trace})\n\
-         K = {}, {} requests in flight, step cost {} (d: mean tokens drafted per request), \
+         K = {}, {} requests in flight ({}), step cost {} (d: mean tokens drafted per request), \
          controllers updated every {} engine steps, deciding on at least {} request-steps",
         w.source,
         group_digits(t.requests().len() as u64),
         group_digits(t.positions()),
         w.settings.max_draft_len,
         w.settings.batch,
+        load_text(w.settings.load),
         cost_text(w),
         w.settings.interval,
         update_observations(w),
     )
+}
+
+/// How the replay fed its batch, in the header's words.
+pub(crate) fn load_text(load: Load) -> &'static str {
+    match load {
+        Load::Once => "each request once, draining at the end",
+        Load::Saturated => "saturated: the first requests again until each has finished once",
+    }
 }
 
 /// The fewest request-steps the controllers decided from.
@@ -363,7 +372,7 @@ pub fn table(w: &WhatIf) -> String {
             "note: {:.0}% of the best static length's cost is spent with fewer than {} \
              requests in flight, after the last one was admitted: at this batch the \
              figures measure how the replay's last requests finish more than how a full \
-             batch serves (a trace of more requests, or a smaller --batch, shows that)",
+             batch serves (--load saturated keeps it full)",
             share * 100.0,
             w.settings.batch
         );
@@ -394,6 +403,7 @@ struct Json<'a> {
     trace: Option<&'a TraceMeta>,
     max_draft_len: usize,
     batch: usize,
+    load: &'static str,
     interval_steps: u64,
     update_observations: u64,
     cost: Vec<f64>,
@@ -418,6 +428,7 @@ pub fn json(w: &WhatIf) -> impl Serialize + '_ {
         trace: w.traces.meta(),
         max_draft_len: w.settings.max_draft_len,
         batch: w.settings.batch,
+        load: w.settings.load.as_str(),
         interval_steps: w.settings.interval,
         update_observations: update_observations(w),
         cost: (0..=w.settings.max_draft_len)
