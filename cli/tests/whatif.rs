@@ -156,12 +156,51 @@ fn the_table_names_the_settings_and_the_winner() {
         .success()
         .stdout(
             predicate::str::contains("20 requests")
-                .and(predicate::str::contains("K = 8, 4 requests in flight"))
+                .and(predicate::str::contains(
+                    "K = 8, 4 requests in flight (each request once, draining at the end)",
+                ))
                 .and(predicate::str::contains("every 2 engine steps"))
                 .and(predicate::str::contains("best static draft length"))
                 .and(predicate::str::contains("setting (vLLM)"))
                 .and(predicate::str::contains("oracle")),
         );
+    // Kept full, the header says so and nothing is spent draining.
+    for format in ["table", "json"] {
+        let out = cli()
+            .args(["whatif", "--max-draft-len", "8", "--cost-linear", "1,0.1"])
+            .args(["--batch", "4", "--load", "saturated", "--format", format])
+            .arg(&traces)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        if format == "table" {
+            assert!(
+                text.contains(
+                    "K = 8, 4 requests in flight (saturated: the first requests again until \
+                     each has finished once)"
+                ),
+                "{text}"
+            );
+        } else {
+            let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(json["load"], "saturated");
+            for row in json["policies"].as_array().unwrap() {
+                assert_eq!(row["drain_share"], 0.0, "{row}");
+            }
+        }
+    }
+    cli()
+        .args(["whatif", "--max-draft-len", "8", "--cost-linear", "1,0.1"])
+        .args(["--load", "full"])
+        .arg(&traces)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "\"full\" is not a load (once or saturated)",
+        ));
 }
 
 #[test]

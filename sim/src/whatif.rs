@@ -524,6 +524,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn loads_are_read_and_printed_by_name() {
+        for load in [Load::Once, Load::Saturated] {
+            assert_eq!(load.to_string().parse(), Ok(load));
+            assert_eq!(load.to_string(), load.as_str());
+        }
+        assert_eq!(Load::Once.as_str(), "once");
+        assert_eq!(Load::Saturated.as_str(), "saturated");
+        assert_eq!(Load::default(), Load::Once);
+        assert_eq!(
+            "Once".parse::<Load>(),
+            Err("\"Once\" is not a load (once or saturated)".to_string())
+        );
+    }
+
     /// A saturated replay runs every step at a full batch, until each
     /// request of the file has finished once.
     #[test]
