@@ -422,23 +422,24 @@ fn saturated_cells_have_no_drain() {
     let dir = TempDir::new().unwrap();
     let single = dir.path().join("single.jsonl");
     write_trace(&single, 6, 64, 1);
+    let single_arg = single.to_str().unwrap();
+    let grid = [
+        "--costs",
+        "0.3",
+        "--batches",
+        "4,128",
+        "--max-draft-lens",
+        "8",
+    ];
     let out = cli()
         .arg("corpus")
-        .arg(&single)
-        .args([
-            "--costs",
-            "0.3",
-            "--batches",
-            "4,128",
-            "--max-draft-lens",
-            "8",
-        ])
+        .arg(single_arg)
+        .args(grid)
         .assert()
         .success()
         .stderr(predicate::str::contains(format!(
-            "warning: {}: 1 of 1 traces replay fewer requests than a batch of 128 (the fewest \
-             6): at that batch copies of the same requests are in flight at once\n",
-            single.display()
+            "warning: {single_arg}: 1 of 1 traces replay fewer requests than a batch of 128 (the \
+             fewest 6): at that batch copies of the same requests are in flight at once\n"
         )))
         .get_output()
         .stdout
@@ -459,15 +460,7 @@ fn saturated_cells_have_no_drain() {
         .collect();
     assert_eq!(bests.len(), 2, "{text}");
     assert!(bests.iter().all(|b| !b.ends_with('*')), "{text}");
-    let report = corpus_json(&[
-        single.to_str().unwrap(),
-        "--costs",
-        "0.3",
-        "--batches",
-        "4,128",
-        "--max-draft-lens",
-        "8",
-    ]);
+    let report = corpus_json(&[&[single_arg][..], &grid].concat());
     for cell in report["sets"][0]["cells"].as_array().unwrap() {
         assert_eq!(cell["best_static_drain_share_median"], 0.0, "{cell}");
     }
