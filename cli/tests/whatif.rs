@@ -762,15 +762,23 @@ fn outputs_onto_the_traces_or_onto_each_other_are_refused() {
 }
 
 #[test]
-fn the_plots_title_names_the_traces_and_the_step_cost() {
+fn the_plots_title_names_the_traces_the_step_cost_and_the_load() {
     // Plots of one trace at several costs, or of several traces, must not
     // look alike.
     let dir = TempDir::new().unwrap();
     let trace = write_trace(dir.path(), 4, 8, true);
     let name = trace.file_name().unwrap().to_str().unwrap().to_owned();
-    for (cost, words) in [
-        ("1,0.2", "step cost 1 + 0.2 d"),
-        ("1,0.05", "step cost 1 + 0.05 d"),
+    for (cost, load, words) in [
+        (
+            "1,0.2",
+            "once",
+            "step cost 1 + 0.2 d, 32 in flight (4 requests)",
+        ),
+        (
+            "1,0.05",
+            "saturated",
+            "step cost 1 + 0.05 d, 32 in flight kept full (4 requests)",
+        ),
     ] {
         let svg = dir.path().join("plot.svg");
         cli()
@@ -780,6 +788,8 @@ fn the_plots_title_names_the_traces_and_the_step_cost() {
                 "4",
                 "--cost-linear",
                 cost,
+                "--load",
+                load,
                 "--plot",
             ])
             .arg(&svg)

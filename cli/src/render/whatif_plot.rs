@@ -108,15 +108,20 @@ fn draw(w: &WhatIf, out: &mut String) -> Result<(), Box<dyn std::error::Error>> 
     let width = SIZE.0 + if zoom.is_some() { ZOOM_WIDTH } else { 0 };
     let root = SVGBackend::with_string(out, (width, SIZE.1)).into_drawing_area();
     root.fill(&WHITE)?;
-    // The trace and the step cost in the title: plots of one trace at
-    // several costs, or of several traces, are told apart at a glance.
+    // The trace, the step cost and the load in the title: plots of one
+    // trace at several costs or loads, or of several traces, are told
+    // apart at a glance.
     let name = std::path::Path::new(&w.source)
         .file_name()
         .map_or_else(|| w.source.clone(), |n| n.to_string_lossy().into_owned());
     let caption = format!(
-        "{name}: goodput by policy, K = {max}, step cost {}, {} in flight ({} requests)",
+        "{name}: goodput by policy, K = {max}, step cost {}, {} in flight{} ({} requests)",
         super::whatif::cost_text(w),
         w.settings.batch,
+        match w.settings.load {
+            specdec_sim::whatif::Load::Once => "",
+            specdec_sim::whatif::Load::Saturated => " kept full",
+        },
         w.traces.requests().len()
     );
     let (left, right) = root.split_horizontally(SIZE.0);
