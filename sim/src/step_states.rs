@@ -160,6 +160,37 @@ pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
 /// higher (the suffix mean's 0.1% is what one sample resolves).
 pub const DEFAULT_PRIOR: f64 = 4.0;
 
+/// Per-state's draft length before its first choice on n-gram traces (at
+/// most `K`; suffix traces start at `K`, as the copy-run controllers do:
+/// [`default_first_len`]).
+///
+/// Chosen on the tuning half of the held-out corpus, every batch kept full
+/// (n-gram traces, `K` 8 and 64, every regime, cost and batch; the mean of
+/// the 72 cell medians of per-state's goodput over the best static `k`,
+/// cells under 1.00 in parentheses): 4 (the copy-run controllers' first
+/// length, per-state's before) 1.0333 (6); **8** 1.0334 (0); 16 1.0332 (0);
+/// `K` 1.0317 (0). The six cells under 1.00 at 4 were all at `K = 8`, `c
+/// = 0.02`, where the best static `k` is `K` and 256 observations at 4 were
+/// what per-state lost to it.
+pub const DEFAULT_NGRAM_FIRST_LEN: usize = 8;
+
+/// Per-state's draft length before its first choice on traces of the
+/// drafting rule `rule` (the trace's metadata; `None`: n-gram), at `K =
+/// max_draft_len`.
+///
+/// ```
+/// use specdec_sim::step_states::{DEFAULT_NGRAM_FIRST_LEN, default_first_len};
+/// assert_eq!(default_first_len(Some("vllm"), 64), DEFAULT_NGRAM_FIRST_LEN);
+/// assert_eq!(default_first_len(None, 4), 4);
+/// assert_eq!(default_first_len(Some("suffix"), 24), 24);
+/// ```
+pub fn default_first_len(rule: Option<&str>, max_draft_len: usize) -> usize {
+    match rule {
+        Some("suffix") => max_draft_len,
+        _ => DEFAULT_NGRAM_FIRST_LEN.min(max_draft_len),
+    }
+}
+
 // The score buckets fit too.
 const _: () = assert!(SCORE_STATES <= STEP_STATES);
 

@@ -726,7 +726,9 @@ mod tests {
             vec!["12"; positions].join(","),
             vec!["1"; positions].join(",")
         );
-        for (rule, first) in [("vllm", 4), ("suffix", 8)] {
+        // K = 12: adaptive starts at 4 on n-gram traces, per-state at 8;
+        // both at K on suffix traces.
+        for (rule, firsts) in [("vllm", [4, 8]), ("suffix", [12, 12])] {
             let extra = if rule == "suffix" {
                 ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
             } else {
@@ -738,10 +740,13 @@ mod tests {
             let mut s = settings();
             s.traces =
                 Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
-            s.max_draft_len = 8;
+            s.max_draft_len = 12;
             // No choice before the run ends.
             s.update_observations = Some(1_000_000);
-            for policy in [PolicySpec::adaptive(), PolicySpec::per_state()] {
+            for (policy, first) in [PolicySpec::adaptive(), PolicySpec::per_state()]
+                .into_iter()
+                .zip(firsts)
+            {
                 let r = s.replay(policy).unwrap();
                 let used: Vec<usize> = (0..r.chosen_lens.len())
                     .filter(|&k| r.chosen_lens[k] > 0)

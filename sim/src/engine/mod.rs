@@ -378,7 +378,10 @@ fn make_policy(
             crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
         if let (true, Some(signal)) = (per_state, settings.signal.step_signal(max_n)) {
             let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
-            step.first_len = first_len;
+            step.first_len = crate::step_states::default_first_len(
+                meta.map(|m| m.rule.as_str()),
+                config.max_draft_len,
+            );
             step.recent_match &= settings.signal != RunSignal::ShortMatchSteps;
             step.fixed_plan = config.model.step_plan;
             if let Some(n) = config.model.update_observations {
