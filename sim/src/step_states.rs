@@ -55,15 +55,17 @@
 //! against adversarial sequences anyway. Measured on the sequences of
 //! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch
 //! 1 and 32; a trace with no `ngram` is one drafter state, crossed with
-//! the recent matched length): at worst 0.860 of the best static `k` (two
-//! kinds of request in one batch of 32 at `c = 0.3`; 0.938 without
-//! [`DEFAULT_PRIOR`], whose pooled mean mixes the two kinds), 0.866 and
-//! 0.867 on the two-peaked curve at `c = 0.1` (batch 1 and 32; the
-//! copy-run per-state gives 0.993 and 0.976 there), and 0.964 to 1.365
-//! elsewhere. The two kinds at `c = 0.1`, batch 32, give 1.107 (0.843
-//! with the drafter's state alone, the copy-run per-state 0.910): the
-//! recent matched length tells them apart. It switches 0.6 to 3.4 times
-//! per 1,000 engine steps at batch 1 and 16 to 81 at batch 32.
+//! the recent matched length; the first length
+//! [`DEFAULT_NGRAM_FIRST_LEN`]): at worst 0.888 and 0.902 of the best
+//! static `k` on the two-peaked curve at `c = 0.1` (batch 32 and 1; the
+//! copy-run per-state gives 0.976 and 0.993 there), 0.903 with two kinds
+//! of request in one batch of 32 at `c = 0.3` (0.860 from a first length
+//! of 4; 0.938 from 4 without [`DEFAULT_PRIOR`], whose pooled mean mixes
+//! the two kinds), and 0.973 to 1.381 elsewhere. The two kinds at `c =
+//! 0.1`, batch 32, give 1.155 (1.107 from 4; 0.843 with the drafter's
+//! state alone, the copy-run per-state 0.910): the recent matched length
+//! tells them apart. It switches 0.7 to 3.7 times per 1,000 engine steps
+//! at batch 1 and 19 to 84 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
 use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
