@@ -460,6 +460,7 @@ fn saturated_cells_have_no_drain() {
         .collect();
     assert_eq!(bests.len(), 2, "{text}");
     assert!(bests.iter().all(|b| !b.ends_with('*')), "{text}");
+    assert!(!text.contains("best k*"), "{text}");
     let report = corpus_json(&[&[single_arg][..], &grid].concat());
     for cell in report["sets"][0]["cells"].as_array().unwrap() {
         assert_eq!(cell["best_static_drain_share_median"], 0.0, "{cell}");

@@ -70,14 +70,21 @@ fn header(out: &mut String, report: &Report, set: &SetResult) {
     };
     let _ = writeln!(
         out,
-        "each policy: goodput / the trace's best static k (0..=K), {of}\n\
-         best k*: {}",
-        if traces.len() == 1 {
-            "half or more of the best static k's cost is spent below a full batch"
-        } else {
-            "the median share of the best static k's cost spent below a full batch is half or more"
-        }
+        "each policy: goodput / the trace's best static k (0..=K), {of}"
     );
+    // Kept full, no step runs below a full batch: no k is ever starred.
+    if report.grid.load == specdec_sim::whatif::Load::Once {
+        let _ = writeln!(
+            out,
+            "best k*: {}",
+            if traces.len() == 1 {
+                "half or more of the best static k's cost is spent below a full batch"
+            } else {
+                "the median share of the best static k's cost spent below a full batch is half \
+                 or more"
+            }
+        );
+    }
 }
 
 /// One table: the cells of one `K`.
