@@ -756,6 +756,43 @@ mod tests {
         }
     }
 
+    /// Adaptive drafts the longest length within its share of the least
+    /// estimated cost: 1.5% on an n-gram trace, 0.5% on a suffix trace.
+    #[test]
+    fn the_share_within_the_least_is_the_traces_rules() {
+        // Every proposal of 12 matches 1 token: every run predicts 1
+        // token, in one step at any k >= 1, so k costs 1 + 0.001 k and
+        // 1 is least. Within 1.5% of it: every k up to 12; within 0.5%:
+        // k <= 6.
+        let positions = 199;
+        let request = format!(
+            "{{\"output_tokens\":200,\"proposal\":[{}],\"match\":[{}]}}\n",
+            vec!["12"; positions].join(","),
+            vec!["1"; positions].join(",")
+        );
+        for (rule, expected) in [("vllm", 12), ("suffix", 6)] {
+            let extra = if rule == "suffix" {
+                ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
+            } else {
+                ""
+            };
+            let meta = format!(
+                "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
+            );
+            let mut s = settings();
+            s.traces =
+                Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
+            s.max_draft_len = 12;
+            s.cost = StepCost::linear(1.0, 0.001).unwrap();
+            s.update_observations = Some(8);
+            let r = s.replay(PolicySpec::adaptive()).unwrap();
+            let most = (0..r.chosen_lens.len())
+                .max_by_key(|&k| r.chosen_lens[k])
+                .unwrap();
+            assert_eq!(most, expected, "{rule}: {:?}", r.chosen_lens);
+        }
+    }
+
     /// A suffix trace's scores reach the states: in whole tokens, read
     /// from sixteenths.
     #[test]

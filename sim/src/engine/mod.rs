@@ -390,6 +390,7 @@ fn make_policy(
             return Ok(Box::new(StepStates::new(step)));
         }
         settings.first_len = first_len;
+        settings.within = crate::runs::default_within(meta.map(|m| m.rule.as_str()));
         if let Some(n) = config.model.update_observations {
             // 0: every observation (as the controllers' "every call").
             settings.observations = n.max(1);
