@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Arguments: `K`, the cost per drafted token `c` (a step costs `1 + c d`),
-//! the batch, then one or more traces (`ngram`'s JSON Lines). The search
+//! the batch, then one or more traces (`ngram`'s JSON Lines); first, `--load
+//! once` replays each request once (the batch drains at the end) instead
+//! of keeping the batch full, as `corpus` does by default. The search
 //! is coordinate ascent: from every state at `K`, at `K / 2` and at 1, each
 //! state in turn takes the length that earns most with the others held,
 //! three sweeps; the best plan found is a lower bound of the best there is.
@@ -25,9 +27,9 @@ use specdec_sim::corpus::Spread;
 use specdec_sim::policy::PolicySpec;
 use specdec_sim::step_states::STEP_STATES;
 use specdec_sim::trace_set::TraceSet;
-use specdec_sim::whatif::{DEFAULT_INTERVAL, Settings, best_static, policies};
+use specdec_sim::whatif::{DEFAULT_INTERVAL, Load, Settings, best_static, policies};
 
-const USAGE: &str = "usage: per_state_hindsight K COST BATCH TRACE...";
+const USAGE: &str = "usage: per_state_hindsight [--load once|saturated] K COST BATCH TRACE...";
 
 fn main() {
     if let Err(e) = run() {
@@ -43,7 +45,13 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut load = Load::Saturated;
+    if args.first().is_some_and(|a| a == "--load") {
+        let name = args.get(1).ok_or(USAGE)?;
+        load = name.parse().map_err(|e| format!("--load: {e}"))?;
+        args.drain(..2);
+    }
     if args.len() < 4 {
         return Err(USAGE.into());
     }
@@ -70,7 +78,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             seed: 1,
             state_space: None,
             run_signal: None,
-            load: Default::default(),
+            load,
         };
         let mut statics = policies(k);
         statics.retain(|p| p.static_len().is_some());
