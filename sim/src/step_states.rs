@@ -29,7 +29,11 @@
 //! ```
 //!
 //! (Dinkelbach's exchange rate between the goodput's numerator and its
-//! denominator; the bonus token is the same at every `k`), each state's
+//! denominator; the bonus token is the same at every `k`; on n-gram
+//! traces each state's own rate, the tokens per unit of cost of what it
+//! drafted, leaning on the overall one by [`DEFAULT_STATE_RATE`]
+//! observations: a token saves the steps of the positions it skips, which
+//! are in the state's regime), each state's
 //! sums first given [`DEFAULT_PRIOR`] observations at the mean of all
 //! states' (a state seen a few times leans on the pool). The factor is
 //! the signal's ([`StepSignal::default_factor`]): under 1 for suffix
@@ -50,22 +54,23 @@
 //! with full feedback (every `k`'s value is known once the tokens after
 //! the proposal exist) delayed by up to [`DEFAULT_RUN_OBSERVATIONS`]
 //! request-steps. **No regret bound holds**: the rounds a policy visits
-//! depend on its `k` (a long accepted draft skips the positions a short
-//! one would visit), `λ` is itself learned, and follow the leader has none
+//! depend on its `k` (a long accepted draft skips the positions a short one
+//! would visit), `λ` is itself learned, and follow the leader has none
 //! against adversarial sequences anyway. Measured on the sequences of
-//! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch
-//! 1 and 32; a trace with no `ngram` is one drafter state, crossed with
-//! the recent matched length; the first length
-//! [`DEFAULT_NGRAM_FIRST_LEN`]): at worst 0.888 and 0.902 of the best
-//! static `k` on the two-peaked curve at `c = 0.1` (batch 32 and 1; the
-//! copy-run per-state gives 0.976 and 0.993 there), 0.903 with two kinds
-//! of request in one batch of 32 at `c = 0.3` (0.860 from a first length
-//! of 4; 0.938 from 4 without [`DEFAULT_PRIOR`], whose pooled mean mixes
-//! the two kinds), and 0.973 to 1.381 elsewhere. The two kinds at `c =
-//! 0.1`, batch 32, give 1.155 (1.107 from 4; 0.843 with the drafter's
-//! state alone, the copy-run per-state 0.910): the recent matched length
-//! tells them apart. It switches 0.7 to 3.7 times per 1,000 engine steps
-//! at batch 1 and 19 to 84 at batch 32.
+//! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch 1
+//! and 32; a trace with no `ngram` is one drafter state, crossed with the
+//! recent matched length; the first length [`DEFAULT_NGRAM_FIRST_LEN`];
+//! each state's own rate, [`DEFAULT_STATE_RATE`]): at worst 0.850 of the
+//! best static `k` with two kinds of request in one batch of 32 at `c =
+//! 0.3` (0.903 with one rate for every state; 0.860 from a first length of
+//! 4 with one rate; the copy-run per-state 1.003), 0.883 and 0.895 on the
+//! two-peaked curve at `c = 0.1` (batch 32 and 1; 0.888 and 0.902 with one
+//! rate; the copy-run per-state gives 0.976 and 0.993 there), and 0.939 to
+//! 1.380 elsewhere. The two kinds at `c = 0.1`, batch 32, give 1.119 (1.155
+//! with one rate; 0.843 with one rate and the drafter's state alone, the
+//! copy-run per-state 0.893): the recent matched length tells them apart.
+//! It switches 0.8 to 3.6 times per 1,000 engine steps at batch 1 and 11 to
+//! 115 at batch 32.
 
 use crate::drafting::{Policy, RequestMemory, RequestView};
 use crate::runs::{DEFAULT_KEEP, DEFAULT_RUN_OBSERVATIONS, PositionOutcome};
@@ -161,6 +166,33 @@ pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
 /// 1.00 over both (15) and the same n-gram mean; 4's suffix mean is
 /// higher (the suffix mean's 0.1% is what one sample resolves).
 pub const DEFAULT_PRIOR: f64 = 4.0;
+
+/// How much each state's exchange rate leans on the overall one on n-gram
+/// traces ([`StepSettings::state_rate`]): the base cost of this many
+/// observations at the overall rate, added to the state's own tokens and
+/// cost.
+///
+/// An accepted token is worth the cost it saves: the steps the request
+/// would otherwise spend on the positions the draft skipped. Those
+/// positions are in the request's own regime (a request copying goes on
+/// copying), so the tokens per unit of cost there are the state's, not
+/// the mean over every state: a token is cheap in a state that copies and
+/// dear in one that does not. Chosen on the tuning half of the held-out
+/// corpus, every batch kept full (n-gram traces, `K` 8 and 64, every
+/// regime, cost and batch; the mean of the 72 cell medians of per-state's
+/// goodput over the best static `k`, then cells under 1.00, then cells
+/// where per-state is ahead of every peer rule): one rate for all states
+/// (before) 1.0334, 0, 64; 4 1.0202, 8, 60; 32 1.0305, 0, 65; 64 1.0327,
+/// 0, 67; **128 1.0337, 0, 67**; 256 1.0335, 0, 65. The mean moves by less
+/// than one sample resolves (0.1%); what moves is the cells ahead of
+/// every peer (a target), and 128 has the most at the highest mean: the
+/// three it adds are agent calls at `K = 64`, `c = 0.02`, where the
+/// peers lead by 0.1 to 0.5% with one rate. The states' own rates help where
+/// copying is rare (agent calls at `K = 64`, `c = 0.1`, batch 32: 1.027
+/// against 1.021) and, leaning on them too much, cost the short edits at
+/// `K = 64` (32: 1.071 against 1.086 at `c = 0.1`). Not on suffix traces,
+/// where it was not measured.
+pub const DEFAULT_STATE_RATE: f64 = 128.0;
 
 /// Per-state's draft length before its first choice on n-gram traces (at
 /// most `K`; suffix traces start at `K`, as the copy-run controllers do:
@@ -294,6 +326,12 @@ pub struct StepSettings {
     /// Observations at the pooled mean added to each seen state's sums
     /// before a choice ([`DEFAULT_PRIOR`]; 0: every state on its own).
     pub prior: f64,
+    /// With `Some(w)`, each state values its tokens at its own exchange
+    /// rate: the tokens per unit of cost of what it drafted, with the base
+    /// cost of `w` observations at the overall rate added
+    /// ([`DEFAULT_STATE_RATE`] on n-gram traces); `None`: one rate for
+    /// every state (suffix traces).
+    pub state_rate: Option<f64>,
     /// What the states are.
     pub signal: StepSignal,
     /// Whether the states are crossed with the request's recent matched
@@ -320,6 +358,7 @@ impl StepSettings {
             factor: signal.default_factor(),
             first_len: max_draft_len,
             prior: DEFAULT_PRIOR,
+            state_rate: matches!(signal, StepSignal::ShortMatch(_)).then_some(DEFAULT_STATE_RATE),
             signal,
             recent_match: matches!(signal, StepSignal::ShortMatch(_)),
             fixed_plan: None,
@@ -343,6 +382,8 @@ pub struct StepStates {
     /// The tokens and step costs of what was drafted.
     seen_tokens: f64,
     seen_cost: f64,
+    /// Per state: the tokens and step costs of what was drafted there.
+    state_seen: [[f64; 2]; STEP_STATES],
     plan: [usize; STEP_STATES],
     seen: u64,
     choices: u64,
@@ -362,6 +403,7 @@ impl StepStates {
             pooled_costs: vec![0.0; width],
             seen_tokens: 0.0,
             seen_cost: 0.0,
+            state_seen: [[0.0; 2]; STEP_STATES],
             plan: settings.fixed_plan.map_or([first; STEP_STATES], |p| {
                 p.map(|k| k.min(settings.max_draft_len))
             }),
@@ -419,6 +461,14 @@ impl StepStates {
         }
         let prior = self.settings.prior;
         for (s, plan) in self.plan.iter_mut().enumerate() {
+            // The state's own rate, leaning on the overall one by `w`
+            // observations' base cost.
+            let rate = self.settings.state_rate.map_or(rate, |w| {
+                let [tokens, cost] = self.state_seen[s];
+                let lean = w * self.settings.cost.base;
+                self.settings.factor * (tokens + lean * self.seen_tokens / self.seen_cost)
+                    / (cost + lean)
+            });
             let tokens = &self.tokens[s * width..(s + 1) * width];
             let costs = &self.costs[s * width..(s + 1) * width];
             // A state never seen keeps its length.
@@ -442,6 +492,10 @@ impl StepStates {
         self.costs.iter_mut().for_each(|x| *x *= keep);
         self.seen_tokens *= keep;
         self.seen_cost *= keep;
+        self.state_seen
+            .iter_mut()
+            .flatten()
+            .for_each(|x| *x *= keep);
     }
 }
 
@@ -467,6 +521,8 @@ impl Policy for StepStates {
         if l > 0 {
             let width = self.settings.max_draft_len + 1;
             let s = self.state(p, memory);
+            self.state_seen[s][0] += (outcome.accepted + 1) as f64;
+            self.state_seen[s][1] += cost.base + cost.per_token * outcome.drafted as f64;
             let tokens = &mut self.tokens[s * width..(s + 1) * width];
             let costs = &mut self.costs[s * width..(s + 1) * width];
             for (k, (t, c)) in tokens.iter_mut().zip(costs.iter_mut()).enumerate() {
@@ -642,6 +698,61 @@ mod tests {
         // 8 x 0.3 + 0.3 = 2.7 of cost per token drafted is worth 8.45
         // tokens, more than the 7.87 the prior brings.
         assert_eq!(plan_at(1.2, 8.0, 1), (8, 0));
+    }
+
+    #[test]
+    fn a_state_values_its_tokens_at_its_own_rate() {
+        // Costs of base 2 and 0.6 a token. 30 whole copies of 8 (score
+        // 200: 9 tokens for 6.8 of cost each), then 10 drafts of 2 in a
+        // weak state (score 10) that hold 2 and 0 tokens in turn (2
+        // tokens for 3.2 of cost a step). There drafting 2 gains 1 token
+        // a step for 1.2 of cost: it pays at a rate under 1 / 1.2 = 0.833
+        // tokens per unit of cost, and nothing else does.
+        let cost = CostLinear {
+            base: 2.0,
+            per_token: 0.6,
+        };
+        let run = |state_rate: Option<f64>, keep: f64, rounds: usize| {
+            let mut c = StepStates::new(StepSettings {
+                factor: 1.0,
+                state_rate,
+                keep,
+                cost,
+                ..settings(40)
+            });
+            for _ in 0..rounds {
+                feed(&mut c, 30, step(position(8, 8, 200), 8, 1));
+                for i in 0..10 {
+                    feed(&mut c, 1, step(position(8, 2 * (i % 2), 10), 2, 1));
+                }
+            }
+            assert_eq!(c.choices(), rounds as u64);
+            (c.plan()[score_state(200)], c.plan()[score_state(10)])
+        };
+        let plan = |state_rate| run(state_rate, 1.0, 1);
+        // One rate for all: 290 tokens for 236 of cost, 1.229.
+        assert_eq!(plan(None), (8, 0));
+        // The weak state's own: 20 for 32, 0.625; the copies' own 1.32
+        // still pays for every token they draft (1 > 0.6 x 1.32).
+        assert_eq!(plan(Some(0.0)), (8, 2));
+        // Leaning on the overall rate by w observations' base cost (2 w):
+        // (20 + 2 w x 1.229) / (32 + 2 w) is 0.826 at w = 8 and 0.842 at
+        // 9, either side of 0.833.
+        assert_eq!(plan(Some(8.0)), (8, 2));
+        assert_eq!(plan(Some(9.0)), (8, 0));
+        assert_eq!(plan(Some(4.0)), (8, 2));
+        assert_eq!(plan(Some(16.0)), (8, 0));
+        // The state's sums keep half their weight at each choice: at the
+        // second, 10 + 20 tokens for 16 + 32 of cost, against a lean of
+        // 30: (30 + 30 x 1.229) / 78 = 0.857, no draft. Without the decay
+        // (40 for 64) it would be 0.818, a draft of 2.
+        assert_eq!(run(Some(15.0), 0.5, 2), (8, 0));
+        assert_eq!(run(Some(15.0), 1.0, 2), (8, 2));
+        // The default: n-gram traces lean by DEFAULT_STATE_RATE, suffix
+        // traces keep one rate.
+        let ngram = StepSettings::new(8, COST, StepSignal::ShortMatch(5));
+        assert_eq!(ngram.state_rate, Some(DEFAULT_STATE_RATE));
+        assert_eq!(settings(1).state_rate, None);
     }
 
     #[test]
