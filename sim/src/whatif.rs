@@ -716,30 +716,36 @@ mod tests {
         assert_eq!(r.summary.state_controller.unwrap().draft_lens.len(), 8);
     }
 
+    /// Four requests of `positions + 1` output tokens whose every position
+    /// proposes 12 tokens and matches 1, from a trace of drafting rule
+    /// `rule` (`vllm` or `suffix`) capped at 12.
+    fn rule_traces(rule: &str, positions: usize) -> Arc<TraceSet> {
+        let request = format!(
+            "{{\"output_tokens\":{},\"proposal\":[{}],\"match\":[{}]}}\n",
+            positions + 1,
+            vec!["12"; positions].join(","),
+            vec!["1"; positions].join(",")
+        );
+        let extra = if rule == "suffix" {
+            ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
+        } else {
+            ""
+        };
+        let meta = format!(
+            "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
+        );
+        Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap())
+    }
+
     /// Before their first choice the copy-run controllers draft 4 on an
     /// n-gram trace and `K` on a suffix trace.
     #[test]
     fn the_first_length_is_the_traces_rules() {
-        let positions = 39;
-        let request = format!(
-            "{{\"output_tokens\":40,\"proposal\":[{}],\"match\":[{}]}}\n",
-            vec!["12"; positions].join(","),
-            vec!["1"; positions].join(",")
-        );
         // K = 12: adaptive starts at 4 on n-gram traces, per-state at 8;
         // both at K on suffix traces.
         for (rule, firsts) in [("vllm", [4, 8]), ("suffix", [12, 12])] {
-            let extra = if rule == "suffix" {
-                ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
-            } else {
-                ""
-            };
-            let meta = format!(
-                "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
-            );
             let mut s = settings();
-            s.traces =
-                Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
+            s.traces = rule_traces(rule, 39);
             s.max_draft_len = 12;
             // No choice before the run ends.
             s.update_observations = Some(1_000_000);
@@ -764,24 +770,9 @@ mod tests {
         // token, in one step at any k >= 1, so k costs 1 + 0.001 k and
         // 1 is least. Within 1.5% of it: every k up to 12; within 0.5%:
         // k <= 6.
-        let positions = 199;
-        let request = format!(
-            "{{\"output_tokens\":200,\"proposal\":[{}],\"match\":[{}]}}\n",
-            vec!["12"; positions].join(","),
-            vec!["1"; positions].join(",")
-        );
         for (rule, expected) in [("vllm", 12), ("suffix", 6)] {
-            let extra = if rule == "suffix" {
-                ",\"num_speculative_tokens\":12,\"suffix\":{\"depth\":6,\"factor\":1.0,\"offset\":0.0,\"min_prob\":0.1,\"cache\":10}"
-            } else {
-                ""
-            };
-            let meta = format!(
-                "{{\"specdec_trace\":2,\"tokenizer\":\"t\",\"rule\":\"{rule}\",\"min_n\":1,\"max_n\":5,\"cap\":12,\"eos\":true,\"greedy\":true{extra}}}\n"
-            );
             let mut s = settings();
-            s.traces =
-                Arc::new(TraceSet::read((meta + &request.repeat(4)).as_bytes(), rule).unwrap());
+            s.traces = rule_traces(rule, 199);
             s.max_draft_len = 12;
             s.cost = StepCost::linear(1.0, 0.001).unwrap();
             s.update_observations = Some(8);
