@@ -516,13 +516,16 @@ impl Policy for StepStates {
         let p = outcome.proposed;
         let (l, m) = (usize::from(p.proposal), usize::from(p.matched));
         let cost = self.settings.cost;
+        // The tokens and step cost of what was drafted.
+        let got = (outcome.accepted + 1) as f64;
+        let paid = cost.base + cost.per_token * outcome.drafted as f64;
         // With nothing proposed every k is the same undrafted step: nothing
         // to learn.
         if l > 0 {
             let width = self.settings.max_draft_len + 1;
             let s = self.state(p, memory);
-            self.state_seen[s][0] += (outcome.accepted + 1) as f64;
-            self.state_seen[s][1] += cost.base + cost.per_token * outcome.drafted as f64;
+            self.state_seen[s][0] += got;
+            self.state_seen[s][1] += paid;
             let tokens = &mut self.tokens[s * width..(s + 1) * width];
             let costs = &mut self.costs[s * width..(s + 1) * width];
             for (k, (t, c)) in tokens.iter_mut().zip(costs.iter_mut()).enumerate() {
@@ -534,8 +537,8 @@ impl Policy for StepStates {
         // After the step's state was read: the tokens its proposal went on
         // to match (0 with nothing proposed) enter the request's mean.
         memory[RECENT_MATCH] += MATCH_WEIGHT * (m as f64 - memory[RECENT_MATCH]);
-        self.seen_tokens += (outcome.accepted + 1) as f64;
-        self.seen_cost += cost.base + cost.per_token * outcome.drafted as f64;
+        self.seen_tokens += got;
+        self.seen_cost += paid;
         self.seen += 1;
         if self.seen >= self.settings.observations && self.settings.fixed_plan.is_none() {
             self.seen = 0;

@@ -368,20 +368,17 @@ fn make_policy(
         let per_state = matches!(config.policy.build(), Build::PerState(_));
         let meta = config.traces.as_ref().and_then(|t| t.meta());
         let max_n = meta.map_or(5, |m| m.max_n);
+        // The drafting rule the traces were made with (`None`: n-gram).
+        let rule = meta.map(|m| m.rule.as_str());
         let mut settings =
             RunSettings::new(config.max_draft_len, config.linear_cost(), per_state, max_n);
         settings.signal = config
             .model
             .run_signal
-            .unwrap_or_else(|| crate::runs::default_signal(meta.map(|m| m.rule.as_str())));
-        let first_len =
-            crate::runs::default_first_len(meta.map(|m| m.rule.as_str()), config.max_draft_len);
+            .unwrap_or_else(|| crate::runs::default_signal(rule));
         if let (true, Some(signal)) = (per_state, settings.signal.step_signal(max_n)) {
             let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
-            step.first_len = crate::step_states::default_first_len(
-                meta.map(|m| m.rule.as_str()),
-                config.max_draft_len,
-            );
+            step.first_len = crate::step_states::default_first_len(rule, config.max_draft_len);
             step.recent_match &= settings.signal != RunSignal::ShortMatchSteps;
             step.fixed_plan = config.model.step_plan;
             if let Some(n) = config.model.update_observations {
@@ -389,8 +386,8 @@ fn make_policy(
             }
             return Ok(Box::new(StepStates::new(step)));
         }
-        settings.first_len = first_len;
-        settings.within = crate::runs::default_within(meta.map(|m| m.rule.as_str()));
+        settings.first_len = crate::runs::default_first_len(rule, config.max_draft_len);
+        settings.within = crate::runs::default_within(rule);
         if let Some(n) = config.model.update_observations {
             // 0: every observation (as the controllers' "every call").
             settings.observations = n.max(1);
