@@ -1124,6 +1124,29 @@ mod tests {
     }
 
     #[test]
+    fn a_request_s_outcomes_wait_for_its_own_tokens() {
+        let mut c = StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
+        let (mut a, mut b) = (RequestMemory::default(), RequestMemory::default());
+        let copy = Position {
+            ngram: 5,
+            ..position(8, 8, 0)
+        };
+        // A's proposal holds 8: the output says so with A's 8th token
+        // after it; A has made 5.
+        c.after_position(&mut a, step(copy, 4, 1));
+        // B makes 9 tokens at once: its own proposal is said, A's is not
+        // (B's tokens are not A's), so B's waits behind it.
+        c.after_position(&mut b, step(copy, 8, 1));
+        assert_ne!(a[REQUEST], b[REQUEST]);
+        assert_eq!((a[GENERATED], b[GENERATED]), (5.0, 9.0));
+        assert_eq!(sums(&c, 0, 8), (0.0, 0.0));
+        assert_eq!(c.order.len(), 2);
+        // A's next step makes its 8th token: both are learnt.
+        c.after_position(&mut a, step(copy, 4, 1));
+        assert_eq!(sums(&c, 0, 8).0, 16.0);
+    }
+
+    #[test]
     fn a_copy_counts_the_tokens_it_has_held_so_far_even_undrafted() {
         let c = &mut StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
         let copy = Position {
