@@ -729,6 +729,15 @@ mod tests {
         }
     }
 
+    /// A proposal of `proposal` tokens, `matched` of which hold, from a
+    /// match of `n` tokens.
+    fn matched_n(n: u8, proposal: u8, matched: u8) -> Position {
+        Position {
+            ngram: n,
+            ..position(proposal, matched, 0)
+        }
+    }
+
     /// A step that drafted `drafted` of a proposal at `K` of `proposed`.
     fn step(proposed: Position, drafted: usize, batch: usize) -> PositionOutcome {
         PositionOutcome {
@@ -1127,10 +1136,7 @@ mod tests {
     fn a_request_s_outcomes_wait_for_its_own_tokens() {
         let mut c = StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
         let (mut a, mut b) = (RequestMemory::default(), RequestMemory::default());
-        let copy = Position {
-            ngram: 5,
-            ..position(8, 8, 0)
-        };
+        let copy = matched_n(5, 8, 8);
         // A's proposal holds 8: the output says so with A's 8th token
         // after it; A has made 5.
         c.after_position(&mut a, step(copy, 4, 1));
@@ -1149,10 +1155,7 @@ mod tests {
     #[test]
     fn a_copy_counts_the_tokens_it_has_held_so_far_even_undrafted() {
         let c = &mut StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
-        let copy = Position {
-            ngram: 5,
-            ..position(8, 8, 0)
-        };
+        let copy = matched_n(5, 8, 8);
         let mut memory = RequestMemory::default();
         // Drafting nothing, each step's bonus token says the copy went on
         // one more token: its mean takes 1, 2, 3, 4, 5.
@@ -1167,10 +1170,7 @@ mod tests {
         // still tells a copy from text it does not copy).
         assert_eq!(c.state(copy, &memory), 2);
         // A proposal that fails ends the copy: it enters what it held.
-        let fails = Position {
-            ngram: 5,
-            ..position(8, 2, 0)
-        };
+        let fails = matched_n(5, 8, 2);
         c.after_position(&mut memory, step(fails, 4, 1));
         assert_eq!(memory[COPIED], 0.0);
         assert!((memory[RECENT_MATCH] - (mean + 0.25 * (2.0 - mean))).abs() < 1e-12);
@@ -1193,10 +1193,7 @@ mod tests {
         // A proposal of 8 whose first 6 tokens hold: drafting 2 accepts 2
         // and the bonus token goes on with it. The output says 6 hold with
         // its 7th token after the proposal.
-        let proposal = Position {
-            ngram: 5,
-            ..position(8, 6, 0)
-        };
+        let proposal = matched_n(5, 8, 6);
         c.after_position(&mut memory, step(proposal, 2, 1));
         assert_eq!(sums(&c, 0, 8), (0.0, 0.0));
         assert_eq!(memory[RECENT_MATCH], 0.25 * 3.0);
@@ -1216,14 +1213,8 @@ mod tests {
     fn outcomes_are_learnt_in_the_order_drafted() {
         let mut c = StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
         let (mut copying, mut failing) = (RequestMemory::default(), RequestMemory::default());
-        let long = Position {
-            ngram: 5,
-            ..position(8, 8, 0)
-        };
-        let short = Position {
-            ngram: 2,
-            ..position(8, 0, 0)
-        };
+        let long = matched_n(5, 8, 8);
+        let short = matched_n(2, 8, 0);
         // The copy's outcome waits for 8 tokens; the failure's is said at
         // once, but it was drafted after the copy's: it waits too, so that
         // the sums are never a sample of the outcomes said first.
