@@ -13,16 +13,22 @@
 //! then one or more traces (`ngram`'s JSON Lines); first, `--requests N`
 //! replays only each trace's first `N` requests, and `--plan-from TRACE`
 //! searches the plans on that trace alone and judges them on the others
-//! (held out: what a plan learned elsewhere earns, no longer hindsight). Every request is replayed
-//! alone, one after another (batch 1: a step's cost is its request's), and
+//! (held out: what a plan learned elsewhere earns, no longer hindsight),
+//! and `--signals LIST` replaces the richer columns with one: `per-state`'s
+//! first two signals and the listed ones alone (comma-separated: `n`,
+//! `outcome`, `full`, `proposal`, `copy`, `progress`, the signals below in
+//! their order; `--signals outcome` is `per-state`'s states). Every request
+//! is replayed alone, one after another (batch 1: a step's cost is its
+//! request's), and
 //! a request-step drafts `d = min(k, L)` and accepts `min(d, m)`.
 //!
 //! A state is what an engine knows when it drafts, read from the request's
-//! own past (causal): the two signals `per-state` reads (whether the match
+//! own past (causal): `per-state`'s first two signals (whether the match
 //! was shorter than the drafter's longest `n`; the recent matched length,
 //! cut at 1, 4 and 16 tokens: the mean, weight 1/4 on the newest step, of
 //! the tokens the request's copy had held by each step, what the output
-//! has said by then), and for the richer states also
+//! has said by then; it reads the previous outcome too since this example
+//! picked it), and for the richer states also
 //!
 //! - the matched `n` itself;
 //! - the previous drafting step's outcome: none yet, all drafted accepted,
@@ -63,7 +69,7 @@ use specdec_sim::trace_set::{TraceSet, TracedRequest};
 /// that moves none).
 const SWEEPS: usize = 20;
 
-const USAGE: &str = "usage: richer_states_bound [--requests N] [--plan-from TRACE] K COST TRACE...";
+const USAGE: &str = "usage: richer_states_bound [--requests N] [--plan-from TRACE] [--signals LIST] K COST TRACE...";
 
 fn main() {
     if let Err(e) = run() {
@@ -89,6 +95,26 @@ enum Signals {
     Rich,
     /// Those and the tokens generated so far.
     RichProgress,
+    /// `per-state`'s two and the signals of `--signals` (bits of
+    /// [`ADDED`]).
+    Chosen(u8),
+}
+
+/// The signals `--signals` adds to `per-state`'s two, by name: the matched
+/// `n`, the previous outcome, the steps in a row that accepted all they
+/// drafted, the proposal length, the tokens the copy has held so far, the
+/// tokens generated so far.
+const ADDED: [&str; 6] = ["n", "outcome", "full", "proposal", "copy", "progress"];
+
+/// The bits of [`ADDED`] a comma-separated list names.
+fn chosen(list: &str) -> Result<u8, String> {
+    list.split(',').try_fold(0, |mask, name| {
+        let bit = ADDED
+            .iter()
+            .position(|&a| a == name)
+            .ok_or_else(|| format!("--signals: {name:?} is not one of {}", ADDED.join(", ")))?;
+        Ok(mask | 1 << bit)
+    })
 }
 
 /// What a request's past says at a drafting step.
@@ -112,6 +138,27 @@ fn state(signals: Signals, past: &Past, at: usize, proposal: usize, n: usize, ma
     match signals {
         Signals::None => 0,
         Signals::PerState => short + 2 * recent,
+        Signals::Chosen(mask) => {
+            // Each signal's values, and its value here.
+            let parts = [
+                (256, n as u64),
+                (4, past.outcome),
+                (5, past.full_in_a_row.min(4)),
+                (6, cut(proposal as f64, &[2.0, 4.0, 8.0, 16.0, 32.0])),
+                (
+                    7,
+                    cut(past.copied as f64, &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]),
+                ),
+                (5, cut(at as f64, &[64.0, 256.0, 1024.0, 4096.0])),
+            ];
+            (0..ADDED.len()).filter(|bit| mask >> bit & 1 == 1).fold(
+                short + 2 * recent,
+                |s, bit| {
+                    let (values, value) = parts[bit];
+                    s * values + value
+                },
+            )
+        }
         Signals::Rich | Signals::RichProgress => {
             let copy = cut(past.copied as f64, &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]);
             let mut s = n as u64;
@@ -399,6 +446,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut limit = usize::MAX;
     let mut plan_from = None;
+    let mut added = None;
     while args.first().is_some_and(|a| a.starts_with("--")) {
         let value = args.get(1).ok_or(USAGE)?.clone();
         match args[0].as_str() {
@@ -410,6 +458,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     .ok_or(format!("--requests: a count of 1 or more: {USAGE}"))?;
             }
             "--plan-from" => plan_from = Some(value),
+            "--signals" => added = Some((chosen(&value)?, value)),
             other => return Err(format!("{other}: no such option: {USAGE}").into()),
         }
         args.drain(..2);
@@ -439,7 +488,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         sets.push((path, traces));
     }
-    let columns = [Signals::PerState, Signals::Rich, Signals::RichProgress];
+    // With --signals, per-state's two signals and those alone.
+    let columns = match added {
+        Some((mask, _)) => vec![Signals::PerState, Signals::Chosen(mask)],
+        None => vec![Signals::PerState, Signals::Rich, Signals::RichProgress],
+    };
     // With --plan-from, the plans are searched on that trace alone and
     // judged on the others: held out.
     let mut held_out = None;
@@ -457,9 +510,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let from = plan_from
         .as_ref()
         .map_or(String::new(), |p| format!(", plans from {p}"));
+    let more = match &added {
+        Some((_, list)) => format!("per-state's and {list} (states)"),
+        None => "rich (states)\trich, progress (states)".into(),
+    };
     writeln!(
         out,
-        "trace\tbest static k\toracle\tper-state's signals{from}\trich (states)\trich, progress (states)"
+        "trace\tbest static k\toracle\tper-state's signals{from}\t{more}"
     )?;
     let mut all: Vec<Vec<f64>> = vec![Vec::new(); columns.len() + 1];
     for (path, traces) in sets {
@@ -615,6 +672,42 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn signals_are_chosen_by_name_and_each_splits_the_states() {
+        assert_eq!(chosen("outcome"), Ok(0b10));
+        assert_eq!(chosen("n,progress"), Ok(0b10_0001));
+        assert!(chosen("outcome,bogus").is_err());
+        let past = Past {
+            outcome: 1,
+            full_in_a_row: 2,
+            recent: 5.0,
+            copied: 9,
+        };
+        let fresh = Past::default();
+        let per_state = state(Signals::PerState, &past, 300, 20, 5, 5);
+        // Nothing added: per-state's states.
+        assert_eq!(state(Signals::Chosen(0), &past, 300, 20, 5, 5), per_state);
+        for (bit, name) in ADDED.iter().enumerate() {
+            let at = |past: &Past, at, proposal, n| {
+                state(Signals::Chosen(1 << bit), past, at, proposal, n, 5)
+            };
+            // The signal alone tells these apart; per-state's two do not.
+            let (one, other) = match *name {
+                "n" => (at(&past, 300, 20, 3), at(&past, 300, 20, 4)),
+                "outcome" | "full" | "copy" => {
+                    let other = Past {
+                        recent: 5.0,
+                        ..fresh
+                    };
+                    (at(&past, 300, 20, 5), at(&other, 300, 20, 5))
+                }
+                "proposal" => (at(&past, 300, 20, 5), at(&past, 300, 40, 5)),
+                _ => (at(&past, 300, 20, 5), at(&past, 30, 20, 5)),
+            };
+            assert_ne!(one, other, "{name}");
         }
     }
 
