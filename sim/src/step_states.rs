@@ -7,8 +7,10 @@
 //! drafter expects accepted, [`SCORE_EDGES`]); on an n-gram trace whether
 //! the drafter matched fewer than its longest `n`, crossed with the
 //! request's recent matched length ([`StepSettings::recent_match`],
-//! [`MATCH_EDGES`]): the drafter has no score, and how much of its recent
-//! proposals held says whether the request is copying. What a step reads
+//! [`MATCH_EDGES`]) and with its previous drafting step's outcome (none
+//! yet, every token accepted, some, none: [`OUTCOME_STATES`]): the drafter
+//! has no score, and how much of its recent proposals held says whether
+//! the request is copying. What a step reads
 //! is what the output has said by then: at each earlier step, the tokens
 //! the request's copy had held since it began (the tokens accepted, and
 //! the bonus token where it went on with the proposal, added up over the
@@ -86,16 +88,20 @@
 //! `sim/tests/copy_runs_adversarial.rs` (`K = 64`, `c` 0.1 and 0.3, batch 1
 //! and 32; a trace with no `ngram` is one drafter state, crossed with the
 //! recent matched length; the first length [`DEFAULT_NGRAM_FIRST_LEN`];
-//! each state's own rate, [`DEFAULT_STATE_RATE`]): at worst 0.861 of the
-//! best static `k` on the two-peaked curve at `c = 0.1`, batch 32 (0.889 at
-//! batch 1; the copy-run per-state gives 0.976 and 0.993 there), 0.882
-//! with two kinds of request in one batch of 32 at `c = 0.3` (the copy-run
-//! per-state 1.003), and 0.951 to 1.340 elsewhere. The two kinds at `c =
-//! 0.1`, batch 32, give 1.075 (0.836 with the drafter's state alone, the
-//! copy-run per-state 0.893): the recent matched length tells them apart.
-//! It switches 1.0 to 3.3 times per 1,000 engine steps at batch 1 and 25 to
-//! 101 at batch 32. (Read before the output said them, as before the
-//! changelog's Fixed: at worst 0.850, elsewhere 0.939 to 1.380.)
+//! each state's own rate, [`DEFAULT_STATE_RATE`]; the previous outcome):
+//! at worst 0.870 of the best static `k` with two kinds of request in one
+//! batch of 32 at `c = 0.3` (the copy-run per-state 1.003), 0.992 on the
+//! two-peaked curve at `c = 0.3`, batch 32, and 1.011 to 1.381 elsewhere.
+//! The previous outcome tells the two-peaked curve's peaks apart: at `c =
+//! 0.1` it gives 1.064 and 1.070 at batch 1 and 32, against 0.889 and 0.861
+//! with the short match and the recent matched length alone (the copy-run
+//! per-state 0.993 and 0.976). The two kinds at `c = 0.1`, batch 32, give
+//! 1.167 (0.836 with the drafter's state alone, the copy-run per-state
+//! 0.893). It switches 1.4 to 3.9 times per 1,000 engine steps at batch 1
+//! and 29 to 102 at batch 32. (Without the previous outcome: at worst
+//! 0.861, elsewhere 0.882 to 1.340, switching 1.0 to 3.3 and 25 to 101
+//! times; read before the output said them, as before the changelog's
+//! Fixed: at worst 0.850, elsewhere 0.939 to 1.380.)
 
 use std::collections::{HashMap, VecDeque};
 
@@ -172,10 +178,46 @@ pub const MATCH_EDGES: [f64; 3] = [1.0, 4.0, 16.0];
 /// [`RequestState`]: specdec_metrics::RequestState
 pub const MATCH_WEIGHT: f64 = 0.25;
 
+/// The outcomes of a request's previous drafting step that split its
+/// state on n-gram traces ([`StepSettings::previous_outcome`]): none yet
+/// (the request has not drafted), every token drafted accepted, some of
+/// them, none.
+///
+/// What the verifier said of the request's last draft is what an engine
+/// knows best about the next one: a copy whose whole draft held is likely
+/// to go on, one that held in part has just stopped (the tokens after
+/// it are the engine's own), and one that held nothing says the match is
+/// stale. The recent matched length reads the same outcomes, but as a
+/// mean over steps; the previous outcome is the newest alone.
+///
+/// Chosen on the tuning half of the held-out corpus, every batch kept full
+/// (n-gram traces, `K` 8 and 64, every regime, cost and batch; the mean of
+/// the 72 cell medians of per-state's goodput over the best static `k`,
+/// cells under 1.00, cells where per-state is ahead of every peer rule):
+/// without it 1.0279, 0, 65; **the four outcomes 1.0295, 0, 65**; three
+/// (some and none yet together) 1.0281, 0, 64; two (every token accepted
+/// or not) 1.0280, 0, 64. The four outcomes gain most on the short edits at `K
+/// = 64` (+0.8% on the mean of their 12 cells, each +0.2 to +1.7%); on
+/// agent calls at `K = 64` they cost 0.1% (at most 0.5%), elsewhere they
+/// move cells by under 0.2% on the mean. On the report half (run once,
+/// after the choice) the mean went from 1.0249 to 1.0263 and the cells
+/// under 1.00 from three to five, all chat at `K = 64` (0.995 at worst).
+/// Picked first, with one request in flight, among the signals the
+/// `richer_states_bound` example reads (fixed plans searched on half the
+/// tuning half's agent tasks and judged on the other half, `c = 0.1`):
+/// the outcome added the most of any
+/// one signal at `K = 8` (1.0240 and 1.0184 without it, 1.0325 and
+/// 1.0316 with it) and among the most at `K = 64` (1.0296 and 1.0267;
+/// 1.0319 and 1.0351), where no signal led both ways.
+pub const OUTCOME_STATES: usize = 4;
+
 /// The most states a [`StepStates`] controller keeps: the short-match
-/// split × the recent-match levels (more than the [`SCORE_STATES`]
-/// buckets).
-pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1);
+/// split × the recent-match levels × the previous outcomes (more than the
+/// [`SCORE_STATES`] buckets).
+pub const STEP_STATES: usize = 2 * (MATCH_EDGES.len() + 1) * OUTCOME_STATES;
+
+/// The recent-match levels ([`MATCH_EDGES`]).
+const LEVELS: usize = MATCH_EDGES.len() + 1;
 
 /// How many observations of the pooled states a state's sums are drawn
 /// toward ([`StepSettings::prior`]).
@@ -259,11 +301,14 @@ const _: () = assert!(SCORE_STATES <= STEP_STATES);
 
 // The request memory of a step-state controller: the request's recent
 // matched length, its number (1, 2, ...: 0 before its first step), the
-// tokens it has generated, and the tokens its copy has held so far.
+// tokens it has generated, the tokens its copy has held so far, and its
+// previous drafting step's outcome (0 none yet, 1 every token drafted
+// accepted, 2 some, 3 none).
 const RECENT_MATCH: usize = 0;
 const REQUEST: usize = 1;
 const GENERATED: usize = 2;
 const COPIED: usize = 3;
+const OUTCOME: usize = 4;
 
 /// An observation (a visited request-step with a proposal) whose outcome
 /// the output may not say yet.
@@ -387,6 +432,11 @@ pub struct StepSettings {
     /// [`StepSignal::Score`], where it did not pay (tuning half, suffix
     /// traces: 1.0072 with 15 cells under 1.00 without, 1.0081 with 22).
     pub recent_match: bool,
+    /// Whether the states are crossed with the request's previous
+    /// drafting step's outcome ([`OUTCOME_STATES`]): the default for
+    /// [`StepSignal::ShortMatch`]; not for [`StepSignal::Score`], where it
+    /// was not measured.
+    pub previous_outcome: bool,
     /// With `Some(plan)`, the lengths per state are `plan` from the first
     /// step and never chosen again (`plan[s]` is capped at `K`): a fixed
     /// table, to measure what the states give without learning.
@@ -408,6 +458,7 @@ impl StepSettings {
             state_rate: matches!(signal, StepSignal::ShortMatch(_)).then_some(DEFAULT_STATE_RATE),
             signal,
             recent_match: matches!(signal, StepSignal::ShortMatch(_)),
+            previous_outcome: matches!(signal, StepSignal::ShortMatch(_)),
             fixed_plan: None,
         }
     }
@@ -451,7 +502,21 @@ pub struct StepStates {
 impl StepStates {
     /// A controller of `settings`, drafting `first_len` in every state
     /// until its first choice.
+    ///
+    /// # Panics
+    ///
+    /// If the settings' states are more than [`STEP_STATES`] (the score
+    /// buckets crossed with both the recent matched length and the
+    /// previous outcome).
     pub fn new(settings: StepSettings) -> Self {
+        let crossed = |on: bool, n: usize| if on { n } else { 1 };
+        let states = settings.signal.states()
+            * crossed(settings.recent_match, LEVELS)
+            * crossed(settings.previous_outcome, OUTCOME_STATES);
+        assert!(
+            states <= STEP_STATES,
+            "{states} step states, more than {STEP_STATES}"
+        );
         let width = settings.max_draft_len + 1;
         let first = settings.first_len.min(settings.max_draft_len);
         Self {
@@ -513,7 +578,9 @@ impl StepStates {
     }
 
     /// The state of a request whose drafter proposes `position`, with the
-    /// request's memory.
+    /// request's memory: the drafter's state, then the recent-match level,
+    /// then the previous outcome (so that with neither the states are the
+    /// drafter's alone).
     fn state(&self, position: Position, memory: &RequestMemory) -> usize {
         let signal = self.settings.signal;
         let level = if self.settings.recent_match {
@@ -521,7 +588,12 @@ impl StepStates {
         } else {
             0
         };
-        signal.state(position) + signal.states() * level
+        let outcome = if self.settings.previous_outcome {
+            memory[OUTCOME] as usize
+        } else {
+            0
+        };
+        signal.state(position) + signal.states() * (level + LEVELS * outcome)
     }
 
     fn choose(&mut self) {
@@ -672,6 +744,16 @@ impl Policy for StepStates {
         }
         if !unsaid.is_empty() {
             self.unsaid.insert(request, unsaid);
+        }
+        // What the verifier said of this step's draft, for the next one.
+        if outcome.drafted > 0 {
+            memory[OUTCOME] = if outcome.accepted == outcome.drafted {
+                1.0
+            } else if outcome.accepted > 0 {
+                2.0
+            } else {
+                3.0
+            };
         }
         // After the step's state was read: what the output says of the
         // request's copy (0 with nothing proposed) enters its mean.
@@ -1055,7 +1137,10 @@ mod tests {
             // A shorter match: it fails.
             feed(&mut c, 1, step(at(2, 0), 3, 1));
         }
-        assert_eq!(c.plan(), &[8, 0, 3, 3, 3, 3, 3, 3]);
+        // Every step is its request's first: no previous outcome.
+        let mut expected = [3; STEP_STATES];
+        expected[..2].copy_from_slice(&[8, 0]);
+        assert_eq!(c.plan(), &expected);
         let mut lens = [9; 3];
         c.draft_lens(
             0,
@@ -1077,16 +1162,18 @@ mod tests {
             .map(match_level)
             .collect();
         assert_eq!(levels, [0, 0, 1, 1, 2, 2, 3, 3]);
-        assert_eq!(STEP_STATES, 8);
+        assert_eq!(STEP_STATES, 32);
         let ngram = StepSettings::new(8, COST, StepSignal::ShortMatch(5));
-        assert!(ngram.recent_match);
-        assert!(!StepSettings::new(8, COST, StepSignal::Score).recent_match);
+        assert!(ngram.recent_match && ngram.previous_outcome);
+        let score = StepSettings::new(8, COST, StepSignal::Score);
+        assert!(!score.recent_match && !score.previous_outcome);
     }
 
     #[test]
     fn a_request_copying_lately_is_a_state_of_its_own_on_ngram_traces() {
         let mut c = StepStates::new(StepSettings {
             factor: 1.0,
+            previous_outcome: false,
             ..StepSettings::new(8, COST, StepSignal::ShortMatch(5))
         });
         c.settings.observations = 16;
@@ -1130,6 +1217,67 @@ mod tests {
         };
         c.draft_lens(0, &[view_with(copying), view_with(failing)], &mut lens);
         assert_eq!(lens, [8, 0]);
+    }
+
+    #[test]
+    fn a_request_s_previous_outcome_is_a_state_of_its_own_on_ngram_traces() {
+        let mut c = StepStates::new(StepSettings {
+            factor: 1.0,
+            recent_match: false,
+            observations: 24,
+            keep: 1.0,
+            prior: 0.0,
+            ..StepSettings::new(8, COST, StepSignal::ShortMatch(5))
+        });
+        c.plan = [3; STEP_STATES];
+        // Three requests in the same drafter state (the longest n), eight
+        // steps each: proposals that hold whole, in part, not at all.
+        let mut memories = [RequestMemory::default(); 3];
+        for _ in 0..8 {
+            for (memory, matched) in memories.iter_mut().zip([8, 1, 0]) {
+                c.after_position(memory, step(matched_n(5, 8, matched), 3, 1));
+            }
+        }
+        assert_eq!(memories.map(|m| m[OUTCOME]), [1.0, 2.0, 3.0]);
+        // A step with nothing to draft leaves the outcome as it was.
+        let mut quiet = memories[0];
+        c.after_position(&mut quiet, step(matched_n(0, 0, 0), 3, 1));
+        assert_eq!(quiet[OUTCOME], 1.0);
+        assert_eq!(c.choices(), 1);
+        // The drafter's state is 0 and there are no levels: the state is
+        // 2 × 4 × the outcome. After all accepted, every proposal held 8:
+        // draft all. After none, none held: draft nothing. After some, one
+        // token held: the first drafted token earns 1 for 0.3 more cost, at
+        // a rate of 1.05 to 1.23 tokens per unit of cost (the state's own
+        // goodput and the overall one), and the others earn nothing: draft
+        // 1. The first steps (none yet) are a state of their own.
+        let state = |outcome: usize| 2 * LEVELS * outcome;
+        assert_eq!(c.plan()[state(1)], 8);
+        assert_eq!(c.plan()[state(2)], 1);
+        assert_eq!(c.plan()[state(3)], 0);
+        let mut lens = [9; 3];
+        let views = memories.map(|memory| RequestView {
+            memory,
+            ..view(Some(matched_n(5, 8, 0)))
+        });
+        c.draft_lens(0, &views, &mut lens);
+        assert_eq!(lens, [8, 1, 0]);
+    }
+
+    #[test]
+    fn more_states_than_the_controller_keeps_are_refused() {
+        let settings = StepSettings {
+            recent_match: true,
+            previous_outcome: true,
+            ..StepSettings::new(8, COST, StepSignal::Score)
+        };
+        let built = std::panic::catch_unwind(|| StepStates::new(settings));
+        assert!(built.is_err());
+        // The score buckets crossed with the levels alone fit.
+        StepStates::new(StepSettings {
+            previous_outcome: false,
+            ..settings
+        });
     }
 
     #[test]

@@ -307,6 +307,7 @@ impl Settings {
     /// # use std::sync::Arc;
     /// # use specdec_metrics::StepCost;
     /// # use specdec_sim::{policy::PolicySpec, trace_set::TraceSet, whatif::Settings};
+    /// use specdec_sim::step_states::STEP_STATES;
     /// let line = r#"{"id": 1, "output_tokens": 12, "proposal": [4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4], "match": [4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 0]}"#;
     /// let traces = Arc::new(TraceSet::read(line.as_bytes(), "one").unwrap());
     /// let settings = Settings {
@@ -323,7 +324,7 @@ impl Settings {
     /// };
     /// // Every state at 1 drafts as static 1 does, from the first step
     /// // (the learning per-state starts at 4).
-    /// let fixed = settings.replay_step_plan([1; 8]).unwrap();
+    /// let fixed = settings.replay_step_plan([1; STEP_STATES]).unwrap();
     /// let static1 = settings.replay(PolicySpec::fixed(1)).unwrap();
     /// assert_eq!(fixed.goodput(), static1.goodput());
     /// let learned = settings.replay(PolicySpec::per_state()).unwrap();

@@ -139,6 +139,21 @@ fn two_kinds_of_request() {
     check("two kinds", &t, 0.85);
 }
 
+/// Per-state's goodput over the best static length's on `s`, with the
+/// step states of `signal` (`None`: the default).
+fn per_state_ratio(s: &Settings, signal: Option<RunSignal>) -> f64 {
+    let mut statics = policies(64);
+    statics.retain(|p| p.static_len().is_some());
+    let best = best_static(&s.replay_all(&statics, 2, &|_, _, _| {}).unwrap())
+        .unwrap()
+        .goodput();
+    let s = Settings {
+        run_signal: signal,
+        ..s.clone()
+    };
+    s.replay(PolicySpec::per_state()).unwrap().goodput() / best
+}
+
 /// What tells the two kinds apart is the request's recent matched length:
 /// without it (`short-match-steps`, the drafter's state alone) per-state
 /// drafts one length for both kinds.
@@ -146,28 +161,29 @@ fn two_kinds_of_request() {
 fn the_recent_matched_length_tells_two_kinds_apart() {
     let t = traces(60, |i| if i % 2 == 0 { vec![2] } else { vec![30] });
     let s = settings(&t, 0.1, 32);
-    let goodput = |signal: Option<RunSignal>| {
-        Settings {
-            run_signal: signal,
-            ..s.clone()
-        }
-        .replay(PolicySpec::per_state())
-        .unwrap()
-        .goodput()
-    };
-    let default = goodput(None);
-    assert_eq!(default, goodput(Some(RunSignal::MatchSteps)));
-    let alone = goodput(Some(RunSignal::ShortMatchSteps));
-    let mut statics = policies(64);
-    statics.retain(|p| p.static_len().is_some());
-    let best = best_static(&s.replay_all(&statics, 2, &|_, _, _| {}).unwrap())
-        .unwrap()
-        .goodput();
+    let default = per_state_ratio(&s, None);
+    assert_eq!(default, per_state_ratio(&s, Some(RunSignal::MatchSteps)));
+    let alone = per_state_ratio(&s, Some(RunSignal::ShortMatchSteps));
     eprintln!(
-        "two kinds, c = 0.1, batch 32: per-state {:.3}, the drafter's state alone {:.3}",
-        default / best,
-        alone / best
+        "two kinds, c = 0.1, batch 32: per-state {default:.3}, the drafter's state alone {alone:.3}"
     );
     // See `step_states` for the figures.
     assert!(default > 1.2 * alone, "{default} against {alone}");
+}
+
+/// What tells the two-peaked curve's peaks apart is the previous draft's
+/// outcome: a run of 2 tokens ends in a draft that holds in part, and a
+/// run of 30 starts after it. The recent matched length mixes both runs
+/// (`recent-match-steps`, without the previous outcome).
+#[test]
+fn the_previous_outcome_tells_two_peaks_apart() {
+    let t = traces(60, |_| vec![2, 30]);
+    let s = settings(&t, 0.1, 32);
+    let default = per_state_ratio(&s, None);
+    let without = per_state_ratio(&s, Some(RunSignal::RecentMatchSteps));
+    eprintln!(
+        "bimodal, c = 0.1, batch 32: per-state {default:.3}, without the previous outcome {without:.3}"
+    );
+    // See `step_states` for the figures.
+    assert!(default > 1.1 * without, "{default} against {without}");
 }

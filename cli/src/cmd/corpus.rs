@@ -83,7 +83,9 @@ pub struct Args {
     /// or none; or, read at every step instead of copy runs, score-steps
     /// (a state per bucket of a suffix draft's score), match-steps (a
     /// short match, crossed with the request's recent matched length:
-    /// under 1, 4, 16 tokens, or more) or short-match-steps (a short match
+    /// under 1, 4, 16 tokens, or more; and with its previous draft's
+    /// outcome: none yet, all accepted, some, none), recent-match-steps
+    /// (without the previous outcome) or short-match-steps (a short match
     /// alone). Default: match-steps on n-gram traces, score-steps on suffix
     /// traces.
     #[arg(long, value_name = "SIGNAL", value_parser = specdec_sim::runs::RunSignal::parse)]

@@ -380,6 +380,7 @@ fn make_policy(
             let mut step = StepSettings::new(config.max_draft_len, config.linear_cost(), signal);
             step.first_len = crate::step_states::default_first_len(rule, config.max_draft_len);
             step.recent_match &= settings.signal != RunSignal::ShortMatchSteps;
+            step.previous_outcome &= settings.signal == RunSignal::MatchSteps;
             step.fixed_plan = config.model.step_plan;
             if let Some(n) = config.model.update_observations {
                 step.observations = n.max(1);
