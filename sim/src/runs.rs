@@ -1089,6 +1089,14 @@ mod tests {
         assert_eq!(default_signal(None), RunSignal::MatchSteps);
         assert_eq!(RunSignal::parse("score-steps"), Ok(RunSignal::ScoreSteps));
         assert_eq!(RunSignal::parse("match-steps"), Ok(RunSignal::MatchSteps));
+        assert_eq!(
+            RunSignal::parse("recent-match-steps"),
+            Ok(RunSignal::RecentMatchSteps)
+        );
+        assert_eq!(
+            RunSignal::parse("short-match-steps"),
+            Ok(RunSignal::ShortMatchSteps)
+        );
     }
 
     #[test]

@@ -1265,6 +1265,25 @@ mod tests {
     }
 
     #[test]
+    fn every_short_match_level_and_outcome_is_a_state_of_its_own() {
+        let c = StepStates::new(StepSettings::new(8, COST, StepSignal::ShortMatch(5)));
+        let mut states = std::collections::HashSet::new();
+        for n in [5, 2] {
+            for recent in [0.0, 1.0, 4.0, 16.0] {
+                for outcome in 0..OUTCOME_STATES {
+                    let mut memory = RequestMemory::default();
+                    memory[RECENT_MATCH] = recent;
+                    memory[OUTCOME] = outcome as f64;
+                    let s = c.state(matched_n(n, 8, 0), &memory);
+                    assert!(s < STEP_STATES);
+                    states.insert(s);
+                }
+            }
+        }
+        assert_eq!(states.len(), STEP_STATES);
+    }
+
+    #[test]
     fn more_states_than_the_controller_keeps_are_refused() {
         let settings = StepSettings {
             recent_match: true,
