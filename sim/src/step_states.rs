@@ -583,17 +583,17 @@ impl StepStates {
     /// drafter's alone).
     fn state(&self, position: Position, memory: &RequestMemory) -> usize {
         let signal = self.settings.signal;
-        let level = if self.settings.recent_match {
-            match_level(memory[RECENT_MATCH])
+        let (level, levels) = if self.settings.recent_match {
+            (match_level(memory[RECENT_MATCH]), LEVELS)
         } else {
-            0
+            (0, 1)
         };
         let outcome = if self.settings.previous_outcome {
             memory[OUTCOME] as usize
         } else {
             0
         };
-        signal.state(position) + signal.states() * (level + LEVELS * outcome)
+        signal.state(position) + signal.states() * (level + levels * outcome)
     }
 
     fn choose(&mut self) {
@@ -1245,13 +1245,13 @@ mod tests {
         assert_eq!(quiet[OUTCOME], 1.0);
         assert_eq!(c.choices(), 1);
         // The drafter's state is 0 and there are no levels: the state is
-        // 2 × 4 × the outcome. After all accepted, every proposal held 8:
+        // 2 × the outcome. After all accepted, every proposal held 8:
         // draft all. After none, none held: draft nothing. After some, one
         // token held: the first drafted token earns 1 for 0.3 more cost, at
         // a rate of 1.05 to 1.23 tokens per unit of cost (the state's own
         // goodput and the overall one), and the others earn nothing: draft
         // 1. The first steps (none yet) are a state of their own.
-        let state = |outcome: usize| 2 * LEVELS * outcome;
+        let state = |outcome: usize| 2 * outcome;
         assert_eq!(c.plan()[state(1)], 8);
         assert_eq!(c.plan()[state(2)], 1);
         assert_eq!(c.plan()[state(3)], 0);
@@ -1292,11 +1292,20 @@ mod tests {
         };
         let built = std::panic::catch_unwind(|| StepStates::new(settings));
         assert!(built.is_err());
-        // The score buckets crossed with the levels alone fit.
-        StepStates::new(StepSettings {
-            previous_outcome: false,
-            ..settings
-        });
+        // The score buckets crossed with either alone fit, and every state
+        // read is one of them.
+        for (recent_match, previous_outcome) in [(true, false), (false, true)] {
+            let c = StepStates::new(StepSettings {
+                recent_match,
+                previous_outcome,
+                ..settings
+            });
+            let mut memory = RequestMemory::default();
+            memory[RECENT_MATCH] = 64.0;
+            memory[OUTCOME] = 3.0;
+            let s = c.state(position(8, 0, 255), &memory);
+            assert_eq!(s, SCORE_STATES * 4 - 1);
+        }
     }
 
     #[test]
