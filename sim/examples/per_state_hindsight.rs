@@ -32,16 +32,7 @@ use specdec_sim::whatif::{DEFAULT_INTERVAL, Load, Settings, best_static, policie
 const USAGE: &str = "usage: per_state_hindsight [--load once|saturated] K COST BATCH TRACE...";
 
 fn main() {
-    if let Err(e) = run() {
-        // A reader that stopped early (`| head`) is no error.
-        let closed = e
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
-        if !closed {
-            eprintln!("per_state_hindsight: error: {e}");
-            std::process::exit(2);
-        }
-    }
+    specdec_sim::stdio::finish("per_state_hindsight", run());
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -72,16 +72,7 @@ const SWEEPS: usize = 20;
 const USAGE: &str = "usage: richer_states_bound [--requests N] [--plan-from TRACE] [--signals LIST] K COST TRACE...";
 
 fn main() {
-    if let Err(e) = run() {
-        // A reader that stopped early (`| head`) is no error.
-        let closed = e
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
-        if !closed {
-            eprintln!("richer_states_bound: error: {e}");
-            std::process::exit(2);
-        }
-    }
+    specdec_sim::stdio::finish("richer_states_bound", run());
 }
 
 /// Which signals make a state.

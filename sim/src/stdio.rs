@@ -36,3 +36,27 @@ pub fn stdout_is_closed() -> bool {
 pub fn stdout_is_closed() -> bool {
     false
 }
+
+/// Ends a program whose work returned `result`: an error is printed on
+/// standard error after the program's `name` and the process exits with
+/// status 2, except a write to a reader that stopped early (`| head`),
+/// which is no error.
+///
+/// ```
+/// use specdec_sim::stdio::finish;
+/// // A reader that closed the pipe: the program ends quietly.
+/// let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+/// finish("example", Err(closed.into()));
+/// finish("example", Ok(()));
+/// ```
+pub fn finish(name: &str, result: Result<(), Box<dyn std::error::Error>>) {
+    if let Err(e) = result {
+        let closed = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+        if !closed {
+            eprintln!("{name}: error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
