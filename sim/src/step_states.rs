@@ -690,18 +690,8 @@ impl Policy for StepStates {
         let now = memory[GENERATED];
         // The state the step drafted in, before anything of it enters.
         let state = (l > 0).then(|| self.state(p, memory));
-        // The request's earlier proposals the output now says (all of
-        // them once it ends).
+        // The request's proposals the output does not say yet.
         let mut unsaid = self.unsaid.remove(&request).unwrap_or_default();
-        let mut i = 0;
-        while i < unsaid.len() {
-            if unsaid[i].said_at <= now || outcome.finished {
-                let o = unsaid.swap_remove(i);
-                self.said(o);
-            } else {
-                i += 1;
-            }
-        }
         // With nothing proposed every k is the same undrafted step: nothing
         // to learn.
         let mut known = 0;
@@ -722,11 +712,7 @@ impl Policy for StepStates {
                 seq: self.front + self.order.len() as u64,
             };
             self.order.push_back((o, false));
-            if o.said_at <= now || outcome.finished {
-                self.said(o);
-            } else {
-                unsaid.push(o);
-            }
+            unsaid.push(o);
             // What the output says by now of how much the request copies:
             // the tokens its copy has held since the copy began, this step's
             // accepted tokens and bonus token included where it goes on
@@ -742,6 +728,17 @@ impl Policy for StepStates {
             }
         } else {
             memory[COPIED] = 0.0;
+        }
+        // Its proposals the output now says, this step's among them (all of
+        // them once it ends); the order learns them as drafted.
+        let mut i = 0;
+        while i < unsaid.len() {
+            if unsaid[i].said_at <= now || outcome.finished {
+                let o = unsaid.swap_remove(i);
+                self.said(o);
+            } else {
+                i += 1;
+            }
         }
         if !unsaid.is_empty() {
             self.unsaid.insert(request, unsaid);
