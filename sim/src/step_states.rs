@@ -318,9 +318,14 @@ struct Observation {
     /// `L`, and how much of the proposal's first `min(L, K)` tokens holds.
     proposal: usize,
     held: usize,
-    /// The request's generated tokens once the output says `held`.
+}
+
+/// Where a request's observation not yet said waits: the request's
+/// generated tokens once the output says it, and the observation's place
+/// in the order drafted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Unsaid {
     said_at: f64,
-    /// Its place in the order drafted.
     seq: u64,
 }
 
@@ -488,8 +493,8 @@ pub struct StepStates {
     choices: u64,
     last: usize,
     /// Per request (its number): its observations the output does not say
-    /// yet.
-    unsaid: HashMap<u64, Vec<Observation>>,
+    /// yet (each once, in the order below).
+    unsaid: HashMap<u64, Vec<Unsaid>>,
     requests: u64,
     /// Every observation in the order drafted from the oldest one not yet
     /// learnt, and whether its outcome is said: the sums take them from the
@@ -542,9 +547,10 @@ impl StepStates {
         }
     }
 
-    /// Marks `o` said; learns from the front of the order what is said.
-    fn said(&mut self, o: Observation) {
-        let i = usize::try_from(o.seq - self.front).expect("in the order");
+    /// Marks the observation `seq` said; learns from the front of the
+    /// order what is said.
+    fn said(&mut self, seq: u64) {
+        let i = usize::try_from(seq - self.front).expect("in the order");
         self.order[i].1 = true;
         while let Some(&(o, true)) = self.order.front() {
             self.order.pop_front();
@@ -704,15 +710,16 @@ impl Policy for StepStates {
             let copied = l.min(self.settings.max_draft_len);
             let held = m.min(copied);
             let needs = if held == copied { held } else { held + 1 };
+            unsaid.push(Unsaid {
+                said_at: before + needs as f64,
+                seq: self.front + self.order.len() as u64,
+            });
             let o = Observation {
                 state: s,
                 proposal: l,
                 held,
-                said_at: before + needs as f64,
-                seq: self.front + self.order.len() as u64,
             };
             self.order.push_back((o, false));
-            unsaid.push(o);
             // What the output says by now of how much the request copies:
             // the tokens its copy has held since the copy began, this step's
             // accepted tokens and bonus token included where it goes on
@@ -735,7 +742,7 @@ impl Policy for StepStates {
         while i < unsaid.len() {
             if unsaid[i].said_at <= now || outcome.finished {
                 let o = unsaid.swap_remove(i);
-                self.said(o);
+                self.said(o.seq);
             } else {
                 i += 1;
             }
