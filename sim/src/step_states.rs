@@ -450,6 +450,20 @@ pub struct StepSettings {
 }
 
 impl StepSettings {
+    /// The recent-match levels the states are crossed with (1: none).
+    fn levels(&self) -> usize {
+        if self.recent_match { LEVELS } else { 1 }
+    }
+
+    /// The previous outcomes the states are crossed with (1: none).
+    fn outcomes(&self) -> usize {
+        if self.previous_outcome {
+            OUTCOME_STATES
+        } else {
+            1
+        }
+    }
+
     /// The defaults, for `K`, a cost and the states' signal (the signal's
     /// factor, a first length of `K`).
     pub fn new(max_draft_len: usize, cost: CostLinear, signal: StepSignal) -> Self {
@@ -515,10 +529,7 @@ impl StepStates {
     /// buckets crossed with both the recent matched length and the
     /// previous outcome).
     pub fn new(settings: StepSettings) -> Self {
-        let crossed = |on: bool, n: usize| if on { n } else { 1 };
-        let states = settings.signal.states()
-            * crossed(settings.recent_match, LEVELS)
-            * crossed(settings.previous_outcome, OUTCOME_STATES);
+        let states = settings.signal.states() * settings.levels() * settings.outcomes();
         assert!(
             states <= STEP_STATES,
             "{states} step states, more than {STEP_STATES}"
@@ -590,16 +601,10 @@ impl StepStates {
     /// drafter's alone).
     fn state(&self, position: Position, memory: &RequestMemory) -> usize {
         let signal = self.settings.signal;
-        let (level, levels) = if self.settings.recent_match {
-            (match_level(memory[RECENT_MATCH]), LEVELS)
-        } else {
-            (0, 1)
-        };
-        let outcome = if self.settings.previous_outcome {
-            memory[OUTCOME] as usize
-        } else {
-            0
-        };
+        // Each signal's value is 0 where the states are not crossed with it.
+        let levels = self.settings.levels();
+        let level = match_level(memory[RECENT_MATCH]).min(levels - 1);
+        let outcome = (memory[OUTCOME] as usize).min(self.settings.outcomes() - 1);
         signal.state(position) + signal.states() * (level + levels * outcome)
     }
 
